@@ -1,0 +1,1 @@
+"""Replay of recorded agent traces under toolbudget and the strategies of other agents."""

@@ -1,0 +1,61 @@
+"""The normalized trace model every importer produces and every strategy replays.
+
+Messages are canonical Anthropic Messages dicts (``role`` user/assistant; ``content`` a list of
+``text``, ``tool_use``, ``tool_result`` and ``image`` blocks), whatever the recording's format, so a
+strategy handles one shape. The provider decides which prompt-cache rules the replay simulates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Provider = Literal["anthropic", "openai", "google"]
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Token usage the provider recorded for one request (its prompt and its answer)."""
+
+    input_tokens: int
+    """Prompt tokens billed at the base price (not read from, not written to the cache)."""
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    output_tokens: int = 0
+
+    @property
+    def prompt_tokens(self) -> int:
+        """All prompt tokens, however they were billed."""
+        return self.input_tokens + self.cache_read_tokens + self.cache_write_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One model request: the first ``n_messages`` of the trace, and what was recorded of it."""
+
+    n_messages: int
+    usage: Usage | None = None
+    timestamp: float | None = None
+    """Seconds since the epoch, when the recording has them."""
+
+
+@dataclass(frozen=True, slots=True)
+class Trace:
+    """One recorded agent session, normalized."""
+
+    name: str
+    """Short unique label, e.g. ``claude-code/37f83ec9``."""
+    path: str
+    """The file it came from, relative to the traces directory."""
+    format: str
+    """Importer name: claude-code, codex-cli, gemini-cli, mini-swe-agent, openhands, anthropic, openai-chat."""
+    provider: Provider
+    messages: tuple[dict[str, Any], ...]
+    requests: tuple[Request, ...]
+    system: str = ""
+    model: str | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def request_messages(self, i: int) -> list[dict[str, Any]]:
+        """The messages the model saw on request ``i`` (a new list sharing the message dicts)."""
+        return list(self.messages[: self.requests[i].n_messages])
