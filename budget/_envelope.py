@@ -145,7 +145,7 @@ def stub(text: str, *, ref: str, tool: str, chars: int, read_tool: str) -> str:
         f"[toolbudget] Old {what} trimmed ({len(text):,} characters, {count_lines(text):,} lines); "
         f'read it back with {read_tool} {{"ref": "{ref}"}}.'
     )
-    room = max(chars - len(head), 0)
+    room = max(chars - len(head) - len(" It began: …"), 0)
     glimpse = " ".join(text[: room * 2].split())[:room]
     if not glimpse:
         return head

@@ -72,7 +72,9 @@ class AnthropicFormat:
         """Validate one message and say which calls and results it holds."""
         where = f"messages[{index}]"
         if not isinstance(message, dict):
-            raise InputError(f"{where} must be a dict (an Anthropic message), not {_type_name(message)}")
+            raise InputError(
+                f"{where} must be a dict (an Anthropic message), not {_type_name(message)}"
+            )
         role = message.get("role")
         if role not in _ROLES:
             raise InputError(f"{where}.role must be 'user' or 'assistant', not {role!r}")
@@ -104,7 +106,9 @@ class AnthropicFormat:
                     raise InputError(f"{bw} is a tool_result block in a {role} message")
                 call_id = block.get("tool_use_id")
                 if not isinstance(call_id, str) or not call_id:
-                    raise InputError(f"{bw}.tool_use_id must be a non-empty string, not {call_id!r}")
+                    raise InputError(
+                        f"{bw}.tool_use_id must be a non-empty string, not {call_id!r}"
+                    )
                 text, others = result_text(block.get("content"), bw)
                 results.append(RawResult(call_id, j, text, block.get("is_error") is True, others))
         if not calls and not results:
