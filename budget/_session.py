@@ -19,15 +19,15 @@ from pathlib import Path
 from types import MappingProxyType, TracebackType
 from typing import Any, Self
 
-import structlog
-
 from budget._config import BudgetConfig, build_config
 from budget._envelope import EMPTY_TEXT
 from budget._errors import ContextOverflow, InputError, StoreError
 from budget._ledger import Decision, Ledger
+from budget._log import get_logger
 from budget._readback import ReadBack
 from budget._report import DecisionReport, Prepared, Report
 from budget._tokens import estimate_text_tokens, estimate_tokens
+from budget._usage import normalize_usage
 from budget._view import Format, Scanned, ToolResult
 from budget.formats import ANTHROPIC
 from budget.passes import PIPELINE, Candidate, PassContext, Staleness
@@ -96,7 +96,7 @@ class Budget:
         self._store = store
         self._format = format
         self._lock = threading.RLock()
-        self._log = structlog.get_logger("toolbudget")
+        self._log = get_logger("toolbudget")
         self._reader = ReadBack(store, self.config)
         self._ledger = Ledger()
         self._stored: set[str] = set()
@@ -306,13 +306,13 @@ class Budget:
                 self._calls[call.call_id] = (call.tool, group, rnd)
             results = []
             for raw in scanned.results:
-                call = self._calls.get(raw.call_id)
-                if call is None:
+                placed_call = self._calls.get(raw.call_id)
+                if placed_call is None:
                     raise InputError(
                         f"messages[{i}].content[{raw.slot}] is a tool result for call id "
                         f"{raw.call_id!r}, which no earlier assistant message made"
                     )
-                tool, g, r_round = call
+                tool, g, r_round = placed_call
                 result = ToolResult(
                     call_id=raw.call_id,
                     tool=tool,
@@ -349,8 +349,6 @@ class Budget:
     def _usage_total(self, usage: Any) -> int | None:
         if usage is None:
             return None
-        from budget._usage import normalize_usage
-
         u = normalize_usage(usage)
         if u is None:
             return None
@@ -359,7 +357,7 @@ class Budget:
             # A usage we have not seen is a new successful response: the overflow streak ends.
             self._last_usage = key
             self._overflows = 0
-        return u.total
+        return int(u.total)
 
     def _anchor(self, usage_total: int | None, messages: list[Any], k: int, *, out: bool) -> int:
         """Last reported usage plus what was added since (0 when no usage was given)."""
@@ -466,20 +464,22 @@ class Budget:
         """Store the bodies the decisions need, durably, before they are logged."""
         out: dict[str, Decision] = {}
         for call_id, d in made.items():
-            if d.needs_body and d.ref is not None and d.ref not in self._stored:
-                text = by_id[call_id].text
-                try:
-                    ref = self._store.put(text)
-                except (StoreError, OSError) as exc:
-                    self._log.error(
-                        "spill_failed", call_id=call_id, kind=d.kind, chars=d.chars, error=str(exc)
-                    )
-                    d = Decision(call_id, "kept_unspillable", "spill_failed", d.chars, tool=d.tool)
-                else:
-                    if ref != d.ref:  # pragma: no cover - a store that hashes differently
-                        raise StoreError(f"store returned ref {ref} for a body hashed {d.ref}")
-                    self._stored.add(ref)
             out[call_id] = d
+            if not d.needs_body or d.ref is None or d.ref in self._stored:
+                continue
+            try:
+                ref = self._store.put(by_id[call_id].text)
+            except (StoreError, OSError) as exc:
+                self._log.error(
+                    "spill_failed", call_id=call_id, kind=d.kind, chars=d.chars, error=str(exc)
+                )
+                out[call_id] = Decision(
+                    call_id, "kept_unspillable", "spill_failed", d.chars, tool=d.tool
+                )
+                continue
+            if ref != d.ref:  # pragma: no cover - a store that hashes differently
+                raise StoreError(f"store returned ref {ref} for a body hashed {d.ref}")
+            self._stored.add(ref)
         return out
 
     def _apply(
@@ -529,9 +529,9 @@ class Budget:
             m = self._msgs[i]
             self._outputs.append(self._render(messages[i], m.results))
             for r in m.results:
-                d = self._ledger.get(r.call_id)
-                if d is not None:
-                    self._totals.add(d, len(r.text), +1)
+                frozen = self._ledger.get(r.call_id)
+                if frozen is not None:
+                    self._totals.add(frozen, len(r.text), +1)
         first = min(touched_old) if touched_old else k
         del self._cum_out[first + 1 :]
         for i in range(first, len(messages)):

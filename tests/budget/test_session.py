@@ -36,8 +36,10 @@ def shown(msgs: list[dict[str, Any]], call_id: str) -> str:
             for b in m["content"]:
                 if b.get("type") == "tool_result" and b["tool_use_id"] == call_id:
                     c = b["content"]
-                    return c if isinstance(c, str) else "".join(
-                        p.get("text", "") for p in c if p.get("type") == "text"
+                    return (
+                        c
+                        if isinstance(c, str)
+                        else "".join(p.get("text", "") for p in c if p.get("type") == "text")
                     )
     raise KeyError(call_id)
 
@@ -240,3 +242,33 @@ def test_overflow_forces_staleness_and_three_in_a_row_raise(tmp_path: Path) -> N
         b.on_overflow("again")
         with pytest.raises(ContextOverflow):
             b.on_overflow("and again")
+
+
+def test_a_fresh_process_resumes_with_byte_identical_request_copies(tmp_path: Path) -> None:
+    """Another Python process opening the session produces exactly the same request bytes."""
+    import subprocess
+    import sys
+
+    import orjson
+
+    msgs = conversation([[big(300)], [big(40)], ["x" * 1200, "y" * 900, "z" * 800]])
+    (tmp_path / "msgs.json").write_bytes(orjson.dumps(msgs))
+    with Budget.open(tmp_path / "s", SMALL) as b:
+        mine = orjson.dumps(b.prepare(msgs, now=0).messages)
+    script = (
+        "import sys, orjson\n"
+        "from budget import Budget\n"
+        "from tests.budget.test_session import SMALL\n"
+        "msgs = orjson.loads(open(sys.argv[1], 'rb').read())\n"
+        "with Budget.open(sys.argv[2], SMALL) as b:\n"
+        "    sys.stdout.buffer.write(orjson.dumps(b.prepare(msgs, now=5).messages))\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "msgs.json"), str(tmp_path / "s")],
+        capture_output=True,
+        cwd=root,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stdout == mine
