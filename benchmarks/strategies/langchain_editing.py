@@ -45,6 +45,13 @@ class LangChainContextEditingConfig:
     """None: the middleware's ``count_tokens_approximately``."""
 
 
+def _args(value: Any) -> dict[str, Any]:
+    """Tool-call arguments as LangChain requires them (a dict)."""
+    if isinstance(value, dict):
+        return value
+    return {} if value is None else {"input": value}
+
+
 def _to_lc(message: dict[str, Any]) -> list[Any]:
     """One canonical message as LangChain messages (a user message may hold several results)."""
     from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
@@ -56,7 +63,7 @@ def _to_lc(message: dict[str, Any]) -> list[Any]:
             return [AIMessage(content=content)]
         blocks = [b for b in content if not (isinstance(b, dict) and b.get("type") == "tool_use")]
         calls = [
-            {"name": str(b.get("name", "")), "args": b.get("input") or {}, "id": str(b.get("id"))}
+            {"name": str(b.get("name", "")), "args": _args(b.get("input")), "id": str(b.get("id"))}
             for b in content
             if isinstance(b, dict) and b.get("type") == "tool_use"
         ]
