@@ -19,7 +19,8 @@ reconstructions of the 2.1.x bundle: ``maybePersistLargeToolResult``, ``persistT
 3. Every decision is frozen by ``tool_use_id``: a replaced result gets the same text on every later
    request, a kept one is never replaced later. No staleness pass.
 
-Deviations: the file path shown is a fixed, configurable directory (the real one is under
+Deviations: one cap for every tool by default (the bundle also lowers it per tool, e.g. Bash 30,000
+and Grep 20,000: the ``tool_caps`` setting); the file path shown is a fixed, configurable directory (the real one is under
 ``~/.claude/projects/<project>/<session>/``) so runs are byte-identical across machines; the file
 itself is written under the session's ``workdir``. A content array of text blocks is persisted as
 its texts joined by newlines (the real tool may write a JSON dump). Sizes are Python ``len``
@@ -67,6 +68,8 @@ class ClaudeCodeConfig:
     """Head preview kept inline (``PREVIEW_SIZE_BYTES``)."""
     group_budget_chars: int = 200_000
     """Budget for the results of one group (``MAX_TOOL_RESULTS_PER_MESSAGE_CHARS``)."""
+    tool_caps: tuple[tuple[str, int], ...] = ()
+    """Per-tool caps replacing ``cap_chars`` (the bundle lowers Bash to 30,000, Grep to 20,000)."""
     exempt_tools: frozenset[str] = frozenset({"Read"})
     """Tools whose results are never persisted (their own limit is infinite)."""
     empty_marker: bool = True
@@ -201,7 +204,7 @@ class _Session:
             text = result_text(content)
             if text.startswith(PERSISTED_OUTPUT_TAG):
                 continue
-            if len(text) > config.cap_chars:
+            if len(text) > dict(config.tool_caps).get(tool, config.cap_chars):
                 self.replacements[call_id] = self._persist(call_id, text)
                 # Persisted at the source: frozen, and never a budget candidate.
                 self.seen.add(call_id)

@@ -278,6 +278,17 @@ def test_claude_code_empty_exempt_image_and_json(tmp_path: Path) -> None:
     assert f"{DIR}/j1.json" in got["j1"]
 
 
+def test_claude_code_per_tool_caps(tmp_path: Path) -> None:
+    """A per-tool cap replaces the global one for that tool only."""
+    conv = Conv().prompt("go").round(("g1", "Grep", "g" * 150), ("b1", "Bash", "b" * 150))
+    outs, _ = replay(
+        "claude-code", conv.trace(), tmp_path, cap_chars=200, tool_caps=(("Grep", 100),)
+    )
+    got = contents(outs[-1])
+    assert got["g1"].startswith("<persisted-output>\nOutput too large (150 bytes).")
+    assert got["b1"] == "b" * 150
+
+
 def test_claude_code_file_size_format() -> None:
     """``formatFileSize`` output for bytes, KB and MB."""
     assert claude_code.format_file_size(1023) == "1023 bytes"
