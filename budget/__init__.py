@@ -1,8 +1,8 @@
 """toolbudget: keep an agent's tool results inside its context budget, losing nothing.
 
-    session = Budget.open("sessions/<id>")
-    req = session.prepare(messages, usage=last_usage, now=time.time())
-    client.messages.create(messages=req.messages, tools=[*tools, session.read_tool()], ...)
+session = Budget.open("sessions/<id>")
+req = session.prepare(messages, usage=last_usage, now=time.time())
+client.messages.create(messages=req.messages, tools=[*tools, session.read_tool()], ...)
 """
 
 from __future__ import annotations

@@ -12,7 +12,10 @@ import structlog
 import typer
 
 from budget import __version__
+from budget._config import BudgetConfig
 from budget._errors import BudgetError
+from budget._readback import ReadBack
+from spill import LocalStore, gc_sessions
 
 app = typer.Typer(
     name="toolbudget",
@@ -51,11 +54,6 @@ def read(
     grep: Annotated[str | None, typer.Option(help="Only lines matching this pattern.")] = None,
 ) -> None:
     """Print a spilled output (or some of its lines) exactly as the tool produced it."""
-    from spill import LocalStore
-
-    from budget._config import BudgetConfig
-    from budget._readback import ReadBack
-
     if not session.is_dir():
         typer.echo(f"error: no session directory at {session}", err=True)
         raise typer.Exit(2)
@@ -84,8 +82,6 @@ def gc(
     older_than: Annotated[str, typer.Option(help="Age, like 12h or 7d.")] = "7d",
 ) -> None:
     """Remove session directories not used for a while (locked ones are left alone)."""
-    from spill import gc_sessions
-
     removed = gc_sessions(root, older_than_s=_duration(older_than), now=time.time())
     for path in removed:
         typer.echo(f"removed {path}")

@@ -45,7 +45,10 @@ texts = st.one_of(
     st.builds(lambda s, n: s * n, st.text(_alphabet, min_size=1, max_size=30), st.integers(1, 400)),
 )
 
-image_block = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}
+image_block = {
+    "type": "image",
+    "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="},
+}
 
 
 @st.composite

@@ -49,9 +49,7 @@ def test_head_only_envelope_names_what_is_not_shown() -> None:
 
 def test_one_long_line_is_cut_by_characters() -> None:
     """A single overlong line is cut inside the line, and the envelope counts characters."""
-    got = envelope(
-        "x" * 5000, ref=REF, tool="t", preview_chars=100, tail_share=0.5, read_tool="r"
-    )
+    got = envelope("x" * 5000, ref=REF, tool="t", preview_chars=100, tail_share=0.5, read_tool="r")
     assert "--- first 50 characters ---\n" + "x" * 50 + "\n--- 4,900 characters omitted ---" in got
     assert got.endswith("--- last 50 characters ---\n" + "x" * 50)
     assert "(5,000 characters, 1 line)" in got

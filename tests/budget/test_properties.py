@@ -101,7 +101,7 @@ def test_invariants_hold_turn_after_turn(msgs: list[dict[str, Any]], gaps: list[
 
 def _groups_fit(hist: list[dict[str, Any]], out: list[dict[str, Any]], b: Budget) -> None:
     """No group is over budget while one of its results could still be spilled with a gain."""
-    for (m_in, m_out) in zip(hist, out, strict=True):
+    for m_in, m_out in zip(hist, out, strict=True):
         if m_in["role"] != "user" or not isinstance(m_in["content"], list):
             continue
         sizes = []
@@ -109,7 +109,8 @@ def _groups_fit(hist: list[dict[str, Any]], out: list[dict[str, Any]], b: Budget
             if blk_in.get("type") != "tool_result":
                 continue
             images = sum(
-                1 for p in (blk_out["content"] if isinstance(blk_out["content"], list) else [])
+                1
+                for p in (blk_out["content"] if isinstance(blk_out["content"], list) else [])
                 if p.get("type") != "text"
             )
             shown = len(_text(blk_out["content"])) + images * CFG.image_chars

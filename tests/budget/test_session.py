@@ -36,8 +36,10 @@ def shown(msgs: list[dict[str, Any]], call_id: str) -> str:
             for b in m["content"]:
                 if b.get("type") == "tool_result" and b["tool_use_id"] == call_id:
                     c = b["content"]
-                    return c if isinstance(c, str) else "".join(
-                        p.get("text", "") for p in c if p.get("type") == "text"
+                    return (
+                        c
+                        if isinstance(c, str)
+                        else "".join(p.get("text", "") for p in c if p.get("type") == "text")
                     )
     raise KeyError(call_id)
 
@@ -233,10 +235,50 @@ def test_overflow_forces_staleness_and_three_in_a_row_raise(tmp_path: Path) -> N
     msgs = conversation([[big(40, f"r{r}")] for r in range(4)])
     with Budget.open(tmp_path / "s", SMALL) as b:
         b.prepare(msgs, now=0)
-        b.on_overflow({"type": "error", "error": {"message": "prompt is too long"}})
+        assert not b.on_overflow("rate limited, try later")  # not an overflow: ignored
+        overflow = {
+            "type": "error",
+            "error": {
+                "type": "invalid_request_error",
+                "message": "prompt is too long: 210000 tokens > 200000 maximum",
+            },
+        }
+        assert b.on_overflow(overflow)
+        assert b.window() == 128_000  # the stated 200k limit is larger than the default window
         req = b.prepare(msgs, now=1)
         assert req.report.staleness_reason == "forced"
         assert {d.call_id for d in req.report.decisions} == {"call_0_0", "call_1_0", "call_2_0"}
-        b.on_overflow("again")
+        assert b.on_overflow("prompt is too long: 130000 tokens > 100000 maximum")
+        assert b.window() == 100_000
         with pytest.raises(ContextOverflow):
-            b.on_overflow("and again")
+            b.on_overflow(overflow)
+
+
+def test_a_fresh_process_resumes_with_byte_identical_request_copies(tmp_path: Path) -> None:
+    """Another Python process opening the session produces exactly the same request bytes."""
+    import subprocess
+    import sys
+
+    import orjson
+
+    msgs = conversation([[big(300)], [big(40)], ["x" * 1200, "y" * 900, "z" * 800]])
+    (tmp_path / "msgs.json").write_bytes(orjson.dumps(msgs))
+    with Budget.open(tmp_path / "s", SMALL) as b:
+        mine = orjson.dumps(b.prepare(msgs, now=0).messages)
+    script = (
+        "import sys, orjson\n"
+        "from budget import Budget\n"
+        "from tests.budget.test_session import SMALL\n"
+        "msgs = orjson.loads(open(sys.argv[1], 'rb').read())\n"
+        "with Budget.open(sys.argv[2], SMALL) as b:\n"
+        "    sys.stdout.buffer.write(orjson.dumps(b.prepare(msgs, now=5).messages))\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "msgs.json"), str(tmp_path / "s")],
+        capture_output=True,
+        cwd=root,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stdout == mine
