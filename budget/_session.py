@@ -13,7 +13,7 @@ import os
 import threading
 import time
 from bisect import bisect_right
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType, TracebackType
@@ -27,7 +27,9 @@ from budget._log import get_logger
 from budget._readback import ReadBack
 from budget._report import DecisionReport, Prepared, Report
 from budget._tokens import estimate_text_tokens, estimate_tokens
+from budget._overflow import is_context_overflow, overflow_limit
 from budget._usage import normalize_usage
+from budget._windows import resolve_window
 from budget._view import Format, Scanned, ToolResult
 from budget.formats import ANTHROPIC
 from budget.passes import PIPELINE, Candidate, PassContext, Staleness
@@ -37,7 +39,6 @@ __all__ = ["Budget"]
 
 _RESCAN = 2
 """Trailing messages of the previous history looked at again: callers mutate those in place."""
-_DEFAULT_WINDOW = 128_000
 
 
 @dataclass(slots=True)
@@ -91,8 +92,11 @@ class Budget:
         config: BudgetConfig | dict[str, Any] | None = None,
         *,
         format: Format = ANTHROPIC,
+        discover_window: Callable[[], int | None] | None = None,
     ) -> None:
         self.config = build_config(config)
+        self._discover = discover_window
+        self._window: int | None = None
         self._store = store
         self._format = format
         self._lock = threading.RLock()
@@ -112,21 +116,38 @@ class Budget:
 
     @classmethod
     def open(
-        cls, path: str | os.PathLike[str], config: BudgetConfig | dict[str, Any] | None = None
+        cls,
+        path: str | os.PathLike[str],
+        config: BudgetConfig | dict[str, Any] | None = None,
+        *,
+        discover_window: Callable[[], int | None] | None = None,
+        lock_timeout: float = 0.0,
     ) -> Budget:
-        """Open or create the session directory at ``path``, resuming from its decision log."""
+        """Open or create the session directory at ``path``, resuming from its decision log.
+
+        ``discover_window`` asks the provider for the model's context window (asked once; the
+        answer is kept in the session). A second opener of a locked session waits up to
+        ``lock_timeout`` seconds, then gets SessionLocked.
+        """
         cfg = build_config(config)
-        store = LocalStore(Path(path), quota_bytes=cfg.quota_bytes, fsync=cfg.fsync)
+        store = LocalStore(
+            Path(path), quota_bytes=cfg.quota_bytes, fsync=cfg.fsync, lock_timeout=lock_timeout
+        )
         try:
-            return cls(store, cfg)
+            return cls(store, cfg, discover_window=discover_window)
         except BaseException:
             store.close()
             raise
 
     @classmethod
-    def in_memory(cls, config: BudgetConfig | dict[str, Any] | None = None) -> Budget:
-        """A session kept in memory only (tests, short-lived agents): nothing survives the process."""
-        return cls(MemoryStore(), config)
+    def in_memory(
+        cls,
+        config: BudgetConfig | dict[str, Any] | None = None,
+        *,
+        discover_window: Callable[[], int | None] | None = None,
+    ) -> Budget:
+        """A session kept in memory only: nothing survives the process."""
+        return cls(MemoryStore(), config, discover_window=discover_window)
 
     def close(self) -> None:
         """Release the session directory (its lock); the session is not usable afterwards."""
@@ -553,16 +574,40 @@ class Budget:
     # -- window and overflow --------------------------------------------------------------------
 
     def window(self) -> int:
-        """The context window in tokens this session budgets for."""
-        return self.config.window or _DEFAULT_WINDOW
+        """The context window in tokens: setting, then discovery (kept in the session), then table."""
+        if self._window is None:
+            meta = dict(self._store.read_meta())
+            cache = {k: v for k, v in meta.get("windows", {}).items() if isinstance(v, int)}
+            before = dict(cache)
+            self._window = resolve_window(
+                self.config.model, explicit=self.config.window, discover=self._discover, cache=cache
+            )
+            if cache != before:
+                self._write_meta(windows=cache)
+        return self._window
 
-    def on_overflow(self, error: object = None) -> None:
+    def _write_meta(self, **fields: Any) -> None:
+        try:
+            self._store.write_meta({**self._store.read_meta(), **fields})
+        except (StoreError, OSError) as exc:
+            self._log.error("session_meta_failed", error=str(exc))
+
+    def on_overflow(self, error: object = None) -> bool:
         """The provider refused the last request as too long: budget the next one harder.
 
         The next ``prepare`` trims everything but the last round and halves the caps; after three
         overflows in a row with no successful response between them, ContextOverflow is raised.
+        ``error`` is the provider's error (an SDK exception, its JSON body, or its message); one
+        that is not a prompt-too-long error is ignored and False returned.
         """
+        if error is not None and not is_context_overflow(error):
+            self._log.warning("overflow_ignored", error=str(error)[:200])
+            return False
         with self._lock:
+            limit = overflow_limit(error) if error is not None else None
+            if limit is not None and limit < self.window():
+                # The provider told us the real window: believe it from now on.
+                self._window = limit
             self._overflows += 1
             try:
                 self._store.append_log([{"t": "ovf", "count": self._overflows}])
@@ -574,6 +619,7 @@ class Budget:
                     f"the provider refused the prompt as too long {self._overflows} times in a "
                     f"row, even with staleness forced and caps halved: {error}"
                 )
+        return True
 
     # -- read-back ------------------------------------------------------------------------------
 

@@ -235,13 +235,23 @@ def test_overflow_forces_staleness_and_three_in_a_row_raise(tmp_path: Path) -> N
     msgs = conversation([[big(40, f"r{r}")] for r in range(4)])
     with Budget.open(tmp_path / "s", SMALL) as b:
         b.prepare(msgs, now=0)
-        b.on_overflow({"type": "error", "error": {"message": "prompt is too long"}})
+        assert not b.on_overflow("rate limited, try later")  # not an overflow: ignored
+        overflow = {
+            "type": "error",
+            "error": {
+                "type": "invalid_request_error",
+                "message": "prompt is too long: 210000 tokens > 200000 maximum",
+            },
+        }
+        assert b.on_overflow(overflow)
+        assert b.window() == 128_000  # the stated 200k limit is larger than the default window
         req = b.prepare(msgs, now=1)
         assert req.report.staleness_reason == "forced"
         assert {d.call_id for d in req.report.decisions} == {"call_0_0", "call_1_0", "call_2_0"}
-        b.on_overflow("again")
+        assert b.on_overflow("prompt is too long: 130000 tokens > 100000 maximum")
+        assert b.window() == 100_000
         with pytest.raises(ContextOverflow):
-            b.on_overflow("and again")
+            b.on_overflow(overflow)
 
 
 def test_a_fresh_process_resumes_with_byte_identical_request_copies(tmp_path: Path) -> None:
