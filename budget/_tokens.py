@@ -166,12 +166,17 @@ def estimate_text_tokens(text: str) -> int:
     """
     if not text:
         return 0
-    units = 0
     if text.isascii():
-        for start in range(0, len(text), _CHUNK):
-            codes = text[start : start + _CHUNK].encode("ascii").translate(_ASCII_TABLE)
-            units += int.from_bytes(codes, "little").bit_count()
+        if len(text) <= _CHUNK:  # the common case, without the loop's slicing
+            codes = text.encode("ascii").translate(_ASCII_TABLE)
+            units = int.from_bytes(codes, "little").bit_count()
+        else:
+            units = 0
+            for start in range(0, len(text), _CHUNK):
+                codes = text[start : start + _CHUNK].encode("ascii").translate(_ASCII_TABLE)
+                units += int.from_bytes(codes, "little").bit_count()
     else:
+        units = 0
         for start in range(0, len(text), _CHUNK):
             chunk = text[start : start + _CHUNK].encode("utf-8", "surrogatepass")
             value = int.from_bytes(chunk.translate(_WIDE_TABLE), "little")
