@@ -1,0 +1,47 @@
+"""toolbudget: keep an agent's tool results inside its context budget, losing nothing.
+
+session = Budget.open("sessions/<id>")
+req = session.prepare(messages, usage=last_usage, now=time.time())
+client.messages.create(messages=req.messages, tools=[*tools, session.read_tool()], ...)
+"""
+
+from __future__ import annotations
+
+from budget._config import BudgetConfig, ToolPolicy
+from budget._errors import (
+    BudgetError,
+    ConfigError,
+    ContextOverflow,
+    FormatError,
+    InputError,
+    QuotaExceeded,
+    RefError,
+    SessionLocked,
+    StoreError,
+)
+from budget._ledger import Decision
+from budget._report import DecisionReport, Prepared, Report
+from budget._session import Budget
+from budget._tokens import estimate_tokens
+
+__all__ = [
+    "Budget",
+    "BudgetConfig",
+    "BudgetError",
+    "ConfigError",
+    "ContextOverflow",
+    "Decision",
+    "DecisionReport",
+    "FormatError",
+    "InputError",
+    "Prepared",
+    "QuotaExceeded",
+    "RefError",
+    "Report",
+    "SessionLocked",
+    "StoreError",
+    "ToolPolicy",
+    "estimate_tokens",
+]
+
+__version__ = "0.1.0"

@@ -1,0 +1,147 @@
+"""Settings: one validated, frozen model per session, with SPEC defaults."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from budget._errors import ConfigError
+
+__all__ = ["BudgetConfig", "PreviewShape", "ToolPolicy", "build_config"]
+
+PreviewShape = Literal["head_tail", "head"]
+PositiveInt = Annotated[int, Field(gt=0)]
+Share = Annotated[float, Field(ge=0.0, le=1.0)]
+
+
+class ToolPolicy(BaseModel):
+    """Per-tool overrides: a different cap, an exemption from spilling, another preview shape."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise ConfigError(_describe(exc)) from None
+
+    cap: PositiveInt | None = None
+    """Characters above which this tool's results are spilled (None: the session's cap)."""
+    exempt: bool = False
+    """Never spill or trim this tool's results (the read-back tool is always exempt)."""
+    preview: PreviewShape | None = None
+
+
+class BudgetConfig(BaseModel):
+    """Every setting of a session; refused when built if any value is out of range."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    # Pass 1: per-result cap.
+    result_cap: PositiveInt = 50_000
+    """A fresh result strictly longer than this many characters is spilled."""
+    preview_chars: PositiveInt = 2_000
+    """Characters of preview in an envelope (head and tail together)."""
+    preview_shape: PreviewShape = "head_tail"
+    tail_share: Share = 0.5
+    """Share of the preview given to the tail, for results that are not errors."""
+    error_tail_share: Share = 0.75
+    """Share of the preview given to the tail for error results (errors and exit codes come last)."""
+    include_path: bool = False
+    """Name the spilled file's path in envelopes, for agents whose model has file tools."""
+
+    # Pass 2: aggregate.
+    group_budget: PositiveInt = 200_000
+    """Characters the results answering one assistant message may take together."""
+
+    # Pass 3: staleness.
+    staleness: bool = True
+    protect_rounds: Annotated[int, Field(ge=1)] = 5
+    """The last this-many rounds are never trimmed."""
+    stale_floor: Annotated[int, Field(ge=0)] = 2_000
+    """Results at or under this many characters are never trimmed."""
+    stub_chars: Annotated[int, Field(ge=40)] = 300
+    min_reclaim_tokens: Annotated[int, Field(ge=0)] = 10_000
+    """A staleness batch runs only when it would reclaim at least this many tokens."""
+    cache_ttl_s: Annotated[float, Field(gt=0)] = 300.0
+    pressure: Annotated[float, Field(gt=0.0, le=1.0)] = 0.6
+    """Share of the window at which the context counts as under pressure."""
+    cache_write_price: Annotated[float, Field(gt=0)] = 1.25
+    cache_read_price: Annotated[float, Field(ge=0)] = 0.1
+    expected_requests_cap: PositiveInt = 50
+    """Cap on the later requests a trim is expected to pay off over."""
+
+    # Window and tokens.
+    window: PositiveInt | None = None
+    """Context window in tokens (None: discovered, then looked up by model, then 128k)."""
+    model: str | None = None
+    image_chars: Annotated[int, Field(ge=0)] = 6_400
+    """Characters an image or other non-text block counts as, for sizes."""
+
+    # Read-back tool and per-tool policies.
+    read_tool_name: Annotated[str, Field(pattern=r"^[a-zA-Z0-9_-]{1,64}$")] = "toolbudget_read"
+    read_page_chars: PositiveInt = 20_000
+    """Most characters one read-back page returns (it pages instead of spilling)."""
+    tools: dict[str, ToolPolicy] = Field(default_factory=dict)
+
+    # Store.
+    quota_bytes: PositiveInt | None = 1 << 30
+    fsync: bool = True
+
+    def __init__(self, **data: Any) -> None:
+        # A pydantic ValidationError is no BudgetError: re-raise it as one naming the fields.
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise ConfigError(_describe(exc)) from None
+
+    @model_validator(mode="after")
+    def _coherent(self) -> BudgetConfig:
+        if self.preview_chars >= self.result_cap:
+            raise ValueError(
+                f"preview_chars ({self.preview_chars}) must be smaller than result_cap "
+                f"({self.result_cap}), or an envelope could be larger than what it replaces"
+            )
+        if self.stub_chars >= self.stale_floor > 0:
+            raise ValueError(
+                f"stub_chars ({self.stub_chars}) must be smaller than stale_floor "
+                f"({self.stale_floor}), or a trim could grow a result"
+            )
+        return self
+
+    def policy(self, tool: str) -> ToolPolicy:
+        """The policy for ``tool``: the read-back tool is always exempt."""
+        if tool == self.read_tool_name:
+            return _EXEMPT
+        return self.tools.get(tool, _DEFAULT_POLICY)
+
+    def cap_for(self, tool: str) -> int | None:
+        """Characters above which ``tool``'s results are spilled; None when exempt."""
+        p = self.policy(tool)
+        if p.exempt:
+            return None
+        return p.cap if p.cap is not None else self.result_cap
+
+
+_DEFAULT_POLICY = ToolPolicy()
+_EXEMPT = ToolPolicy(exempt=True)
+
+
+def build_config(config: BudgetConfig | dict[str, object] | None) -> BudgetConfig:
+    """A validated config from a model, a dict of settings, or None (the defaults)."""
+    if config is None:
+        return BudgetConfig()
+    if isinstance(config, BudgetConfig):
+        return config
+    if not isinstance(config, dict):
+        raise ConfigError(f"config must be a BudgetConfig or a dict, not {type(config).__name__}")
+    return BudgetConfig(**config)
+
+
+def _describe(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors():
+        field = ".".join(str(p) for p in err["loc"]) or "config"
+        parts.append(f"{field}: {err['msg']}")
+    return "invalid toolbudget setting: " + "; ".join(parts)

@@ -1,0 +1,152 @@
+"""Envelopes, stubs and previews: pure functions whose bytes are pinned by tests.
+
+Everything here is deterministic (no timestamps, no random ids): the same input gives the same
+bytes, which is what keeps a request's prefix cacheable from turn to turn and across processes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["EMPTY_TEXT", "Preview", "count_lines", "envelope", "make_preview", "stub"]
+
+EMPTY_TEXT = "(no output)"
+"""What an empty result becomes: models tend to end their turn on an empty tool result."""
+
+
+def count_lines(text: str) -> int:
+    """Lines in ``text`` as an editor counts them (a final line without newline counts)."""
+    if not text:
+        return 0
+    n = text.count("\n")
+    return n if text.endswith("\n") else n + 1
+
+
+@dataclass(frozen=True, slots=True)
+class Preview:
+    """A head and a tail of a text, cut at line boundaries, and what lies between them."""
+
+    head: str
+    tail: str
+    omitted_lines: int
+    omitted_chars: int
+    head_lines: int
+    tail_start_line: int
+    """1-based number of the tail's first line (0 when there is no tail)."""
+
+
+def _cut_head(text: str, budget: int) -> str:
+    if len(text) <= budget:
+        return text
+    cut = text.rfind("\n", 0, budget)
+    # One overlong first line (minified JSON, a progress bar): cut inside it rather than show nothing.
+    return text[: cut + 1] if cut >= 0 else text[:budget]
+
+
+def _cut_tail(text: str, budget: int, floor: int) -> str:
+    """The last whole lines of ``text[floor:]`` that fit in ``budget`` characters."""
+    if budget <= 0 or len(text) - floor <= 0:
+        return ""
+    start = max(floor, len(text) - budget)
+    if start == floor:
+        return text[start:]
+    nl = text.find("\n", start - 1)
+    # ``start - 1``: when ``start`` already begins a line, keep that line.
+    if nl < 0 or nl + 1 >= len(text):
+        return text[start:]
+    return text[nl + 1 :]
+
+
+def make_preview(text: str, chars: int, *, tail_share: float) -> Preview:
+    """Head and tail of ``text`` within ``chars`` characters, cut at line boundaries."""
+    if len(text) <= chars:
+        return Preview(text, "", 0, 0, count_lines(text), 0)
+    tail_budget = int(chars * tail_share)
+    head = _cut_head(text, chars - tail_budget)
+    tail = _cut_tail(text, tail_budget, len(head))
+    middle_start, middle_end = len(head), len(text) - len(tail)
+    omitted_chars = middle_end - middle_start
+    omitted_lines = text.count("\n", middle_start, middle_end)
+    if tail and not head.endswith("\n") and middle_end > middle_start:
+        # A head cut mid-line leaves a partial line in the omitted span.
+        omitted_lines += 1
+    head_lines = head.count("\n") + (0 if head.endswith("\n") or not head else 1)
+    tail_start = count_lines(text) - count_lines(tail) + 1 if tail else 0
+    return Preview(head, tail, omitted_lines, omitted_chars, head_lines, tail_start)
+
+
+def _read_hint(ref: str, read_tool: str) -> str:
+    return (
+        f'Read more with the {read_tool} tool: {{"ref": "{ref}", "offset": <first line, 0-based>, '
+        f'"limit": <lines>}} or {{"ref": "{ref}", "grep": "<pattern>"}}.'
+    )
+
+
+def _n(k: int, word: str) -> str:
+    return f"{k:,} {word}" if k == 1 else f"{k:,} {word}s"
+
+
+def envelope(
+    text: str,
+    *,
+    ref: str,
+    tool: str,
+    preview_chars: int,
+    tail_share: float,
+    read_tool: str,
+    path: str | None = None,
+) -> str:
+    """The text that replaces a spilled result: size, reference, how to read on, and a preview."""
+    lines = count_lines(text)
+    what = f"Output of {tool}" if tool else "Output"
+    out = [
+        f"[toolbudget] {what} was too large for the context ({_n(len(text), 'character')}, "
+        f"{_n(lines, 'line')}); it is stored in full as ref {ref}.",
+        _read_hint(ref, read_tool),
+    ]
+    if path is not None:
+        out.append(f"File: {path}")
+    p = make_preview(text, preview_chars, tail_share=tail_share)
+    whole_head = p.head.endswith("\n")
+    out.append(
+        f"--- first {_n(p.head_lines, 'line')} ---"
+        if whole_head
+        else f"--- first {_n(len(p.head), 'character')} ---"
+    )
+    out.append(p.head.removesuffix("\n"))
+    if not p.tail:
+        rest_chars = len(text) - len(p.head)
+        if rest_chars:
+            rest = count_lines(text[len(p.head) :]) if whole_head else 0
+            what_rest = f"{_n(rest, 'more line')} ({_n(rest_chars, 'character')})"
+            if not whole_head:
+                what_rest = _n(rest_chars, "more character")
+            out.append(f"--- {what_rest} not shown ---")
+        return "\n".join(out)
+    whole_tail = len(p.tail) == len(text) or text[-len(p.tail) - 1] == "\n"
+    if whole_head and whole_tail:
+        out.append(
+            f"--- {_n(p.omitted_lines, 'line')} ({_n(p.omitted_chars, 'character')}) omitted ---"
+        )
+        out.append(
+            f"--- last {_n(count_lines(p.tail), 'line')} (from line {p.tail_start_line:,}) ---"
+        )
+    else:
+        out.append(f"--- {_n(p.omitted_chars, 'character')} omitted ---")
+        out.append(f"--- last {_n(len(p.tail), 'character')} ---")
+    out.append(p.tail.removesuffix("\n"))
+    return "\n".join(out)
+
+
+def stub(text: str, *, ref: str, tool: str, chars: int, read_tool: str) -> str:
+    """The short text that replaces an old result: what it was, its size, a glimpse, the ref."""
+    what = f"output of {tool}" if tool else "output"
+    head = (
+        f"[toolbudget] Old {what} trimmed ({len(text):,} characters, {count_lines(text):,} lines); "
+        f'read it back with {read_tool} {{"ref": "{ref}"}}.'
+    )
+    room = max(chars - len(head) - len(" It began: …"), 0)
+    glimpse = " ".join(text[: room * 2].split())[:room]
+    if not glimpse:
+        return head
+    return f"{head} It began: {glimpse}…"

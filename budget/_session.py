@@ -1,0 +1,646 @@
+"""Budget: one session per conversation; ``prepare`` turns a history into its request copy.
+
+The work per request is proportional to what is new: the session keeps, per message of the last
+history it saw, the request-copy message, its token estimate and the results it holds, and reuses
+them when the next history starts with the same message objects. Only the last few messages are
+looked at again (callers move ``cache_control`` markers there in place). A history that diverges
+earlier is rebuilt from the frozen decisions, which gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from bisect import bisect_right
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from types import MappingProxyType, TracebackType
+from typing import Any, Self
+
+from budget._config import BudgetConfig, build_config
+from budget._envelope import EMPTY_TEXT
+from budget._errors import ContextOverflow, InputError, StoreError
+from budget._ledger import Decision, Ledger
+from budget._log import get_logger
+from budget._readback import ReadBack
+from budget._report import DecisionReport, Prepared, Report
+from budget._tokens import estimate_text_tokens, estimate_tokens
+from budget._overflow import is_context_overflow, overflow_limit
+from budget._usage import normalize_usage
+from budget._windows import resolve_window
+from budget._view import Format, Scanned, ToolResult
+from budget.formats import ANTHROPIC
+from budget.passes import PIPELINE, Candidate, PassContext, Staleness
+from spill import LocalStore, MemoryStore, Store, ref_for
+
+__all__ = ["Budget"]
+
+_RESCAN = 2
+"""Trailing messages of the previous history looked at again: callers mutate those in place."""
+
+
+@dataclass(slots=True)
+class _Msg:
+    """What the session remembers of one message of the last history it saw."""
+
+    scanned: Scanned
+    results: tuple[ToolResult, ...]
+    round_after: int
+    group_after: int
+    tokens_in: int
+    tokens_out: int
+
+
+@dataclass(slots=True)
+class _Totals:
+    results: int = 0
+    chars_before: int = 0
+    chars_after: int = 0
+    kept: int = 0
+    spilled: int = 0
+    trimmed: int = 0
+    unspillable: int = 0
+
+    def add(self, d: Decision, original_chars: int, sign: int) -> None:
+        self.results += sign
+        self.chars_before += sign * original_chars
+        self.chars_after += sign * d.shown_chars()
+        if d.kind == "kept":
+            self.kept += sign
+        elif d.kind == "spilled":
+            self.spilled += sign
+        elif d.kind == "trimmed":
+            self.trimmed += sign
+        else:
+            self.unspillable += sign
+
+
+@dataclass(frozen=True, slots=True)
+class _Cand:
+    result: ToolResult
+    reclaim_tokens: int
+
+
+class Budget:
+    """A conversation's budgeting session: frozen decisions, a store, the passes."""
+
+    def __init__(
+        self,
+        store: Store,
+        config: BudgetConfig | dict[str, Any] | None = None,
+        *,
+        format: Format = ANTHROPIC,
+        discover_window: Callable[[], int | None] | None = None,
+    ) -> None:
+        self.config = build_config(config)
+        self._discover = discover_window
+        self._window: int | None = None
+        self._store = store
+        self._format = format
+        self._lock = threading.RLock()
+        self._log = get_logger("toolbudget")
+        self._reader = ReadBack(store, self.config)
+        self._ledger = Ledger()
+        self._stored: set[str] = set()
+        self._requests = 0
+        self._last_at: float | None = None
+        self._last_n = 0
+        self._overflows = 0
+        self._last_usage: tuple[int, ...] | None = None
+        self._reset()
+        self._restore()
+
+    # -- construction ---------------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        path: str | os.PathLike[str],
+        config: BudgetConfig | dict[str, Any] | None = None,
+        *,
+        discover_window: Callable[[], int | None] | None = None,
+        lock_timeout: float = 0.0,
+    ) -> Budget:
+        """Open or create the session directory at ``path``, resuming from its decision log.
+
+        ``discover_window`` asks the provider for the model's context window (asked once; the
+        answer is kept in the session). A second opener of a locked session waits up to
+        ``lock_timeout`` seconds, then gets SessionLocked.
+        """
+        cfg = build_config(config)
+        store = LocalStore(
+            Path(path), quota_bytes=cfg.quota_bytes, fsync=cfg.fsync, lock_timeout=lock_timeout
+        )
+        try:
+            return cls(store, cfg, discover_window=discover_window)
+        except BaseException:
+            store.close()
+            raise
+
+    @classmethod
+    def in_memory(
+        cls,
+        config: BudgetConfig | dict[str, Any] | None = None,
+        *,
+        discover_window: Callable[[], int | None] | None = None,
+    ) -> Budget:
+        """A session kept in memory only: nothing survives the process."""
+        return cls(MemoryStore(), config, discover_window=discover_window)
+
+    def close(self) -> None:
+        """Release the session directory (its lock); the session is not usable afterwards."""
+        self._store.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    @property
+    def store(self) -> Store:
+        """The session's store (spilled bodies, decision log)."""
+        return self._store
+
+    def _restore(self) -> None:
+        restored = 0
+        for rec in self._store.read_log():
+            kind = rec.get("t")
+            if kind == "d":
+                try:
+                    d = Decision.from_record(rec)
+                except ValueError as exc:
+                    self._log.warning("log_record_skipped", reason=str(exc))
+                    continue
+                self._ledger.record(d)
+                if d.ref is not None:
+                    self._stored.add(d.ref)
+                restored += 1
+            elif kind == "req":
+                self._requests = int(rec.get("n", self._requests))
+                at = rec.get("at")
+                self._last_at = float(at) if isinstance(at, int | float) else None
+                self._last_n = int(rec.get("m", 0))
+                self._overflows = 0
+            elif kind == "ovf":
+                self._overflows = int(rec.get("count", 0))
+        if restored:
+            self._log.info("session_resumed", decisions=restored, requests=self._requests)
+
+    def _reset(self) -> None:
+        """Forget the per-message caches (not the decisions): the next request rebuilds them."""
+        self._inputs: list[Any] = []
+        self._outputs: list[Any] = []
+        self._msgs: list[_Msg] = []
+        self._cum_out: list[int] = [0]
+        self._cum_in: list[int] = [0]
+        self._calls: dict[str, tuple[str, int, int]] = {}
+        self._members: dict[int, dict[str, ToolResult]] = {}
+        self._totals = _Totals()
+        self._cands: list[_Cand] = []
+        self._cand_rounds: list[int] = []
+        self._cand_cum: list[int] = [0]
+        self._cand_ids: set[str] = set()
+        self._cand_start = 0
+        self._prev_outputs: list[Any] = []
+
+    # -- the request path -----------------------------------------------------------------------
+
+    def prepare(
+        self, messages: Sequence[Any], *, usage: Any = None, now: float | None = None
+    ) -> Prepared:
+        """The request copy of ``messages`` and its report; ``messages`` is never modified."""
+        started = time.perf_counter()
+        if not isinstance(messages, list):
+            raise InputError(f"messages must be a list of messages, not {type(messages).__name__}")
+        when = time.time() if now is None else float(now)
+        with self._lock:
+            return self._prepare(messages, usage, when, started)
+
+    def _prepare(self, messages: list[Any], usage: Any, now: float, started: float) -> Prepared:
+        prev_len = len(self._inputs)
+        k = self._reusable(messages)
+        if k < 0:
+            old_outputs = self._outputs
+            self._reset()
+            k = 0
+        else:
+            old_outputs = self._outputs[k:]
+            self._truncate(k)
+        fresh, new_results = self._scan(messages, k)
+        usage_total = self._usage_total(usage)
+        overflowing = self._overflows > 0
+        ctx = self._context(messages, k, fresh, usage_total, now, overflowing)
+
+        made: dict[str, Decision] = {}
+        for _name, run in PIPELINE:
+            for d in run(replace(ctx, decided=MappingProxyType(made))):
+                made[d.call_id] = d
+        for r in fresh:
+            if r.call_id not in made:
+                made[r.call_id] = self._default(r)
+        by_id = {r.call_id: r for r in new_results}
+        for cand in ctx.staleness.eligible:
+            by_id[cand.result.call_id] = cand.result
+        made = self._materialize(made, by_id)
+
+        records: list[Mapping[str, Any]] = [d.to_record() for d in made.values()]
+        self._requests += 1
+        records.append({"t": "req", "n": self._requests, "at": now, "m": len(messages)})
+        try:
+            self._store.append_log(records)
+        except (StoreError, OSError) as exc:
+            # The request still goes out; after a restart these results are decided again.
+            self._log.error("decision_log_failed", error=str(exc), records=len(records))
+        reports = self._apply(messages, k, made, by_id)
+        self._last_at, self._last_n = now, len(messages)
+
+        trimmed_now = [d for d in made.values() if d.kind == "trimmed"]
+        # A batch rewrites results the previous request showed; otherwise compare what was redone.
+        stable = not trimmed_now and self._outputs[k:prev_len] == old_outputs[: prev_len - k]
+        window = self.window()
+        end = bisect_right(self._cand_rounds, self._cutoff(overflowing=False))
+        end = max(end, self._cand_start)
+        t = self._totals
+        report = Report(
+            request=self._requests,
+            format=self._format.name,
+            messages=len(messages),
+            results=t.results,
+            decisions=tuple(reports),
+            kept=t.kept,
+            spilled=t.spilled,
+            trimmed=t.trimmed,
+            unspillable=t.unspillable,
+            chars_before=t.chars_before,
+            chars_after=t.chars_after,
+            tokens_before=self._cum_in[-1],
+            tokens_after=max(self._cum_out[-1], self._anchor(usage_total, messages, k, out=True)),
+            window=window,
+            prefix_stable=stable,
+            staleness_ran=bool(trimmed_now),
+            staleness_reason=trimmed_now[0].reason if trimmed_now else None,
+            reclaimable_tokens=self._cand_cum[end] - self._cand_cum[self._cand_start],
+            elapsed_s=time.perf_counter() - started,
+        )
+        return Prepared(list(self._outputs), report)
+
+    def _reusable(self, messages: list[Any]) -> int:
+        """How many leading messages keep their cached state; -1 when the history diverged."""
+        n = len(self._inputs)
+        if n == 0:
+            return 0
+        if len(messages) >= n and messages[:n] == self._inputs:
+            # Equal by identity (or by value): the previous history is a prefix of this one.
+            return max(n - _RESCAN, 0)
+        return -1
+
+    def _truncate(self, k: int) -> None:
+        for i in range(len(self._msgs) - 1, k - 1, -1):
+            m = self._msgs[i]
+            for call in m.scanned.calls:
+                self._calls.pop(call.call_id, None)
+            for r in m.results:
+                d = self._ledger.get(r.call_id)
+                if d is not None:
+                    self._totals.add(d, len(r.text), -1)
+        del self._inputs[k:], self._outputs[k:], self._msgs[k:]
+        del self._cum_out[k + 1 :], self._cum_in[k + 1 :]
+
+    def _scan(self, messages: list[Any], k: int) -> tuple[list[ToolResult], list[ToolResult]]:
+        """Scan messages from ``k``: register calls, place results; return (fresh, all new)."""
+        fmt, cfg = self._format, self.config
+        rnd = self._msgs[k - 1].round_after if k else -1
+        group = self._msgs[k - 1].group_after if k else -1
+        fresh: list[ToolResult] = []
+        placed: list[ToolResult] = []
+        for i in range(k, len(messages)):
+            scanned = fmt.scan(i, messages[i])
+            if scanned.opens_round:
+                rnd += 1
+                group = i
+            for call in scanned.calls:
+                self._calls[call.call_id] = (call.tool, group, rnd)
+            results = []
+            for raw in scanned.results:
+                placed_call = self._calls.get(raw.call_id)
+                if placed_call is None:
+                    raise InputError(
+                        f"messages[{i}].content[{raw.slot}] is a tool result for call id "
+                        f"{raw.call_id!r}, which no earlier assistant message made"
+                    )
+                tool, g, r_round = placed_call
+                result = ToolResult(
+                    call_id=raw.call_id,
+                    tool=tool,
+                    msg_index=i,
+                    slot=raw.slot,
+                    group=g,
+                    round=r_round,
+                    text=raw.text,
+                    is_error=raw.is_error,
+                    extra_chars=raw.other_blocks * cfg.image_chars,
+                    order=(i << 16) + raw.slot,
+                )
+                results.append(result)
+                self._members.setdefault(g, {})[result.call_id] = result
+                prior = self._ledger.get(result.call_id)
+                if prior is not None and prior.chars != len(result.text):
+                    self._log.warning(
+                        "decision_stale",
+                        call_id=result.call_id,
+                        logged_chars=prior.chars,
+                        chars=len(result.text),
+                    )
+                    prior = None
+                if prior is None:
+                    fresh.append(result)
+            placed.extend(results)
+            self._msgs.append(
+                _Msg(scanned, tuple(results), rnd, group, estimate_tokens(messages[i]), 0)
+            )
+            self._inputs.append(messages[i])
+            self._cum_in.append(self._cum_in[-1] + self._msgs[-1].tokens_in)
+        return fresh, placed
+
+    def _usage_total(self, usage: Any) -> int | None:
+        if usage is None:
+            return None
+        u = normalize_usage(usage)
+        if u is None:
+            return None
+        key = (u.input_tokens, u.cache_read_tokens, u.cache_write_tokens, u.output_tokens)
+        if key != self._last_usage:
+            # A usage we have not seen is a new successful response: the overflow streak ends.
+            self._last_usage = key
+            self._overflows = 0
+        return int(u.total)
+
+    def _anchor(self, usage_total: int | None, messages: list[Any], k: int, *, out: bool) -> int:
+        """Last reported usage plus what was added since (0 when no usage was given)."""
+        if usage_total is None:
+            return 0
+        start = min(self._last_n, len(messages))
+        if start < len(messages) and _role(messages[start]) == "assistant":
+            start += 1  # the reply is in the usage already, as its output
+        if start >= len(messages):
+            return usage_total
+        cum = self._cum_out if out else self._cum_in
+        if len(cum) > len(messages):
+            return usage_total + cum[len(messages)] - cum[start]
+        return usage_total
+
+    def _cutoff(self, *, overflowing: bool) -> int:
+        """The newest round whose results may be trimmed."""
+        current = self._msgs[-1].round_after if self._msgs else -1
+        protect = 1 if overflowing else self.config.protect_rounds
+        return current - protect
+
+    def _context(
+        self,
+        messages: list[Any],
+        k: int,
+        fresh: list[ToolResult],
+        usage_total: int | None,
+        now: float,
+        overflowing: bool,
+    ) -> PassContext:
+        fresh_ids = {r.call_id for r in fresh}
+        frozen: dict[int, int] = {}
+        for g in {r.group for r in fresh}:
+            frozen[g] = sum(
+                d.shown_chars() + r.extra_chars
+                for cid, r in self._members.get(g, {}).items()
+                if cid not in fresh_ids and (d := self._ledger.get(cid)) is not None
+            )
+        end = bisect_right(self._cand_rounds, self._cutoff(overflowing=overflowing))
+        end = max(end, self._cand_start)
+        eligible = []
+        for c in self._cands[self._cand_start : end]:
+            d = self._ledger.get(c.result.call_id) or self._default(c.result)
+            eligible.append(Candidate(c.result, d, c.reclaim_tokens))
+        reclaim = self._cand_cum[end] - self._cand_cum[self._cand_start]
+        full_out = self._cum_out[k] + (self._cum_in[-1] - self._cum_in[k])
+        estimate = max(full_out, self._anchor(usage_total, messages, k, out=False))
+        first = eligible[0].result.msg_index if eligible else len(messages)
+        if first < k:
+            before_first = self._cum_out[first]
+        else:
+            before_first = self._cum_out[k] + self._cum_in[first] - self._cum_in[k]
+        rewrite = full_out - before_first
+        return PassContext(
+            config=self.config,
+            fresh=tuple(fresh),
+            decided=MappingProxyType({}),
+            group_frozen_chars=frozen,
+            staleness=Staleness(
+                eligible=tuple(eligible),
+                reclaim_tokens=reclaim,
+                rewrite_tokens=rewrite,
+                estimate_tokens=estimate,
+                window=self.window(),
+                now=now,
+                last_request_at=self._last_at,
+                requests_so_far=self._requests,
+                forced=overflowing,
+            ),
+            ref_for=ref_for,
+            path_of=self._store.path_of,
+            cap_scale=0.5 ** min(self._overflows, 3),
+        )
+
+    def _default(self, r: ToolResult) -> Decision:
+        """The decision for a result no pass touched."""
+        if not r.text and r.extra_chars == 0:
+            return Decision(r.call_id, "kept", "empty", 0, text=EMPTY_TEXT, tool=r.tool)
+        reason = "exempt" if self.config.cap_for(r.tool) is None else "fits"
+        return Decision(r.call_id, "kept", reason, len(r.text), tool=r.tool)
+
+    def _add_candidates(self, results: Any) -> None:
+        cfg = self.config
+        stub_tokens = (cfg.stub_chars + 150) // 4
+        for r in results:
+            if r.call_id in self._cand_ids or cfg.cap_for(r.tool) is None:
+                continue
+            d = self._ledger.get(r.call_id) or self._default(r)
+            if d.kind not in ("kept", "spilled") or d.shown_chars() <= cfg.stale_floor:
+                continue
+            reclaim = estimate_text_tokens(d.shown(r.text)) - stub_tokens
+            if reclaim <= 0:
+                continue
+            if self._cand_rounds and r.round < self._cand_rounds[-1]:
+                continue  # out of order (a late result for an old call): stays as it is
+            self._cand_ids.add(r.call_id)
+            self._cands.append(_Cand(r, reclaim))
+            self._cand_rounds.append(r.round)
+            self._cand_cum.append(self._cand_cum[-1] + reclaim)
+
+    def _materialize(
+        self, made: dict[str, Decision], by_id: Mapping[str, ToolResult]
+    ) -> dict[str, Decision]:
+        """Store the bodies the decisions need, durably, before they are logged."""
+        out: dict[str, Decision] = {}
+        for call_id, d in made.items():
+            out[call_id] = d
+            if not d.needs_body or d.ref is None or d.ref in self._stored:
+                continue
+            try:
+                ref = self._store.put(by_id[call_id].text)
+            except (StoreError, OSError) as exc:
+                self._log.error(
+                    "spill_failed", call_id=call_id, kind=d.kind, chars=d.chars, error=str(exc)
+                )
+                out[call_id] = Decision(
+                    call_id, "kept_unspillable", "spill_failed", d.chars, tool=d.tool
+                )
+                continue
+            if ref != d.ref:  # pragma: no cover - a store that hashes differently
+                raise StoreError(f"store returned ref {ref} for a body hashed {d.ref}")
+            self._stored.add(ref)
+        return out
+
+    def _apply(
+        self,
+        messages: list[Any],
+        k: int,
+        made: dict[str, Decision],
+        by_id: Mapping[str, ToolResult],
+    ) -> list[DecisionReport]:
+        """Freeze the decisions and build the request-copy messages they change."""
+        reports = []
+        touched_old: set[int] = set()
+        for call_id, d in made.items():
+            r = by_id[call_id]
+            prev = self._ledger.get(call_id)
+            if r.msg_index < k and prev is not None:
+                self._totals.add(prev, len(r.text), -1)
+                self._totals.add(d, len(r.text), +1)
+                touched_old.add(r.msg_index)
+            self._ledger.record(d)
+            reports.append(
+                DecisionReport(
+                    call_id=call_id,
+                    kind=d.kind,
+                    reason=d.reason,
+                    ref=d.ref,
+                    tool=d.tool,
+                    chars_before=len(r.text),
+                    chars_after=d.shown_chars(),
+                )
+            )
+            self._log.debug(
+                "decision",
+                call_id=call_id,
+                kind=d.kind,
+                reason=d.reason,
+                ref=d.ref,
+                chars_before=len(r.text),
+                chars_after=d.shown_chars(),
+            )
+        if any(d.kind == "trimmed" for d in made.values()):
+            end = bisect_right(self._cand_rounds, self._cutoff(overflowing=self._overflows > 0))
+            self._cand_start = max(self._cand_start, end)
+        for i in sorted(touched_old):
+            self._outputs[i] = self._render(messages[i], self._msgs[i].results)
+        for i in range(k, len(messages)):
+            m = self._msgs[i]
+            self._outputs.append(self._render(messages[i], m.results))
+            for r in m.results:
+                frozen = self._ledger.get(r.call_id)
+                if frozen is not None:
+                    self._totals.add(frozen, len(r.text), +1)
+        first = min(touched_old) if touched_old else k
+        del self._cum_out[first + 1 :]
+        for i in range(first, len(messages)):
+            m = self._msgs[i]
+            out = self._outputs[i]
+            m.tokens_out = m.tokens_in if out is messages[i] else estimate_tokens(out)
+            self._cum_out.append(self._cum_out[-1] + m.tokens_out)
+        self._add_candidates(r for r in by_id.values() if r.msg_index >= k)
+        return reports
+
+    def _render(self, message: Any, results: Sequence[ToolResult]) -> Any:
+        texts = {}
+        for r in results:
+            d = self._ledger.get(r.call_id)
+            if d is not None and d.text is not None:
+                texts[r.slot] = d.text
+        return self._format.rewrite(message, texts) if texts else message
+
+    # -- window and overflow --------------------------------------------------------------------
+
+    def window(self) -> int:
+        """The context window in tokens: setting, then discovery (kept in the session), then table."""
+        if self._window is None:
+            meta = dict(self._store.read_meta())
+            cache = {k: v for k, v in meta.get("windows", {}).items() if isinstance(v, int)}
+            before = dict(cache)
+            self._window = resolve_window(
+                self.config.model, explicit=self.config.window, discover=self._discover, cache=cache
+            )
+            if cache != before:
+                self._write_meta(windows=cache)
+        return self._window
+
+    def _write_meta(self, **fields: Any) -> None:
+        try:
+            self._store.write_meta({**self._store.read_meta(), **fields})
+        except (StoreError, OSError) as exc:
+            self._log.error("session_meta_failed", error=str(exc))
+
+    def on_overflow(self, error: object = None) -> bool:
+        """The provider refused the last request as too long: budget the next one harder.
+
+        The next ``prepare`` trims everything but the last round and halves the caps; after three
+        overflows in a row with no successful response between them, ContextOverflow is raised.
+        ``error`` is the provider's error (an SDK exception, its JSON body, or its message); one
+        that is not a prompt-too-long error is ignored and False returned.
+        """
+        if error is not None and not is_context_overflow(error):
+            self._log.warning("overflow_ignored", error=str(error)[:200])
+            return False
+        with self._lock:
+            limit = overflow_limit(error) if error is not None else None
+            if limit is not None and limit < self.window():
+                # The provider told us the real window: believe it from now on.
+                self._window = limit
+            self._overflows += 1
+            try:
+                self._store.append_log([{"t": "ovf", "count": self._overflows}])
+            except (StoreError, OSError) as exc:
+                self._log.error("decision_log_failed", error=str(exc), records=1)
+            self._log.warning("context_overflow", count=self._overflows, error=str(error))
+            if self._overflows >= 3:
+                raise ContextOverflow(
+                    f"the provider refused the prompt as too long {self._overflows} times in a "
+                    f"row, even with staleness forced and caps halved: {error}"
+                )
+        return True
+
+    # -- read-back ------------------------------------------------------------------------------
+
+    def read(
+        self, ref: str, *, offset: int = 0, limit: int | None = None, grep: str | None = None
+    ) -> str:
+        """The exact text of lines of a spilled output (the whole output when no argument)."""
+        return self._reader.read(ref, offset=offset, limit=limit, grep=grep)
+
+    def read_tool(self) -> dict[str, Any]:
+        """The read-back tool's definition, in the Anthropic format."""
+        return self._reader.tool_definition()
+
+    def handle_read_tool(self, tool_input: Mapping[str, Any]) -> str:
+        """Run the read-back tool: a page of numbered lines with a hint to read on, or an error."""
+        return self._reader.handle(tool_input)
+
+    def decision(self, call_id: str) -> Decision | None:
+        """The frozen decision for a call id, if it was decided."""
+        return self._ledger.get(call_id)
+
+
+def _role(message: Any) -> str | None:
+    return message.get("role") if isinstance(message, dict) else None

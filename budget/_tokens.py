@@ -1,0 +1,434 @@
+"""Character-based token estimation: no network, no model download, fast enough for every result.
+
+Text is counted by character class, not by length alone, because providers' byte-level BPE
+tokenizers are much denser on some classes than others:
+
+* ASCII letters merge into word pieces (about 4-5 letters a token, the space before a word
+  merging into it); digits split into short groups; punctuation and newlines mostly stand alone
+  or pair up, so code and JSON cost far more tokens per character than prose.
+* CJK ideographs, kana and Hangul are about one token each (often more on older vocabularies).
+* Other non-ASCII text (Cyrillic, Greek, accented Latin, Indic...) sits in between, and emoji and
+  other 4-byte characters cost two or more tokens each.
+
+The estimate is a weighted sum over the UTF-8 bytes of the text, computed in C with no
+Python-level loop over characters: one ``bytes.translate`` maps each byte to a code whose set bits
+encode its weight, and ``int.bit_count`` on the result sums them (see :func:`estimate_text_tokens`).
+A non-ASCII character is classified by its UTF-8 lead byte, its weight split between the lead byte
+and its continuation bytes. About 240 MB/s on ASCII text.
+
+Message structures (Anthropic or OpenAI shapes, dicts or lists of them) are estimated as the sum
+of their texts plus fixed overheads for roles, blocks and tool-call framing; images count by an
+estimate from their pixel size when it can be read cheaply, else a flat figure.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import importlib
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final, Protocol, runtime_checkable
+
+import orjson
+
+__all__ = [
+    "IMAGE_TOKENS_DEFAULT",
+    "TokenEstimator",
+    "estimate_image_tokens",
+    "estimate_text_tokens",
+    "estimate_tokens",
+    "text_class_counts",
+    "tiktoken_estimator",
+]
+
+
+@runtime_checkable
+class TokenEstimator(Protocol):
+    """Anything that maps a text or a message structure to a token count.
+
+    The built-in :func:`estimate_tokens` is one; an exact tokenizer can be plugged in instead.
+    """
+
+    def __call__(self, obj: Any, /) -> int:
+        """Return the (estimated) number of tokens of ``obj``."""
+        ...
+
+
+# --- character classes ----------------------------------------------------------------------
+
+# Weights are integers in units of 1/_UNITS_PER_TOKEN token, carried by the UTF-8 bytes.
+# ASCII text (the common case, and the one that must be fastest) uses one table whose codes hold
+# up to 8 set bits, so one popcount sums it. Text with non-ASCII characters uses a second table
+# whose codes hold ``lo`` set bits in the low nibble (1 unit each) and ``hi`` in the high nibble
+# (5 units each): popcount(all) + 4 * popcount(high nibbles) sums up to 24 units a byte.
+_UNITS_PER_TOKEN: Final = 15
+_MAX_ASCII_UNITS: Final = 8
+_MAX_BYTE_UNITS: Final = 24
+
+# Tokens per character of each class, in units. Chosen from how byte-level BPE vocabularies
+# (cl100k/o200k, Claude's) split text and checked against the prompt-token growth recorded in
+# real traces (``python -m benchmarks.tokens`` measures the error).
+_CHAR_UNITS: Final[dict[str, int]] = {
+    "letter": 3,  # 0.2: a word of 4-5 letters (plus its leading space) is about one token
+    "digit": 7,  # 0.47: digits split into groups of 1-3
+    "punct": 8,  # 0.53: brackets, quotes, operators mostly stand alone or pair up
+    "space": 1,  # 0.07: a space merges into the next word; indentation runs merge too
+    "newline": 8,  # 0.53
+    "latin2": 9,  # 0.6: accented Latin, Greek, Cyrillic, Hebrew, Arabic (2-byte UTF-8)
+    "other3": 15,  # 1.0: U+0800-U+1FFF: Indic, Thai, Georgian, Vietnamese precomposed
+    "symbol3": 14,  # 0.93: U+2000-U+2FFF: typographic punctuation, arrows, box drawing, math
+    "cjk": 17,  # 1.13: U+3000-U+FFFF: CJK ideographs, kana, Hangul, fullwidth forms
+    "wide4": 30,  # 2.0: 4-byte characters: emoji, rare CJK extensions
+}
+# Units carried by each UTF-8 continuation byte; the lead byte carries the rest of the character.
+_CONT_UNITS: Final = 5
+
+
+def _lead_byte_class(b: int) -> tuple[str, int]:
+    """The class and byte length of the character a UTF-8 lead byte (>= 0xC0) starts."""
+    if b < 0xE0:
+        return "latin2", 2
+    if b < 0xE2:
+        return "other3", 3
+    if b == 0xE2:
+        return "symbol3", 3
+    if b < 0xF0:
+        # U+3000-U+FFFF, also private use U+E000-U+F8FF, which the lead byte cannot tell apart
+        # from fullwidth forms; it is rare, and counting it as CJK errs high.
+        return "cjk", 3
+    return "wide4", 4
+
+
+def _byte_class(b: int) -> str:
+    if b >= 0xC0:
+        return _lead_byte_class(b)[0]
+    if b >= 0x80:
+        return "cont"
+    c = chr(b)
+    if c.isalpha():
+        return "letter"
+    if c.isdigit():
+        return "digit"
+    if c == "\n":
+        return "newline"
+    if c in " \t\r\f\v":
+        return "space"
+    return "punct"
+
+
+def _byte_units(b: int) -> int:
+    if b >= 0xC0:
+        cls, length = _lead_byte_class(b)
+        return _CHAR_UNITS[cls] - (length - 1) * _CONT_UNITS
+    if b >= 0x80:
+        return _CONT_UNITS
+    return _CHAR_UNITS[_byte_class(b)]
+
+
+def _build_tables() -> tuple[bytes, bytes]:
+    ascii_table, wide_table = bytearray(256), bytearray(256)
+    for b in range(256):
+        units = _byte_units(b)
+        limit = _MAX_ASCII_UNITS if b < 0x80 else _MAX_BYTE_UNITS
+        if not 0 <= units <= limit:
+            raise AssertionError(f"byte 0x{b:02x} weighs {units} units, outside 0..{limit}")
+        if b < 0x80:
+            ascii_table[b] = (1 << units) - 1
+        hi, lo = divmod(units, 5)
+        wide_table[b] = ((1 << hi) - 1) << 4 | ((1 << lo) - 1)
+    return bytes(ascii_table), bytes(wide_table)
+
+
+_ASCII_TABLE, _WIDE_TABLE = _build_tables()
+_CLASS_NAMES: Final = (*_CHAR_UNITS, "cont")
+# Maps each byte to the index of its class, for counting classes (diagnostics, fitting).
+_CLASS_TABLE: Final = bytes(_CLASS_NAMES.index(_byte_class(b)) for b in range(256))
+# Chunks small enough that the translated copy and its integer stay in the CPU cache.
+_CHUNK: Final = 1 << 15
+# A chunk of _CHUNK characters is at most 4 * _CHUNK bytes of UTF-8.
+_HIGH_NIBBLES: Final = int.from_bytes(b"\xf0" * (4 * _CHUNK), "little")
+
+
+def text_class_counts(text: str) -> dict[str, int]:
+    """Count the characters of ``text`` per class (the estimator's input; for diagnostics)."""
+    classes = text.encode("utf-8", "surrogatepass").translate(_CLASS_TABLE)
+    return {name: classes.count(i) for i, name in enumerate(_CLASS_NAMES) if name != "cont"}
+
+
+def estimate_text_tokens(text: str) -> int:
+    """Estimate the tokens of plain text from its per-class character counts.
+
+    Empty text is 0; any non-empty text is at least 1. The estimate is a sum of non-negative
+    per-byte weights rounded up once, so appending text never lowers it.
+    """
+    if not text:
+        return 0
+    units = 0
+    if text.isascii():
+        for start in range(0, len(text), _CHUNK):
+            codes = text[start : start + _CHUNK].encode("ascii").translate(_ASCII_TABLE)
+            units += int.from_bytes(codes, "little").bit_count()
+    else:
+        for start in range(0, len(text), _CHUNK):
+            chunk = text[start : start + _CHUNK].encode("utf-8", "surrogatepass")
+            value = int.from_bytes(chunk.translate(_WIDE_TABLE), "little")
+            units += value.bit_count() + 4 * (value & _HIGH_NIBBLES).bit_count()
+    return max(1, -(-units // _UNITS_PER_TOKEN))
+
+
+# --- images -------------------------------------------------------------------------------
+
+IMAGE_TOKENS_DEFAULT: Final = 1600
+"""Tokens charged for an image whose size is unknown: Anthropic's cost of a full-size image
+(about 1.15 megapixels at 750 pixels a token), which is also near OpenAI's high-detail cost."""
+
+_IMAGE_MAX_EDGE: Final = 1568  # Anthropic resizes larger images to fit this long edge
+_PIXELS_PER_TOKEN: Final = 750
+_OPENAI_LOW_DETAIL: Final = 85
+
+
+def estimate_image_tokens(width: int | None, height: int | None) -> int:
+    """Tokens of one image of the given pixel size (Anthropic's rule: pixels / 750 after the
+    image is scaled to fit a 1568-pixel long edge); the flat default when the size is unknown."""
+    if not width or not height or width <= 0 or height <= 0:
+        return IMAGE_TOKENS_DEFAULT
+    scale = min(1.0, _IMAGE_MAX_EDGE / max(width, height))
+    w, h = width * scale, height * scale
+    return min(IMAGE_TOKENS_DEFAULT, max(1, math.ceil(w * h / _PIXELS_PER_TOKEN)))
+
+
+def _image_size(head: bytes) -> tuple[int, int] | None:
+    """Read width and height from the first bytes of a PNG, GIF or JPEG file."""
+    if head.startswith(b"\x89PNG\r\n\x1a\n") and len(head) >= 24:
+        return int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
+    if head[:6] in (b"GIF87a", b"GIF89a") and len(head) >= 10:
+        return int.from_bytes(head[6:8], "little"), int.from_bytes(head[8:10], "little")
+    if head.startswith(b"\xff\xd8"):
+        i = 2
+        while i + 9 < len(head):
+            if head[i] != 0xFF:
+                return None
+            marker = head[i + 1]
+            seg_len = int.from_bytes(head[i + 2 : i + 4], "big")
+            # SOF0-SOF15 carry the frame size, except DHT (C4), JPG (C8) and DAC (CC).
+            if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
+                return int.from_bytes(head[i + 7 : i + 9], "big"), int.from_bytes(
+                    head[i + 5 : i + 7], "big"
+                )
+            i += 2 + seg_len
+    return None
+
+
+_HEAD_B64_CHARS: Final = 64 * 1024  # enough for JPEG headers with EXIF before the frame marker
+
+
+def _base64_image_tokens(data: str) -> int:
+    if data.startswith("data:"):
+        data = data.partition(",")[2]
+    chunk = data[: _HEAD_B64_CHARS - _HEAD_B64_CHARS % 4]
+    try:
+        head = base64.b64decode(chunk + "=" * (-len(chunk) % 4))
+    except (binascii.Error, ValueError):
+        return IMAGE_TOKENS_DEFAULT
+    size = _image_size(head)
+    return estimate_image_tokens(*size) if size else IMAGE_TOKENS_DEFAULT
+
+
+def _image_block_tokens(block: Mapping[str, Any]) -> int:
+    """One image block: Anthropic ``image``, OpenAI ``image_url`` or Responses ``input_image``."""
+    width, height = block.get("width"), block.get("height")
+    if isinstance(width, int) and isinstance(height, int):
+        return estimate_image_tokens(width, height)
+    url: Any = block.get("image_url")
+    detail = block.get("detail")
+    if isinstance(url, Mapping):
+        detail = url.get("detail", detail)
+        url = url.get("url")
+    if detail == "low":
+        return _OPENAI_LOW_DETAIL
+    if isinstance(url, str) and url.startswith("data:"):
+        return _base64_image_tokens(url)
+    source = block.get("source")
+    if isinstance(source, Mapping) and source.get("type") == "base64":
+        data = source.get("data")
+        if isinstance(data, str):
+            return _base64_image_tokens(data)
+    return IMAGE_TOKENS_DEFAULT
+
+
+_TextFn = Callable[[str], int]
+
+# --- message structures ---------------------------------------------------------------------
+
+# Framing a provider adds around each message and block (role markers, separators). OpenAI
+# documents 3 tokens a message for chat models; block and tool-call framing is similar in size.
+_MESSAGE_OVERHEAD: Final = 4
+_BLOCK_OVERHEAD: Final = 2
+_TOOL_CALL_OVERHEAD: Final = 8
+_TOOL_RESULT_OVERHEAD: Final = 6
+_DOCUMENT_DEFAULT: Final = 1600
+_REDACTED_THINKING: Final = 100
+
+# Keys whose values are never sent as tokens (signatures, provider bookkeeping, cache control).
+_SKIP_KEYS: Final = frozenset(
+    {
+        "type",
+        "signature",
+        "cache_control",
+        "citations",
+        "usage",
+        "stop_reason",
+        "stop_sequence",
+        "model",
+        "status",
+        "annotations",
+        "logprobs",
+        "refusal",
+        "encrypted_content",
+    }
+)
+_IMAGE_TYPES: Final = frozenset({"image", "image_url", "input_image"})
+_TOOL_CALL_TYPES: Final = frozenset(
+    {"tool_use", "server_tool_use", "function_call", "custom_tool_call", "function"}
+)
+_TOOL_RESULT_TYPES: Final = frozenset(
+    {"tool_result", "function_call_output", "custom_tool_call_output", "web_search_tool_result"}
+)
+
+
+def _json_tokens(value: Any, text: _TextFn) -> int:
+    """Tokens of a value sent as JSON (tool-call input): its compact serialization as text."""
+    if isinstance(value, str):
+        return text(value)
+    try:
+        dumped = orjson.dumps(value, default=str).decode()
+    except TypeError:
+        dumped = str(value)
+    return text(dumped)
+
+
+def _mapping_tokens(obj: Mapping[str, Any], text: _TextFn) -> int:
+    kind = obj.get("type")
+    if kind in _IMAGE_TYPES:
+        return _image_block_tokens(obj) + _BLOCK_OVERHEAD
+    if kind == "document":
+        source = obj.get("source")
+        if isinstance(source, Mapping) and isinstance(source.get("data"), str):
+            if source.get("type") == "text":
+                return text(source["data"]) + _BLOCK_OVERHEAD
+            return _DOCUMENT_DEFAULT
+        return _DOCUMENT_DEFAULT
+    if kind == "redacted_thinking":
+        return _REDACTED_THINKING
+    if kind in _TOOL_CALL_TYPES:
+        total = _TOOL_CALL_OVERHEAD
+        for key in ("id", "call_id", "name"):
+            value = obj.get(key)
+            if isinstance(value, str):
+                total += text(value)
+        for key in ("input", "arguments"):
+            if key in obj:
+                total += _json_tokens(obj[key], text)
+        fn = obj.get("function")
+        if isinstance(fn, Mapping):
+            total += _mapping_tokens(fn, text)
+        return total
+    if kind in _TOOL_RESULT_TYPES:
+        total = _TOOL_RESULT_OVERHEAD
+        for key, value in obj.items():
+            if key not in _SKIP_KEYS and key != "is_error":
+                total += _value_tokens(value, text)
+        return total
+    total = _BLOCK_OVERHEAD if kind is not None else 0
+    if "role" in obj:
+        total += _MESSAGE_OVERHEAD
+    for key, value in obj.items():
+        if key in _SKIP_KEYS:
+            continue
+        if key in {"role", "name"}:
+            total += text(value) if isinstance(value, str) else 0
+        elif key == "tool_calls" and isinstance(value, Sequence) and not isinstance(value, str):
+            for call in value:
+                if isinstance(call, Mapping):
+                    total += _TOOL_CALL_OVERHEAD + _call_tokens(call, text)
+                else:
+                    total += _TOOL_CALL_OVERHEAD + _value_tokens(call, text)
+        else:
+            total += _value_tokens(value, text)
+    return total
+
+
+def _call_tokens(call: Mapping[str, Any], text: _TextFn) -> int:
+    """An OpenAI Chat ``tool_calls`` entry: id, function name and JSON arguments."""
+    total = 0
+    cid = call.get("id")
+    if isinstance(cid, str):
+        total += text(cid)
+    fn = call.get("function")
+    if isinstance(fn, Mapping):
+        name, args = fn.get("name"), fn.get("arguments")
+        if isinstance(name, str):
+            total += text(name)
+        if args is not None:
+            total += _json_tokens(args, text)
+    return total
+
+
+def _value_tokens(value: Any, text: _TextFn) -> int:
+    if value is None or isinstance(value, bool):
+        return 0
+    if isinstance(value, str):
+        return text(value)
+    if isinstance(value, int | float):
+        return text(str(value))
+    if isinstance(value, Mapping):
+        return _mapping_tokens(value, text)
+    if isinstance(value, Sequence | set | frozenset) and not isinstance(value, bytes | bytearray):
+        return sum(_value_tokens(v, text) for v in value)
+    if isinstance(value, bytes | bytearray):
+        return math.ceil(len(value) / 4)
+    dump: Callable[..., Any] | None = getattr(value, "model_dump", None)
+    if callable(dump):
+        return _value_tokens(dump(exclude_none=True), text)
+    return text(str(value))
+
+
+def estimate_tokens(obj: Any, *, text: Callable[[str], int] = estimate_text_tokens) -> int:
+    """Estimate the tokens ``obj`` costs in a prompt.
+
+    ``obj`` may be a text, one message or content block (a mapping in Anthropic or OpenAI
+    shape), a sequence of them, or an SDK object with ``model_dump()``. Texts count by character
+    class (:func:`estimate_text_tokens`); structures add per-message, per-block and tool-call
+    framing, count tool-call ids, names and JSON input, and count images by pixel size when the
+    base64 header reveals it (else :data:`IMAGE_TOKENS_DEFAULT`). Bookkeeping fields that are
+    never sent (``signature``, ``cache_control``, ``usage``...) are ignored. ``text`` replaces
+    the text estimator, e.g. with an exact tokenizer, keeping the same framing.
+    """
+    return _value_tokens(obj, text)
+
+
+def tiktoken_estimator(encoding: str = "o200k_base") -> TokenEstimator | None:
+    """An exact-tokenizer estimator backed by ``tiktoken``, or ``None`` when it is not installed.
+
+    Texts are tokenized exactly; structures keep :func:`estimate_tokens`' framing. tiktoken
+    itself fetches an encoding's files on first use unless they are in its local cache
+    (``TIKTOKEN_CACHE_DIR``); if that fails this returns ``None``. toolbudget never calls this
+    on its own: a caller opts in.
+    """
+    try:
+        tiktoken = importlib.import_module("tiktoken")  # optional, so not a top-level import
+    except ImportError:
+        return None
+    try:
+        enc = tiktoken.get_encoding(encoding)
+    except Exception:  # tiktoken raises plain exceptions for missing or unfetchable files
+        return None
+
+    def exact_text(text: str) -> int:
+        return len(enc.encode(text, disallowed_special=()))
+
+    def exact(obj: Any, /) -> int:
+        return estimate_tokens(obj, text=exact_text)
+
+    return exact

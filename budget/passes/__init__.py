@@ -1,0 +1,19 @@
+"""The passes, in the order they run on each request: a frozen, ordered list of named callables."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from budget.passes._context import Candidate, Pass, PassContext, Staleness
+from budget.passes.aggregate import aggregate
+from budget.passes.cap import cap
+from budget.passes.staleness import staleness
+
+__all__ = ["PIPELINE", "Candidate", "Pass", "PassContext", "Staleness"]
+
+PIPELINE: Sequence[tuple[str, Pass]] = (
+    ("cap", cap),
+    ("aggregate", aggregate),
+    ("staleness", staleness),
+)
+"""Every pass sees the decisions of the ones before it. Frozen: built once, run by a plain loop."""

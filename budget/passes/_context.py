@@ -1,0 +1,102 @@
+"""What every pass receives: one frozen context; what it returns: decisions. Passes touch no files."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from budget._config import BudgetConfig
+from budget._envelope import envelope
+from budget._ledger import Decision
+from budget._view import ToolResult
+
+__all__ = ["Candidate", "Pass", "PassContext", "Staleness", "spill"]
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A decided, untrimmed result old enough to be trimmed, with what trimming it would reclaim."""
+
+    result: ToolResult
+    decision: Decision
+    reclaim_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class Staleness:
+    """The facts the staleness triggers weigh, gathered by the session for this request."""
+
+    eligible: Sequence[Candidate]
+    """Untrimmed results outside the protected rounds and over the floor, oldest first."""
+    reclaim_tokens: int
+    rewrite_tokens: int
+    """Tokens of the request from the first eligible result to the end: what a trim re-writes."""
+    estimate_tokens: int
+    """Estimated tokens of this request before this request's decisions."""
+    window: int
+    now: float
+    last_request_at: float | None
+    requests_so_far: int
+    forced: bool
+    """An overflow asked for everything but the last round to be trimmed."""
+
+
+@dataclass(frozen=True, slots=True)
+class PassContext:
+    """One request's inputs to the passes. ``decided`` includes earlier passes' decisions."""
+
+    config: BudgetConfig
+    fresh: Sequence[ToolResult]
+    """Results seen for the first time, in conversation order."""
+    decided: Mapping[str, Decision]
+    """Decisions made for ``fresh`` results by earlier passes of this request."""
+    group_frozen_chars: Mapping[int, int]
+    """Per group: characters shown by its results decided in earlier requests."""
+    staleness: Staleness
+    ref_for: Callable[[str], str]
+    path_of: Callable[[str], str | None]
+    cap_scale: float = 1.0
+    """1.0 normally; 0.5 on the request after an overflow (caps halved)."""
+
+    def cap_for(self, tool: str) -> int | None:
+        """The (possibly halved) cap for ``tool``; None when the tool is exempt."""
+        cap = self.config.cap_for(tool)
+        if cap is None:
+            return None
+        return max(int(cap * self.cap_scale), self.config.preview_chars + 1)
+
+
+class Pass(Protocol):
+    """A pass: a plain callable from the request's context to the decisions it makes."""
+
+    def __call__(self, ctx: PassContext) -> Sequence[Decision]: ...
+
+
+def spill(ctx: PassContext, result: ToolResult, reason: str, *, ref: str | None = None) -> Decision:
+    """The decision to spill ``result``: its envelope, computed once and frozen."""
+    cfg = ctx.config
+    ref = ref or ctx.ref_for(result.text)
+    shape = cfg.policy(result.tool).preview or cfg.preview_shape
+    if shape == "head":
+        tail_share = 0.0
+    else:
+        tail_share = cfg.error_tail_share if result.is_error else cfg.tail_share
+    text = envelope(
+        result.text,
+        ref=ref,
+        tool=result.tool,
+        preview_chars=cfg.preview_chars,
+        tail_share=tail_share,
+        read_tool=cfg.read_tool_name,
+        path=ctx.path_of(ref) if cfg.include_path else None,
+    )
+    return Decision(
+        call_id=result.call_id,
+        kind="spilled",
+        reason=reason,
+        chars=len(result.text),
+        text=text,
+        ref=ref,
+        tool=result.tool,
+    )

@@ -1,0 +1,119 @@
+"""Tests for usage normalization and the anchored estimate."""
+
+from __future__ import annotations
+
+import pytest
+from anthropic.types import Usage as AnthropicUsage
+from openai.types import CompletionUsage
+from openai.types.completion_usage import PromptTokensDetails
+from openai.types.responses import ResponseUsage
+from openai.types.responses.response_usage import InputTokensDetails, OutputTokensDetails
+
+from budget._errors import InputError
+from budget._usage import ProviderUsage, anchored_estimate, normalize_usage
+
+
+def test_anthropic_dict_keeps_cache_parts_separate() -> None:
+    """Anthropic's input_tokens excludes cache reads and writes, which are added on top."""
+    usage = normalize_usage(
+        {
+            "input_tokens": 12,
+            "cache_creation_input_tokens": 300,
+            "cache_read_input_tokens": 5000,
+            "output_tokens": 40,
+        }
+    )
+    assert usage == ProviderUsage(
+        input_tokens=12, cache_read_tokens=5000, cache_write_tokens=300, output_tokens=40
+    )
+    assert usage.prompt_tokens == 5312
+    assert usage.total == 5352
+
+
+def test_anthropic_sdk_object() -> None:
+    """An anthropic.types.Usage object normalizes like its dict."""
+    sdk = AnthropicUsage(
+        input_tokens=7,
+        output_tokens=9,
+        cache_read_input_tokens=100,
+        cache_creation_input_tokens=None,
+    )
+    usage = normalize_usage(sdk)
+    assert usage == ProviderUsage(input_tokens=7, cache_read_tokens=100, output_tokens=9)
+    assert usage.total == 116
+
+
+def test_openai_chat_shapes() -> None:
+    """OpenAI Chat prompt_tokens includes cached tokens, which are split out."""
+    as_dict = {
+        "prompt_tokens": 1000,
+        "completion_tokens": 50,
+        "total_tokens": 1050,
+        "prompt_tokens_details": {"cached_tokens": 800},
+    }
+    sdk = CompletionUsage(
+        prompt_tokens=1000,
+        completion_tokens=50,
+        total_tokens=1050,
+        prompt_tokens_details=PromptTokensDetails(cached_tokens=800),
+    )
+    expected = ProviderUsage(input_tokens=200, cache_read_tokens=800, output_tokens=50)
+    assert normalize_usage(as_dict) == expected
+    assert normalize_usage(sdk) == expected
+    assert expected.total == 1050
+
+
+def test_openai_responses_shapes() -> None:
+    """OpenAI Responses input_tokens includes the cached and cache-written tokens it details."""
+    sdk = ResponseUsage(
+        input_tokens=3000,
+        input_tokens_details=InputTokensDetails(cached_tokens=2048, cache_write_tokens=500),
+        output_tokens=120,
+        output_tokens_details=OutputTokensDetails(reasoning_tokens=64),
+        total_tokens=3120,
+    )
+    expected = ProviderUsage(
+        input_tokens=452, cache_read_tokens=2048, cache_write_tokens=500, output_tokens=120
+    )
+    assert normalize_usage(sdk) == expected
+    assert normalize_usage(sdk.model_dump()) == expected
+
+
+def test_uncached_input_tokens_and_nested_usage() -> None:
+    """A bare input/output pair means nothing was cached; a whole response is searched for usage."""
+    assert normalize_usage({"input_tokens": 5, "output_tokens": 2}) == ProviderUsage(
+        input_tokens=5, output_tokens=2
+    )
+    response = {"id": "msg_1", "usage": {"prompt_tokens": 10, "completion_tokens": 1}}
+    assert normalize_usage(response) == ProviderUsage(input_tokens=10, output_tokens=1)
+
+
+def test_gemini_usage_metadata() -> None:
+    """Gemini's prompt count includes cached content; thoughts count as output."""
+    usage = normalize_usage(
+        {
+            "usageMetadata": {
+                "promptTokenCount": 900,
+                "cachedContentTokenCount": 600,
+                "candidatesTokenCount": 30,
+                "thoughtsTokenCount": 70,
+            }
+        }
+    )
+    assert usage == ProviderUsage(input_tokens=300, cache_read_tokens=600, output_tokens=100)
+
+
+def test_unrecognized_and_invalid_usage() -> None:
+    """None and unknown shapes give None; a negative count is an InputError naming the field."""
+    assert normalize_usage(None) is None
+    assert normalize_usage({"foo": 1}) is None
+    assert normalize_usage(42) is None
+    with pytest.raises(InputError, match="output_tokens"):
+        normalize_usage({"input_tokens": 1, "output_tokens": -3})
+
+
+def test_anchored_estimate_is_pessimistic() -> None:
+    """The anchored estimate is the larger of the full estimate and anchor plus added tokens."""
+    assert anchored_estimate(1000, None, 50) == 1000
+    assert anchored_estimate(1000, 1200, 50) == 1250
+    assert anchored_estimate(5000, 1200, 50) == 5000
