@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from typing import Any
+import time
+from collections.abc import Iterable, Mapping
+from re import _parser  # type: ignore[attr-defined]  # the stdlib's own regex parser
+from typing import Any, Final
 
 from budget._config import BudgetConfig
 from budget._errors import BudgetError, InputError
@@ -13,6 +15,15 @@ from spill import Store, validate_ref
 __all__ = ["ReadBack", "split_lines"]
 
 _MAX_GREP = 500
+_GREP_WINDOW: Final = 4_096
+"""Longer lines are searched in overlapping windows of this many characters: Python's regex
+engine backtracks, so even ``.*x`` costs the square of a line's length."""
+_GREP_SECONDS: Final = 2.0
+"""A grep that has not finished by then stops with an error the model can act on."""
+_REPEATS: Final = frozenset(
+    {_parser.MAX_REPEAT, _parser.MIN_REPEAT, getattr(_parser, "POSSESSIVE_REPEAT", None)} - {None}
+)
+_MAX_SHOWN_ARGS: Final = 5
 
 
 def split_lines(text: str) -> list[str]:
@@ -21,10 +32,12 @@ def split_lines(text: str) -> list[str]:
         return []
     lines = text.split("\n")
     last = lines.pop()
-    out = [line + "\n" for line in lines]
+    # In place, so a huge output is held once as lines, not twice.
+    for i, line in enumerate(lines):
+        lines[i] = line + "\n"
     if last:
-        out.append(last)
-    return out
+        lines.append(last)
+    return lines
 
 
 def _matcher(grep: str) -> re.Pattern[str]:
@@ -33,10 +46,96 @@ def _matcher(grep: str) -> re.Pattern[str]:
     if len(grep) > _MAX_GREP:
         raise InputError(f"grep must be at most {_MAX_GREP} characters, not {len(grep)}")
     try:
-        return re.compile(grep)
-    except re.error:
+        pattern = re.compile(_trim_dot_star(grep))
+        risk = _exponential(_parser.parse(grep).data, repeated=False)
+    except (re.error, RecursionError):
         # A pattern that is not a valid regular expression is searched for literally.
         return re.compile(re.escape(grep))
+    if risk is not None:
+        raise InputError(
+            f"grep pattern has {risk}, which can take exponential time to search; "
+            "use a simpler pattern (e.g. a literal word, or one quantifier per part)"
+        )
+    return pattern
+
+
+def _trim_dot_star(grep: str) -> str:
+    """``grep`` without a leading or trailing ``.*``: they never change whether a line matches,
+    and each costs the square of the line's length in a backtracking search."""
+    core = grep
+    while core.startswith(".*") and not core.startswith(".*?"):
+        core = core[2:]
+    while core.endswith(".*") and (len(core) - len(core[:-2].rstrip("\\")) - 2) % 2 == 0:
+        core = core[:-2]
+    return core or grep
+
+
+def _exponential(items: Any, *, repeated: bool) -> str | None:
+    """What makes a parsed pattern backtrack exponentially, or None.
+
+    Nested quantifiers (``(a+)+``), alternation under a quantifier (``(a|ab)*``) and
+    backreferences are refused: a model's pattern must not be able to hang the session.
+    """
+    for op, av in items:
+        if op in _REPEATS:
+            _low, high, sub = av
+            many = high > 1
+            if many and repeated:
+                return "a quantifier inside a quantified group"
+            found = _exponential(sub, repeated=repeated or many)
+        elif op is _parser.BRANCH:
+            if repeated:
+                return "an alternation inside a quantified group"
+            found = next(
+                (r for b in av[1] if (r := _exponential(b, repeated=False)) is not None), None
+            )
+        elif op is _parser.SUBPATTERN:
+            found = _exponential(av[-1], repeated=repeated)
+        elif op is getattr(_parser, "ATOMIC_GROUP", None):
+            found = _exponential(av, repeated=repeated)
+        elif op in (_parser.ASSERT, _parser.ASSERT_NOT):
+            found = _exponential(av[1], repeated=repeated)
+        elif op in (_parser.GROUPREF, _parser.GROUPREF_EXISTS):
+            found = "a backreference"
+        else:
+            found = None
+        if found is not None:
+            return found
+    return None
+
+
+def _grep(pattern: re.Pattern[str], numbered: Iterable[tuple[int, str]]) -> list[tuple[int, str]]:
+    """The lines matching ``pattern``; InputError when searching takes too long.
+
+    Lines longer than :data:`_GREP_WINDOW` are searched in windows overlapping by half, so no
+    single search is unbounded (a match longer than half a window may then be missed, and ``$``
+    also matches at a window's end). The clock is checked between windows.
+    """
+    deadline = time.monotonic() + _GREP_SECONDS
+    step = _GREP_WINDOW // 2
+    out = []
+    for n, line in numbered:
+        if len(line) <= _GREP_WINDOW:
+            found = pattern.search(line) is not None
+        else:
+            found = False
+            for start in range(0, len(line) - step, step):
+                if pattern.search(line, start, start + _GREP_WINDOW) is not None:
+                    found = True
+                    break
+                _check(deadline, n)
+        if found:
+            out.append((n, line))
+        _check(deadline, n)
+    return out
+
+
+def _check(deadline: float, n: int) -> None:
+    if time.monotonic() > deadline:
+        raise InputError(
+            f"grep stopped after {_GREP_SECONDS:g} s at line {n}: the pattern is too slow on "
+            "this output; use a simpler pattern, or page with offset and limit"
+        )
 
 
 def _int_arg(value: object, name: str, minimum: int) -> int:
@@ -71,10 +170,10 @@ class ReadBack:
         if limit is not None:
             limit = _int_arg(limit, "limit", 1)
         lines = self._lines(ref)
-        numbered: list[tuple[int, str]] = list(enumerate(lines, 1))
-        if grep is not None:
-            pattern = _matcher(grep)
-            numbered = [(n, line) for n, line in numbered if pattern.search(line)]
+        if grep is None:
+            end = len(lines) if limit is None else offset + limit
+            return list(enumerate(lines[offset:end], offset + 1)), len(lines)
+        numbered = _grep(_matcher(grep), enumerate(lines, 1))
         end = len(numbered) if limit is None else offset + limit
         return numbered[offset:end], len(numbered)
 
@@ -136,7 +235,13 @@ class ReadBack:
             raise InputError(f"the tool input must be an object, not {type(tool_input).__name__}")
         unknown = set(tool_input) - {"ref", "offset", "limit", "grep"}
         if unknown:
-            raise InputError(f"unknown argument(s): {', '.join(sorted(map(str, unknown)))}")
+            # Names come from the model: show a few, shortened, never the whole of them.
+            names = sorted(ascii(name)[:40] for name in unknown)[:_MAX_SHOWN_ARGS]
+            more = f" and {len(unknown) - len(names)} more" if len(unknown) > len(names) else ""
+            raise InputError(
+                f"unknown argument(s): {', '.join(names)}{more}; "
+                "the arguments are ref, offset, limit and grep"
+            )
         ref = tool_input.get("ref")
         offset = tool_input.get("offset", 0)
         limit = tool_input.get("limit")

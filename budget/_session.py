@@ -9,15 +9,17 @@ earlier is rebuilt from the frozen decisions, which gives the same bytes.
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 import time
 from bisect import bisect_right
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from itertools import takewhile
 from pathlib import Path
 from types import MappingProxyType, TracebackType
-from typing import Any, Self
+from typing import Any, Self, TypeGuard
 
 from budget._config import BudgetConfig, build_config
 from budget._envelope import EMPTY_TEXT
@@ -109,6 +111,9 @@ class Budget:
         self._last_n = 0
         self._overflows = 0
         self._last_usage: tuple[int, ...] | None = None
+        self._unlogged: list[Mapping[str, Any]] = []
+        self._before_last: tuple[int, float | None, int] = (0, None, 0)
+        """Request count, time and length before the last request: what a retry rolls back to."""
         self._reset()
         self._restore()
 
@@ -150,8 +155,32 @@ class Budget:
         return cls(MemoryStore(), config, discover_window=discover_window)
 
     def close(self) -> None:
-        """Release the session directory (its lock); the session is not usable afterwards."""
-        self._store.close()
+        """Log what could not be logged yet, then release the session directory (its lock).
+
+        The session is not usable afterwards.
+        """
+        with self._lock:
+            try:
+                if self._unlogged:
+                    self._append_log([])
+            finally:
+                self._store.close()
+
+    def _append_log(self, records: list[Mapping[str, Any]]) -> None:
+        """Append records after any a failed append left behind; never raises for the store.
+
+        Records a failed append could not write are kept and written, in order, before the next
+        ones: after a passing failure (a full disk, an I/O error) the log is whole again, so a
+        resumed session shows what this one showed. Until then the decisions live in memory.
+        """
+        pending = [*self._unlogged, *records]
+        try:
+            self._store.append_log(pending)
+        except (StoreError, OSError) as exc:
+            self._unlogged = pending
+            self._log.error("decision_log_failed", error=str(exc), records=len(pending))
+            return
+        self._unlogged = []
 
     def __enter__(self) -> Self:
         return self
@@ -181,13 +210,24 @@ class Budget:
                     self._stored.add(d.ref)
                 restored += 1
             elif kind == "req":
-                self._requests = int(rec.get("n", self._requests))
-                at = rec.get("at")
-                self._last_at = float(at) if isinstance(at, int | float) else None
-                self._last_n = int(rec.get("m", 0))
+                n, m, at = rec.get("n"), rec.get("m", 0), rec.get("at")
+                if not (_count(n) and _count(m)):
+                    # Checksummed yet malformed (another writer): skipped, like a damaged line.
+                    self._log.warning("log_record_skipped", reason="request record without counts")
+                    continue
+                if not self._is_retry(m):
+                    self._before_last = (self._requests, self._last_at, self._last_n)
+                self._requests, self._last_n = n, m
+                self._last_at = _finite(at)
                 self._overflows = 0
             elif kind == "ovf":
-                self._overflows = int(rec.get("count", 0))
+                count = rec.get("count")
+                if not _count(count):
+                    self._log.warning(
+                        "log_record_skipped", reason="overflow record without a count"
+                    )
+                    continue
+                self._overflows = count
         if restored:
             self._log.info("session_resumed", decisions=restored, requests=self._requests)
 
@@ -217,11 +257,30 @@ class Budget:
         started = time.perf_counter()
         if not isinstance(messages, list):
             raise InputError(f"messages must be a list of messages, not {type(messages).__name__}")
-        when = time.time() if now is None else float(now)
+        when = time.time() if now is None else _timestamp(now)
         with self._lock:
-            return self._prepare(messages, usage, when, started)
+            try:
+                return self._prepare(messages, usage, when, started)
+            except BaseException as exc:
+                # The per-message caches may be half updated: rebuild them from the frozen
+                # decisions next time rather than trust them.
+                self._reset()
+                if isinstance(exc, RecursionError):
+                    raise InputError(
+                        "messages nest too deeply to be budgeted (Python's recursion limit)"
+                    ) from None
+                raise
+
+    def _is_retry(self, length: int) -> bool:
+        return self._requests > 0 and length == self._last_n
 
     def _prepare(self, messages: list[Any], usage: Any, now: float, started: float) -> Prepared:
+        if self._is_retry(len(messages)):
+            # The last request's history again (a retry after an error or a crash, in this
+            # process or after a resume): budgeted as that request, not as one more after it.
+            self._requests, self._last_at, self._last_n = self._before_last
+        else:
+            self._before_last = (self._requests, self._last_at, self._last_n)
         prev_len = len(self._inputs)
         k = self._reusable(messages)
         if k < 0:
@@ -232,6 +291,11 @@ class Budget:
             old_outputs = self._outputs[k:]
             self._truncate(k)
         fresh, new_results = self._scan(messages, k)
+        # Results decided by earlier requests are staleness candidates before this request's
+        # passes run. After a resume or a rebuild they are not registered yet: without this, a
+        # batch due on that request would not run and the copy would differ from an unbroken run.
+        fresh_ids = {r.call_id for r in fresh}
+        self._add_candidates(takewhile(lambda r: r.call_id not in fresh_ids, new_results))
         usage_total = self._usage_total(usage)
         overflowing = self._overflows > 0
         ctx = self._context(messages, k, fresh, usage_total, now, overflowing)
@@ -251,11 +315,7 @@ class Budget:
         records: list[Mapping[str, Any]] = [d.to_record() for d in made.values()]
         self._requests += 1
         records.append({"t": "req", "n": self._requests, "at": now, "m": len(messages)})
-        try:
-            self._store.append_log(records)
-        except (StoreError, OSError) as exc:
-            # The request still goes out; after a restart these results are decided again.
-            self._log.error("decision_log_failed", error=str(exc), records=len(records))
+        self._append_log(records)
         reports = self._apply(messages, k, made, by_id)
         self._last_at, self._last_n = now, len(messages)
 
@@ -424,13 +484,11 @@ class Budget:
             d = self._ledger.get(c.result.call_id) or self._default(c.result)
             eligible.append(Candidate(c.result, d, c.reclaim_tokens))
         reclaim = self._cand_cum[end] - self._cand_cum[self._cand_start]
-        full_out = self._cum_out[k] + (self._cum_in[-1] - self._cum_in[k])
+        shown = self._shown_before(messages, k)
+        full_out = shown[-1]
         estimate = max(full_out, self._anchor(usage_total, messages, k, out=False))
         first = eligible[0].result.msg_index if eligible else len(messages)
-        if first < k:
-            before_first = self._cum_out[first]
-        else:
-            before_first = self._cum_out[k] + self._cum_in[first] - self._cum_in[k]
+        before_first = self._cum_out[first] if first < k else shown[first - k]
         rewrite = full_out - before_first
         return PassContext(
             config=self.config,
@@ -452,6 +510,26 @@ class Budget:
             path_of=self._store.path_of,
             cap_scale=0.5 ** min(self._overflows, 3),
         )
+
+    def _shown_before(self, messages: list[Any], k: int) -> list[int]:
+        """Cumulative tokens of messages[:i] (i >= k) as the previous request copy showed them.
+
+        Messages the previous request had are rendered with their decisions, later ones counted
+        as they are. Not from the caches: the estimate (and so the staleness triggers) must not
+        depend on how much of them survived, or a resumed or retried request would differ.
+        """
+        out = [self._cum_out[k]]
+        for i in range(k, len(messages)):
+            m = self._msgs[i]
+            texts = {}
+            if i < self._last_n:
+                for r in m.results:
+                    d = self._ledger.get(r.call_id)
+                    if d is not None and d.text is not None:
+                        texts[r.slot] = d.text
+            tokens = estimate_tokens(self._format.rewrite(messages[i], texts)) if texts else None
+            out.append(out[-1] + (m.tokens_in if tokens is None else tokens))
+        return out
 
     def _default(self, r: ToolResult) -> Decision:
         """The decision for a result no pass touched."""
@@ -609,10 +687,7 @@ class Budget:
                 # The provider told us the real window: believe it from now on.
                 self._window = limit
             self._overflows += 1
-            try:
-                self._store.append_log([{"t": "ovf", "count": self._overflows}])
-            except (StoreError, OSError) as exc:
-                self._log.error("decision_log_failed", error=str(exc), records=1)
+            self._append_log([{"t": "ovf", "count": self._overflows}])
             self._log.warning("context_overflow", count=self._overflows, error=str(error))
             if self._overflows >= 3:
                 raise ContextOverflow(
@@ -640,6 +715,23 @@ class Budget:
     def decision(self, call_id: str) -> Decision | None:
         """The frozen decision for a call id, if it was decided."""
         return self._ledger.get(call_id)
+
+
+def _count(value: object) -> TypeGuard[int]:
+    return type(value) is int and value >= 0
+
+
+def _finite(value: object) -> float | None:
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
+
+
+def _timestamp(now: object) -> float:
+    when = _finite(now)
+    if when is None:
+        raise InputError(f"now must be a finite number of seconds (a Unix time), not {now!r:.80}")
+    return when
 
 
 def _role(message: Any) -> str | None:

@@ -67,8 +67,11 @@ def validate_ref(ref: object) -> str:
         raise RefError(
             f"ref must be a string of {REF_LEN} lowercase hex characters, got {type(ref).__name__}"
         )
+    # A str subclass could answer str() or slicing with another value than the one checked:
+    # check and return an exact copy of its characters instead.
+    ref = str.__str__(ref)
     if REF_RE.match(ref):
-        return str(ref)
+        return ref
     problems: list[str] = []
     if len(ref) != REF_LEN:
         problems.append(f"it has {len(ref)} characters, expected {REF_LEN}")

@@ -1,0 +1,275 @@
+"""Regressions for the bugs the reliability work found in the core and the store, one test each."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from structlog.testing import capture_logs
+
+from benchmarks.soak import CONFIG, conversation, digest
+from budget import Budget, InputError, RefError
+from spill import LocalStore, validate_ref
+from spill._log import encode_records
+from tests.strategies import assistant, results
+
+FAST = CONFIG.model_copy(update={"fsync": False})
+
+
+def unbroken(path: Path, seed: int, rounds: int) -> list[str]:
+    """Digests of every request copy of an uninterrupted replay."""
+    msgs, steps = conversation(seed, rounds)
+    with Budget.open(path, FAST) as b:
+        return [
+            digest(b.prepare(msgs[: s.length], usage=s.usage, now=s.now).messages) for s in steps
+        ]
+
+
+@pytest.mark.parametrize("seed", [1, 12])
+def test_resumed_and_retried_requests_match_an_unbroken_run(tmp_path: Path, seed: int) -> None:
+    """A session closed before request ``at`` (or after it, the agent then retrying it) and
+    reopened gives the unbroken run's bytes from there on. Three bugs broke this: a batch due
+    on the first request after resume did not run; decided results were counted raw after a
+    resume, so "pressure" fired wrongly; a retried request was counted twice, so "pays" fired
+    early and the usage anchor started from the wrong message."""
+    expected = unbroken(tmp_path / "ref", seed, 40)
+    msgs, steps = conversation(seed, 40)
+    for at in range(2, 40, 3):
+        retry = at % 2 == 1
+        path = tmp_path / f"at-{at}"
+        with Budget.open(path, FAST) as b:
+            for s in steps[: at + 1 if retry else at]:
+                b.prepare(msgs[: s.length], usage=s.usage, now=s.now)
+        with Budget.open(path, FAST) as b:
+            got = [
+                digest(b.prepare(msgs[: s.length], usage=s.usage, now=s.now).messages)
+                for s in steps[at:]
+            ]
+        assert got == expected[at:], f"resumed at {at}, retry={retry}"
+
+
+def test_a_retry_in_the_same_process_is_not_counted_twice(tmp_path: Path) -> None:
+    """Preparing the same history again (after a provider error) keeps the request number and
+    gives the same copy as the first attempt."""
+    msgs, steps = conversation(12, 14)
+    with Budget.open(tmp_path / "s", FAST) as b:
+        for s in steps[:-1]:
+            b.prepare(msgs[: s.length], usage=s.usage, now=s.now)
+        last = steps[-1]
+        first = b.prepare(msgs[: last.length], usage=last.usage, now=last.now)
+        again = b.prepare(msgs[: last.length], usage=last.usage, now=last.now)
+    assert again.report.request == first.report.request == len(steps)
+    assert digest(again.messages) == digest(first.messages)
+
+
+def test_a_failed_prepare_leaves_the_session_usable(tmp_path: Path) -> None:
+    """After prepare raises InputError midway through a long new tail, the next prepare of a
+    good history gives the same copy as a session that never saw the bad one (it used to
+    raise IndexError: the per-message caches were left half updated)."""
+    msgs, steps = conversation(3, 12)
+    orphan = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "nope"}]}
+    with Budget.open(tmp_path / "a", FAST) as b:
+        b.prepare(msgs[: steps[1].length], now=steps[1].now)
+        with pytest.raises(InputError, match="'nope'"):
+            b.prepare([*msgs, orphan], now=steps[-1].now)
+        got = b.prepare(msgs, now=steps[-1].now)
+    with Budget.open(tmp_path / "b", FAST) as b:
+        b.prepare(msgs[: steps[1].length], now=steps[1].now)
+        expected = b.prepare(msgs, now=steps[-1].now)
+    assert digest(got.messages) == digest(expected.messages)
+
+
+@pytest.mark.parametrize("now", ["12", float("nan"), float("inf"), True, [1], object()])
+def test_now_must_be_a_finite_number(now: Any) -> None:
+    """A bad clock value is an InputError naming ``now`` (a string used to escape as ValueError)."""
+    with pytest.raises(InputError, match="now must be a finite number"):
+        Budget.in_memory().prepare([{"role": "user", "content": "hi"}], now=now)
+
+
+def test_too_deep_nesting_is_an_input_error_and_the_session_survives() -> None:
+    """A tool input nested deeper than Python can walk is an InputError, not a RecursionError,
+    and the session still budgets a normal history afterwards."""
+    deep: dict[str, Any] = {}
+    node = deep
+    for _ in range(20_000):
+        node["a"] = {}
+        node = node["a"]
+    msgs = [
+        {"role": "user", "content": "go"},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "c", "name": "x", "input": deep}],
+        },
+        results(("c", "out")),
+    ]
+    b = Budget.in_memory()
+    with pytest.raises(InputError, match="nest too deeply"):
+        b.prepare(msgs, now=0)
+    ok = [{"role": "user", "content": "go"}, assistant(("c", "x")), results(("c", "out"))]
+    assert b.prepare(ok, now=1).messages == ok
+
+
+def test_records_a_failed_append_left_are_written_by_the_next(tmp_path: Path) -> None:
+    """When one log append fails, its records are appended with the next request's, so a
+    resumed session keeps that request's decisions (a trimmed result stays trimmed)."""
+    msgs, steps = conversation(1, 16)
+    batch = 14  # the reference run trims at this request (cold cache)
+    with Budget.open(tmp_path / "s", FAST) as b:
+        for i, s in enumerate(steps):
+            if i == batch:
+                store = b.store
+                assert isinstance(store, LocalStore)
+                real = store.append_log
+
+                def failing(records: Any) -> None:
+                    raise OSError(28, "No space left on device")
+
+                store.append_log = failing  # type: ignore[method-assign]
+                with capture_logs() as logs:
+                    req = b.prepare(msgs[: s.length], usage=s.usage, now=s.now)
+                store.append_log = real  # type: ignore[method-assign]
+                assert req.report.staleness_ran
+                trimmed = {d.call_id for d in req.report.decisions if d.kind == "trimmed"}
+                assert [e["event"] for e in logs if e["log_level"] == "error"] == [
+                    "decision_log_failed"
+                ]
+            else:
+                last = b.prepare(msgs[: s.length], usage=s.usage, now=s.now)
+    with Budget.open(tmp_path / "s", FAST) as b:
+        for cid in trimmed:
+            decision = b.decision(cid)
+            assert decision is not None and decision.kind == "trimmed"
+        again = b.prepare(msgs[: steps[-1].length], usage=steps[-1].usage, now=steps[-1].now)
+    assert digest(again.messages) == digest(last.messages)
+
+
+def test_records_still_unlogged_are_written_on_close(tmp_path: Path) -> None:
+    """A failed append on the last request is retried by close()."""
+    msgs, steps = conversation(2, 3)
+    b = Budget.open(tmp_path / "s", FAST)
+    store = b.store
+    real = store.append_log
+
+    def failing(records: Any) -> None:
+        raise OSError(5, "Input/output error")
+
+    store.append_log = failing  # type: ignore[method-assign]
+    with capture_logs():
+        for s in steps:
+            b.prepare(msgs[: s.length], usage=s.usage, now=s.now)
+    store.append_log = real  # type: ignore[method-assign]
+    decided = {cid for cid in (f"toolu_{r:02d}_0" for r in range(3)) if b.decision(cid)}
+    b.close()
+    with LocalStore(tmp_path / "s") as store2:
+        logged = {r["id"] for r in store2.read_log() if r.get("t") == "d"}
+        requests = [r["n"] for r in store2.read_log() if r.get("t") == "req"]
+    assert decided and decided <= logged
+    assert requests == [1, 2, 3]
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        {"t": "req", "n": "seven", "at": 1.0, "m": 3},
+        {"t": "req", "n": 2, "at": "noon", "m": None},
+        {"t": "req", "n": -1, "m": 2},
+        {"t": "ovf", "count": [1]},
+        {"t": "d", "id": 5, "kind": "kept"},
+        {"t": "d", "id": "c", "kind": "exploded", "chars": 1},
+    ],
+)
+def test_checksummed_but_malformed_records_are_skipped_on_resume(
+    tmp_path: Path, record: dict[str, Any]
+) -> None:
+    """A record with a valid checksum but wrong field types (another writer) is skipped with a
+    warning; it used to raise ValueError/TypeError out of Budget.open."""
+    msgs, steps = conversation(4, 4)
+    with Budget.open(tmp_path / "s", FAST) as b:
+        for s in steps:
+            last = b.prepare(msgs[: s.length], usage=s.usage, now=s.now)
+    with (tmp_path / "s" / "decisions.jsonl").open("ab") as log:
+        log.write(encode_records([record]))
+    with capture_logs() as logs, Budget.open(tmp_path / "s", FAST) as b:
+        again = b.prepare(msgs[: steps[-1].length], usage=steps[-1].usage, now=steps[-1].now + 1)
+    assert any(e["event"] == "log_record_skipped" for e in logs)
+    assert again.messages == last.messages
+
+
+def test_a_str_subclass_cannot_smuggle_another_ref_past_validation(tmp_path: Path) -> None:
+    """validate_ref returns the exact characters it checked: a str subclass whose str() is a
+    path no longer makes the store open a file outside the session."""
+    outside = tmp_path / "outside.txt"
+    outside.write_text("secret")
+
+    class Sly(str):
+        def __str__(self) -> str:
+            return "../../outside"
+
+    sly = Sly("0" * 32)
+    assert type(validate_ref(sly)) is str and validate_ref(sly) == "0" * 32
+    with LocalStore(tmp_path / "s") as store:
+        with pytest.raises(RefError, match="no body is stored"):
+            store.get(sly)
+        assert not store.has(sly)
+
+
+@pytest.mark.parametrize(
+    ("grep", "why"),
+    [
+        ("(a+)+$", "a quantifier inside a quantified group"),
+        (r"(\w+\s?)*$", "a quantifier inside a quantified group"),
+        ("(a|aa)*c", "an alternation inside a quantified group"),
+        (r"(x)\1", "a backreference"),
+    ],
+)
+def test_exponential_grep_patterns_are_refused(grep: str, why: str) -> None:
+    """Patterns that backtrack exponentially are an error the model reads, not a hang (the
+    first one used to hang the read-back for minutes on 50 lines)."""
+    b = Budget.in_memory({"result_cap": 1_000, "preview_chars": 100})
+    text = ("a" * 28 + "b\n") * 50
+    ref = (
+        b.prepare(
+            [{"role": "user", "content": "go"}, assistant(("c", "bash")), results(("c", text))],
+            now=0,
+        )
+        .report.decisions[0]
+        .ref
+    )
+    assert ref is not None
+    started = time.monotonic()
+    page = b.handle_read_tool({"ref": ref, "grep": grep})
+    assert page.startswith("Error: grep pattern has " + why)
+    with pytest.raises(InputError):
+        b.read(ref, grep=grep)
+    assert time.monotonic() - started < 1
+
+
+def test_slow_grep_on_a_huge_line_stops_with_an_error() -> None:
+    """A backtracking pattern on a 2 MB line stops after the time budget with an error naming
+    the line, and a leading ``.*`` is dropped so the common ``.*word`` stays fast."""
+    b = Budget.in_memory({"result_cap": 1_000, "preview_chars": 100})
+    text = "first line\n" + "a" * 2_000_000 + "\nerror at the end\n"
+    msgs = [{"role": "user", "content": "go"}, assistant(("c", "bash")), results(("c", text))]
+    ref = b.prepare(msgs, now=0).report.decisions[0].ref
+    assert ref is not None
+    started = time.monotonic()
+    assert b.read(ref, grep=".*error.*") == "error at the end\n"
+    assert time.monotonic() - started < 1.5
+    started = time.monotonic()
+    page = b.handle_read_tool({"ref": ref, "grep": r"\w+z"})
+    assert page.startswith("Error: grep stopped after 2 s at line 2")
+    assert time.monotonic() - started < 4
+
+
+def test_unknown_read_back_arguments_are_named_briefly() -> None:
+    """Unknown argument names from the model are shown shortened, a few at most."""
+    b = Budget.in_memory()
+    page = b.handle_read_tool(
+        {"ref": "0" * 32, "x" * 100_000: 1, **{f"k{i}": i for i in range(50)}}
+    )
+    assert page.startswith("Error: unknown argument(s): ")
+    assert "and 46 more" in page and len(page) < 400
+    assert json.dumps(page)
