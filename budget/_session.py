@@ -120,6 +120,7 @@ class Budget:
         path: str | os.PathLike[str],
         config: BudgetConfig | dict[str, Any] | None = None,
         *,
+        format: Format = ANTHROPIC,
         discover_window: Callable[[], int | None] | None = None,
         lock_timeout: float = 0.0,
     ) -> Budget:
@@ -134,7 +135,7 @@ class Budget:
             Path(path), quota_bytes=cfg.quota_bytes, fsync=cfg.fsync, lock_timeout=lock_timeout
         )
         try:
-            return cls(store, cfg, discover_window=discover_window)
+            return cls(store, cfg, format=format, discover_window=discover_window)
         except BaseException:
             store.close()
             raise
@@ -144,10 +145,11 @@ class Budget:
         cls,
         config: BudgetConfig | dict[str, Any] | None = None,
         *,
+        format: Format = ANTHROPIC,
         discover_window: Callable[[], int | None] | None = None,
     ) -> Budget:
         """A session kept in memory only: nothing survives the process."""
-        return cls(MemoryStore(), config, discover_window=discover_window)
+        return cls(MemoryStore(), config, format=format, discover_window=discover_window)
 
     def close(self) -> None:
         """Release the session directory (its lock); the session is not usable afterwards."""
@@ -165,6 +167,11 @@ class Budget:
     def store(self) -> Store:
         """The session's store (spilled bodies, decision log)."""
         return self._store
+
+    @property
+    def format(self) -> Format:
+        """The message format the session reads and rewrites."""
+        return self._format
 
     def _restore(self) -> None:
         restored = 0
