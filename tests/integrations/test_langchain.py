@@ -49,6 +49,7 @@ class ReadingModel(BaseChatModel):
 
     paths: list[str]
     refuse_over: int | None = None
+    usage_tokens: int | None = None
     received: list[list[BaseMessage]] = Field(default_factory=list)
     offered: list[list[str]] = Field(default_factory=list)
 
@@ -76,7 +77,14 @@ class ReadingModel(BaseChatModel):
             raise ValueError(
                 f"prompt is too long: {shown // 4} tokens > {self.refuse_over // 4} maximum"
             )
-        return ChatResult(generations=[ChatGeneration(message=self._decide(messages))])
+        reply = self._decide(messages)
+        if self.usage_tokens is not None:
+            reply.usage_metadata = {
+                "input_tokens": self.usage_tokens,
+                "output_tokens": 20,
+                "total_tokens": self.usage_tokens + 20,
+            }
+        return ChatResult(generations=[ChatGeneration(message=reply)])
 
     def _decide(self, messages: list[BaseMessage]) -> AIMessage:
         read = sum(1 for m in messages if isinstance(m, ToolMessage) and m.name == "read_file")
@@ -180,6 +188,20 @@ def test_overflow_is_retried_with_old_results_trimmed(tmp_path: Path) -> None:
     assert trimmed.kind == "trimmed"
     assert [m.text for m in state["messages"] if isinstance(m, ToolMessage)] == [text_a, text_b]
     assert state["messages"][-1].text == "done"
+
+
+def test_reported_usage_anchors_the_estimate(big_file: tuple[Path, str], tmp_path: Path) -> None:
+    """The usage the last reply reported reaches the session: the estimate does not go below it."""
+    path, _ = big_file
+    with Budget.open(tmp_path / "session", format=LANGCHAIN) as session:
+        model = ReadingModel(paths=[str(path)], usage_tokens=90_000)
+        middleware = ToolBudgetMiddleware(session)
+        agent = create_agent(model, tools=[read_file], middleware=[middleware])
+        agent.invoke({"messages": [HumanMessage("What went wrong?")]})
+    report = middleware.last_report
+    assert report is not None
+    # Even the unbudgeted history estimates below what the provider said it counted.
+    assert report.tokens_before < 90_000 <= report.tokens_after
 
 
 def test_format_keeps_message_fields_and_blocks(tmp_path: Path) -> None:
