@@ -1,4 +1,4 @@
-"""The one extension point of the replay: a strategy opens a per-trace session that prepares requests."""
+"""The one extension point of the replay: a strategy opens per-trace sessions preparing requests."""
 
 from __future__ import annotations
 

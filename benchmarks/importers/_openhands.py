@@ -1,0 +1,228 @@
+"""OpenHands event histories: ``output.jsonl`` (one instance per line) and bare-array exports.
+
+An action carrying ``tool_call_metadata`` is a tool call; the actions of one model response (same
+``model_response.id``) share one assistant message, whose text is the response's content. An
+observation whose ``cause`` is such an action is its result. Results are kept in full: OpenHands
+recorded them whole but cut them to ``max_message_chars`` when building prompts, and the replay
+is meant to show what budgeting does with the full outputs. An error observation without a cause
+(a call that failed validation) is sent to the model as a user message, as OpenHands does.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from benchmarks.importers._common import (
+    Block,
+    TraceBuilder,
+    fail,
+    openai_usage,
+    parse_arguments,
+    parse_time,
+    read_json,
+    read_jsonl,
+    text_blocks,
+)
+from benchmarks.trace import Provider, Trace, Usage
+
+FORMAT = "openhands"
+
+_INTERNAL_ARGS = frozenset(
+    {
+        "thought",
+        "is_input",
+        "blocking",
+        "hidden",
+        "confirmation_state",
+        "impl_source",
+        "translated_ipython_code",
+        "security_risk",
+    }
+)
+
+
+def _usage_from_response(raw: Any) -> Usage | None:
+    if not isinstance(raw, dict) or raw.get("prompt_tokens") is None:
+        return None
+    details = raw.get("prompt_tokens_details") or {}
+    read = raw.get("cache_read_input_tokens") or details.get("cached_tokens")
+    return openai_usage(
+        raw.get("prompt_tokens"),
+        read,
+        raw.get("completion_tokens"),
+        raw.get("cache_creation_input_tokens") or 0,
+    )
+
+
+def _usage_from_metrics(raw: dict[str, Any]) -> Usage:
+    return openai_usage(
+        raw.get("prompt_tokens"),
+        raw.get("cache_read_tokens"),
+        raw.get("completion_tokens"),
+        raw.get("cache_write_tokens"),
+    )
+
+
+def _tool_input(meta: dict[str, Any], args: Any) -> dict[str, Any]:
+    """The call's arguments as the model wrote them, else the recorded action args."""
+    response = meta.get("model_response")
+    if isinstance(response, dict):
+        for choice in response.get("choices") or []:
+            for call in (choice.get("message") or {}).get("tool_calls") or []:
+                if call.get("id") == meta.get("tool_call_id"):
+                    return parse_arguments((call.get("function") or {}).get("arguments"))
+    if isinstance(args, dict):
+        return {k: v for k, v in args.items() if k not in _INTERNAL_ARGS}
+    return {}
+
+
+def _response_text(meta: dict[str, Any], args: Any) -> str:
+    response = meta.get("model_response")
+    if isinstance(response, dict):
+        for choice in response.get("choices") or []:
+            content = (choice.get("message") or {}).get("content")
+            if isinstance(content, str):
+                return content
+    thought = args.get("thought") if isinstance(args, dict) else None
+    return thought if isinstance(thought, str) else ""
+
+
+def _observation_text(event: dict[str, Any]) -> str:
+    content = event.get("content")
+    if isinstance(content, str):
+        return content
+    message = event.get("message")
+    return message if isinstance(message, str) else ""
+
+
+def _trace(
+    events: list[Any],
+    *,
+    name: str,
+    rel: str,
+    metrics: dict[str, Any] | None,
+    meta: dict[str, Any],
+    model: str | None,
+) -> Trace:
+    builder = TraceBuilder()
+    by_id = {e.get("id"): e for e in events if isinstance(e, dict)}
+    metric_usage = {
+        u.get("response_id"): _usage_from_metrics(u)
+        for u in (metrics or {}).get("token_usages") or []
+        if isinstance(u, dict) and u.get("response_id")
+    }
+    system = ""
+    models: set[str] = set()
+    for event in events:
+        if not isinstance(event, dict):
+            continue
+        action = event.get("action")
+        args = event.get("args")
+        call = event.get("tool_call_metadata")
+        if action is not None and isinstance(call, dict):
+            response = call.get("model_response")
+            response = response if isinstance(response, dict) else {}
+            key = str(response.get("id") or call.get("tool_call_id"))
+            blocks: list[Block] = []
+            if not builder.has_request(key):
+                blocks.extend(text_blocks(_response_text(call, args)))
+                if isinstance(response.get("model"), str):
+                    models.add(response["model"])
+            blocks.append(
+                {
+                    "type": "tool_use",
+                    "id": str(call.get("tool_call_id")),
+                    "name": str(call.get("function_name")),
+                    "input": _tool_input(call, args),
+                }
+            )
+            stamp = parse_time(response.get("created")) or parse_time(event.get("timestamp"))
+            builder.assistant(key, blocks, stamp)
+            usage = _usage_from_response(response.get("usage")) or metric_usage.get(key)
+            builder.set_usage(key, usage)
+        elif action == "system":
+            content = args.get("content") if isinstance(args, dict) else None
+            system = content if isinstance(content, str) else str(event.get("message") or "")
+        elif action == "message":
+            content = args.get("content") if isinstance(args, dict) else None
+            text = content if isinstance(content, str) else str(event.get("message") or "")
+            if event.get("source") == "agent":
+                key = f"event-{event.get('id')}"
+                builder.assistant(key, text_blocks(text), parse_time(event.get("timestamp")))
+            else:
+                builder.user(text_blocks(text))
+        elif action is not None:
+            builder.stats[f"skipped_{action}_actions"] += 1
+        elif "observation" in event:
+            observation = event.get("observation")
+            cause = by_id.get(event.get("cause"))
+            cause_call = cause.get("tool_call_metadata") if isinstance(cause, dict) else None
+            if isinstance(cause_call, dict):
+                result: Block = {
+                    "type": "tool_result",
+                    "tool_use_id": str(cause_call.get("tool_call_id")),
+                    "content": text_blocks(_observation_text(event)),
+                }
+                if observation == "error":
+                    result["is_error"] = True
+                builder.user([result])
+            elif observation == "error" and event.get("cause") is None:
+                builder.stats["errors_as_user_messages"] += 1
+                builder.user(text_blocks(_observation_text(event)))
+            else:
+                builder.stats[f"skipped_{observation}_observations"] += 1
+    model = model or (sorted(models)[0] if models else None)
+    provider: Provider = "anthropic" if model and "claude" in model else "openai"
+    return builder.build(
+        name=name,
+        path=rel,
+        format=FORMAT,
+        provider=provider,
+        system=system,
+        model=model,
+        meta=meta,
+    )
+
+
+def _instance(doc: Any, n: int, path: Path) -> tuple[list[Any], dict[str, Any]]:
+    if not isinstance(doc, dict) or not isinstance(doc.get("history"), list):
+        raise fail(path, f"instance {n} has no 'history' list")
+    return doc["history"], doc
+
+
+def load(path: Path, root: Path) -> list[Trace]:
+    """One trace per instance (``output.jsonl`` line or object), or one for a bare event array."""
+    rel = path.relative_to(root).as_posix()
+    docs = read_jsonl(path) if path.suffix == ".jsonl" else [read_json(path)]
+    if len(docs) == 1 and isinstance(docs[0], list):
+        return [
+            _trace(
+                docs[0],
+                name=f"{FORMAT}/{path.stem}",
+                rel=rel,
+                metrics=None,
+                meta={"results_untruncated": True},
+                model=None,
+            )
+        ]
+    traces: list[Trace] = []
+    for n, raw in enumerate(docs, start=1):
+        history, doc = _instance(raw, n, path)
+        llm = (doc.get("metadata") or {}).get("llm_config") or {}
+        meta: dict[str, Any] = {"instance_id": doc.get("instance_id")}
+        if llm.get("max_message_chars") is not None:
+            meta["max_message_chars"] = llm["max_message_chars"]
+        meta["results_untruncated"] = True
+        metrics = doc.get("metrics")
+        traces.append(
+            _trace(
+                history,
+                name=f"{FORMAT}/{doc.get('instance_id') or f'{path.stem}-{n}'}",
+                rel=rel,
+                metrics=metrics if isinstance(metrics, dict) else None,
+                meta=meta,
+                model=llm.get("model") if isinstance(llm.get("model"), str) else None,
+            )
+        )
+    return traces

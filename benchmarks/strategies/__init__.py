@@ -1,0 +1,61 @@
+"""The budgeting strategies ``toolbudget bench`` replays side by side, by name.
+
+Each entry of :data:`STRATEGIES` builds a :class:`Strategy` from keyword overrides of its config
+(``get("opencode", protect=10_000)``); every module's docstring names the source it follows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+from typing import Any
+
+from benchmarks.strategies import (
+    anthropic_context_editing,
+    claude_code,
+    codex,
+    gemini_cli,
+    langchain_editing,
+    none,
+    observation_masking,
+    openai_agents,
+    opencode,
+    swe_agent,
+)
+from benchmarks.strategies._base import Messages, Strategy, StrategySession
+from budget._errors import ConfigError
+
+__all__ = ["STRATEGIES", "Messages", "Strategy", "StrategySession", "get", "names"]
+
+STRATEGIES: Mapping[str, Callable[..., Strategy]] = MappingProxyType(
+    {
+        "none": none.make,
+        "claude-code": claude_code.make,
+        "anthropic-context-editing": anthropic_context_editing.make,
+        "langchain": langchain_editing.make,
+        "swe-agent": swe_agent.make,
+        "observation-masking": observation_masking.make,
+        "opencode": opencode.make,
+        "gemini-cli": gemini_cli.make,
+        "codex": codex.make,
+        "openai-agents": openai_agents.make,
+    }
+)
+"""Strategy name -> factory taking config overrides as keywords."""
+
+
+def names() -> list[str]:
+    """The registered strategy names, in the order of the report."""
+    return list(STRATEGIES)
+
+
+def get(name: str, **overrides: Any) -> Strategy:
+    """The strategy registered as ``name``, its config fields overridden by ``overrides``."""
+    factory = STRATEGIES.get(name)
+    if factory is None:
+        known = ", ".join(STRATEGIES)
+        raise ConfigError(f"unknown strategy {name!r}; known strategies: {known}")
+    try:
+        return factory(**overrides)
+    except TypeError as exc:
+        raise ConfigError(f"strategy {name!r}: invalid setting ({exc})") from exc

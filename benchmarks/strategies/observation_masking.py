@@ -1,0 +1,82 @@
+"""Observation masking with a 10-turn window: the baseline of "The Complexity Trap".
+
+Followed: Lindenbauer et al., "The Complexity Trap: Simple Observation Masking Is as Efficient as
+LLM Summarization for Agent Context Management" (JetBrains Research, 2025), and its code
+(``Recursive-Safeguarding/the-complexity-trap``: ``config/default_no_demo_N=1_M=10.yaml`` sets
+``history_processors: [{type: last_n_observations, n: 10}]``, whose
+``sweagent/agent/history_processors.py`` writes ``Old environment output: (<lines> lines
+omitted)``). In SWE-agent each turn has exactly one observation, so the window is 10 turns.
+
+Mapping: a turn is one assistant message with tool calls (a round); the results answering the
+calls of every round but the last ``window`` ones are masked, whatever their number per round. It
+is re-evaluated on every request (the window slides each turn). Nothing is recoverable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchmarks.strategies._base import Messages, StrategySession
+from benchmarks.strategies._common import apply_edits, tool_calls, tool_results, with_content
+from benchmarks.strategies.swe_agent import omitted_text
+from benchmarks.trace import Trace, Usage
+from budget._errors import ConfigError
+
+__all__ = ["ObservationMasking", "ObservationMaskingConfig", "make"]
+
+
+@dataclass(frozen=True, slots=True)
+class ObservationMaskingConfig:
+    """The paper's window."""
+
+    window: int = 10
+    """Most recent turns whose observations stay visible."""
+
+    def __post_init__(self) -> None:
+        if self.window < 0:
+            raise ConfigError(f"ObservationMaskingConfig.window must be >= 0, got {self.window}")
+
+
+class _Session:
+    def __init__(self, config: ObservationMaskingConfig) -> None:
+        self.config = config
+
+    def prepare(self, messages: Messages, *, usage: Usage | None, now: float | None) -> Messages:
+        round_of: dict[str, int] = {}
+        rounds = 0
+        last_msg = -1
+        for call in tool_calls(messages):
+            if call.msg != last_msg:
+                rounds += 1
+                last_msg = call.msg
+            round_of[call.call_id] = rounds - 1
+        first_visible = rounds - self.config.window
+        edits: dict[int, dict[int, dict[str, Any]]] = {}
+        for ref in tool_results(messages):
+            turn = round_of.get(ref.call_id)
+            if turn is not None and turn < first_visible:
+                text = omitted_text(ref.data.get("content"))
+                edits.setdefault(ref.msg, {})[ref.block] = with_content(ref.data, text)
+        return apply_edits(messages, edits)
+
+    def recover(self, call_id: str) -> str | None:
+        return None
+
+
+@dataclass(slots=True)
+class ObservationMasking:
+    """Mask the observations of turns older than the window, every turn."""
+
+    config: ObservationMaskingConfig = field(default_factory=ObservationMaskingConfig)
+    name: str = "observation-masking"
+
+    def open(self, trace: Trace, workdir: Path) -> StrategySession:
+        """A stateless session."""
+        return _Session(self.config)
+
+
+def make(**overrides: Any) -> ObservationMasking:
+    """The ``observation-masking`` strategy, with config fields overridden by keyword."""
+    return ObservationMasking(ObservationMaskingConfig(**overrides))
