@@ -6,9 +6,18 @@ bytes, which is what keeps a request's prefix cacheable from turn to turn and ac
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
-__all__ = ["EMPTY_TEXT", "Preview", "count_lines", "envelope", "make_preview", "stub"]
+__all__ = [
+    "EMPTY_TEXT",
+    "Preview",
+    "count_lines",
+    "envelope",
+    "envelope_ref",
+    "make_preview",
+    "stub",
+]
 
 EMPTY_TEXT = "(no output)"
 """What an empty result becomes: models tend to end their turn on an empty tool result."""
@@ -150,3 +159,20 @@ def stub(text: str, *, ref: str, tool: str, chars: int, read_tool: str) -> str:
     if not glimpse:
         return head
     return f"{head} It began: {glimpse}…"
+
+
+_ENVELOPE_HEAD = re.compile(
+    r"\[toolbudget\] Output(?: of [^\n]*)? was too large for the context "
+    r"\([\d,]+ characters?, [\d,]+ lines?\); it is stored in full as ref ([0-9a-f]{32})\.\n"
+)
+
+
+def envelope_ref(text: str) -> str | None:
+    """The ref named by ``text`` when it is an envelope (as :func:`envelope` writes them), else None.
+
+    Only the first line is looked at; the caller checks that the ref is one of its session's.
+    """
+    if not text.startswith("[toolbudget] Output"):
+        return None
+    m = _ENVELOPE_HEAD.match(text)
+    return m.group(1) if m else None

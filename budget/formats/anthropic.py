@@ -16,6 +16,7 @@ from budget.formats._common import (
     to_dict,
     type_name,
 )
+from budget.formats._shapes import require_fit
 
 __all__ = ["ANTHROPIC", "AnthropicFormat"]
 
@@ -57,6 +58,7 @@ class AnthropicFormat:
             raise InputError(f"{where}.role must be 'user' or 'assistant', not {role!r}")
         content = field(message, "content")
         if isinstance(content, str):
+            require_fit(self.name, index, message)
             return EMPTY_SCAN
         if not isinstance(content, list | tuple):
             raise InputError(
@@ -86,6 +88,7 @@ class AnthropicFormat:
                     RawResult(call_id, j, text, field(block, "is_error") is True, others)
                 )
         if not calls and not results:
+            require_fit(self.name, index, message)  # a Chat assistant's tool_calls, say
             return EMPTY_SCAN
         return Scanned(tuple(calls), tuple(results), opens_round=bool(calls))
 

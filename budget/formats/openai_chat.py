@@ -22,6 +22,7 @@ from budget.formats._common import (
     to_dict,
     type_name,
 )
+from budget.formats._shapes import require_fit
 
 __all__ = ["OPENAI_CHAT", "OpenAIChatFormat"]
 
@@ -56,6 +57,7 @@ class OpenAIChatFormat:
         if tool_calls is not None:
             return Scanned(self._calls(where, role, tool_calls), opens_round=bool(tool_calls))
         if role != "tool":
+            require_fit(self.name, index, message)  # tool_result blocks, say
             return EMPTY_SCAN
         call_id = require_str(field(message, "tool_call_id"), f"{where}.tool_call_id")
         text, others = parts_text(content, f"{where}.content", ("text",))

@@ -26,6 +26,7 @@ from budget.formats._common import (
     to_dict,
     type_name,
 )
+from budget.formats._shapes import require_fit
 
 __all__ = ["CALL_TYPES", "OPENAI_RESPONSES", "OUTPUT_TYPES", "OpenAIResponsesFormat"]
 
@@ -67,8 +68,12 @@ class OpenAIResponsesFormat:
                 )
             text, others = parts_text(output, f"{where}.output", ("input_text",))
             return Scanned(results=(RawResult(call_id, 0, text, False, others),))
-        if kind is None and field(message, "role") is None:
-            raise InputError(f"{where} has neither a type nor a role: not a Responses input item")
+        if kind is None or kind == "message":
+            if field(message, "role") is None:
+                raise InputError(
+                    f"{where} has neither a type nor a role: not a Responses input item"
+                )
+            require_fit(self.name, index, message)  # a Chat tool message, say
         return EMPTY_SCAN
 
     def scan_in(self, messages: Sequence[Any], index: int) -> Scanned:
