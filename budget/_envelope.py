@@ -162,17 +162,18 @@ def stub(text: str, *, ref: str, tool: str, chars: int, read_tool: str) -> str:
 
 
 _ENVELOPE_HEAD = re.compile(
-    r"\[toolbudget\] Output(?: of [^\n]*)? was too large for the context "
-    r"\([\d,]+ characters?, [\d,]+ lines?\); it is stored in full as ref ([0-9a-f]{32})\.\n"
+    r"\[toolbudget\] Output(?: of (?P<tool>[^\n]*))? was too large for the context "
+    r"\([\d,]+ characters?, [\d,]+ lines?\); it is stored in full as ref (?P<ref>[0-9a-f]{32})\.\n"
 )
 
 
-def envelope_ref(text: str) -> str | None:
-    """The ref named by ``text`` when it is an envelope (as :func:`envelope` writes them), else None.
+def envelope_ref(text: str) -> tuple[str, str] | None:
+    """(ref, tool) named by ``text`` when it starts like an envelope, else None.
 
-    Only the first line is looked at; the caller checks that the ref is one of its session's.
+    Only the first line is looked at: a caller that must be sure rebuilds the envelope from the
+    stored body and compares (see ``Budget``).
     """
     if not text.startswith("[toolbudget] Output"):
         return None
     m = _ENVELOPE_HEAD.match(text)
-    return m.group(1) if m else None
+    return (m.group("ref"), m.group("tool") or "") if m else None

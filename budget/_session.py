@@ -257,7 +257,7 @@ class Budget:
             old_outputs = self._outputs[k:]
             self._truncate(k)
         fresh, new_results = self._scan(messages, k)
-        wrapped = wrapped_decisions(fresh, self._has_body)
+        wrapped = wrapped_decisions(fresh, self._envelope_ref)
         if wrapped:  # envelopes made by wrap_tool: small results already, frozen as they are
             for d in wrapped.values():
                 self._ledger.record(d)
@@ -694,7 +694,7 @@ class Budget:
         if not isinstance(text, str):
             raise InputError(f"a tool output must be a string, not {type(text).__name__}")
         limit = self.config.cap_for(tool)
-        if limit is None or len(text) <= limit or self._is_envelope(text):
+        if limit is None or len(text) <= limit or self._envelope_ref(text) is not None:
             return text
         ref = ref_for(text)
         with self._lock:
@@ -705,8 +705,11 @@ class Budget:
                     self._log.error("spill_failed", tool=tool, chars=len(text), error=str(exc))
                     return text
                 self._stored.add(ref)
+        return self._envelope(text, ref, tool, is_error=False)
+
+    def _envelope(self, text: str, ref: str, tool: str, *, is_error: bool) -> str:
         path = self._store.path_of(ref) if self.config.include_path else None
-        return spill_envelope(self.config, text, ref=ref, tool=tool, is_error=False, path=path)
+        return spill_envelope(self.config, text, ref=ref, tool=tool, is_error=is_error, path=path)
 
     @overload
     def wrap_tool(self, fn: Callable[_P, _T], *, name: str | None = None) -> Callable[_P, _T]: ...
@@ -727,20 +730,20 @@ class Budget:
             return lambda f: wrap_tool(f, spill=self.spill_output, name=name)
         return wrap_tool(fn, spill=self.spill_output, name=name)
 
-    def _has_body(self, ref: str) -> bool:
-        if ref in self._stored:
-            return True
+    def _envelope_ref(self, text: str) -> str | None:
+        """The ref of ``text`` if it is exactly an envelope of a body of this session."""
+        head = envelope_ref(text)
+        if head is None:
+            return None
+        ref, tool = head
         try:
-            found = self._store.has(ref)
+            body = self._store.get(ref)
         except (StoreError, OSError):
-            return False
-        if found:
-            self._stored.add(ref)
-        return found
-
-    def _is_envelope(self, text: str) -> bool:
-        ref = envelope_ref(text)
-        return ref is not None and self._has_body(ref)
+            return None  # not one of ours (or unreadable): an ordinary result
+        self._stored.add(ref)
+        if any(text == self._envelope(body, ref, tool, is_error=e) for e in (False, True)):
+            return ref
+        return None
 
 
 def _role(message: Any) -> str | None:

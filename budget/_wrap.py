@@ -4,7 +4,7 @@ A host that keeps its whole history in memory (or on disk) can wrap its tools: a
 tool's cap is stored in the session right away and the tool returns its envelope instead, the very
 text the cap pass would have shown (same ref, same bytes). The envelope then sits in the history
 as a small result; when ``prepare`` later meets it, it recognises it by its ref (a body of this
-session) and freezes it as ``kept`` with reason ``wrapped``: never spilled again, never wrapped in
+session whose envelope is exactly that text) and freezes it as ``kept`` with reason ``wrapped``: never spilled again, never wrapped in
 a second envelope. Staleness may still trim it later; its stub names the same ref.
 """
 
@@ -15,7 +15,6 @@ import inspect
 from collections.abc import Callable, Iterable
 from typing import Any, ParamSpec, Protocol, TypeVar, cast
 
-from budget._envelope import envelope_ref
 from budget._ledger import Decision
 from budget._view import ToolResult
 
@@ -60,14 +59,15 @@ def wrap_tool(fn: Callable[P, T], *, spill: Spiller, name: str | None = None) ->
 
 
 def wrapped_decisions(
-    fresh: Iterable[ToolResult], has_body: Callable[[str], bool]
+    fresh: Iterable[ToolResult], envelope_of: Callable[[str], str | None]
 ) -> dict[str, Decision]:
     """Decisions for fresh results that are envelopes already (made by the wrapper, or a request
-    copy fed back as history): kept as they are, with the ref they name."""
+    copy fed back as history): kept as they are, with the ref they name. ``envelope_of`` gives
+    the ref of a text that is exactly an envelope of this session, else None."""
     out: dict[str, Decision] = {}
     for r in fresh:
-        ref = envelope_ref(r.text)
-        if ref is not None and has_body(ref):
+        ref = envelope_of(r.text)
+        if ref is not None:
             out[r.call_id] = Decision(
                 r.call_id, "kept", "wrapped", len(r.text), ref=ref, tool=r.tool
             )

@@ -96,21 +96,26 @@ def shape_fits(index: int, message: Any) -> tuple[frozenset[str], str]:
     if fits is None:
         return frozenset(), f"{where}.role is {role!r}, which no known format has"
     why = f"{where} has role {role!r}"
+    narrowing = []
     if kind == "message":  # Responses message items; also an anthropic.types.Message object
-        fits, why = fits & {_A, _R}, f"{where} has type 'message'"
+        narrowing.append((frozenset({_A, _R}), f"{where} has type 'message'"))
     if field(message, "tool_calls") is not None:
-        fits, why = fits & {_C}, f"{where} has tool_calls"
+        narrowing.append((frozenset({_C}), f"{where} has tool_calls"))
     if field(message, "tool_call_id") is not None:
-        fits, why = fits & {_C}, f"{where} has a tool_call_id"
+        narrowing.append((frozenset({_C}), f"{where} has a tool_call_id"))
     content = field(message, "content")
     if content is None:
-        fits, why = fits & {_C}, f"{where} has no content"
+        narrowing.append((frozenset({_C}), f"{where} has no content"))
     elif isinstance(content, list | tuple):
         for j, part in enumerate(content):
             part_kind = field(part, "type") if is_record(part) else None
             part_fits = _PART_FITS.get(part_kind) if isinstance(part_kind, str) else None
-            if part_fits is not None and not fits <= part_fits:
-                fits, why = fits & part_fits, f"{where}.content[{j}] is a {part_kind!r} part"
+            if part_fits is not None:
+                narrowing.append((part_fits, f"{where}.content[{j}] is a {part_kind!r} part"))
+    for allowed, reason in narrowing:
+        # The reason kept is the one that narrowed last: the evidence that decided.
+        if fits and not fits <= allowed:
+            fits, why = fits & allowed, reason
     return fits, why
 
 
@@ -120,4 +125,6 @@ def require_fit(name: str, index: int, message: Any) -> None:
     if name not in fits:
         label = LABELS.get(name, name)
         seen = f" ({describe(fits)})" if fits else ""
-        raise FormatError(f"{why}{seen}: not a {label} message, the session's format")
+        raise FormatError(
+            f"{why}{seen}, which the session's format, {label} ({name!r}), does not allow"
+        )

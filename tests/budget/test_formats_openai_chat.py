@@ -143,9 +143,11 @@ def test_the_prefix_is_byte_stable_turn_after_turn(tmp_path: Path) -> None:
     """Each request copy starts with the previous one, byte for byte, and repeats identically."""
     rounds = [[big(120, "r0")], ["ok", big(90, "r1")], ["fine"], [big(300, "r3"), "x"]]
     msgs = chat_conversation(rounds)
-    cuts = [i + 1 for i, m in enumerate(msgs) if m["role"] == "tool" and (
-        i + 1 == len(msgs) or msgs[i + 1]["role"] != "tool"
-    )]
+    cuts = [
+        i + 1
+        for i, m in enumerate(msgs)
+        if m["role"] == "tool" and (i + 1 == len(msgs) or msgs[i + 1]["role"] != "tool")
+    ]
     with Budget.open(tmp_path / "s", SMALL) as b:
         prev: bytes | None = None
         for t, n in enumerate(cuts):
@@ -254,7 +256,12 @@ def test_a_rewritten_sdk_tool_message_becomes_a_dict() -> None:
             "messages[0].tool_calls[0].function.name must be a string",
         ),
         (
-            [{"role": "assistant", "tool_calls": [{"type": "function", "function": {"name": "x"}}]}],
+            [
+                {
+                    "role": "assistant",
+                    "tool_calls": [{"type": "function", "function": {"name": "x"}}],
+                }
+            ],
             "messages[0].tool_calls[0].id",
         ),
         ([{"role": "user", "tool_calls": []}], "messages[0].tool_calls is set on a user message"),
@@ -264,7 +271,10 @@ def test_a_rewritten_sdk_tool_message_becomes_a_dict() -> None:
 )
 def test_malformed_chat_messages_are_named(tmp_path: Path, messages: Any, needle: str) -> None:
     """Malformed Chat Completions messages raise InputError naming the message and field."""
-    with Budget.open(tmp_path / "s", SMALL, format="openai_chat") as b, pytest.raises(InputError) as info:
+    with (
+        Budget.open(tmp_path / "s", SMALL, format="openai_chat") as b,
+        pytest.raises(InputError) as info,
+    ):
         b.prepare(messages)
     assert needle in str(info.value)
 
@@ -306,7 +316,7 @@ def test_a_recorded_gpt5_run_is_budgeted_turn_by_turn(tmp_path: Path, shared_tra
     path = shared_traces / "openhands" / "nunu0404__Python_OpenHands" / "output.jsonl"
     msgs = openhands_chat(path)
     pristine = copy.deepcopy(msgs)
-    cuts = [i for i in range(1, len(msgs) + 1) if msgs[i - 1]["role"] == "tool"]
+    cuts = [i for i in range(1, len(msgs)) if msgs[i - 1]["role"] == "tool"] + [len(msgs)]
     with Budget.open(tmp_path / "s", BudgetConfig(fsync=False)) as b:
         prev = b""
         for t, n in enumerate(cuts):
@@ -332,4 +342,4 @@ def test_a_recorded_gpt5_run_is_budgeted_turn_by_turn(tmp_path: Path, shared_tra
                 assert out[i]["content"] == d.text
         for i, m in enumerate(msgs):
             if m["role"] != "tool":
-                assert out[i] is msgs[i]
+                assert out[i] is m

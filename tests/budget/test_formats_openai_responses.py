@@ -72,7 +72,12 @@ def mixed_items() -> list[dict[str, Any]]:
             "input": "*** Begin Patch\n*** End Patch",
             "status": "completed",
         },
-        {"type": "web_search_call", "id": "ws_1", "status": "completed", "action": {"type": "search"}},
+        {
+            "type": "web_search_call",
+            "id": "ws_1",
+            "status": "completed",
+            "action": {"type": "search"},
+        },
         output("fc_a", big(200, "shell")),
         {
             "type": "function_call_output",
@@ -216,9 +221,9 @@ def test_sdk_items_are_read_and_passed_through(tmp_path: Path) -> None:
 )
 def test_malformed_items_are_named(tmp_path: Path, items: Any, needle: str) -> None:
     """Malformed Responses items raise InputError naming the item and field."""
-    with Budget.open(tmp_path / "s", SMALL, format="openai_responses") as b:
-        with pytest.raises(InputError) as info:
-            b.prepare(items)
+    session = Budget.open(tmp_path / "s", SMALL, format="openai_responses")
+    with session as b, pytest.raises(InputError) as info:
+        b.prepare(items)
     assert needle in str(info.value)
 
 
@@ -242,11 +247,12 @@ def test_a_recorded_codex_session_is_budgeted_turn_by_turn(
     items = codex_items(path)
     pristine = copy.deepcopy(items)
     cfg = BudgetConfig(result_cap=10_000, preview_chars=1_000, group_budget=40_000, fsync=False)
+    # A request follows each run of outputs; the last one sends the whole history.
     cuts = [
         i + 1
-        for i, it in enumerate(items)
-        if it["type"] in OUTPUT_TYPES and (i + 1 == len(items) or items[i + 1]["type"] not in OUTPUT_TYPES)
-    ]
+        for i, it in enumerate(items[:-1])
+        if it["type"] in OUTPUT_TYPES and items[i + 1]["type"] not in OUTPUT_TYPES
+    ] + [len(items)]
     assert len(cuts) > 30
     with Budget.open(tmp_path / "s", cfg) as b:
         prev = b""
