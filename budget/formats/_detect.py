@@ -24,7 +24,7 @@ from typing import Any
 from budget._errors import FormatError
 from budget._view import Format
 from budget.formats._common import type_name
-from budget.formats._shapes import NAMES, describe, shape_fits
+from budget.formats._shapes import NAMES, describe, explain, shape_fits
 from budget.formats.anthropic import ANTHROPIC
 from budget.formats.openai_chat import OPENAI_CHAT
 from budget.formats.openai_responses import OPENAI_RESPONSES
@@ -37,24 +37,28 @@ FORMATS: Mapping[str, Format] = {f.name: f for f in (ANTHROPIC, OPENAI_CHAT, OPE
 
 def detect(messages: Sequence[Any]) -> tuple[Format, bool]:
     """The format of ``messages`` and whether it is certain (see the module's rules)."""
-    candidates, because = frozenset(NAMES), ""
+    candidates = frozenset(NAMES)
+    because = -1  # the message that narrowed the candidates last
+    because_reason: tuple[Any, ...] = ()
     for i, message in enumerate(messages):
-        fits, why = shape_fits(i, message)
-        if not fits:
-            raise FormatError(
-                f"cannot tell the message format: {why}. Messages must be Anthropic Messages, "
-                "OpenAI Chat Completions or OpenAI Responses input items (dicts or SDK models); "
-                "name the format with format=... to get that format's own validation errors"
-            )
+        fits, reason = shape_fits(message)
         if candidates <= fits:
             continue
+        if not fits:
+            raise FormatError(
+                f"cannot tell the message format: {explain(i, message, reason)}. Messages must "
+                "be Anthropic Messages, OpenAI Chat Completions or OpenAI Responses input items "
+                "(dicts or SDK models); name the format with format=... to get that format's own "
+                "validation errors"
+            )
         narrowed = candidates & fits
         if not narrowed:
+            earlier = explain(because, messages[because], because_reason)
             raise FormatError(
-                f"the messages mix formats: {because} ({describe(candidates)}), but {why} "
-                f"({describe(fits)})"
+                f"the messages mix formats: {earlier} ({describe(candidates)}), but "
+                f"{explain(i, message, reason)} ({describe(fits)})"
             )
-        candidates, because = narrowed, why
+        candidates, because, because_reason = narrowed, i, reason
     if len(candidates) == 1:
         return FORMATS[next(iter(candidates))], True
     guess = next(name for name in FORMATS if name in candidates)

@@ -15,7 +15,7 @@ from typing import Any
 from budget._errors import FormatError
 from budget.formats._common import field, is_record, type_name
 
-__all__ = ["LABELS", "NAMES", "describe", "require_fit", "shape_fits"]
+__all__ = ["LABELS", "NAMES", "Reason", "describe", "explain", "require_fit", "shape_fits"]
 
 NAMES = ("anthropic", "openai_chat", "openai_responses")
 """The built-in formats, in the order a guess prefers them."""
@@ -74,57 +74,93 @@ def describe(fits: frozenset[str]) -> str:
     return " or ".join(LABELS[n] for n in NAMES if n in fits)
 
 
-def shape_fits(index: int, message: Any) -> tuple[frozenset[str], str]:
-    """The formats ``message`` fits, and what in it narrowed them (for error messages)."""
-    where = f"messages[{index}]"
+Reason = tuple[Any, ...]
+"""What in a message decided its fits, kept raw: formatted by :func:`explain` only on error."""
+
+_NONE: frozenset[str] = frozenset()
+_ONLY_A_R = frozenset({_A, _R})
+_ONLY_C = frozenset({_C})
+_ONLY_R = frozenset({_R})
+
+
+def shape_fits(message: Any) -> tuple[frozenset[str], Reason]:
+    """The formats ``message`` fits, and what in it narrowed them (see :func:`explain`)."""
     if not is_record(message):
-        return frozenset(), f"{where} is a {type_name(message)}, not a dict or an SDK model"
+        return _NONE, ("not_record",)
     role, kind = field(message, "role"), field(message, "type")
-    if kind is not None and not isinstance(kind, str):
-        return frozenset(), f"{where}.type is a {type_name(kind)}, not a string"
-    if kind is not None and kind != "message":
-        if kind in _RESPONSES_ITEMS:
-            return frozenset({_R}), f"{where} is a {kind!r} item"
-        if role is None:
-            return frozenset(), (
-                f"{where} ({type_name(message)}) has type {kind!r} and no role, which no known "
-                "format has"
-            )
+    if kind is not None:
+        if not isinstance(kind, str):
+            return _NONE, ("bad_type",)
+        if kind != "message":
+            if kind in _RESPONSES_ITEMS:
+                return _ONLY_R, ("item", kind)
+            if role is None:
+                return _NONE, ("unknown_item", kind)
     if role is None:
-        return frozenset(), f"{where}.role is missing (and it has no item type)"
+        return _NONE, ("no_role",)
     fits = _ROLE_FITS.get(role) if isinstance(role, str) else None
     if fits is None:
-        return frozenset(), f"{where}.role is {role!r}, which no known format has"
-    why = f"{where} has role {role!r}"
-    narrowing = []
-    if kind == "message":  # Responses message items; also an anthropic.types.Message object
-        narrowing.append((frozenset({_A, _R}), f"{where} has type 'message'"))
-    if field(message, "tool_calls") is not None:
-        narrowing.append((frozenset({_C}), f"{where} has tool_calls"))
-    if field(message, "tool_call_id") is not None:
-        narrowing.append((frozenset({_C}), f"{where} has a tool_call_id"))
+        return _NONE, ("unknown_role", role)
+    reason: Reason = ("role", role)
+    # Each piece of evidence narrows the fits; the reason kept is the last that did.
+    if kind == "message" and not fits <= _ONLY_A_R:  # Responses items; anthropic.types.Message
+        fits, reason = fits & _ONLY_A_R, ("type_message",)
+    if field(message, "tool_calls") is not None and not fits <= _ONLY_C:
+        fits, reason = fits & _ONLY_C, ("tool_calls",)
+    if field(message, "tool_call_id") is not None and not fits <= _ONLY_C:
+        fits, reason = fits & _ONLY_C, ("tool_call_id",)
     content = field(message, "content")
     if content is None:
-        narrowing.append((frozenset({_C}), f"{where} has no content"))
+        if not fits <= _ONLY_C:
+            fits, reason = fits & _ONLY_C, ("no_content",)
     elif isinstance(content, list | tuple):
         for j, part in enumerate(content):
             part_kind = field(part, "type") if is_record(part) else None
-            part_fits = _PART_FITS.get(part_kind) if isinstance(part_kind, str) else None
-            if part_fits is not None:
-                narrowing.append((part_fits, f"{where}.content[{j}] is a {part_kind!r} part"))
-    for allowed, reason in narrowing:
-        # The reason kept is the one that narrowed last: the evidence that decided.
-        if fits and not fits <= allowed:
-            fits, why = fits & allowed, reason
-    return fits, why
+            allowed = _PART_FITS.get(part_kind) if isinstance(part_kind, str) else None
+            if allowed is not None and fits and not fits <= allowed:
+                fits, reason = fits & allowed, ("part", j, part_kind)
+    return fits, reason
+
+
+def explain(index: int, message: Any, reason: Reason) -> str:
+    """What ``reason`` (from :func:`shape_fits`) says about ``messages[index]``, in words."""
+    where = f"messages[{index}]"
+    what, *args = reason
+    if what == "not_record":
+        return f"{where} is a {type_name(message)}, not a dict or an SDK model"
+    if what == "bad_type":
+        return f"{where}.type is a {type_name(field(message, 'type'))}, not a string"
+    if what == "item":
+        return f"{where} is a {args[0]!r} item"
+    if what == "unknown_item":
+        return (
+            f"{where} ({type_name(message)}) has type {args[0]!r} and no role, which no known "
+            "format has"
+        )
+    if what == "no_role":
+        return f"{where}.role is missing (and it has no item type)"
+    if what == "unknown_role":
+        return f"{where}.role is {args[0]!r}, which no known format has"
+    if what == "role":
+        return f"{where} has role {args[0]!r}"
+    if what == "part":
+        return f"{where}.content[{args[0]}] is a {args[1]!r} part"
+    words = {
+        "type_message": "has type 'message'",
+        "tool_calls": "has tool_calls",
+        "tool_call_id": "has a tool_call_id",
+        "no_content": "has no content",
+    }
+    return f"{where} {words[what]}"
 
 
 def require_fit(name: str, index: int, message: Any) -> None:
     """FormatError unless ``message`` may be a message of format ``name``."""
-    fits, why = shape_fits(index, message)
+    fits, reason = shape_fits(message)
     if name not in fits:
         label = LABELS.get(name, name)
         seen = f" ({describe(fits)})" if fits else ""
         raise FormatError(
-            f"{why}{seen}, which the session's format, {label} ({name!r}), does not allow"
+            f"{explain(index, message, reason)}{seen}, which the session's format, {label} "
+            f"({name!r}), does not allow"
         )
