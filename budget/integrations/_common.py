@@ -1,26 +1,22 @@
-"""What every integration shares: checking the session's format, the overflow retry decision."""
+"""What every integration shares: checking the session it is given, the overflow retry decision."""
 
 from __future__ import annotations
 
 from budget._errors import ConfigError
 from budget._overflow import is_context_overflow
 from budget._session import Budget
-from budget._view import Format
 
-__all__ = ["is_overflow", "require_format"]
+__all__ = ["is_overflow", "require_session"]
 
 
-def require_format(session: Budget, fmt: Format, integration: str) -> None:
-    """Raise ConfigError unless ``session`` reads ``fmt``'s messages (a session per format)."""
+def require_session(session: object, integration: str) -> Budget:
+    """``session`` itself when it is a Budget session; ConfigError naming what it is otherwise."""
     if not isinstance(session, Budget):
         raise ConfigError(
-            f"{integration} needs a budget.Budget session, not {type(session).__name__}"
+            f"{integration} needs a budget.Budget session (Budget.open(path)), "
+            f"not {type(session).__name__}"
         )
-    if session.format.name != fmt.name:
-        raise ConfigError(
-            f"{integration} needs a session opened with format={fmt.name!r} "
-            f"(e.g. Budget.open(path, format=...)); this one reads {session.format.name!r} messages"
-        )
+    return session
 
 
 def is_overflow(session: Budget, error: BaseException) -> bool:

@@ -2,14 +2,15 @@
 
     from langchain.agents import create_agent
     from budget import Budget
-    from budget.integrations.langchain import LANGCHAIN, ToolBudgetMiddleware
+    from budget.integrations.langchain import ToolBudgetMiddleware
 
-    session = Budget.open("sessions/<id>", format=LANGCHAIN)
+    session = Budget.open("sessions/<id>")
     agent = create_agent(model, tools=[...], middleware=[ToolBudgetMiddleware(session)])
 
 The middleware hands the model a budgeted copy of ``request.messages`` (the agent state keeps the
 full messages) and registers the read-back tool with the agent, so the model can read spilled
-outputs back. Requires the ``langchain`` extra (``pip install 'toolbudget[langchain]'``).
+outputs back. It prepares every request in the :data:`LANGCHAIN` format, which fixes the
+session's format (a session fixed to another one raises FormatError on the first call). Requires the ``langchain`` extra (``pip install 'toolbudget[langchain]'``).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from budget._errors import InputError
 from budget._report import Report
 from budget._session import Budget
 from budget._view import EMPTY_SCAN, Call, RawResult, Scanned
-from budget.integrations._common import is_overflow, require_format
+from budget.integrations._common import is_overflow, require_session
 
 __all__ = ["LANGCHAIN", "LangChainFormat", "ToolBudgetMiddleware", "session_read_tool"]
 
@@ -116,12 +117,12 @@ class LangChainFormat:
 
 
 LANGCHAIN = LangChainFormat()
-"""The LangChain message format: open the session with ``format=LANGCHAIN``."""
+"""The LangChain message format (the middleware names it on every request)."""
 
 
 def session_read_tool(session: Budget) -> StructuredTool:
     """The read-back tool as a LangChain tool (its JSON schema is the session's own)."""
-    spec = session.read_tool()
+    spec = session.read_tool(format="anthropic")
 
     def read(**kwargs: Any) -> str:
         return session.handle_read_tool(kwargs)
@@ -160,15 +161,15 @@ class ToolBudgetMiddleware(AgentMiddleware):
         self, session: Budget, *, read_tool: bool = True, retry_on_overflow: bool = True
     ) -> None:
         super().__init__()
-        require_format(session, LANGCHAIN, "ToolBudgetMiddleware")
-        self.session = session
+        self.session = require_session(session, "ToolBudgetMiddleware")
         self.retry_on_overflow = retry_on_overflow
         self.tools = [session_read_tool(session)] if read_tool else []
         self.last_report: Report | None = None
         """The report of the last model call budgeted."""
 
     def _budget(self, request: ModelRequest) -> ModelRequest:
-        prepared = self.session.prepare(request.messages, usage=_last_usage(request.messages))
+        messages = request.messages
+        prepared = self.session.prepare(messages, usage=_last_usage(messages), format=LANGCHAIN)
         self.last_report = prepared.report
         return request.override(messages=prepared.messages)
 

@@ -2,14 +2,15 @@
 
     from pydantic_ai import Agent
     from budget import Budget
-    from budget.integrations.pydantic_ai import PYDANTIC_AI, ToolBudgetCapability
+    from budget.integrations.pydantic_ai import ToolBudgetCapability
 
-    session = Budget.open("sessions/<id>", format=PYDANTIC_AI)
+    session = Budget.open("sessions/<id>")
     agent = Agent(model, tools=[...], capabilities=[ToolBudgetCapability(session)])
 
 The capability budgets the messages of each request attempt only: the run's message history
 (``result.all_messages()``) keeps every tool return in full. It also gives the agent the read-back
-tool, and retries a request the provider refused as too long with a harder budget.
+tool, and retries a request the provider refused as too long with a harder budget. Every request
+is prepared in the :data:`PYDANTIC_AI` format, which fixes the session's format.
 
 pydantic-ai 2 removed ``Agent(history_processors=...)``; its replacement, ``ProcessHistory``,
 writes the processor's output back into the run's history. :func:`toolbudget_history_processor`
@@ -52,7 +53,7 @@ from budget._errors import InputError
 from budget._report import Report
 from budget._session import Budget
 from budget._view import EMPTY_SCAN, Call, RawResult, Scanned
-from budget.integrations._common import is_overflow, require_format
+from budget.integrations._common import is_overflow, require_session
 
 __all__ = [
     "PYDANTIC_AI",
@@ -112,12 +113,12 @@ class PydanticAIFormat:
 
 
 PYDANTIC_AI = PydanticAIFormat()
-"""The pydantic-ai message format: open the session with ``format=PYDANTIC_AI``."""
+"""The pydantic-ai message format (the capability and the processor name it on every request)."""
 
 
 def session_read_tool(session: Budget) -> Tool[Any]:
     """The read-back tool as a pydantic-ai ``Tool`` (its JSON schema is the session's own)."""
-    spec = session.read_tool()
+    spec = session.read_tool(format="anthropic")
 
     async def read(**kwargs: Any) -> str:
         # Reading a body is file I/O: keep it off the event loop.
@@ -156,7 +157,7 @@ class ToolBudgetCapability(AbstractCapability[Any]):
     """The report of the last request budgeted."""
 
     def __post_init__(self) -> None:
-        require_format(self.session, PYDANTIC_AI, "ToolBudgetCapability")
+        require_session(self.session, "ToolBudgetCapability")
 
     def get_toolset(self) -> FunctionToolset[Any] | None:
         """The read-back tool, unless ``read_tool=False``."""
@@ -168,7 +169,7 @@ class ToolBudgetCapability(AbstractCapability[Any]):
         """Replace the request's messages with their budgeted copy."""
         messages = list(request_context.messages)
         prepared = await asyncio.to_thread(
-            self.session.prepare, messages, usage=_last_usage(messages)
+            self.session.prepare, messages, usage=_last_usage(messages), format=PYDANTIC_AI
         )
         self.last_report = prepared.report
         request_context.messages = prepared.messages
@@ -199,7 +200,7 @@ class _HistoryProcessor:
     def __call__(self, messages: list[ModelMessage]) -> list[ModelMessage]:
         restored = [self._original(m) for m in messages]
         out: list[ModelMessage] = self._session.prepare(
-            restored, usage=_last_usage(restored)
+            restored, usage=_last_usage(restored), format=PYDANTIC_AI
         ).messages
         self._originals = {id(o): (o, m) for o, m in zip(out, restored, strict=True) if o is not m}
         return out
@@ -214,5 +215,4 @@ def toolbudget_history_processor(
     1's ``history_processors=[...]``). The framework stores what it returns as the run's history;
     use :class:`ToolBudgetCapability` to keep the history in full.
     """
-    require_format(session, PYDANTIC_AI, "toolbudget_history_processor")
-    return _HistoryProcessor(session)
+    return _HistoryProcessor(require_session(session, "toolbudget_history_processor"))

@@ -21,7 +21,7 @@ from langchain_core.tools import tool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import Field
 
-from budget import Budget, ConfigError
+from budget import Budget, ConfigError, FormatError
 from budget.integrations.langchain import LANGCHAIN, ToolBudgetMiddleware, session_read_tool
 from tests.integrations._agentkit import (
     PAGE_LIMIT,
@@ -144,7 +144,7 @@ def _check_run(
 def test_agent_sees_envelope_and_reads_back(big_file: tuple[Path, str], tmp_path: Path) -> None:
     """In a sync agent run the model gets an envelope, reads exact lines back; state keeps all."""
     path, text = big_file
-    with Budget.open(tmp_path / "session", format=LANGCHAIN) as session:
+    with Budget.open(tmp_path / "session") as session:
         model = ReadingModel(paths=[str(path)])
         middleware = ToolBudgetMiddleware(session)
         agent = create_agent(model, tools=[read_file], middleware=[middleware])
@@ -240,10 +240,16 @@ def test_format_keeps_message_fields_and_blocks(tmp_path: Path) -> None:
     assert session.read(ref) == big
 
 
-def test_wrong_session_format_is_refused() -> None:
-    """A session reading another format is refused when the middleware is built, by name."""
-    with pytest.raises(ConfigError, match="format='langchain'"):
-        ToolBudgetMiddleware(Budget.in_memory())
+def test_session_in_another_format_is_refused(tmp_path: Path) -> None:
+    """A session fixed to another format refuses the agent's messages before the model sees them."""
+    with pytest.raises(ConfigError, match=r"needs a budget\.Budget session"):
+        ToolBudgetMiddleware(str(tmp_path))  # type: ignore[arg-type]
+    model = ReadingModel(paths=[])
+    session = Budget.in_memory(format="anthropic")
+    agent = create_agent(model, tools=[read_file], middleware=[ToolBudgetMiddleware(session)])
+    with pytest.raises(FormatError, match=r"'anthropic'.*'langchain'"):
+        agent.invoke({"messages": [HumanMessage("hello")]})
+    assert model.received == []
 
 
 def test_read_tool_pages_and_reports_errors(big_file: tuple[Path, str]) -> None:

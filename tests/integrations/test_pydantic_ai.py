@@ -25,7 +25,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from budget import Budget, ConfigError
+from budget import Budget, ConfigError, FormatError
 from budget.integrations.pydantic_ai import (
     PYDANTIC_AI,
     ToolBudgetCapability,
@@ -117,7 +117,7 @@ def test_capability_budgets_requests_and_keeps_history(
 ) -> None:
     """With the capability the model gets an envelope and reads exact lines; history keeps all."""
     path, text = big_file
-    with Budget.open(tmp_path / "session", format=PYDANTIC_AI) as session:
+    with Budget.open(tmp_path / "session") as session:
         reader = Reader([str(path)])
         capability = ToolBudgetCapability(session)
         agent = Agent(FunctionModel(reader), tools=[read_file], capabilities=[capability])
@@ -201,7 +201,13 @@ def test_structured_returns_are_measured_as_json(tmp_path: Path) -> None:
     assert json.loads(session.read(ref)) == content
 
 
-def test_wrong_session_format_is_refused() -> None:
-    """A session reading another format is refused when the capability is built, by name."""
-    with pytest.raises(ConfigError, match="format='pydantic-ai'"):
-        ToolBudgetCapability(Budget.in_memory())
+def test_session_in_another_format_is_refused() -> None:
+    """A session fixed to another format refuses the run's messages before the model sees them."""
+    with pytest.raises(ConfigError, match=r"needs a budget\.Budget session"):
+        ToolBudgetCapability("sessions/x")  # type: ignore[arg-type]
+    reader = Reader([])
+    session = Budget.in_memory(format="openai_chat")
+    agent = Agent(FunctionModel(reader), capabilities=[ToolBudgetCapability(session)])
+    with pytest.raises(FormatError, match=r"'openai_chat'.*'pydantic-ai'"):
+        agent.run_sync("hello")
+    assert reader.received == []

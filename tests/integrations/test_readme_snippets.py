@@ -10,7 +10,11 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-FRAMEWORKS = {"LangChain v1": "langchain.agents", "pydantic-ai": "pydantic_ai"}
+FRAMEWORKS = {
+    "LangChain v1": "langchain.agents",
+    "pydantic-ai": "pydantic_ai",
+    "OpenAI Agents SDK": "agents",
+}
 
 
 def _snippet(title: str) -> str:
