@@ -10,7 +10,8 @@
 The middleware hands the model a budgeted copy of ``request.messages`` (the agent state keeps the
 full messages) and registers the read-back tool with the agent, so the model can read spilled
 outputs back. It prepares every request in the :data:`LANGCHAIN` format, which fixes the
-session's format (a session fixed to another one raises FormatError on the first call). Requires the ``langchain`` extra (``pip install 'toolbudget[langchain]'``).
+session's format (a session fixed to another one raises FormatError on the first call).
+Requires the ``langchain`` extra (``pip install 'toolbudget[langchain]'``).
 """
 
 from __future__ import annotations

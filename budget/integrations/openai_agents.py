@@ -1,4 +1,4 @@
-"""OpenAI Agents SDK: a ``call_model_input_filter`` that budgets every model call, and the read tool.
+"""OpenAI Agents SDK: a ``call_model_input_filter`` budgeting every model call, and the read tool.
 
     from agents import Agent, RunConfig, Runner
     from budget import Budget

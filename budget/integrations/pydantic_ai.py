@@ -209,7 +209,7 @@ class _HistoryProcessor:
 def toolbudget_history_processor(
     session: Budget,
 ) -> Callable[[list[ModelMessage]], list[ModelMessage]]:
-    """A history processor (``list[ModelMessage] -> list[ModelMessage]``) budgeting with ``session``.
+    """A history processor (``list[ModelMessage] -> list[ModelMessage]``) using ``session``.
 
     For ``capabilities=[ProcessHistory(toolbudget_history_processor(session))]`` (or pydantic-ai
     1's ``history_processors=[...]``). The framework stores what it returns as the run's history;

@@ -61,7 +61,7 @@ def write_big_file(path: Path, *, seed: int = 20_241_202) -> str:
 
 
 def envelope_ref(text: str) -> str | None:
-    """The ref an envelope names, as a model reading it would find it; None when it is no envelope."""
+    """The ref an envelope names, found as a model reading it would; None for other texts."""
     match = _REF.search(text)
     return match.group(1) if match else None
 

@@ -205,7 +205,7 @@ def test_reported_usage_anchors_the_estimate(big_file: tuple[Path, str], tmp_pat
 
 
 def test_format_keeps_message_fields_and_blocks(tmp_path: Path) -> None:
-    """A spilled ToolMessage keeps id, name, artifact, status and its image; the input is untouched."""
+    """A spilled ToolMessage keeps id, name, artifact, status and image; the input is untouched."""
     big = write_big_file(tmp_path / "x.log")
     image = {"type": "image", "base64": "iVBORw0KGgo=", "mime_type": "image/png"}
     result = ToolMessage(
