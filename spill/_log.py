@@ -22,10 +22,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 import orjson
-import structlog
 import xxhash
 
 from budget._errors import StoreError
+from spill._store import events
 
 __all__ = ["LOG_VERSION", "decode_log", "encode_records"]
 
@@ -37,8 +37,6 @@ _SURROGATE_KEY_JSON: Final = b'"\\u0000lone-surrogates"'
 # `,"crc":"` + 8 hex digits + `"}` closes every line this module writes.
 _CRC_OPEN: Final = b',"crc":"'
 _CRC_TAIL_LEN: Final = 18
-
-_log = structlog.get_logger("toolbudget.spill")
 
 
 def encode_records(records: Sequence[Mapping[str, Any]]) -> bytes:
@@ -213,7 +211,7 @@ def decode_log(data: bytes, *, source: str) -> list[dict[str, Any]]:
         reason = str(checked)
         if torn:
             reason += " (torn last line: no final newline)"
-        _log.warning("spill.log.line_skipped", source=source, line=number, reason=reason)
+        events().warning("spill.log.line_skipped", source=source, line=number, reason=reason)
     return records
 
 
