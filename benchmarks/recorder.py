@@ -23,14 +23,15 @@ addresses in ``pydoc`` output (``at 0x0``). Byte-code writing is off, so the ses
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import subprocess
 import sys
 import sysconfig
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -160,10 +161,10 @@ def rot13(text):
 
 _FIXES = (
     (
-        '    counts = Counter(words(text))\n    return [w for w, _ in counts.most_common(n)]\n',
-        '    counts = Counter(words(text))\n'
-        '    ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))\n'
-        '    return [w for w, _ in ranked[:n]]\n',
+        "    counts = Counter(words(text))\n    return [w for w, _ in counts.most_common(n)]\n",
+        "    counts = Counter(words(text))\n"
+        "    ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))\n"
+        "    return [w for w, _ in ranked[:n]]\n",
     ),
     (
         '    return re.sub(r"[^a-z0-9]", "-", text.lower())\n',
@@ -175,8 +176,8 @@ _FIXES = (
         '    return re.sub(r"([a-z0-9])([A-Z])", r"\\1_\\2", name).lower()\n',
     ),
     (
-        '    ws = words(text)\n    return sum(len(w) for w in ws) / len(ws)\n',
-        '    ws = words(text)\n    return sum(len(w) for w in ws) / len(ws) if ws else 0.0\n',
+        "    ws = words(text)\n    return sum(len(w) for w in ws) / len(ws)\n",
+        "    ws = words(text)\n    return sum(len(w) for w in ws) / len(ws) if ws else 0.0\n",
     ),
 )
 
@@ -475,10 +476,8 @@ def _bindir(workdir: Path) -> Path:
     python = bindir / "python"
     if not python.is_symlink():
         # Scripts say ``python``; it must be this interpreter whatever PATH holds.
-        try:
+        with contextlib.suppress(FileExistsError):  # another session's thread made it
             python.symlink_to(sys.executable)
-        except FileExistsError:
-            pass
     return bindir
 
 
@@ -541,9 +540,7 @@ def record(script: Script, workdir: Path) -> Trace:
     )
 
 
-def record_builtin(
-    workdir: Path | None = None, scripts: Sequence[Script] = SCRIPTS
-) -> list[Trace]:
+def record_builtin(workdir: Path | None = None, scripts: Sequence[Script] = SCRIPTS) -> list[Trace]:
     """Record the built-in sessions (in a temporary directory unless ``workdir`` is given)."""
     if workdir is not None:
         return _record_all(scripts, workdir)

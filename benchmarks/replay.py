@@ -123,7 +123,8 @@ class Replay:
     times_s: tuple[float, ...]
     """Seconds the strategy's ``prepare`` took, per request."""
     notes: Mapping[str, Any] = field(default_factory=dict)
-    """What the strategy reported beyond the figures (toolbudget: its batches and decisions)."""
+    """What the strategy reported beyond the figures. toolbudget: ``staleness_batches``,
+    ``batch_reasons`` (batches per trigger), ``spilled`` and ``trimmed`` (decisions made)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -320,6 +321,7 @@ def _replay(
     replaced = recoverable = 0
     checked: set[str] = set()
     batches: Counter[str] = Counter()
+    kinds: Counter[str] = Counter()
     for i in range(total):
         request = trace.requests[i]
         history = trace.request_messages(i)
@@ -341,6 +343,7 @@ def _replay(
         if isinstance(session, ToolbudgetSession) and session.report is not None:
             if session.report.staleness_ran:
                 batches[session.report.staleness_reason or "?"] += 1
+            kinds.update(d.kind for d in session.report.decisions)
 
         # Visibility of the last rounds' output.
         end = index.rounds_before(n)
@@ -350,9 +353,8 @@ def _replay(
                 if r.msg >= n:
                     continue
                 recent_total += len(r.text)
-                if len(out) == n and out[r.msg] is history[r.msg]:
-                    recent_full += len(r.text)
-                elif _shown(out, n, r) == r.text:
+                shared = len(out) == n and out[r.msg] is history[r.msg]
+                if shared or _shown(out, n, r) == r.text:
                     recent_full += len(r.text)
         if recent_total:
             vis_sum += recent_full / recent_total
@@ -379,12 +381,11 @@ def _replay(
 
     notes: dict[str, Any] = {}
     if isinstance(session, ToolbudgetSession):
-        report = session.report
         notes = {
             "staleness_batches": sum(batches.values()),
             "batch_reasons": dict(sorted(batches.items())),
-            "spilled": report.spilled if report else 0,
-            "trimmed": report.trimmed if report else 0,
+            "spilled": kinds["spilled"],
+            "trimmed": kinds["trimmed"],
         }
     return Replay(
         strategy=name,

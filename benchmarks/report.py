@@ -171,8 +171,8 @@ def render(result: BenchResult, console: Console) -> None:
         spilled = sum(int(r.notes.get("spilled", 0)) for r in ours)
         trimmed = sum(int(r.notes.get("trimmed", 0)) for r in ours)
         console.print(
-            f"toolbudget: {spilled:,} results spilled, {trimmed:,} trimmed; "
-            f"{batches} staleness batches ({why})."
+            f"toolbudget: {spilled:,} results spilled (cap or aggregate), {trimmed:,} trimmed "
+            f"in {batches} staleness batches ({why})."
         )
     if result.skipped:
         console.print(f"[yellow]{len(result.skipped)} file(s) skipped[/] (listed in the JSON).")
@@ -225,10 +225,12 @@ def write_plots(result: BenchResult, directory: Path) -> list[Path]:
     longest = max(result.replays, key=lambda r: (r.requests, r.input_tokens), default=None)
     fig, ax = plt.subplots(figsize=(10, 5))
     if longest is not None:
-        for r in result.replays:
-            if r.trace == longest.trace:
-                width = 2.2 if r.strategy == "toolbudget" else 1.0
-                ax.plot(range(1, len(r.sizes) + 1), r.sizes, label=r.strategy, linewidth=width)
+        for rep in result.replays:
+            if rep.trace == longest.trace:
+                width = 2.2 if rep.strategy == "toolbudget" else 1.0
+                ax.plot(
+                    range(1, len(rep.sizes) + 1), rep.sizes, label=rep.strategy, linewidth=width
+                )
         ax.axhline(result.window, color="black", linestyle=":", linewidth=1, label="window")
         ax.set_title(f"Request size per turn: {longest.trace}")
         ax.legend(fontsize="small", ncol=2)
@@ -238,12 +240,17 @@ def write_plots(result: BenchResult, directory: Path) -> list[Path]:
     written.append(_save(fig, directory / "request_sizes.png", plt))
 
     fig, ax = plt.subplots(figsize=(8, 6))
-    for r, color in zip(rows, colors, strict=True):
-        if r.billed_ratio is None or r.visibility is None:
+    for row, color in zip(rows, colors, strict=True):
+        if row.billed_ratio is None or row.visibility is None:
             continue
-        ax.scatter(r.visibility * 100, r.billed_ratio, color=color)
-        ax.annotate(r.strategy, (r.visibility * 100, r.billed_ratio), fontsize="small",
-                    xytext=(4, 4), textcoords="offset points")
+        ax.scatter(row.visibility * 100, row.billed_ratio, color=color)
+        ax.annotate(
+            row.strategy,
+            (row.visibility * 100, row.billed_ratio),
+            fontsize="small",
+            xytext=(4, 4),
+            textcoords="offset points",
+        )
     ax.set_xlabel(f"recent tool output shown in full (%), last {RECENT_ROUNDS} rounds")
     ax.set_ylabel(f"billed tokens relative to {BASELINE}")
     ax.set_title("Cost against visibility")

@@ -107,19 +107,21 @@ def bench(
     json_path: Annotated[
         Path | None, typer.Option("--json", help="Write every figure to this JSON file.")
     ] = None,
-    plots: Annotated[Path | None, typer.Option(help="Write PNG charts into this directory.")] = None,
+    plots: Annotated[
+        Path | None, typer.Option(help="Write PNG charts into this directory.")
+    ] = None,
     limit: Annotated[
         int | None, typer.Option(min=1, help="Replay only the first N traces (sorted by path).")
     ] = None,
 ) -> None:
     """Replay recorded agent traces under toolbudget and other agents' strategies, side by side."""
     # Imported here: the benchmarks (and matplotlib, langchain) are not needed by other commands.
-    from rich.console import Console
+    from rich.console import Console  # noqa: PLC0415
 
-    from benchmarks import strategies as registry
-    from benchmarks.importers import load_dir
-    from benchmarks.recorder import record_builtin
-    from benchmarks.report import render, run_bench, write_json, write_plots
+    from benchmarks import strategies as registry  # noqa: PLC0415
+    from benchmarks.importers import Skipped, load_dir  # noqa: PLC0415
+    from benchmarks.recorder import record_builtin  # noqa: PLC0415
+    from benchmarks.report import render, run_bench, write_json, write_plots  # noqa: PLC0415
 
     names = registry.names()
     if strategies is not None:
@@ -133,11 +135,15 @@ def bench(
             )
             raise typer.Exit(2)
     console = Console()
+    if not console.is_terminal:
+        # Piped or captured: rich would fold the 13 columns into 80; keep every figure readable.
+        console = Console(width=max(console.width, 160))
     err = Console(stderr=True)
     try:
         if traces is None:
+            skipped: list[Skipped] = []
             with err.status("recording the built-in sessions…"):
-                found, skipped = record_builtin(), []
+                found = record_builtin()
         else:
             found, skipped = load_dir(traces)
         if limit is not None:
