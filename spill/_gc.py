@@ -17,9 +17,8 @@ import time
 from pathlib import Path
 from typing import Final
 
-import structlog
-
 from budget._errors import ConfigError, StoreError
+from budget._log import get_logger
 from spill import _fs
 from spill._local import BODIES_NAME, LOCK_NAME, LOG_NAME, META_NAME, TMP_PREFIX
 
@@ -28,7 +27,7 @@ __all__ = ["gc_sessions"]
 _DIR_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY
 _KNOWN: Final = frozenset({BODIES_NAME, LOCK_NAME, LOG_NAME, META_NAME})
 
-_log = structlog.get_logger("toolbudget.spill")
+_log = get_logger("toolbudget.spill")
 
 
 def gc_sessions(root: Path, *, older_than_s: float, now: float | None = None) -> list[Path]:

@@ -34,10 +34,10 @@ from types import TracebackType
 from typing import Any, Final, Self
 
 import orjson
-import structlog
 import xxhash
 
 from budget._errors import ConfigError, QuotaExceeded, RefError, SessionLocked, StoreError
+from budget._log import get_logger
 from spill import _fs
 from spill._log import decode_log, encode_records
 from spill._store import REF_RE, LogRecord, check_quota, encode_text, validate_ref
@@ -58,7 +58,7 @@ _SHARD_RE: Final = re.compile(r"\A[0-9a-f]{2}\Z")
 _OPEN_ATTEMPTS: Final = 3
 _LOCK_POLL_S: Final = 0.02
 
-_log = structlog.get_logger("toolbudget.spill")
+_log = get_logger("toolbudget.spill")
 
 
 class LocalStore:

@@ -22,10 +22,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 import orjson
-import structlog
 import xxhash
 
 from budget._errors import StoreError
+from budget._log import get_logger
 
 __all__ = ["LOG_VERSION", "decode_log", "encode_records"]
 
@@ -38,7 +38,7 @@ _SURROGATE_KEY_JSON: Final = b'"\\u0000lone-surrogates"'
 _CRC_OPEN: Final = b',"crc":"'
 _CRC_TAIL_LEN: Final = 18
 
-_log = structlog.get_logger("toolbudget.spill")
+_log = get_logger("toolbudget.spill")
 
 
 def encode_records(records: Sequence[Mapping[str, Any]]) -> bytes:
