@@ -159,7 +159,8 @@ def render(result: BenchResult, console: Console) -> None:
     if len(result.by_format) > 1:
         for fmt, rows in result.by_format.items():
             n = len({r.trace for r in result.replays if r.format == fmt})
-            console.print(_table(f"{fmt} ({n} traces)", rows, result.window))
+            plural = "" if n == 1 else "s"
+            console.print(_table(f"{fmt} ({n} trace{plural})", rows, result.window))
     ours = [r for r in result.replays if r.strategy == "toolbudget"]
     if ours:
         batches = sum(int(r.notes.get("staleness_batches", 0)) for r in ours)

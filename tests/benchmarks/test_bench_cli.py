@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
+import pytest
+import structlog
 from typer.testing import CliRunner
 
 from benchmarks.replay import ROW_KEYS
@@ -13,6 +16,17 @@ from budget.cli import app
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 CHOSEN = "toolbudget,claude-code,codex"
 """A few strategies keep the test fast (the heavy peers import large SDKs)."""
+
+
+@pytest.fixture(autouse=True)
+def _structlog_restored() -> Iterator[None]:
+    """The CLI configures structlog on the runner's stderr, closed after the call: undo it."""
+    configured, saved = structlog.is_configured(), structlog.get_config()
+    yield
+    if configured:
+        structlog.configure(**saved)
+    else:
+        structlog.reset_defaults()
 
 
 def test_bench_on_the_builtin_set_writes_json_and_charts(tmp_path: Path) -> None:
