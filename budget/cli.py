@@ -6,7 +6,7 @@ import logging
 import sys
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, TextIO, cast
 
 import structlog
 import typer
@@ -41,7 +41,7 @@ def _main(
     level = logging.DEBUG if verbose else logging.WARNING
     structlog.configure(
         wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.PrintLoggerFactory(_Stderr()),
+        logger_factory=structlog.PrintLoggerFactory(cast("TextIO", _Stderr())),
     )
 
 
