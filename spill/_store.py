@@ -16,6 +16,7 @@ from typing import Any, Final, Protocol, Self, TypeAlias, runtime_checkable
 import xxhash
 
 from budget._errors import ConfigError, RefError
+from budget._log import get_logger
 
 __all__ = [
     "REF_LEN",
@@ -24,6 +25,7 @@ __all__ = [
     "Store",
     "check_quota",
     "encode_text",
+    "events",
     "ref_for",
     "validate_ref",
 ]
@@ -37,6 +39,16 @@ LogRecord: TypeAlias = dict[str, Any]
 
 _MAX_SHOWN_CHARS = 5
 _SCANNED_PREFIX = 256
+
+
+def events() -> Any:
+    """The structlog logger for spill's events (``toolbudget.spill``).
+
+    Looked up at each event rather than once at import, so that an application configuring
+    structlog after importing toolbudget still gets every event; while structlog is not
+    configured at all, only warnings and errors are printed, to stderr (see budget._log).
+    """
+    return get_logger("toolbudget.spill")
 
 
 def encode_text(text: str) -> bytes:
@@ -106,7 +118,11 @@ class Store(Protocol):
         ...
 
     def path_of(self, ref: str) -> str | None:
-        """The body's file path for agents with file tools, or None if the store has no files."""
+        """Where the body of ``ref`` is (or will be, once put), for agents with file tools.
+
+        None for a store without files. Touches nothing: envelopes are computed before the body
+        is written.
+        """
         ...
 
     def append_log(self, records: Sequence[Mapping[str, Any]]) -> None:

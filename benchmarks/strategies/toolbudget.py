@@ -1,0 +1,91 @@
+"""toolbudget itself: the real :class:`budget.Budget` on a real session directory.
+
+Each trace gets its own session directory under the replay's ``workdir`` (a real
+:class:`spill.LocalStore`: bodies and the decision log on disk, with the default ``fsync``), so the
+time per request includes what an agent would pay. The replay passes the recorded usage of the
+previous request as the usage anchor and the request's time as ``now``.
+
+``recover(call_id)`` reads back through the decision's ref with :meth:`Budget.read`, the same path
+the read-back tool uses.
+
+Every recorded agent has file tools (a shell, a file reader), so by default the strategy adopts
+toolbudget as such an agent would: envelopes name the spilled file (``include_path``) and no
+read-back tool is added, like the ``claude-code`` strategy. An agent without file tools sends the
+read-back tool's definition with every request; ``read_tool=True`` models that (its ~130 tokens
+then count in every request's header, which on a short trace with nothing to spill is the whole
+difference from no budgeting).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchmarks.strategies._base import Messages, StrategySession
+from benchmarks.trace import Trace, Usage
+from budget import Budget, BudgetConfig, Report
+
+__all__ = ["Toolbudget", "ToolbudgetSession", "make", "usage_dict"]
+
+
+def usage_dict(usage: Usage) -> dict[str, int]:
+    """A recorded usage in the Anthropic shape ``Budget.prepare`` reads (input excludes cache)."""
+    return {
+        "input_tokens": usage.input_tokens,
+        "cache_read_input_tokens": usage.cache_read_tokens,
+        "cache_creation_input_tokens": usage.cache_write_tokens,
+        "output_tokens": usage.output_tokens,
+    }
+
+
+class ToolbudgetSession:
+    """One trace's Budget session; keeps the last report so callers can see what each request did."""
+
+    def __init__(self, config: BudgetConfig, path: Path, *, read_tool: bool = False) -> None:
+        self.budget = Budget.open(path, config)
+        self.tools: list[dict[str, Any]] = [self.budget.read_tool()] if read_tool else []
+        """Tool definitions this strategy adds to every request (the read-back tool, if any)."""
+        self.report: Report | None = None
+        """The report of the last request prepared."""
+
+    def prepare(self, messages: Messages, *, usage: Usage | None, now: float | None) -> Messages:
+        """The Budget's request copy for ``messages``."""
+        prepared = self.budget.prepare(
+            messages, usage=None if usage is None else usage_dict(usage), now=now
+        )
+        self.report = prepared.report
+        return prepared.messages
+
+    def recover(self, call_id: str) -> str | None:
+        """The stored original of a spilled or trimmed result, read back by its ref."""
+        decision = self.budget.decision(call_id)
+        if decision is None or decision.ref is None:
+            return None
+        return self.budget.read(decision.ref)
+
+    def close(self) -> None:
+        """Release the session directory."""
+        self.budget.close()
+
+
+@dataclass(slots=True)
+class Toolbudget:
+    """toolbudget with a given configuration (the library's defaults unless overridden)."""
+
+    config: BudgetConfig = field(default_factory=lambda: BudgetConfig(include_path=True))
+    name: str = "toolbudget"
+    read_tool: bool = False
+
+    def open(self, trace: Trace, workdir: Path) -> StrategySession:
+        """A Budget session in ``workdir/session``."""
+        return ToolbudgetSession(self.config, workdir / "session", read_tool=self.read_tool)
+
+
+def make(*, read_tool: bool = False, **overrides: Any) -> Toolbudget:
+    """The ``toolbudget`` strategy; keyword overrides are :class:`BudgetConfig` settings.
+
+    Envelopes name the spilled file unless ``include_path=False`` is given; ``read_tool=True``
+    adds the read-back tool to every request (an agent without file tools).
+    """
+    return Toolbudget(BudgetConfig(**{"include_path": True, **overrides}), read_tool=read_tool)
