@@ -167,14 +167,15 @@ _WORDS: Final = (
 
 def _text(rng: random.Random, chars: int, tag: str) -> str:
     lines: list[str] = []
-    size = 0
-    n = 0
+    size = n = 0
     while size < chars:
-        words = " ".join(rng.choice(_WORDS) for _ in range(rng.randint(2, 14)))
-        line = f"{tag} {n:05d}: {words}\n"
-        lines.append(line)
-        size += len(line)
-        n += 1
+        words = rng.choices(_WORDS, k=64)
+        for width in rng.choices(range(2, 15), k=8):
+            line = f"{tag} {n:05d}: {' '.join(words[:width])}\n"
+            words = words[width:] or rng.choices(_WORDS, k=64)
+            lines.append(line)
+            size += len(line)
+            n += 1
     return "".join(lines)[:chars]
 
 

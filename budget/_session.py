@@ -684,8 +684,14 @@ class Budget:
     def window(self) -> int:
         """The context window in tokens: setting, then discovery (kept in the session), then table."""
         if self._window is None:
-            meta = dict(self._store.read_meta())
-            cache = {k: v for k, v in meta.get("windows", {}).items() if isinstance(v, int)}
+            try:
+                known = self._store.read_meta().get("windows")
+            except (StoreError, OSError) as exc:
+                # Only a cache of discovered windows: work without it rather than fail.
+                self._log.error("session_meta_failed", error=str(exc))
+                known = None
+            known = known if isinstance(known, dict) else {}
+            cache = {k: v for k, v in known.items() if isinstance(v, int)}
             before = dict(cache)
             self._window = resolve_window(
                 self.config.model, explicit=self.config.window, discover=self._discover, cache=cache
