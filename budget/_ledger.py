@@ -7,14 +7,16 @@ what keeps request copies byte-identical from turn to turn and across processes.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 __all__ = ["Decision", "Kind", "Ledger"]
 
 Kind = Literal["kept", "spilled", "trimmed", "kept_unspillable"]
 KINDS: frozenset[str] = frozenset({"kept", "spilled", "trimmed", "kept_unspillable"})
+_REF = re.compile(r"\A[0-9a-f]{32}\Z")  # spill.REF_RE: a logged ref is checked like a model's
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,12 +70,12 @@ class Decision:
         call_id, kind, text, ref = rec.get("id"), rec.get("kind"), rec.get("text"), rec.get("ref")
         if not isinstance(call_id, str) or not call_id:
             raise ValueError("decision record without a call id")
-        if kind not in KINDS:
+        if not isinstance(kind, str) or kind not in KINDS:
             raise ValueError(f"decision record with unknown kind {kind!r}")
         if text is not None and not isinstance(text, str):
             raise ValueError("decision record whose text is not a string")
-        if ref is not None and not isinstance(ref, str):
-            raise ValueError("decision record whose ref is not a string")
+        if ref is not None and not (isinstance(ref, str) and _REF.match(ref)):
+            raise ValueError("decision record whose ref is not 32 lowercase hex characters")
         chars = rec.get("chars")
         if not isinstance(chars, int) or chars < 0:
             raise ValueError("decision record without a character count")
@@ -81,7 +83,7 @@ class Decision:
             raise ValueError(f"{kind} decision record without its ref and text")
         return cls(
             call_id=call_id,
-            kind=kind,
+            kind=cast(Kind, kind),
             reason=str(rec.get("why", "")),
             chars=chars,
             text=text,

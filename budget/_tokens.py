@@ -318,6 +318,8 @@ def _json_tokens(value: Any, text: _TextFn) -> int:
 
 def _mapping_tokens(obj: Mapping[str, Any], text: _TextFn) -> int:
     kind = obj.get("type")
+    if not isinstance(kind, str | None):
+        kind = ""  # a type of another kind (even an unhashable one): an unknown block
     if kind in _IMAGE_TYPES:
         return _image_block_tokens(obj) + _BLOCK_OVERHEAD
     if kind == "document":

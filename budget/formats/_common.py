@@ -65,7 +65,7 @@ def parts_text(content: object, where: str, text_types: Iterable[str]) -> tuple[
         return content, 0
     if not isinstance(content, list | tuple):
         raise InputError(f"{where} must be a string or a list of parts, not {type_name(content)}")
-    kinds = frozenset(text_types)
+    kinds = tuple(text_types)  # a tuple: a part's type may be any value, even unhashable
     texts: list[str] = []
     others = 0
     for k, part in enumerate(content):

@@ -20,7 +20,7 @@ from budget.formats._shapes import require_fit
 
 __all__ = ["ANTHROPIC", "AnthropicFormat"]
 
-_ROLES = frozenset({"user", "assistant"})
+_ROLES = ("user", "assistant")  # a tuple: a role may be any value, even unhashable
 
 
 def result_text(content: object, where: str) -> tuple[str, int]:

@@ -28,7 +28,7 @@ __all__ = ["OPENAI_CHAT", "OpenAIChatFormat"]
 
 # "function" is the legacy (pre-tools) result role: accepted and passed through, never budgeted.
 _ROLES = ("system", "developer", "user", "assistant", "tool", "function")
-_CALL_KINDS = frozenset({None, "function", "custom"})
+_CALL_KINDS = (None, "function", "custom")  # a tuple: a type may be any value, even unhashable
 
 
 class OpenAIChatFormat:

@@ -179,6 +179,8 @@ def test_records_still_unlogged_are_written_on_close(tmp_path: Path) -> None:
         {"t": "ovf", "count": [1]},
         {"t": "d", "id": 5, "kind": "kept"},
         {"t": "d", "id": "c", "kind": "exploded", "chars": 1},
+        {"t": "d", "id": "c", "kind": [], "chars": 1},  # used to raise TypeError (unhashable)
+        {"t": "d", "id": "c", "kind": "spilled", "chars": 5, "text": "x", "ref": "../../etc"},
     ],
 )
 def test_checksummed_but_malformed_records_are_skipped_on_resume(
@@ -273,3 +275,36 @@ def test_unknown_read_back_arguments_are_named_briefly() -> None:
     assert page.startswith("Error: unknown argument(s): ")
     assert "and 46 more" in page and len(page) < 400
     assert json.dumps(page)
+
+
+@pytest.mark.parametrize(
+    ("messages", "refused"),
+    [
+        ([{"role": ["user"], "content": "x"}], True),
+        (
+            [
+                {"role": "user", "content": "go"},
+                {"role": "assistant", "content": [{"type": "tool_use", "id": "c", "name": "x"}]},
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "tool_result", "tool_use_id": "c", "content": [{"type": ["text"]}]}
+                    ],
+                },
+            ],
+            False,
+        ),
+        ([{"role": "user", "content": [{"type": {"a": 1}, "text": "x"}]}], False),
+    ],
+)
+def test_unhashable_field_values_are_refused_or_passed_through(
+    messages: list[Any], refused: bool
+) -> None:
+    """A role or block type holding a list or dict (found by fuzzing: it raised TypeError from
+    a set lookup) is an InputError or an unknown block passed through untouched."""
+    session = Budget.in_memory()
+    if refused:
+        with pytest.raises(InputError):
+            session.prepare(messages, now=0)
+    else:
+        assert session.prepare(messages, now=0).messages == messages

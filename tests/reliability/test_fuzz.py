@@ -1,0 +1,261 @@
+"""Hypothesis fuzzing of ``prepare`` and of the log reader: only BudgetError ever escapes.
+
+``prepare`` gets conversations with random parts replaced by random JSON values (wrong types,
+missing keys, strange ids), random ``usage`` and ``now``; after any refusal the same session
+must still budget the intact conversation exactly as a fresh one does. The log reader gets
+random bytes, a real log damaged at random (flips, cuts, repeats, zeros, inserts), and records
+with valid checksums but random contents; a session opened on it must restore only decisions
+that were logged, work, and lose nothing.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from structlog.testing import capture_logs
+
+from benchmarks.soak import CONFIG, Step, conversation, result_texts
+from budget import Budget, BudgetError
+from budget._envelope import EMPTY_TEXT
+from spill._log import decode_log, encode_records
+from tests.strategies import conversations
+
+FAST = CONFIG.model_copy(update={"fsync": False})
+# More examples for a longer hunt: TOOLBUDGET_FUZZ_EXAMPLES=5000 pytest tests/reliability/test_fuzz.py
+EXAMPLES = int(os.environ.get("TOOLBUDGET_FUZZ_EXAMPLES", "150"))
+FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
+SEED, ROUNDS = 6, 8
+
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats()
+    | st.text(max_size=20)
+    | st.sampled_from(["tool_use", "tool_result", "text", "image", "user", "assistant", ""]),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=12), inner, max_size=3)
+    ),
+    max_leaves=12,
+)
+KEYS = ["type", "role", "content", "id", "tool_use_id", "name", "text", "is_error", "input"]
+
+
+def _slots(value: Any, out: list[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
+    """Every (container, key) pair of a JSON-like tree, depth first."""
+    if isinstance(value, dict):
+        for key in list(value):
+            out.append((value, key))
+            _slots(value[key], out)
+    elif isinstance(value, list):
+        for i in range(len(value)):
+            out.append((value, i))
+            _slots(value[i], out)
+    return out
+
+
+@st.composite
+def mutated(draw: st.DrawFn) -> tuple[list[Any], list[Any]]:
+    """(an intact conversation, the same with 1-3 random parts replaced, removed or added)."""
+    msgs = draw(conversations(max_rounds=4))
+    bad = copy.deepcopy(msgs)
+    for _ in range(draw(st.integers(1, 3))):
+        slots = _slots(bad, [])
+        container, key = draw(st.sampled_from(slots))
+        action = draw(st.sampled_from(["replace", "delete", "add"]))
+        if action == "delete" and isinstance(container, dict):
+            del container[key]
+        elif action == "add" and isinstance(container, dict):
+            container[draw(st.sampled_from(KEYS))] = draw(json_values)
+        else:
+            container[key] = draw(json_values)
+    return msgs, bad
+
+
+PREPARED = {"examples": 0, "refused": 0}
+
+
+@FUZZ
+@given(
+    mutated(),
+    st.one_of(st.none(), json_values),
+    st.one_of(st.none(), st.floats(), st.integers(-(2**40), 2**40), st.text(max_size=5)),
+)
+def test_prepare_only_ever_raises_budget_errors_and_stays_usable(
+    pair: tuple[list[Any], list[Any]], usage: Any, now: Any
+) -> None:
+    """Whatever the damage, prepare returns or raises a BudgetError. After a refusal the same
+    session budgets the intact conversation exactly as a fresh one does (an accepted history
+    freezes its decisions: the intact one may then legitimately show them)."""
+    msgs, bad = pair
+    PREPARED["examples"] += 1
+    session = Budget.in_memory(FAST)
+    with capture_logs():
+        try:
+            session.prepare(bad, usage=usage, now=now)
+        except BudgetError:
+            PREPARED["refused"] += 1
+        else:
+            session.prepare(msgs, now=10_000)
+            return
+        got = session.prepare(msgs, now=10_000)
+    expected = Budget.in_memory(FAST).prepare(msgs, now=10_000)
+    assert got.messages == expected.messages
+
+
+@functools.cache
+def real_log() -> tuple[bytes, list[Any], list[Step]]:
+    """The log of a real 8-round session (spills, a batch), with its conversation."""
+    msgs, steps = conversation(SEED, ROUNDS)
+    with tempfile.TemporaryDirectory() as tmp:
+        with Budget.open(Path(tmp) / "s", FAST) as session:
+            for step in steps:
+                session.prepare(msgs[: step.length], usage=step.usage, now=step.now)
+        data = (Path(tmp) / "s" / "decisions.jsonl").read_bytes()
+    return data, msgs, steps
+
+
+Damage = Callable[[bytes], bytes]
+
+
+@st.composite
+def damages(draw: st.DrawFn) -> Damage:
+    """One random kind of damage to a log's bytes."""
+    kind = draw(st.sampled_from(["flip", "cut", "repeat", "zeros", "insert", "delete"]))
+    a = draw(st.floats(0, 1))
+    b = draw(st.floats(0, 1))
+    junk = draw(st.binary(min_size=1, max_size=64))
+    bit = draw(st.integers(0, 7))
+
+    def damage(data: bytes) -> bytes:
+        if not data:
+            return junk if kind == "insert" else data
+        i, j = sorted((int(a * len(data)), int(b * len(data))))
+        if kind == "flip":
+            i = min(i, len(data) - 1)
+            return data[:i] + bytes([data[i] ^ (1 << bit)]) + data[i + 1 :]
+        if kind == "cut":
+            return data[:i]
+        if kind == "repeat":
+            return data[:j] + data[i:j] + data[j:]
+        if kind == "zeros":
+            return data[:i] + b"\0" * (j - i) + data[j:]
+        if kind == "insert":
+            return data[:i] + junk + data[i:]
+        return data[:i] + data[j:]
+
+    return damage
+
+
+def check_session(path: Path, originals: list[dict[str, Any]]) -> None:
+    """Open the session: only logged decisions restored; the last request works; nothing lost."""
+    _data, msgs, steps = real_log()
+    texts = result_texts(msgs)
+    logged = {}
+    for rec in originals:
+        if rec.get("t") == "d":
+            logged.setdefault(rec["id"], []).append(rec)
+    last = steps[-1]
+    with capture_logs(), Budget.open(path, FAST) as session:
+        for cid in texts:
+            d = session.decision(cid)
+            if d is not None:
+                assert d.to_record() in [dict(r.items()) for r in logged[cid]]
+        req = session.prepare(msgs[: last.length], usage=last.usage, now=last.now)
+        for cid, shown in result_texts(req.messages).items():
+            d = session.decision(cid)
+            if shown == texts[cid] or (shown == EMPTY_TEXT and not texts[cid]):
+                continue
+            assert d is not None and d.ref is not None
+            assert session.read(d.ref) == texts[cid]
+
+
+LOGS = {"examples": 0}
+
+
+@FUZZ
+@given(st.lists(damages(), min_size=1, max_size=3))
+def test_a_damaged_log_restores_only_what_was_logged(damage: list[Damage]) -> None:
+    """Flipped, cut, repeated, zeroed, inserted or deleted bytes: the session opens, restores
+    no decision that was not logged, budgets the conversation and loses nothing."""
+    data, _msgs, _steps = real_log()
+    originals = decode_log(data, source="clean")
+    for hit in damage:
+        data = hit(data)
+    LOGS["examples"] += 1
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "s"
+        Budget.open(path, FAST).close()
+        bodies_from = Path(tmp) / "clean"
+        with Budget.open(bodies_from, FAST) as session:  # the bodies the log points to
+            _d, msgs, steps = real_log()
+            for step in steps:
+                session.prepare(msgs[: step.length], usage=step.usage, now=step.now)
+        (path / "bodies").rmdir()
+        (bodies_from / "bodies").rename(path / "bodies")
+        (path / "decisions.jsonl").write_bytes(data)
+        with capture_logs():
+            records = decode_log(data, source="fuzz")
+        assert all(rec in originals for rec in records)
+        check_session(path, originals)
+
+
+@FUZZ
+@given(st.binary(max_size=2_000))
+def test_any_bytes_decode_to_records_or_warnings(data: bytes) -> None:
+    """decode_log never raises on any bytes; each record it returns is a dict."""
+    with capture_logs():
+        records = decode_log(data, source="fuzz")
+    assert all(isinstance(rec, dict) for rec in records)
+
+
+RECORD_KEYS = ["t", "id", "kind", "why", "chars", "text", "ref", "tool", "n", "m", "at", "count"]
+
+
+@FUZZ
+@given(
+    st.lists(
+        st.dictionaries(
+            st.sampled_from(RECORD_KEYS),
+            st.one_of(
+                json_values, st.sampled_from(["d", "req", "ovf", "kept", "spilled", "trimmed"])
+            ),
+            max_size=8,
+        ),
+        min_size=1,
+        max_size=5,
+    )
+)
+def test_checksummed_records_of_any_shape_never_break_a_resume(
+    records: list[dict[str, Any]],
+) -> None:
+    """Records with valid checksums but random fields (another writer, a future version) are
+    skipped or used; opening the session raises nothing, and it still budgets its conversation."""
+    data, msgs, steps = real_log()
+    try:
+        extra = encode_records(records)
+    except BudgetError:
+        return  # not even writable as a record
+    LOGS["examples"] += 1
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "s"
+        Budget.open(path, FAST).close()
+        (path / "decisions.jsonl").write_bytes(data + extra)
+        last = steps[-1]
+        with capture_logs(), Budget.open(path, FAST) as session:
+            session.prepare(msgs[: last.length], usage=last.usage, now=last.now)
+
+
+def test_fuzz_figures(record_property: Any) -> None:
+    """Records how many fuzzed inputs ran in this process (figures for the report)."""
+    record_property("reliability.bad_inputs.fuzz_prepare", PREPARED["examples"])
+    record_property("reliability.bad_inputs.fuzz_logs", LOGS["examples"])
+    assert PREPARED["examples"] >= 0
