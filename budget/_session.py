@@ -321,11 +321,16 @@ class Budget:
             for d in wrapped.values():
                 self._ledger.record(d)
             fresh = [r for r in fresh if r.call_id not in wrapped]
-        # Results decided by earlier requests are staleness candidates before this request's
-        # passes run. After a resume or a rebuild they are not registered yet: without this, a
-        # batch due on that request would not run and the copy would differ from an unbroken run.
+        # Results of the messages the previous request had are staleness candidates before this
+        # request's passes run. After a resume or a rebuild they are not registered yet: without
+        # this, a batch due on that request would not run, and the copy would differ from an
+        # unbroken run's. (A retried request's own results wait, as they did the first time.)
         fresh_ids = {r.call_id for r in fresh}
-        self._add_candidates(takewhile(lambda r: r.call_id not in fresh_ids, new_results))
+        self._add_candidates(
+            takewhile(
+                lambda r: r.call_id not in fresh_ids and r.msg_index < self._last_n, new_results
+            )
+        )
         usage_total = self._usage_total(usage)
         overflowing = self._overflows > 0
         ctx = self._context(messages, k, fresh, usage_total, now, overflowing)
