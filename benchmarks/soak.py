@@ -424,7 +424,11 @@ def _count_events() -> Counter[str]:
         counts[str(event.get("event"))] += 1
         raise structlog.DropEvent
 
-    structlog.configure(processors=[count], cache_logger_on_first_use=False)
+    structlog.configure(
+        processors=[count],
+        wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG),  # not the parent's
+        cache_logger_on_first_use=False,
+    )
     return counts
 
 
