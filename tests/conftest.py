@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,3 +20,31 @@ def shared_traces() -> Path:
             pytest.fail(f"CI=true but the shared traces are missing at {SHARED_TRACES}")
         pytest.skip("../shared/traces is absent (a fresh clone without the public trace set)")
     return SHARED_TRACES.resolve()
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Print the figures the reliability tests recorded (trials, faults, bad inputs, losses)."""
+    figures: dict[str, Any] = {}
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            for key, value in getattr(report, "user_properties", ()):
+                if isinstance(key, str) and key.startswith("reliability."):
+                    figures[key.removeprefix("reliability.")] = value
+    if not figures:
+        return
+    faults: Counter[str] = Counter()
+    for key, value in figures.items():
+        if key.startswith("faults.") and isinstance(value, dict):
+            faults[key.split(".")[1]] += sum(value.values())
+    bad = sum(v for k, v in figures.items() if k.startswith("bad_inputs.") and isinstance(v, int))
+    write = terminalreporter.write_line
+    terminalreporter.section("reliability figures")
+    for key in sorted(figures):
+        write(f"{key}: {figures[key]}")
+    totals: Counter[str] = Counter()
+    for key, value in figures.items():
+        if key.startswith("crash") and isinstance(value, int):
+            totals[key.rsplit(".", 1)[1]] += value
+    write(f"crash totals: {dict(totals)}")
+    write(f"faults injected by errno: {dict(faults)} (total {sum(faults.values())})")
+    write(f"bad inputs tried: {bad}")

@@ -95,8 +95,8 @@ def test_sessions_killed_at_numbered_filesystem_calls_resume_byte_identical(
     assert verified == figures["decisions_verified"]
     assert entries > trials
     for key in ("trials", "kills", "decisions_verified", "requests_compared", "lost"):
-        record_property(f"reliability.crash.{key}", figures[key])
-    record_property("reliability.crash.kills_by_op", figures["kills_by_op"])
+        record_property(f"reliability.crash.seed_{seed}.{key}", figures[key])
+    record_property(f"reliability.crash.seed_{seed}.kills_by_op", figures["kills_by_op"])
 
 
 def test_sessions_killed_at_random_instants_resume_byte_identical(

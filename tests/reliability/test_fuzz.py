@@ -14,6 +14,7 @@ import copy
 import functools
 import os
 import tempfile
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -80,7 +81,8 @@ def mutated(draw: st.DrawFn) -> tuple[list[Any], list[Any]]:
     return msgs, bad
 
 
-PREPARED = {"examples": 0, "refused": 0}
+RAN: Counter[str] = Counter()
+"""Examples run per fuzz test in this process (recorded for the figures)."""
 
 
 @FUZZ
@@ -90,19 +92,20 @@ PREPARED = {"examples": 0, "refused": 0}
     st.one_of(st.none(), st.floats(), st.integers(-(2**40), 2**40), st.text(max_size=5)),
 )
 def test_prepare_only_ever_raises_budget_errors_and_stays_usable(
-    pair: tuple[list[Any], list[Any]], usage: Any, now: Any
+    record_property: Any, pair: tuple[list[Any], list[Any]], usage: Any, now: Any
 ) -> None:
     """Whatever the damage, prepare returns or raises a BudgetError. After a refusal the same
     session budgets the intact conversation exactly as a fresh one does (an accepted history
     freezes its decisions: the intact one may then legitimately show them)."""
     msgs, bad = pair
-    PREPARED["examples"] += 1
+    RAN["prepare"] += 1
+    record_property("reliability.bad_inputs.fuzz_prepare", RAN["prepare"])
     session = Budget.in_memory(FAST)
     with capture_logs():
         try:
             session.prepare(bad, usage=usage, now=now)
         except BudgetError:
-            PREPARED["refused"] += 1
+            pass  # refused: the session must be as good as new (checked below)
         else:
             session.prepare(msgs, now=10_000)
             return
@@ -178,19 +181,19 @@ def check_session(path: Path, originals: list[dict[str, Any]]) -> None:
             assert session.read(d.ref) == texts[cid]
 
 
-LOGS = {"examples": 0}
-
-
 @FUZZ
 @given(st.lists(damages(), min_size=1, max_size=3))
-def test_a_damaged_log_restores_only_what_was_logged(damage: list[Damage]) -> None:
+def test_a_damaged_log_restores_only_what_was_logged(
+    record_property: Any, damage: list[Damage]
+) -> None:
     """Flipped, cut, repeated, zeroed, inserted or deleted bytes: the session opens, restores
     no decision that was not logged, budgets the conversation and loses nothing."""
     data, _msgs, _steps = real_log()
     originals = decode_log(data, source="clean")
     for hit in damage:
         data = hit(data)
-    LOGS["examples"] += 1
+    RAN["damaged_log"] += 1
+    record_property("reliability.bad_inputs.fuzz_damaged_logs", RAN["damaged_log"])
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "s"
         Budget.open(path, FAST).close()
@@ -210,8 +213,10 @@ def test_a_damaged_log_restores_only_what_was_logged(damage: list[Damage]) -> No
 
 @FUZZ
 @given(st.binary(max_size=2_000))
-def test_any_bytes_decode_to_records_or_warnings(data: bytes) -> None:
+def test_any_bytes_decode_to_records_or_warnings(record_property: Any, data: bytes) -> None:
     """decode_log never raises on any bytes; each record it returns is a dict."""
+    RAN["bytes"] += 1
+    record_property("reliability.bad_inputs.fuzz_log_bytes", RAN["bytes"])
     with capture_logs():
         records = decode_log(data, source="fuzz")
     assert all(isinstance(rec, dict) for rec in records)
@@ -235,7 +240,7 @@ RECORD_KEYS = ["t", "id", "kind", "why", "chars", "text", "ref", "tool", "n", "m
     )
 )
 def test_checksummed_records_of_any_shape_never_break_a_resume(
-    records: list[dict[str, Any]],
+    record_property: Any, records: list[dict[str, Any]]
 ) -> None:
     """Records with valid checksums but random fields (another writer, a future version) are
     skipped or used; opening the session raises nothing, and it still budgets its conversation."""
@@ -244,7 +249,8 @@ def test_checksummed_records_of_any_shape_never_break_a_resume(
         extra = encode_records(records)
     except BudgetError:
         return  # not even writable as a record
-    LOGS["examples"] += 1
+    RAN["records"] += 1
+    record_property("reliability.bad_inputs.fuzz_log_records", RAN["records"])
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "s"
         Budget.open(path, FAST).close()
@@ -252,10 +258,3 @@ def test_checksummed_records_of_any_shape_never_break_a_resume(
         last = steps[-1]
         with capture_logs(), Budget.open(path, FAST) as session:
             session.prepare(msgs[: last.length], usage=last.usage, now=last.now)
-
-
-def test_fuzz_figures(record_property: Any) -> None:
-    """Records how many fuzzed inputs ran in this process (figures for the report)."""
-    record_property("reliability.bad_inputs.fuzz_prepare", PREPARED["examples"])
-    record_property("reliability.bad_inputs.fuzz_logs", LOGS["examples"])
-    assert PREPARED["examples"] >= 0
