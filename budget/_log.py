@@ -29,4 +29,4 @@ def get_logger(name: str) -> Any:
             structlog.dev.ConsoleRenderer(colors=False),
         ],
         logger_name=name,
-    )
+    ).bind()  # bound now: the lazy proxy would rebuild the logger on every event (~15 us)

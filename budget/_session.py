@@ -5,6 +5,20 @@ history it saw, the request-copy message, its token estimate and the results it 
 them when the next history starts with the same message objects. Only the last few messages are
 looked at again (callers move ``cache_control`` markers there in place). A history that diverges
 earlier is rebuilt from the frozen decisions, which gives the same bytes.
+
+What a request costs, and what it does not:
+
+* Whether the previous history is a prefix of this one is checked in O(1) when the caller passes
+  the same list object again (agents append to one list): same list, no shorter, and the same
+  message objects at both ends of the previous history. Replacing or deleting an earlier message
+  of that list in place is therefore not seen; code that edits its history must pass a new list
+  (``list(messages)``), which is compared in full (by identity first, at C speed).
+* Token estimates of big texts are memoized by the identity of the text for two requests
+  (:class:`budget._memo.TextTokens`), so re-scanned messages and staleness candidates are not
+  estimated again; very large texts are estimated from samples.
+* Staleness candidates are built only when a batch runs (:class:`_Eligible`).
+* The request copy is a new list (the caller owns it; earlier copies never change), so one
+  pointer per message is copied: the only step proportional to the history, done in C.
 """
 
 from __future__ import annotations
@@ -14,19 +28,20 @@ import threading
 import time
 from bisect import bisect_right
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType, TracebackType
-from typing import Any, Self
+from typing import Any, Self, overload
 
 from budget._config import BudgetConfig, build_config
 from budget._envelope import EMPTY_TEXT
 from budget._errors import ContextOverflow, InputError, StoreError
 from budget._ledger import Decision, Ledger
 from budget._log import get_logger
+from budget._memo import TextTokens
 from budget._readback import ReadBack
 from budget._report import DecisionReport, Prepared, Report
-from budget._tokens import estimate_text_tokens, estimate_tokens
+from budget._tokens import estimate_tokens
 from budget._overflow import is_context_overflow, overflow_limit
 from budget._usage import normalize_usage
 from budget._windows import resolve_window
@@ -83,6 +98,36 @@ class _Cand:
     reclaim_tokens: int
 
 
+class _Eligible(Sequence[Candidate]):
+    """This request's staleness candidates, made on access: most requests only ask how many."""
+
+    __slots__ = ("_cands", "_decide", "_end", "_start")
+
+    def __init__(
+        self, cands: list[_Cand], start: int, end: int, decide: Callable[[ToolResult], Decision]
+    ) -> None:
+        self._cands, self._start, self._end, self._decide = cands, start, end, decide
+
+    def __len__(self) -> int:
+        return self._end - self._start
+
+    @overload
+    def __getitem__(self, i: int) -> Candidate: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[Candidate]: ...
+
+    def __getitem__(self, i: int | slice) -> Candidate | Sequence[Candidate]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError("candidate index out of range")
+        c = self._cands[self._start + i]
+        return Candidate(c.result, self._decide(c.result), c.reclaim_tokens)
+
+
 class Budget:
     """A conversation's budgeting session: frozen decisions, a store, the passes."""
 
@@ -109,6 +154,7 @@ class Budget:
         self._last_n = 0
         self._overflows = 0
         self._last_usage: tuple[int, ...] | None = None
+        self._tt = TextTokens()
         self._reset()
         self._restore()
 
@@ -204,9 +250,9 @@ class Budget:
         self._cands: list[_Cand] = []
         self._cand_rounds: list[int] = []
         self._cand_cum: list[int] = [0]
-        self._cand_ids: set[str] = set()
+        self._cand_results: dict[str, ToolResult] = {}
         self._cand_start = 0
-        self._prev_outputs: list[Any] = []
+        self._seen: list[Any] | None = None
 
     # -- the request path -----------------------------------------------------------------------
 
@@ -224,6 +270,8 @@ class Budget:
     def _prepare(self, messages: list[Any], usage: Any, now: float, started: float) -> Prepared:
         prev_len = len(self._inputs)
         k = self._reusable(messages)
+        # Until this request completes, the caches may not match the list passed last time.
+        self._seen = None
         if k < 0:
             old_outputs = self._outputs
             self._reset()
@@ -234,18 +282,19 @@ class Budget:
         fresh, new_results = self._scan(messages, k)
         usage_total = self._usage_total(usage)
         overflowing = self._overflows > 0
-        ctx = self._context(messages, k, fresh, usage_total, now, overflowing)
-
         made: dict[str, Decision] = {}
+        # ``decided`` is a live view: each pass sees the decisions of the passes before it.
+        ctx = self._context(messages, k, fresh, usage_total, now, overflowing, made)
         for _name, run in PIPELINE:
-            for d in run(replace(ctx, decided=MappingProxyType(made))):
+            for d in run(ctx):
                 made[d.call_id] = d
         for r in fresh:
             if r.call_id not in made:
                 made[r.call_id] = self._default(r)
         by_id = {r.call_id: r for r in new_results}
-        for cand in ctx.staleness.eligible:
-            by_id[cand.result.call_id] = cand.result
+        for call_id in made:
+            if call_id not in by_id:  # a staleness candidate from an earlier request
+                by_id[call_id] = self._cand_results[call_id]
         made = self._materialize(made, by_id)
 
         records: list[Mapping[str, Any]] = [d.to_record() for d in made.values()]
@@ -287,6 +336,8 @@ class Budget:
             reclaimable_tokens=self._cand_cum[end] - self._cand_cum[self._cand_start],
             elapsed_s=time.perf_counter() - started,
         )
+        self._seen = messages
+        self._tt.next_request()
         return Prepared(list(self._outputs), report)
 
     def _reusable(self, messages: list[Any]) -> int:
@@ -294,7 +345,13 @@ class Budget:
         n = len(self._inputs)
         if n == 0:
             return 0
-        if len(messages) >= n and messages[:n] == self._inputs:
+        if len(messages) < n:
+            return -1
+        inputs = self._inputs
+        if messages is self._seen and messages[n - 1] is inputs[n - 1] and messages[0] is inputs[0]:
+            # The list passed last time, grown: taken as extended (see the module docstring).
+            return max(n - _RESCAN, 0)
+        if messages[:n] == inputs:
             # Equal by identity (or by value): the previous history is a prefix of this one.
             return max(n - _RESCAN, 0)
         return -1
@@ -360,9 +417,8 @@ class Budget:
                 if prior is None:
                     fresh.append(result)
             placed.extend(results)
-            self._msgs.append(
-                _Msg(scanned, tuple(results), rnd, group, estimate_tokens(messages[i]), 0)
-            )
+            tokens = estimate_tokens(messages[i], text=self._tt)
+            self._msgs.append(_Msg(scanned, tuple(results), rnd, group, tokens, 0))
             self._inputs.append(messages[i])
             self._cum_in.append(self._cum_in[-1] + self._msgs[-1].tokens_in)
         return fresh, placed
@@ -408,6 +464,7 @@ class Budget:
         usage_total: int | None,
         now: float,
         overflowing: bool,
+        made: dict[str, Decision],
     ) -> PassContext:
         fresh_ids = {r.call_id for r in fresh}
         frozen: dict[int, int] = {}
@@ -419,10 +476,7 @@ class Budget:
             )
         end = bisect_right(self._cand_rounds, self._cutoff(overflowing=overflowing))
         end = max(end, self._cand_start)
-        eligible = []
-        for c in self._cands[self._cand_start : end]:
-            d = self._ledger.get(c.result.call_id) or self._default(c.result)
-            eligible.append(Candidate(c.result, d, c.reclaim_tokens))
+        eligible = _Eligible(self._cands, self._cand_start, end, self._current)
         reclaim = self._cand_cum[end] - self._cand_cum[self._cand_start]
         full_out = self._cum_out[k] + (self._cum_in[-1] - self._cum_in[k])
         estimate = max(full_out, self._anchor(usage_total, messages, k, out=False))
@@ -435,7 +489,7 @@ class Budget:
         return PassContext(
             config=self.config,
             fresh=tuple(fresh),
-            decided=MappingProxyType({}),
+            decided=MappingProxyType(made),
             group_frozen_chars=frozen,
             staleness=Staleness(
                 eligible=tuple(eligible),
@@ -451,7 +505,12 @@ class Budget:
             ref_for=ref_for,
             path_of=self._store.path_of,
             cap_scale=0.5 ** min(self._overflows, 3),
+            text_tokens=self._tt,
         )
+
+    def _current(self, r: ToolResult) -> Decision:
+        """The decision ``r`` stands under: frozen, else the one no pass touched."""
+        return self._ledger.get(r.call_id) or self._default(r)
 
     def _default(self, r: ToolResult) -> Decision:
         """The decision for a result no pass touched."""
@@ -464,17 +523,17 @@ class Budget:
         cfg = self.config
         stub_tokens = (cfg.stub_chars + 150) // 4
         for r in results:
-            if r.call_id in self._cand_ids or cfg.cap_for(r.tool) is None:
+            if r.call_id in self._cand_results or cfg.cap_for(r.tool) is None:
                 continue
-            d = self._ledger.get(r.call_id) or self._default(r)
+            d = self._current(r)
             if d.kind not in ("kept", "spilled") or d.shown_chars() <= cfg.stale_floor:
                 continue
-            reclaim = estimate_text_tokens(d.shown(r.text)) - stub_tokens
+            reclaim = self._tt(d.shown(r.text)) - stub_tokens
             if reclaim <= 0:
                 continue
             if self._cand_rounds and r.round < self._cand_rounds[-1]:
                 continue  # out of order (a late result for an old call): stays as it is
-            self._cand_ids.add(r.call_id)
+            self._cand_results[r.call_id] = r
             self._cands.append(_Cand(r, reclaim))
             self._cand_rounds.append(r.round)
             self._cand_cum.append(self._cand_cum[-1] + reclaim)
@@ -558,7 +617,7 @@ class Budget:
         for i in range(first, len(messages)):
             m = self._msgs[i]
             out = self._outputs[i]
-            m.tokens_out = m.tokens_in if out is messages[i] else estimate_tokens(out)
+            m.tokens_out = m.tokens_in if out is messages[i] else estimate_tokens(out, text=self._tt)
             self._cum_out.append(self._cum_out[-1] + m.tokens_out)
         self._add_candidates(r for r in by_id.values() if r.msg_index >= k)
         return reports
