@@ -2,13 +2,15 @@
 
 When the application has configured structlog, every event (one per decision) goes through its
 configuration. When it has not, structlog's default would print debug events to stdout, which no
-library should do: only warnings and errors are printed then, to stderr.
+library should do: only warnings and errors are printed then, to stderr. The choice is made at
+each event, so configuring structlog after importing toolbudget works.
 """
 
 from __future__ import annotations
 
 import logging
 import sys
+from functools import cache
 from typing import Any
 
 import structlog
@@ -16,10 +18,8 @@ import structlog
 __all__ = ["get_logger"]
 
 
-def get_logger(name: str) -> Any:
-    """A structlog logger named ``name`` that respects the application's configuration."""
-    if structlog.is_configured():
-        return structlog.get_logger(name)
+@cache
+def _fallback(name: str) -> Any:
     return structlog.wrap_logger(
         structlog.PrintLogger(sys.stderr),
         wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
@@ -29,4 +29,24 @@ def get_logger(name: str) -> Any:
             structlog.dev.ConsoleRenderer(colors=False),
         ],
         logger_name=name,
-    ).bind()  # bound now: the lazy proxy would rebuild the logger on every event (~15 us)
+    ).bind()  # bound once: the lazy proxy would rebuild the logger on every event (~15 us)
+
+
+class _Logger:
+    """Resolves to the application's structlog logger, or the quiet fallback, at each call."""
+
+    __slots__ = ("_name",)
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __getattr__(self, method: str) -> Any:
+        target = (
+            structlog.get_logger(self._name) if structlog.is_configured() else _fallback(self._name)
+        )
+        return getattr(target, method)
+
+
+def get_logger(name: str) -> Any:
+    """A structlog logger named ``name`` that respects the application's configuration."""
+    return _Logger(name)

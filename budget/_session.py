@@ -39,13 +39,13 @@ from budget._errors import ContextOverflow, InputError, StoreError
 from budget._ledger import Decision, Ledger
 from budget._log import get_logger
 from budget._memo import TextTokens
+from budget._overflow import is_context_overflow, overflow_limit
 from budget._readback import ReadBack
 from budget._report import DecisionReport, Prepared, Report
 from budget._tokens import estimate_tokens
-from budget._overflow import is_context_overflow, overflow_limit
 from budget._usage import normalize_usage
-from budget._windows import resolve_window
 from budget._view import Format, Scanned, ToolResult
+from budget._windows import resolve_window
 from budget.formats import ANTHROPIC
 from budget.passes import PIPELINE, Candidate, PassContext, Staleness
 from spill import LocalStore, MemoryStore, Store, ref_for

@@ -14,7 +14,8 @@ The estimate is a weighted sum over the UTF-8 bytes of the text, computed in C w
 Python-level loop over characters: one ``bytes.translate`` maps each byte to a code whose set bits
 encode its weight, and ``int.bit_count`` on the result sums them (see :func:`estimate_text_tokens`).
 A non-ASCII character is classified by its UTF-8 lead byte, its weight split between the lead byte
-and its continuation bytes. About 240 MB/s on ASCII text.
+and its continuation bytes. Measured in CPU time on the development machine: about 230-270 MB/s
+on ASCII text, 130-240 MB/s on text with non-ASCII characters.
 
 Message structures (Anthropic or OpenAI shapes, dicts or lists of them) are estimated as the sum
 of their texts plus fixed overheads for roles, blocks and tool-call framing; images count by an
@@ -62,27 +63,29 @@ class TokenEstimator(Protocol):
 # up to 8 set bits, so one popcount sums it. Text with non-ASCII characters uses a second table
 # whose codes hold ``lo`` set bits in the low nibble (1 unit each) and ``hi`` in the high nibble
 # (5 units each): popcount(all) + 4 * popcount(high nibbles) sums up to 24 units a byte.
-_UNITS_PER_TOKEN: Final = 15
+_UNITS_PER_TOKEN: Final = 11
 _MAX_ASCII_UNITS: Final = 8
 _MAX_BYTE_UNITS: Final = 24
 
-# Tokens per character of each class, in units. Chosen from how byte-level BPE vocabularies
-# (cl100k/o200k, Claude's) split text and checked against the prompt-token growth recorded in
-# real traces (``python -m benchmarks.tokens`` measures the error).
+# Tokens per character of each class, in units (1/11 token). Set from how byte-level BPE
+# vocabularies split text, then scaled to the growth of prompt tokens recorded in real traces
+# (``python -m benchmarks.tokens``): code and tool output run about 1.3 times denser in Claude's
+# tokenizer than in OpenAI's o200k, and the default follows the denser one, since an
+# underestimate is the costly error (the prompt overflows) and an overestimate only trims early.
 _CHAR_UNITS: Final[dict[str, int]] = {
-    "letter": 3,  # 0.2: a word of 4-5 letters (plus its leading space) is about one token
-    "digit": 7,  # 0.47: digits split into groups of 1-3
-    "punct": 8,  # 0.53: brackets, quotes, operators mostly stand alone or pair up
-    "space": 1,  # 0.07: a space merges into the next word; indentation runs merge too
-    "newline": 8,  # 0.53
-    "latin2": 9,  # 0.6: accented Latin, Greek, Cyrillic, Hebrew, Arabic (2-byte UTF-8)
-    "other3": 15,  # 1.0: U+0800-U+1FFF: Indic, Thai, Georgian, Vietnamese precomposed
-    "symbol3": 14,  # 0.93: U+2000-U+2FFF: typographic punctuation, arrows, box drawing, math
-    "cjk": 17,  # 1.13: U+3000-U+FFFF: CJK ideographs, kana, Hangul, fullwidth forms
-    "wide4": 30,  # 2.0: 4-byte characters: emoji, rare CJK extensions
+    "letter": 3,  # 0.27: a word of 4-5 letters (plus its leading space) is about one token
+    "digit": 7,  # 0.64: digits split into groups of 1-3 (Gemini and Llama: one each)
+    "punct": 7,  # 0.64: brackets, quotes, operators mostly stand alone or pair up
+    "space": 1,  # 0.09: a space merges into the next word; indentation runs merge too
+    "newline": 8,  # 0.73: a newline often carries the next line's indentation with it
+    "latin2": 8,  # 0.73: accented Latin, Greek, Cyrillic, Hebrew, Arabic (2-byte UTF-8)
+    "other3": 11,  # 1.0: U+0800-U+1FFF: Indic, Thai, Georgian, Vietnamese precomposed
+    "symbol3": 11,  # 1.0: U+2000-U+2FFF: typographic punctuation, arrows, box drawing, math
+    "cjk": 14,  # 1.27: U+3000-U+FFFF: CJK ideographs, kana, Hangul, fullwidth forms
+    "wide4": 28,  # 2.55: 4-byte characters: emoji (often 2-3 byte-level tokens), rare CJK
 }
 # Units carried by each UTF-8 continuation byte; the lead byte carries the rest of the character.
-_CONT_UNITS: Final = 5
+_CONT_UNITS: Final = 4
 
 
 def _lead_byte_class(b: int) -> tuple[str, int]:
@@ -164,12 +167,17 @@ def estimate_text_tokens(text: str) -> int:
     """
     if not text:
         return 0
-    units = 0
     if text.isascii():
-        for start in range(0, len(text), _CHUNK):
-            codes = text[start : start + _CHUNK].encode("ascii").translate(_ASCII_TABLE)
-            units += int.from_bytes(codes, "little").bit_count()
+        if len(text) <= _CHUNK:  # the common case, without the loop's slicing
+            codes = text.encode("ascii").translate(_ASCII_TABLE)
+            units = int.from_bytes(codes, "little").bit_count()
+        else:
+            units = 0
+            for start in range(0, len(text), _CHUNK):
+                codes = text[start : start + _CHUNK].encode("ascii").translate(_ASCII_TABLE)
+                units += int.from_bytes(codes, "little").bit_count()
     else:
+        units = 0
         for start in range(0, len(text), _CHUNK):
             chunk = text[start : start + _CHUNK].encode("utf-8", "surrogatepass")
             value = int.from_bytes(chunk.translate(_WIDE_TABLE), "little")

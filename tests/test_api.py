@@ -33,7 +33,11 @@ def test_budget_public_names_are_pinned() -> None:
 
 def test_every_error_derives_from_budget_error() -> None:
     """The error tree has one root."""
-    errors = [getattr(budget, n) for n in budget.__all__ if n.endswith(("Error", "Locked", "Exceeded", "Overflow"))]
+    errors = [
+        getattr(budget, n)
+        for n in budget.__all__
+        if n.endswith(("Error", "Locked", "Exceeded", "Overflow"))
+    ]
     assert len(errors) == 9
     for err in errors:
         assert issubclass(err, budget.BudgetError)

@@ -2,13 +2,69 @@
 
 from __future__ import annotations
 
+import base64
+import struct
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
 from budget._tokens import (
     IMAGE_TOKENS_DEFAULT,
     TokenEstimator,
+    estimate_image_tokens,
     estimate_text_tokens,
     estimate_tokens,
+    text_class_counts,
     tiktoken_estimator,
 )
+
+# Pinned estimates. Weights are in 1/11 token per character: letter 3, digit 7, punctuation 7,
+# space 1, newline 8; a 2-byte (Cyrillic...) character 8, CJK 14, U+2000-U+2FFF symbol 11, a
+# 4-byte (emoji) character 28. The sum is rounded up once.
+PINNED = [
+    # 35 letters, 8 spaces, 1 period: (105 + 8 + 7) / 11 = 10.9 -> 11; one token a word or
+    # so, as BPE vocabularies give (cl100k: 10).
+    ("The quick brown fox jumps over the lazy dog.", 11),
+    # Code: 16 letters, 5 punctuation, 9 spaces, 2 newlines: (48 + 35 + 9 + 16) / 11 = 9.8 -> 10.
+    # Denser than prose per character (31 characters, 10 tokens), as code is.
+    ("def add(a, b):\n    return a + b\n", 10),
+    # JSON: 8 letters, 5 digits, 9 punctuation, 3 spaces: (24 + 35 + 63 + 3) / 11 = 11.4 -> 12.
+    ('{"id": 12345, "ok": true}', 12),
+    # CJK: 10 characters at 14/11 each: 12.7 -> 13, a bit over one token a character.
+    ("日本語のテキストです", 13),
+    # Two 4-byte emoji (28 each) and one U+2705 symbol (11): 67 / 11 = 6.1 -> 7.
+    ("🚀🐳✅", 7),
+    # Mixed: 6 Cyrillic (8 each), 5 letters, 3 digits, 2 punctuation, 2 spaces:
+    # (48 + 15 + 21 + 14 + 2) / 11 = 9.1 -> 10.
+    ("Привет, world! 123", 10),
+]
+
+
+@pytest.mark.parametrize(("text", "tokens"), PINNED)
+def test_pinned_estimates(text: str, tokens: int) -> None:
+    """Known strings get the estimate their character classes add up to."""
+    assert estimate_text_tokens(text) == tokens
+    assert estimate_tokens(text) == tokens
+
+
+def test_class_counts() -> None:
+    """Characters are counted once each, by class, multi-byte ones at their lead byte."""
+    counts = text_class_counts("aé日😀 1\n.")
+    assert counts == {
+        "letter": 1,
+        "digit": 1,
+        "punct": 1,
+        "space": 1,
+        "newline": 1,
+        "latin2": 1,
+        "other3": 0,
+        "symbol3": 0,
+        "cjk": 1,
+        "wide4": 1,
+    }
 
 
 def test_empty_and_tiny_texts() -> None:
@@ -18,21 +74,138 @@ def test_empty_and_tiny_texts() -> None:
     assert estimate_text_tokens(" ") == 1
 
 
-def test_cjk_costs_more_per_character_than_ascii() -> None:
-    """CJK text is estimated near one token a character, ASCII prose far below."""
-    cjk = "日本語のテキストです" * 10
-    prose = "the quick brown fox " * 5
-    assert estimate_text_tokens(cjk) >= len(cjk)
-    assert estimate_text_tokens(prose) < len(prose) / 3
+def test_script_rates() -> None:
+    """Per character, CJK costs more than other non-ASCII text, which costs more than ASCII."""
+    n = 1000
+    ascii_rate = estimate_text_tokens("word " * (n // 5)) / n
+    cyrillic_rate = estimate_text_tokens("слово" * (n // 5)) / n
+    cjk_rate = estimate_text_tokens("漢" * n) / n
+    assert ascii_rate < cyrillic_rate < cjk_rate
+    assert cjk_rate >= 1.0
 
 
-def test_structures_add_overhead_and_images() -> None:
-    """A message costs its text plus framing, and an image block its flat estimate."""
+def test_long_text_spanning_chunks() -> None:
+    """Texts longer than one internal chunk are summed exactly, ASCII and not."""
+    unit = "abc, 123\n"
+    assert estimate_text_tokens(unit * 20_000) == -(-(3 * 3 + 7 + 1 + 3 * 7 + 8) * 20_000 // 11)
+    wide = "日本" * 40_000
+    assert estimate_text_tokens(wide) == -(-14 * 80_000 // 11)
+
+
+@given(st.text(), st.text())
+def test_appending_never_lowers_the_estimate(a: str, b: str) -> None:
+    """Appending text never lowers the estimate, and the parts bound the whole (up to rounding)."""
+    whole = estimate_text_tokens(a + b)
+    assert whole >= estimate_text_tokens(a)
+    assert whole >= estimate_text_tokens(b)
+    assert whole <= estimate_text_tokens(a) + estimate_text_tokens(b) + 1
+
+
+def test_lone_surrogates_do_not_fail() -> None:
+    """Text with lone surrogates (from broken decoding) is estimated, not rejected."""
+    assert estimate_text_tokens("ok \ud800 ok") > 0
+
+
+def _png(width: int, height: int) -> str:
+    ihdr = struct.pack(">II", width, height) + b"\x08\x02\x00\x00\x00"
+    raw = b"\x89PNG\r\n\x1a\n" + struct.pack(">I", 13) + b"IHDR" + ihdr + b"\x00" * 64
+    return base64.b64encode(raw).decode()
+
+
+def _jpeg(width: int, height: int) -> str:
+    app0 = b"\xff\xe0" + struct.pack(">H", 16) + b"JFIF\x00" + b"\x00" * 9
+    sof0 = b"\xff\xc0" + struct.pack(">HBHH", 17, 8, height, width) + b"\x00" * 10
+    return base64.b64encode(b"\xff\xd8" + app0 + sof0 + b"\x00" * 32).decode()
+
+
+def test_image_blocks() -> None:
+    """Images cost pixels/750 (capped), read from base64 headers; else the flat default."""
+
+    def png(data: str) -> dict[str, Any]:
+        return {
+            "type": "image",
+            "source": {"type": "base64", "media_type": "image/png", "data": data},
+        }
+
+    small = png(_png(800, 600))
+    # 800 x 600 / 750 = 640, plus 2 tokens of block framing.
+    assert estimate_tokens(small) == 642
+    huge = png(_png(6000, 4000))
+    assert estimate_tokens(huge) == IMAGE_TOKENS_DEFAULT + 2
+    jpeg = {"type": "image", "source": {"type": "base64", "data": _jpeg(300, 200)}}
+    assert estimate_tokens(jpeg) == 80 + 2
+    url = {"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}}
+    assert estimate_tokens(url) == IMAGE_TOKENS_DEFAULT + 2
+    low = {"type": "image_url", "image_url": {"url": "https://x/y.png", "detail": "low"}}
+    assert estimate_tokens(low) == 85 + 2
+    data_url = {"type": "input_image", "image_url": "data:image/png;base64," + _png(150, 100)}
+    assert estimate_tokens(data_url) == 20 + 2
+    assert estimate_image_tokens(None, None) == IMAGE_TOKENS_DEFAULT
+
+
+def test_base64_payload_is_never_counted_as_text() -> None:
+    """A large image's base64 body does not add to its cost."""
+    data = _png(100, 100) + "A" * 2_000_000
+    block = {"type": "image", "source": {"type": "base64", "data": data}}
+    assert estimate_tokens(block) == 14 + 2
+
+
+def test_message_structure_overhead() -> None:
+    """Messages add role and block framing; tool calls add their id, name and JSON input."""
     text = "hello there, how are you"
-    msg = {"role": "user", "content": [{"type": "text", "text": text}]}
-    assert estimate_tokens(msg) > estimate_text_tokens(text)
-    img = {"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}}
-    assert estimate_tokens(img) >= IMAGE_TOKENS_DEFAULT
+    t = estimate_text_tokens
+    user = {"role": "user", "content": [{"type": "text", "text": text}]}
+    assert estimate_tokens(user) == 4 + t("user") + 2 + t(text)
+    call = {"type": "tool_use", "id": "toolu_01A", "name": "Bash", "input": {"command": "ls -la"}}
+    json_input = orjson.dumps(call["input"]).decode()
+    assert estimate_tokens(call) == 8 + t("toolu_01A") + t("Bash") + t(json_input)
+    result = {"type": "tool_result", "tool_use_id": "toolu_01A", "content": "a\nb\n"}
+    assert estimate_tokens(result) == 6 + t("toolu_01A") + t("a\nb\n")
+    assert estimate_tokens([user, user]) == 2 * estimate_tokens(user)
+
+
+def test_openai_shapes() -> None:
+    """OpenAI Chat tool calls and tool messages count their ids, names and arguments."""
+    t = estimate_text_tokens
+    msg = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": "grep", "arguments": '{"q": "x"}'},
+            }
+        ],
+    }
+    assert estimate_tokens(msg) == 4 + t("assistant") + 8 + t("call_1") + t("grep") + t(
+        '{"q": "x"}'
+    )
+    tool = {"role": "tool", "tool_call_id": "call_1", "content": "found"}
+    assert estimate_tokens(tool) == 4 + t("tool") + t("call_1") + t("found")
+
+
+def test_bookkeeping_is_ignored() -> None:
+    """Signatures, cache_control and usage are not sent as tokens and are not counted."""
+    t = estimate_text_tokens
+    thinking = {"type": "thinking", "thinking": "step one", "signature": "S" * 5000}
+    assert estimate_tokens(thinking) == 2 + t("step one")
+    marked = {"type": "text", "text": "hi", "cache_control": {"type": "ephemeral"}}
+    assert estimate_tokens(marked) == 2 + t("hi")
+
+
+def test_sdk_objects_are_dumped() -> None:
+    """SDK objects with model_dump() are estimated like their dict form."""
+    from anthropic.types import TextBlock
+
+    block = TextBlock(type="text", text="some answer text", citations=None)
+    assert estimate_tokens(block) == estimate_tokens({"type": "text", "text": "some answer text"})
+
+
+def test_exact_text_estimator_can_be_plugged_in() -> None:
+    """A text estimator passed in replaces the character estimate and keeps the framing."""
+    msg = {"role": "user", "content": "abcdef"}
+    assert estimate_tokens(msg, text=len) == 4 + len("user") + len("abcdef")
 
 
 def test_estimator_protocol_and_missing_tiktoken() -> None:

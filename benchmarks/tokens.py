@@ -1,0 +1,313 @@
+"""How accurate is the token estimator? Measured against the usage recorded in real traces.
+
+For each pair of consecutive requests of a trace that both recorded usage, the prompt grew by
+``delta = prompt_tokens[i+1] - prompt_tokens[i]``: the messages appended in between (the model's
+answer to request ``i`` and what came back, tool results mostly). The system prompt and tool
+definitions are in both prompts and cancel out. Two estimates of that growth are compared:
+
+``added``
+    The estimated tokens of every appended message, the answer included (the brief's measure).
+    Traces whose importer had to drop content that was sent (thinking blocks, reasoning items)
+    are left out: their messages do not hold what the provider counted. For agents that act
+    through text (mini-swe-agent), the importer adds a synthetic ``tool_use`` block repeating
+    the action already in the answer's text; it was never sent, so it is not counted.
+``anchored``
+    The answer's recorded ``output_tokens`` plus the estimated tokens of the other appended
+    messages: what the budget computes, since its anchor (:attr:`ProviderUsage.total`) includes
+    the answer. This isolates the estimator on what it is for: new tool output.
+
+``anchored_prompt`` is the relative error of the resulting estimate of the whole next prompt
+(the previous prompt and answer as recorded, plus the estimated additions), the figure the
+pressure trigger acts on.
+
+Pairs whose prompt did not grow (the history was compacted or reset, or the next request dropped
+messages) are skipped and counted. Errors are ``(estimate - actual) / actual``; negative is an
+underestimate. They are summarized per trace format and per script mix of the added text
+(ASCII only, containing CJK, other non-ASCII), and by size (growth under or over 1,000 tokens:
+on small growths, a few tokens of framing the trace does not show weigh heavily).
+
+Run: ``python -m benchmarks.tokens [--traces DIR] [--json FILE]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Final, Literal
+
+import orjson
+
+from benchmarks.trace import Trace
+from budget._tokens import estimate_tokens, text_class_counts
+
+__all__ = [
+    "Pair",
+    "Stats",
+    "TokenAccuracy",
+    "collect_pairs",
+    "main",
+    "measure",
+    "script_mix",
+    "summarize",
+]
+
+Method = Literal["added", "anchored", "anchored_prompt"]
+METHODS: Final[tuple[Method, ...]] = ("added", "anchored", "anchored_prompt")
+Script = Literal["ascii", "cjk", "other"]
+
+DEFAULT_TRACES: Final = Path(__file__).resolve().parents[1] / ".." / "shared" / "traces"
+
+# Import notes meaning the trace's messages lack content the provider counted.
+_DROPPED_NOTES: Final = frozenset({"dropped_thinking_blocks", "skipped_reasoning_items"})
+_UNDER_BY: Final = 0.10
+# Formats whose tool calls are synthetic: the agent wrote its action as text.
+_TEXT_ACTION_FORMATS: Final = frozenset({"mini-swe-agent"})
+LARGE_DELTA: Final = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class Pair:
+    """One pair of consecutive requests with recorded usage, and the estimates of its growth."""
+
+    trace: str
+    format: str
+    script: Script
+    delta: int
+    """Recorded growth of the prompt, in tokens (always positive: others are skipped)."""
+    next_prompt: int
+    """Recorded prompt tokens of the later request."""
+    added: int
+    """Estimated tokens of every message appended between the two requests."""
+    anchored: int
+    """Recorded output tokens of the earlier request plus the estimate of the other additions."""
+    complete: bool
+    """False when the importer dropped sent content from this trace (``added`` is then skipped)."""
+
+    def error(self, method: Method) -> float | None:
+        """Relative error of ``method``'s estimate, or None when the method skips this pair."""
+        if method == "added":
+            return (self.added - self.delta) / self.delta if self.complete else None
+        if method == "anchored":
+            return (self.anchored - self.delta) / self.delta
+        prompt_estimate = self.next_prompt - self.delta + self.anchored
+        return (prompt_estimate - self.next_prompt) / self.next_prompt
+
+
+@dataclass(frozen=True, slots=True)
+class Skipped:
+    """Pairs left out, by reason."""
+
+    not_grown: int = 0
+    """The prompt did not grow: history compacted, reset or rewritten between the requests."""
+    no_new_messages: int = 0
+    """The later request appended no message (a retry or a resend)."""
+
+
+def _texts(obj: Any, out: list[str]) -> None:
+    if isinstance(obj, str):
+        out.append(obj)
+    elif isinstance(obj, dict):
+        for value in obj.values():
+            _texts(value, out)
+    elif isinstance(obj, list | tuple):
+        for value in obj:
+            _texts(value, out)
+
+
+def script_mix(messages: Iterable[Any]) -> Script:
+    """Which script mix the messages' text is: ``cjk`` if any CJK character, ``other`` if any
+    other non-ASCII character, else ``ascii``."""
+    parts: list[str] = []
+    _texts(list(messages), parts)
+    text = "".join(parts)
+    if text.isascii():
+        return "ascii"
+    return "cjk" if text_class_counts(text)["cjk"] else "other"
+
+
+def _without_tool_calls(message: dict[str, Any]) -> dict[str, Any]:
+    content = message.get("content")
+    if message.get("role") != "assistant" or not isinstance(content, list):
+        return message
+    return {**message, "content": [b for b in content if b.get("type") != "tool_use"]}
+
+
+def collect_pairs(
+    traces: Iterable[Trace], estimator: Callable[[Any], int] = estimate_tokens
+) -> tuple[list[Pair], Skipped]:
+    """Every pair of consecutive usage-carrying requests whose prompt grew, and the skips."""
+    pairs: list[Pair] = []
+    not_grown = no_new = 0
+    for trace in traces:
+        notes = trace.meta.get("import_notes") or {}
+        complete = not any(notes.get(k) for k in _DROPPED_NOTES)
+        text_actions = trace.format in _TEXT_ACTION_FORMATS
+        previous = None
+        for request in trace.requests:
+            if request.usage is None:
+                previous = None
+                continue
+            if previous is not None and previous.usage is not None:
+                if request.n_messages <= previous.n_messages:
+                    no_new += 1
+                else:
+                    delta = request.usage.prompt_tokens - previous.usage.prompt_tokens
+                    if delta <= 0:
+                        not_grown += 1
+                    else:
+                        added = list(trace.messages[previous.n_messages : request.n_messages])
+                        others = [m for m in added if m.get("role") != "assistant"]
+                        sent = [_without_tool_calls(m) for m in added] if text_actions else added
+                        pairs.append(
+                            Pair(
+                                trace=trace.name,
+                                format=trace.format,
+                                script=script_mix(added),
+                                delta=delta,
+                                next_prompt=request.usage.prompt_tokens,
+                                added=estimator(sent),
+                                anchored=previous.usage.output_tokens + estimator(others),
+                                complete=complete,
+                            )
+                        )
+            previous = request
+    return pairs, Skipped(not_grown=not_grown, no_new_messages=no_new)
+
+
+@dataclass(frozen=True, slots=True)
+class Stats:
+    """Distribution of relative errors of one method over one group of pairs."""
+
+    n: int
+    median_abs: float
+    p90_abs: float
+    p95_abs: float
+    median: float
+    """Signed median: below zero, the estimator tends to underestimate."""
+    under_share: float
+    """Share of pairs underestimated at all."""
+    under10_share: float
+    """Share of pairs underestimated by more than 10%."""
+
+
+def _quantile(sorted_values: Sequence[float], q: float) -> float:
+    """Linear-interpolated quantile of already sorted values."""
+    pos = (len(sorted_values) - 1) * q
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+def summarize(errors: Sequence[float]) -> Stats | None:
+    """The error distribution's summary, or None for no errors."""
+    if not errors:
+        return None
+    absolute = sorted(abs(e) for e in errors)
+    return Stats(
+        n=len(errors),
+        median_abs=statistics.median(absolute),
+        p90_abs=_quantile(absolute, 0.90),
+        p95_abs=_quantile(absolute, 0.95),
+        median=statistics.median(errors),
+        under_share=sum(e < 0 for e in errors) / len(errors),
+        under10_share=sum(e < -_UNDER_BY for e in errors) / len(errors),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class TokenAccuracy:
+    """The benchmark's result: error summaries per method and group, and what was skipped."""
+
+    traces: int
+    pairs: int
+    skipped: Skipped
+    incomplete_pairs: int
+    """Pairs from traces missing sent content, left out of the ``added`` method."""
+    groups: dict[str, dict[str, Stats]] = field(default_factory=dict)
+    """Method name -> group (``all``, ``format:<name>``, ``script:<mix>``) -> summary."""
+
+    def stats(self, method: Method, group: str = "all") -> Stats | None:
+        """The summary for ``method`` over ``group``, if it had pairs."""
+        return self.groups.get(method, {}).get(group)
+
+    def to_json(self) -> dict[str, Any]:
+        """A plain-data form for ``--json``."""
+        return asdict(self)
+
+
+def measure(
+    traces: Sequence[Trace], estimator: Callable[[Any], int] = estimate_tokens
+) -> TokenAccuracy:
+    """Measure the estimator's error on ``traces``."""
+    pairs, skipped = collect_pairs(traces, estimator)
+    groups_of: dict[str, list[Pair]] = {"all": pairs}
+    for p in pairs:
+        size = "large" if p.delta >= LARGE_DELTA else "small"
+        for key in (f"format:{p.format}", f"script:{p.script}", f"size:{size}"):
+            groups_of.setdefault(key, []).append(p)
+    order = sorted(groups_of, key=lambda k: (k != "all", k.split(":")[0], k))
+    groups: dict[str, dict[str, Stats]] = {}
+    for method in METHODS:
+        by_group: dict[str, Stats] = {}
+        for name in order:
+            errors = [e for p in groups_of[name] if (e := p.error(method)) is not None]
+            summary = summarize(errors)
+            if summary is not None:
+                by_group[name] = summary
+        groups[method] = by_group
+    return TokenAccuracy(
+        traces=len(traces),
+        pairs=len(pairs),
+        skipped=skipped,
+        incomplete_pairs=sum(not p.complete for p in pairs),
+        groups=groups,
+    )
+
+
+def render(result: TokenAccuracy) -> str:
+    """The result as a plain-text table."""
+    lines = [
+        f"{result.traces} traces, {result.pairs} request pairs measured; skipped: "
+        f"{result.skipped.not_grown} whose prompt did not grow (compacted or reset), "
+        f"{result.skipped.no_new_messages} with no new message; "
+        f"{result.incomplete_pairs} pairs from traces missing sent content (not in 'added').",
+        "",
+        f"{'method':16} {'group':24} {'n':>5} {'med|e|':>7} {'p90|e|':>7} {'p95|e|':>7} "
+        f"{'median':>7} {'under':>6} {'<-10%':>6}",
+    ]
+    for method, by_group in result.groups.items():
+        for group, s in by_group.items():
+            lines.append(
+                f"{method:16} {group:24} {s.n:5d} {s.median_abs:7.1%} {s.p90_abs:7.1%} "
+                f"{s.p95_abs:7.1%} {s.median:+7.1%} {s.under_share:6.0%} {s.under10_share:6.0%}"
+            )
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command line: measure, print the table, optionally write the JSON."""
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.tokens", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--traces", type=Path, default=DEFAULT_TRACES, help="traces directory")
+    parser.add_argument("--json", type=Path, default=None, help="write the results here")
+    args = parser.parse_args(argv)
+    from benchmarks.importers import load_dir
+
+    traces, skipped_files = load_dir(args.traces)
+    result = measure(traces)
+    print(render(result))
+    if skipped_files:
+        print(f"{len(skipped_files)} files under {args.traces} held no trace.")
+    if args.json is not None:
+        args.json.write_bytes(orjson.dumps(result.to_json(), option=orjson.OPT_INDENT_2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,145 @@
+"""Every filesystem call the spill package makes, one small function per kind.
+
+The stores and gc call these through the module (``_fs.write(...)``), never ``os`` directly, so
+a fault-injection test can replace any one of them and check that each failure surfaces as a
+``StoreError`` and leaves the session consistent. The kinds are listed in :data:`OPS`.
+
+Paths are always single names relative to a directory descriptor (``dir_fd``), except for the
+session directory and gc root themselves, so no symlink inside a session is ever traversed.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from typing import Final
+
+__all__ = [
+    "OPS",
+    "close",
+    "fsync",
+    "listdir",
+    "lock",
+    "mkdir",
+    "open_fd",
+    "read",
+    "rename",
+    "rmdir",
+    "stat",
+    "truncate",
+    "unlink",
+    "write",
+]
+
+OPS: Final = (
+    "open_fd",
+    "close",
+    "read",
+    "write",
+    "truncate",
+    "fsync",
+    "rename",
+    "mkdir",
+    "lock",
+    "stat",
+    "listdir",
+    "unlink",
+    "rmdir",
+)
+
+_CHUNK: Final = 1 << 30
+_TAIL_CHUNK: Final = 1 << 16
+
+
+def open_fd(path: str, flags: int, mode: int = 0o600, *, dir_fd: int | None = None) -> int:
+    """os.open with close-on-exec and no symlink following on the last component."""
+    return os.open(path, flags | os.O_CLOEXEC | os.O_NOFOLLOW, mode, dir_fd=dir_fd)
+
+
+def close(fd: int) -> None:
+    """Close a descriptor (write errors on some filesystems are only reported here)."""
+    os.close(fd)
+
+
+def read(fd: int, offset: int = 0, size: int | None = None) -> bytes:
+    """Read ``size`` bytes (to end of file if None) from ``offset`` without moving the fd.
+
+    Reading to the end sizes the first read from fstat: asking pread for more than is there
+    would make Python allocate the whole request up front.
+    """
+    chunks: list[bytes] = []
+    if size is None:
+        want = max(os.fstat(fd).st_size - offset, 0)
+        while True:  # until EOF: the file may have grown, and huge reads come back short
+            chunk = os.pread(fd, min(max(want, _TAIL_CHUNK), _CHUNK), offset)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            offset += len(chunk)
+            want -= len(chunk)
+    else:
+        while size > 0:
+            chunk = os.pread(fd, min(size, _CHUNK), offset)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            offset += len(chunk)
+            size -= len(chunk)
+    if len(chunks) == 1:
+        return chunks[0]
+    return b"".join(chunks)
+
+
+def write(fd: int, data: bytes) -> None:
+    """Write all of ``data``: one write() call for the whole buffer, more only if it was short."""
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def truncate(fd: int, length: int) -> None:
+    """Truncate an open file."""
+    os.ftruncate(fd, length)
+
+
+def fsync(fd: int) -> None:
+    """Flush a file or directory to stable storage."""
+    os.fsync(fd)
+
+
+def rename(src: str, dst: str, *, dir_fd: int) -> None:
+    """Atomically replace ``dst`` by ``src``, both names in the directory ``dir_fd``."""
+    os.replace(src, dst, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+
+
+def mkdir(path: str, mode: int = 0o700, *, dir_fd: int | None = None) -> None:
+    """Create one directory."""
+    os.mkdir(path, mode, dir_fd=dir_fd)
+
+
+def lock(fd: int) -> None:
+    """Take an exclusive flock without waiting; BlockingIOError if another holder has it."""
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
+def stat(path: str | int, *, dir_fd: int | None = None) -> os.stat_result:
+    """lstat a name (never following a symlink), or fstat a descriptor when given an int."""
+    if isinstance(path, int):
+        return os.fstat(path)
+    return os.stat(path, dir_fd=dir_fd, follow_symlinks=False)
+
+
+def listdir(fd: int) -> list[str]:
+    """Names in an open directory."""
+    return os.listdir(fd)
+
+
+def unlink(path: str, *, dir_fd: int) -> None:
+    """Remove a name (a symlink itself, never its target)."""
+    os.unlink(path, dir_fd=dir_fd)
+
+
+def rmdir(path: str, *, dir_fd: int) -> None:
+    """Remove an empty directory."""
+    os.rmdir(path, dir_fd=dir_fd)

@@ -1,0 +1,136 @@
+"""The store protocol and the reference helpers shared by every store.
+
+A *ref* names a spilled body by its content: the 128-bit xxh3 hash of the body's UTF-8 bytes
+(lone surrogates kept with ``surrogatepass``), as 32 lowercase hex characters. Refs are the only
+thing a model may hand back to the store, so :func:`validate_ref` is the single gate between a
+model's text and the filesystem: nothing else is ever turned into a path.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from types import TracebackType
+from typing import Any, Final, Protocol, Self, TypeAlias, runtime_checkable
+
+import xxhash
+
+from budget._errors import ConfigError, RefError
+
+__all__ = [
+    "REF_LEN",
+    "REF_RE",
+    "LogRecord",
+    "Store",
+    "check_quota",
+    "encode_text",
+    "ref_for",
+    "validate_ref",
+]
+
+REF_LEN: Final = 32
+# \A and \Z rather than ^ and $: "$" would also match before a trailing newline.
+REF_RE: Final = re.compile(r"\A[0-9a-f]{32}\Z")
+
+LogRecord: TypeAlias = dict[str, Any]
+"""One decision record as the caller appended it (JSON-serializable, without ``v``/``crc``)."""
+
+_MAX_SHOWN_CHARS = 5
+_SCANNED_PREFIX = 256
+
+
+def encode_text(text: str) -> bytes:
+    """Return the bytes a body is stored and hashed as (UTF-8, lone surrogates kept)."""
+    return text.encode("utf-8", "surrogatepass")
+
+
+def ref_for(text: str) -> str:
+    """Return the ref of ``text``: xxh3-128 of its UTF-8 (surrogatepass) bytes, 32 hex chars."""
+    return xxhash.xxh3_128_hexdigest(encode_text(text))
+
+
+def check_quota(quota_bytes: object) -> None:
+    """Raise ConfigError unless ``quota_bytes`` is None or a non-negative int."""
+    if quota_bytes is None:
+        return
+    if isinstance(quota_bytes, bool) or not isinstance(quota_bytes, int) or quota_bytes < 0:
+        raise ConfigError(f"quota_bytes must be a non-negative int or None, got {quota_bytes!r}")
+
+
+def validate_ref(ref: object) -> str:
+    """Return ``ref`` if it is exactly 32 lowercase hex characters, else raise :class:`RefError`.
+
+    The message names what is wrong (type, length, offending characters) but never repeats the
+    value itself: it came from a model and may be long, a path, or hold control characters.
+    """
+    if not isinstance(ref, str):
+        raise RefError(
+            f"ref must be a string of {REF_LEN} lowercase hex characters, got {type(ref).__name__}"
+        )
+    if REF_RE.match(ref):
+        return str(ref)
+    problems: list[str] = []
+    if len(ref) != REF_LEN:
+        problems.append(f"it has {len(ref)} characters, expected {REF_LEN}")
+    bad = sorted({c for c in ref[:_SCANNED_PREFIX] if c not in "0123456789abcdef"})
+    if bad:
+        shown = ", ".join(ascii(c) for c in bad[:_MAX_SHOWN_CHARS])
+        more = f" and {len(bad) - _MAX_SHOWN_CHARS} more" if len(bad) > _MAX_SHOWN_CHARS else ""
+        hint = " (uppercase hex is not accepted)" if any(c in "ABCDEF" for c in bad) else ""
+        problems.append(f"it contains characters outside [0-9a-f]: {shown}{more}{hint}")
+    if not problems:  # pragma: no cover - the regex and the checks above describe the same set
+        problems.append("it does not match [0-9a-f]{32}")
+    raise RefError(f"invalid ref: {'; '.join(problems)}")
+
+
+@runtime_checkable
+class Store(Protocol):
+    """A session store: bodies by content hash, an append-only decision log, small metadata.
+
+    Every failure is a :class:`budget.StoreError` (or a subclass); no raw ``OSError`` escapes.
+    """
+
+    def put(self, text: str) -> str:
+        """Store ``text`` once by content hash and return its ref; durable before returning."""
+        ...
+
+    def get(self, ref: str) -> str:
+        """Return the exact text stored under ``ref``; RefError if invalid or unknown."""
+        ...
+
+    def has(self, ref: str) -> bool:
+        """Whether a body is stored under ``ref`` (RefError if ``ref`` is malformed)."""
+        ...
+
+    def path_of(self, ref: str) -> str | None:
+        """The body's file path for agents with file tools, or None if the store has no files."""
+        ...
+
+    def append_log(self, records: Sequence[Mapping[str, Any]]) -> None:
+        """Append decision records to the log and flush them before returning."""
+        ...
+
+    def read_log(self) -> list[LogRecord]:
+        """Every valid record in order; damaged, unknown-version or duplicate lines skipped."""
+        ...
+
+    def read_meta(self) -> dict[str, Any]:
+        """The session metadata (``{}`` if none was written)."""
+        ...
+
+    def write_meta(self, meta: Mapping[str, Any]) -> None:
+        """Replace the session metadata atomically."""
+        ...
+
+    def close(self) -> None:
+        """Release the session; idempotent."""
+        ...
+
+    def __enter__(self) -> Self: ...
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...

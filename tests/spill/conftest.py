@@ -1,0 +1,68 @@
+"""Fixtures for the spill store tests: one factory per store kind, so contract tests run on both."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+from structlog.testing import capture_logs
+
+from spill import LocalStore, MemoryStore, Store, _fs
+
+StoreFactory = Callable[..., Store]
+
+
+@pytest.fixture(params=["local", "memory"])
+def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreFactory]:
+    """A factory of fresh stores of one kind (LocalStore under tmp_path, or MemoryStore)."""
+    opened: list[Store] = []
+    counter = iter(range(1_000_000))
+
+    def factory(**kwargs: Any) -> Store:
+        store: Store
+        if request.param == "local":
+            store = LocalStore(tmp_path / f"session-{next(counter)}", **kwargs)
+        else:
+            kwargs.pop("fsync", None)
+            store = MemoryStore(**kwargs)
+        opened.append(store)
+        return store
+
+    yield factory
+    for store in opened:
+        store.close()
+
+
+@pytest.fixture
+def logs() -> Iterator[list[dict[str, Any]]]:
+    """structlog events emitted during the test, as dicts."""
+    with capture_logs() as captured:
+        yield cast(list[dict[str, Any]], captured)
+
+
+@pytest.fixture
+def no_umask() -> Iterator[None]:
+    """Run with umask 0, so the modes the store sets cannot come from the umask."""
+    old = os.umask(0)
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
+@pytest.fixture
+def fs_calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, tuple[Any, ...]]]:
+    """Every spill filesystem call made during the test, as (kind, args); calls still run."""
+    calls: list[tuple[str, tuple[Any, ...]]] = []
+    for name in _fs.OPS:
+        real = getattr(_fs, name)
+
+        def recorded(*args: Any, _real: Any = real, _name: str = name, **kwargs: Any) -> Any:
+            calls.append((_name, args))
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(_fs, name, recorded)
+    return calls

@@ -1,0 +1,71 @@
+"""The toolbudget command: version, read-back of spilled outputs, garbage collection."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from budget import Budget, __version__
+from budget.cli import app
+from spill import ref_for
+from tests.strategies import conversation
+
+runner = CliRunner()
+
+
+def _session_with_spill(path: Path) -> str:
+    text = "".join(f"row {i}\n" for i in range(20_000))
+    with Budget.open(path) as b:
+        b.prepare(conversation([[text]]), now=0)
+    return text
+
+
+def test_version() -> None:
+    """--version prints the package version."""
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0
+    assert result.stdout.strip() == f"toolbudget {__version__}"
+
+
+def test_read_prints_the_exact_output_or_some_lines(tmp_path: Path) -> None:
+    """read prints a spilled output byte for byte, or the lines asked for."""
+    text = _session_with_spill(tmp_path / "s")
+    whole = runner.invoke(app, ["read", str(tmp_path / "s"), ref_for(text)])
+    assert whole.exit_code == 0
+    assert whole.stdout == text
+    some = runner.invoke(
+        app, ["read", str(tmp_path / "s"), ref_for(text), "--offset", "5", "--limit", "2"]
+    )
+    assert some.stdout == "row 5\nrow 6\n"
+    grep = runner.invoke(app, ["read", str(tmp_path / "s"), ref_for(text), "--grep", "^row 1999$"])
+    assert grep.stdout == "row 1999\n"
+
+
+def test_read_refuses_bad_refs_and_missing_sessions(tmp_path: Path) -> None:
+    """A bad ref or a missing session directory exits 2 with an error on stderr."""
+    _session_with_spill(tmp_path / "s")
+    bad = runner.invoke(app, ["read", str(tmp_path / "s"), "../../etc/passwd"])
+    assert bad.exit_code == 2
+    assert "error:" in bad.stderr
+    missing = runner.invoke(app, ["read", str(tmp_path / "nope"), "0" * 32])
+    assert missing.exit_code == 2
+
+
+def test_gc_removes_only_old_sessions(tmp_path: Path) -> None:
+    """gc removes sessions untouched for longer than the age given and keeps recent ones."""
+    _session_with_spill(tmp_path / "old")
+    _session_with_spill(tmp_path / "new")
+    past = time.time() - 10 * 86400
+    for root, dirs, files in os.walk(tmp_path / "old"):
+        for name in dirs + files:
+            os.utime(Path(root) / name, (past, past))
+    os.utime(tmp_path / "old", (past, past))
+    result = runner.invoke(app, ["gc", str(tmp_path), "--older-than", "7d"])
+    assert result.exit_code == 0, result.output
+    assert not (tmp_path / "old").exists()
+    assert (tmp_path / "new").exists()
+    bad = runner.invoke(app, ["gc", str(tmp_path), "--older-than", "soon"])
+    assert bad.exit_code != 0
