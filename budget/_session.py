@@ -52,6 +52,9 @@ from spill import LocalStore, MemoryStore, Store, ref_for
 
 __all__ = ["Budget"]
 
+_BODY_KINDS = frozenset({"spilled", "trimmed"})
+"""Decisions whose body is in the store."""
+
 _RESCAN = 2
 """Trailing messages of the previous history looked at again: callers mutate those in place."""
 
@@ -147,7 +150,7 @@ class Budget:
         self._lock = threading.RLock()
         self._log = get_logger("toolbudget")
         self._reader = ReadBack(store, self.config)
-        self._ledger = Ledger()
+        self._ledger = Ledger(on_invalid=self._invalid_record)
         self._stored: set[str] = set()
         self._requests = 0
         self._last_at: float | None = None
@@ -217,14 +220,16 @@ class Budget:
         for rec in self._store.read_log():
             kind = rec.get("t")
             if kind == "d":
-                try:
-                    d = Decision.from_record(rec)
-                except ValueError as exc:
-                    self._log.warning("log_record_skipped", reason=str(exc))
+                # Queued, not built: a decision is validated when its call id is first asked for.
+                if self._ledger.restore(rec) is None:
+                    self._log.warning(
+                        "log_record_skipped", reason="decision record without a call id"
+                    )
                     continue
-                self._ledger.record(d)
-                if d.ref is not None:
-                    self._stored.add(d.ref)
+                ref = rec.get("ref")
+                if type(ref) is str and rec.get("kind") in _BODY_KINDS:
+                    # Logged only after its body was stored: no need to store it again.
+                    self._stored.add(ref)
                 restored += 1
             elif kind == "req":
                 self._requests = int(rec.get("n", self._requests))
@@ -236,6 +241,9 @@ class Budget:
                 self._overflows = int(rec.get("count", 0))
         if restored:
             self._log.info("session_resumed", decisions=restored, requests=self._requests)
+
+    def _invalid_record(self, call_id: str, reason: str) -> None:
+        self._log.warning("log_record_skipped", call_id=call_id, reason=reason)
 
     def _reset(self) -> None:
         """Forget the per-message caches (not the decisions): the next request rebuilds them."""
@@ -492,7 +500,7 @@ class Budget:
             decided=MappingProxyType(made),
             group_frozen_chars=frozen,
             staleness=Staleness(
-                eligible=tuple(eligible),
+                eligible=eligible,
                 reclaim_tokens=reclaim,
                 rewrite_tokens=rewrite,
                 estimate_tokens=estimate,
@@ -617,7 +625,9 @@ class Budget:
         for i in range(first, len(messages)):
             m = self._msgs[i]
             out = self._outputs[i]
-            m.tokens_out = m.tokens_in if out is messages[i] else estimate_tokens(out, text=self._tt)
+            m.tokens_out = (
+                m.tokens_in if out is messages[i] else estimate_tokens(out, text=self._tt)
+            )
             self._cum_out.append(self._cum_out[-1] + m.tokens_out)
         self._add_candidates(r for r in by_id.values() if r.msg_index >= k)
         return reports
