@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import statistics
 import sys
 import tempfile
@@ -32,7 +31,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import orjson
-import structlog
 
 from spill import LocalStore, ref_for
 
@@ -166,7 +164,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--dir", type=Path, default=None, help="where to create the sessions")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
     args = parser.parse_args(argv)
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     with tempfile.TemporaryDirectory(dir=args.dir, prefix="store-perf-") as tmp:
         figures = measure(Path(tmp), max(1, args.repeat))
     width = max(len(f.name) for f in figures)

@@ -23,6 +23,9 @@ from budget._ledger import Decision
 from budget._report import DecisionReport, Prepared, Report
 from budget._session import Budget
 from budget._tokens import estimate_tokens
+from budget._view import Format
+from budget._wrap import wrap_tool
+from budget.formats import detect_format, get_format
 
 __all__ = [
     "Budget",
@@ -32,6 +35,7 @@ __all__ = [
     "ContextOverflow",
     "Decision",
     "DecisionReport",
+    "Format",
     "FormatError",
     "InputError",
     "Prepared",
@@ -41,7 +45,10 @@ __all__ = [
     "SessionLocked",
     "StoreError",
     "ToolPolicy",
+    "detect_format",
     "estimate_tokens",
+    "get_format",
+    "wrap_tool",
 ]
 
 __version__ = "0.1.0"

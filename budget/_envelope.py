@@ -6,9 +6,18 @@ bytes, which is what keeps a request's prefix cacheable from turn to turn and ac
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
-__all__ = ["EMPTY_TEXT", "Preview", "count_lines", "envelope", "make_preview", "stub"]
+__all__ = [
+    "EMPTY_TEXT",
+    "Preview",
+    "count_lines",
+    "envelope",
+    "envelope_ref",
+    "make_preview",
+    "stub",
+]
 
 EMPTY_TEXT = "(no output)"
 """What an empty result becomes: models tend to end their turn on an empty tool result."""
@@ -165,3 +174,21 @@ def stub(text: str, *, ref: str, tool: str, chars: int, read_tool: str) -> str:
     if not glimpse:
         return head
     return f"{head} It began: {glimpse}…"
+
+
+_ENVELOPE_HEAD = re.compile(
+    r"\[toolbudget\] Output(?: of (?P<tool>[^\n]*))? was too large for the context "
+    r"\([\d,]+ characters?, [\d,]+ lines?\); it is stored in full as ref (?P<ref>[0-9a-f]{32})\.\n"
+)
+
+
+def envelope_ref(text: str) -> tuple[str, str] | None:
+    """(ref, tool) named by ``text`` when it starts like an envelope, else None.
+
+    Only the first line is looked at: a caller that must be sure rebuilds the envelope from the
+    stored body and compares (see ``Budget``).
+    """
+    if not text.startswith("[toolbudget] Output"):
+        return None
+    m = _ENVELOPE_HEAD.match(text)
+    return (m.group("ref"), m.group("tool") or "") if m else None

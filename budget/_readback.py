@@ -6,6 +6,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+import orjson
+
 from budget._config import BudgetConfig
 from budget._errors import BudgetError, InputError
 from spill import Store, validate_ref
@@ -124,14 +126,19 @@ class ReadBack:
             },
         }
 
-    def handle(self, tool_input: Mapping[str, Any]) -> str:
+    def handle(self, tool_input: Mapping[str, Any] | str) -> str:
         """One page of numbered lines, with a hint to read on; an error text the model can act on."""
         try:
             return self._page(tool_input)
         except BudgetError as exc:
             return f"Error: {exc}"
 
-    def _page(self, tool_input: Mapping[str, Any]) -> str:
+    def _page(self, tool_input: Mapping[str, Any] | str) -> str:
+        if isinstance(tool_input, str):  # OpenAI formats pass the arguments as a JSON string
+            try:
+                tool_input = orjson.loads(tool_input)
+            except orjson.JSONDecodeError as exc:
+                raise InputError(f"the tool input is not valid JSON: {exc}") from None
         if not isinstance(tool_input, Mapping):
             raise InputError(f"the tool input must be an object, not {type(tool_input).__name__}")
         unknown = set(tool_input) - {"ref", "offset", "limit", "grep"}

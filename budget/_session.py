@@ -31,10 +31,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType, TracebackType
-from typing import Any, Self, overload
+from typing import Any, ParamSpec, Self, TypeVar, overload
 
 from budget._config import BudgetConfig, build_config
-from budget._envelope import EMPTY_TEXT
+from budget._envelope import EMPTY_TEXT, envelope_ref
 from budget._errors import ContextOverflow, InputError, StoreError
 from budget._ledger import Decision, Ledger
 from budget._log import get_logger
@@ -44,13 +44,18 @@ from budget._readback import ReadBack
 from budget._report import DecisionReport, Prepared, Report
 from budget._tokens import estimate_tokens
 from budget._usage import normalize_usage
-from budget._view import Format, Scanned, ToolResult
+from budget._view import Format, Scanned, ToolResult, scan_at
 from budget._windows import resolve_window
-from budget.formats import ANTHROPIC
+from budget._wrap import wrap_tool, wrapped_decisions
+from budget.formats import ANTHROPIC, FormatChoice, get_format
 from budget.passes import PIPELINE, Candidate, PassContext, Staleness
+from budget.passes._context import spill_envelope
 from spill import LocalStore, MemoryStore, Store, ref_for
 
 __all__ = ["Budget"]
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
 
 _BODY_KINDS = frozenset({"spilled", "trimmed"})
 """Decisions whose body is in the store."""
@@ -139,14 +144,13 @@ class Budget:
         store: Store,
         config: BudgetConfig | dict[str, Any] | None = None,
         *,
-        format: Format = ANTHROPIC,
+        format: Format | str | None = None,
         discover_window: Callable[[], int | None] | None = None,
     ) -> None:
         self.config = build_config(config)
         self._discover = discover_window
         self._window: int | None = None
         self._store = store
-        self._format = format
         self._lock = threading.RLock()
         self._log = get_logger("toolbudget")
         self._reader = ReadBack(store, self.config)
@@ -160,6 +164,9 @@ class Budget:
         self._tt = TextTokens()
         self._reset()
         self._restore()
+        # The format: given, remembered by a resumed session, or detected on the first request.
+        self._formats = FormatChoice.start(format, self._store.read_meta().get("format"))
+        self._format: Format = self._formats.fixed or ANTHROPIC
 
     # -- construction ---------------------------------------------------------------------------
 
@@ -169,6 +176,7 @@ class Budget:
         path: str | os.PathLike[str],
         config: BudgetConfig | dict[str, Any] | None = None,
         *,
+        format: Format | str | None = None,
         discover_window: Callable[[], int | None] | None = None,
         lock_timeout: float = 0.0,
     ) -> Budget:
@@ -183,7 +191,7 @@ class Budget:
             Path(path), quota_bytes=cfg.quota_bytes, fsync=cfg.fsync, lock_timeout=lock_timeout
         )
         try:
-            return cls(store, cfg, discover_window=discover_window)
+            return cls(store, cfg, format=format, discover_window=discover_window)
         except BaseException:
             store.close()
             raise
@@ -193,10 +201,11 @@ class Budget:
         cls,
         config: BudgetConfig | dict[str, Any] | None = None,
         *,
+        format: Format | str | None = None,
         discover_window: Callable[[], int | None] | None = None,
     ) -> Budget:
         """A session kept in memory only: nothing survives the process."""
-        return cls(MemoryStore(), config, discover_window=discover_window)
+        return cls(MemoryStore(), config, format=format, discover_window=discover_window)
 
     def close(self) -> None:
         """Release the session directory (its lock); the session is not usable afterwards."""
@@ -265,14 +274,30 @@ class Budget:
     # -- the request path -----------------------------------------------------------------------
 
     def prepare(
-        self, messages: Sequence[Any], *, usage: Any = None, now: float | None = None
+        self,
+        messages: Sequence[Any],
+        *,
+        usage: Any = None,
+        now: float | None = None,
+        format: Format | str | None = None,
     ) -> Prepared:
-        """The request copy of ``messages`` and its report; ``messages`` is never modified."""
+        """The request copy of ``messages`` and its report; ``messages`` is never modified.
+
+        ``format`` names the message format (``anthropic``, ``openai_chat``, ``openai_responses``
+        or a Format); by default the session's, detected from the messages until it is certain.
+        Once named or detected for sure it is fixed for the session: another one is a FormatError.
+        """
         started = time.perf_counter()
         if not isinstance(messages, list):
             raise InputError(f"messages must be a list of messages, not {type(messages).__name__}")
         when = time.time() if now is None else float(now)
         with self._lock:
+            fmt, fixed_now = self._formats.for_request(messages, format)
+            if fmt is not self._format:
+                self._reset()  # caches hold another adapter's scans
+                self._format = fmt
+            if fixed_now:
+                self._write_meta(format=fmt.name)
             return self._prepare(messages, usage, when, started)
 
     def _prepare(self, messages: list[Any], usage: Any, now: float, started: float) -> Prepared:
@@ -288,9 +313,14 @@ class Budget:
             old_outputs = self._outputs[k:]
             self._truncate(k)
         fresh, new_results = self._scan(messages, k)
+        wrapped = wrapped_decisions(fresh, self._envelope_ref)
+        if wrapped:  # envelopes made by wrap_tool: small results already, frozen as they are
+            for d in wrapped.values():
+                self._ledger.record(d)
+            fresh = [r for r in fresh if r.call_id not in wrapped]
         usage_total = self._usage_total(usage)
         overflowing = self._overflows > 0
-        made: dict[str, Decision] = {}
+        made: dict[str, Decision] = dict(wrapped)
         # ``decided`` is a live view: each pass sees the decisions of the passes before it.
         ctx = self._context(messages, k, fresh, usage_total, now, overflowing, made)
         for _name, run in PIPELINE:
@@ -384,7 +414,7 @@ class Budget:
         fresh: list[ToolResult] = []
         placed: list[ToolResult] = []
         for i in range(k, len(messages)):
-            scanned = fmt.scan(i, messages[i])
+            scanned = scan_at(fmt, messages, i)
             if scanned.opens_round:
                 rnd += 1
                 group = i
@@ -395,8 +425,8 @@ class Budget:
                 placed_call = self._calls.get(raw.call_id)
                 if placed_call is None:
                     raise InputError(
-                        f"messages[{i}].content[{raw.slot}] is a tool result for call id "
-                        f"{raw.call_id!r}, which no earlier assistant message made"
+                        f"messages[{i}] has a tool result for call id {raw.call_id!r}, "
+                        "but no earlier message makes that call"
                     )
                 tool, g, r_round = placed_call
                 result = ToolResult(
@@ -698,17 +728,91 @@ class Budget:
         """The exact text of lines of a spilled output (the whole output when no argument)."""
         return self._reader.read(ref, offset=offset, limit=limit, grep=grep)
 
-    def read_tool(self) -> dict[str, Any]:
-        """The read-back tool's definition, in the Anthropic format."""
-        return self._reader.tool_definition()
+    def read_tool(self, format: Format | str | None = None) -> dict[str, Any]:
+        """The read-back tool's definition in ``format`` (by default the session's format:
+        Anthropic until one is known). A Format without ``tool_definition`` gets the Anthropic
+        shape (name, description, input_schema)."""
+        base = self._reader.tool_definition()
+        fmt = self._format if format is None else get_format(format)
+        make = getattr(fmt, "tool_definition", None)
+        if make is None:
+            return base
+        out: dict[str, Any] = make(base["name"], base["description"], base["input_schema"])
+        return out
 
-    def handle_read_tool(self, tool_input: Mapping[str, Any]) -> str:
-        """Run the read-back tool: a page of numbered lines with a hint to read on, or an error."""
+    def handle_read_tool(self, tool_input: Mapping[str, Any] | str) -> str:
+        """Run the read-back tool: a page of numbered lines with a hint to read on, or an error.
+
+        ``tool_input`` is the call's input: a mapping (Anthropic ``input``) or the JSON string
+        OpenAI formats carry in ``arguments``.
+        """
         return self._reader.handle(tool_input)
 
     def decision(self, call_id: str) -> Decision | None:
         """The frozen decision for a call id, if it was decided."""
         return self._ledger.get(call_id)
+
+    # -- spilling at execution time -------------------------------------------------------------
+
+    def spill_output(self, text: str, *, tool: str = "") -> str:
+        """``text`` as a tool result should hold it: itself, or (over ``tool``'s cap) its envelope.
+
+        The output is stored first; the envelope is the one the cap pass would show (same ref,
+        same bytes), and ``prepare`` keeps it as it is. A failed spill returns ``text`` itself.
+        """
+        if not isinstance(text, str):
+            raise InputError(f"a tool output must be a string, not {type(text).__name__}")
+        limit = self.config.cap_for(tool)
+        if limit is None or len(text) <= limit or self._envelope_ref(text) is not None:
+            return text
+        ref = ref_for(text)
+        with self._lock:
+            if ref not in self._stored:
+                try:
+                    self._store.put(text)
+                except (StoreError, OSError) as exc:
+                    self._log.error("spill_failed", tool=tool, chars=len(text), error=str(exc))
+                    return text
+                self._stored.add(ref)
+        return self._envelope(text, ref, tool, is_error=False)
+
+    def _envelope(self, text: str, ref: str, tool: str, *, is_error: bool) -> str:
+        path = self._store.path_of(ref) if self.config.include_path else None
+        return spill_envelope(self.config, text, ref=ref, tool=tool, is_error=is_error, path=path)
+
+    @overload
+    def wrap_tool(self, fn: Callable[_P, _T], *, name: str | None = None) -> Callable[_P, _T]: ...
+
+    @overload
+    def wrap_tool(
+        self, fn: None = None, *, name: str | None = None
+    ) -> Callable[[Callable[_P, _T]], Callable[_P, _T]]: ...
+
+    def wrap_tool(self, fn: Any = None, *, name: str | None = None) -> Any:
+        """A tool function (sync or async) whose string outputs go through :meth:`spill_output`.
+
+        Use as ``session.wrap_tool(fn)``, ``@session.wrap_tool`` or
+        ``@session.wrap_tool(name="bash")``; ``name`` is the tool's name as the model calls it
+        (default: the function's name).
+        """
+        if fn is None:
+            return lambda f: wrap_tool(f, spill=self.spill_output, name=name)
+        return wrap_tool(fn, spill=self.spill_output, name=name)
+
+    def _envelope_ref(self, text: str) -> str | None:
+        """The ref of ``text`` if it is exactly an envelope of a body of this session."""
+        head = envelope_ref(text)
+        if head is None:
+            return None
+        ref, tool = head
+        try:
+            body = self._store.get(ref)
+        except (StoreError, OSError):
+            return None  # not one of ours (or unreadable): an ordinary result
+        self._stored.add(ref)
+        if any(text == self._envelope(body, ref, tool, is_error=e) for e in (False, True)):
+            return ref
+        return None
 
 
 def _role(message: Any) -> str | None:

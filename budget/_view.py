@@ -7,11 +7,11 @@ the results it holds) and later rewrites a message to show new result texts. Pas
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-__all__ = ["Call", "Format", "RawResult", "Scanned", "ToolResult"]
+__all__ = ["Call", "Format", "RawResult", "Scanned", "ToolResult", "scan_at"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,3 +86,17 @@ class Format(Protocol):
     def rewrite(self, message: Any, texts: Mapping[int, str]) -> Any:
         """A new message showing ``texts[slot]`` for each given result; all else kept as is."""
         ...
+
+
+def scan_at(fmt: Format, messages: Sequence[Any], index: int) -> Scanned:
+    """What ``messages[index]`` holds, in ``fmt``.
+
+    A format whose round boundaries depend on neighbouring messages (in the Responses API each
+    call is its own item, and parallel calls are consecutive items) may define
+    ``scan_in(messages, index)``; it is used instead of ``scan`` when present.
+    """
+    scan_in = getattr(fmt, "scan_in", None)
+    if scan_in is not None:
+        scanned: Scanned = scan_in(messages, index)
+        return scanned
+    return fmt.scan(index, messages[index])

@@ -18,16 +18,14 @@ from pathlib import Path
 from typing import Final
 
 from budget._errors import ConfigError, StoreError
-from budget._log import get_logger
 from spill import _fs
 from spill._local import BODIES_NAME, LOCK_NAME, LOG_NAME, META_NAME, TMP_PREFIX
+from spill._store import events
 
 __all__ = ["gc_sessions"]
 
 _DIR_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY
 _KNOWN: Final = frozenset({BODIES_NAME, LOCK_NAME, LOG_NAME, META_NAME})
-
-_log = get_logger("toolbudget.spill")
 
 
 def gc_sessions(root: Path, *, older_than_s: float, now: float | None = None) -> list[Path]:
@@ -59,7 +57,7 @@ def gc_sessions(root: Path, *, older_than_s: float, now: float | None = None) ->
                 if _collect(root_fd, name, root / name, current, older_than_s):
                     removed.append(root / name)
             except OSError as exc:
-                _log.warning(
+                events().warning(
                     "spill.gc.failed", session=str(root / name), error=exc.strerror or str(exc)
                 )
     finally:
@@ -77,13 +75,13 @@ def _collect(root_fd: int, name: str, path: Path, now: float, older_than_s: floa
         if not _is_regular(dir_fd, META_NAME):
             return False
         if not _is_regular(dir_fd, LOCK_NAME):
-            _log.warning("spill.gc.skipped", session=str(path), reason="no lock file")
+            events().warning("spill.gc.skipped", session=str(path), reason="no lock file")
             return False
         foreign = [
             n for n in _fs.listdir(dir_fd) if n not in _KNOWN and not n.startswith(TMP_PREFIX)
         ]
         if foreign:
-            _log.warning(
+            events().warning(
                 "spill.gc.skipped",
                 session=str(path),
                 reason=f"holds files a session does not: {sorted(foreign)[:5]}",
@@ -94,7 +92,7 @@ def _collect(root_fd: int, name: str, path: Path, now: float, older_than_s: floa
             try:
                 _fs.lock(lock_fd)
             except BlockingIOError:
-                _log.info("spill.gc.skipped", session=str(path), reason="open (locked)")
+                events().info("spill.gc.skipped", session=str(path), reason="open (locked)")
                 return False
             # Measured under the lock, so a store that wrote just before closing counts.
             newest = max(st.st_mtime, _newest_mtime(dir_fd))
@@ -112,7 +110,7 @@ def _collect(root_fd: int, name: str, path: Path, now: float, older_than_s: floa
     finally:
         _fs.close(dir_fd)
     _fs.rmdir(name, dir_fd=root_fd)
-    _log.info("spill.gc.removed", session=str(path), idle_s=round(now - newest, 1))
+    events().info("spill.gc.removed", session=str(path), idle_s=round(now - newest, 1))
     return True
 
 

@@ -37,10 +37,9 @@ import orjson
 import xxhash
 
 from budget._errors import ConfigError, QuotaExceeded, RefError, SessionLocked, StoreError
-from budget._log import get_logger
 from spill import _fs
 from spill._log import decode_log, encode_records
-from spill._store import REF_RE, LogRecord, check_quota, encode_text, validate_ref
+from spill._store import REF_RE, LogRecord, check_quota, encode_text, events, validate_ref
 
 __all__ = ["DEFAULT_QUOTA_BYTES", "LocalStore"]
 
@@ -57,8 +56,6 @@ _READ_FLAGS: Final = os.O_RDONLY | os.O_NONBLOCK  # a FIFO planted as a body mus
 _SHARD_RE: Final = re.compile(r"\A[0-9a-f]{2}\Z")
 _OPEN_ATTEMPTS: Final = 3
 _LOCK_POLL_S: Final = 0.02
-
-_log = get_logger("toolbudget.spill")
 
 
 class LocalStore:
@@ -116,7 +113,7 @@ class LocalStore:
             self._close_fds()
             raise
         self._closed = False
-        _log.debug("spill.store.opened", path=self._path)
+        events().debug("spill.store.opened", path=self._path)
 
     # -- public API -----------------------------------------------------------------------
 
@@ -156,7 +153,7 @@ class LocalStore:
                     if existing is not None and existing.st_size == len(data):
                         return ref
                     if existing is not None:
-                        _log.warning(
+                        events().warning(
                             "spill.body.size_mismatch",
                             path=self._path,
                             ref=ref,
@@ -185,7 +182,6 @@ class LocalStore:
             finally:
                 if shard_fd is not None:
                     self._close_quietly(shard_fd)
-        _log.debug("spill.body.stored", path=self._path, ref=ref, size=len(data))
         return ref
 
     def get(self, ref: str) -> str:
@@ -301,7 +297,7 @@ class LocalStore:
             error = self._close_fds()
         if error is not None:
             raise self._error("close the session", error) from error
-        _log.debug("spill.store.closed", path=self._path)
+        events().debug("spill.store.closed", path=self._path)
 
     def __enter__(self) -> Self:
         return self
@@ -346,7 +342,7 @@ class LocalStore:
         except OSError as exc:
             raise self._error(f"write {LOCK_NAME}", exc) from exc
         if not created and mode & 0o077:
-            _log.warning("spill.store.permissive_mode", path=self._path, mode=oct(mode & 0o777))
+            events().warning("spill.store.permissive_mode", path=self._path, mode=oct(mode & 0o777))
         self._bodies_fd = self._open_subdir(self._dir_fd, BODIES_NAME, BODIES_NAME)
         self._clean_temps(self._dir_fd, "")
         self._log_fd = self._open_file(LOG_NAME, os.O_RDWR | os.O_APPEND | os.O_CREAT)
@@ -454,7 +450,7 @@ class LocalStore:
             try:
                 shard_fd = _fs.open_fd(shard, _DIR_FLAGS, dir_fd=self._bodies_fd)
             except OSError as exc:
-                _log.warning(
+                events().warning(
                     "spill.store.shard_skipped",
                     path=self._path,
                     shard=shard,
@@ -649,13 +645,13 @@ class LocalStore:
         except FileNotFoundError:
             pass
         except OSError as exc:
-            _log.warning("spill.store.temp_left", path=self._path, name=name, error=str(exc))
+            events().warning("spill.store.temp_left", path=self._path, name=name, error=str(exc))
 
     def _close_quietly(self, fd: int) -> None:
         try:
             _fs.close(fd)
         except OSError as exc:
-            _log.warning("spill.store.close_failed", path=self._path, error=str(exc))
+            events().warning("spill.store.close_failed", path=self._path, error=str(exc))
 
     def _close_fds(self) -> OSError | None:
         """Close every descriptor, the lock last; return the first error."""

@@ -16,6 +16,7 @@ from typing import Any, Final, Protocol, Self, TypeAlias, runtime_checkable
 import xxhash
 
 from budget._errors import ConfigError, RefError
+from budget._log import get_logger
 
 __all__ = [
     "REF_LEN",
@@ -24,6 +25,7 @@ __all__ = [
     "Store",
     "check_quota",
     "encode_text",
+    "events",
     "ref_for",
     "validate_ref",
 ]
@@ -37,6 +39,16 @@ LogRecord: TypeAlias = dict[str, Any]
 
 _MAX_SHOWN_CHARS = 5
 _SCANNED_PREFIX = 256
+
+
+def events() -> Any:
+    """The structlog logger for spill's events (``toolbudget.spill``).
+
+    Looked up at each event rather than once at import, so that an application configuring
+    structlog after importing toolbudget still gets every event; while structlog is not
+    configured at all, only warnings and errors are printed, to stderr (see budget._log).
+    """
+    return get_logger("toolbudget.spill")
 
 
 def encode_text(text: str) -> bytes:

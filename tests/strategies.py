@@ -86,3 +86,70 @@ def conversations(draw: st.DrawFn, max_rounds: int = 12) -> list[Message]:
             blocks.append(block)
         msgs.append({"role": "user", "content": blocks})
     return msgs
+
+
+# --- OpenAI Chat Completions -----------------------------------------------------------------
+
+
+def chat_assistant(*calls: tuple[str, str], text: str | None = None) -> Message:
+    """A Chat Completions assistant message making the given (call_id, tool) calls."""
+    return {
+        "role": "assistant",
+        "content": text,
+        "tool_calls": [
+            {"id": cid, "type": "function", "function": {"name": tool, "arguments": "{}"}}
+            for cid, tool in calls
+        ],
+    }
+
+
+def chat_tool(call_id: str, content: Any) -> Message:
+    """A Chat Completions tool message answering ``call_id``."""
+    return {"role": "tool", "tool_call_id": call_id, "content": content}
+
+
+def chat_conversation(outputs: list[list[str]], tool: str = "bash") -> list[Message]:
+    """A system and task prompt, then one round per entry of ``outputs`` (parallel calls within)."""
+    msgs: list[Message] = [
+        {"role": "system", "content": "You are a careful engineer."},
+        {"role": "user", "content": "Please fix the failing test."},
+    ]
+    for r, round_outputs in enumerate(outputs):
+        ids = [f"call_{r}_{j}" for j in range(len(round_outputs))]
+        msgs.append(chat_assistant(*[(cid, tool) for cid in ids]))
+        msgs += [chat_tool(cid, out) for cid, out in zip(ids, round_outputs, strict=True)]
+    return msgs
+
+
+@st.composite
+def chat_content(draw: st.DrawFn) -> Any:
+    """A tool message's content: a string, or a list of one or two text parts."""
+    text = draw(texts)
+    shape = draw(st.sampled_from(["str", "parts", "two"]))
+    if shape == "str":
+        return text
+    parts: list[dict[str, Any]] = [{"type": "text", "text": text}]
+    if shape == "two":
+        parts.append({"type": "text", "text": draw(texts)})
+    return parts
+
+
+@st.composite
+def chat_conversations(draw: st.DrawFn, max_rounds: int = 12) -> list[Message]:
+    """A Chat Completions conversation: rounds of 1-3 parallel calls, each answered by a tool
+    message (string or text-part content, sometimes empty), sometimes followed by assistant text."""
+    n = draw(st.integers(1, max_rounds))
+    msgs: list[Message] = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Task: investigate."},
+    ]
+    for r in range(n):
+        k = draw(st.integers(1, 3))
+        ids = [f"call_{r}_{j}" for j in range(k)]
+        tools = [draw(st.sampled_from(["bash", "read", "grep"])) for _ in ids]
+        msgs.append(chat_assistant(*zip(ids, tools, strict=True)))
+        msgs += [chat_tool(cid, draw(chat_content())) for cid in ids]
+        if draw(st.booleans()) and draw(st.booleans()):
+            msgs.append({"role": "assistant", "content": "Noted."})
+            msgs.append({"role": "user", "content": "Go on."})
+    return msgs

@@ -16,6 +16,7 @@ def test_budget_public_names_are_pinned() -> None:
         "ContextOverflow",
         "Decision",
         "DecisionReport",
+        "Format",
         "FormatError",
         "InputError",
         "Prepared",
@@ -25,7 +26,10 @@ def test_budget_public_names_are_pinned() -> None:
         "SessionLocked",
         "StoreError",
         "ToolPolicy",
+        "detect_format",
         "estimate_tokens",
+        "get_format",
+        "wrap_tool",
     ]
     for name in budget.__all__:
         assert getattr(budget, name) is not None

@@ -7,121 +7,109 @@ from typing import Any
 
 from budget._errors import InputError
 from budget._view import EMPTY_SCAN, Call, RawResult, Scanned
+from budget.formats._common import (
+    field,
+    is_record,
+    parts_text,
+    replace_parts,
+    require_str,
+    to_dict,
+    type_name,
+)
+from budget.formats._shapes import require_fit
 
 __all__ = ["ANTHROPIC", "AnthropicFormat"]
 
 _ROLES = frozenset({"user", "assistant"})
 
 
-def _type_name(value: object) -> str:
-    return type(value).__name__
-
-
 def result_text(content: object, where: str) -> tuple[str, int]:
     """The text of a tool_result's content and how many non-text parts it has."""
-    if content is None:
-        return "", 0
-    if isinstance(content, str):
-        return content, 0
-    if not isinstance(content, list):
+    if content is not None and not isinstance(content, str | list | tuple):
         raise InputError(
-            f"{where}.content must be a string or a list of blocks, not {_type_name(content)}"
+            f"{where}.content must be a string or a list of blocks, not {type_name(content)}"
         )
-    texts: list[str] = []
-    others = 0
-    for k, part in enumerate(content):
-        if not isinstance(part, dict):
-            raise InputError(f"{where}.content[{k}] must be a dict, not {_type_name(part)}")
-        if part.get("type") == "text":
-            text = part.get("text")
-            if not isinstance(text, str):
-                raise InputError(
-                    f"{where}.content[{k}].text must be a string, not {_type_name(text)}"
-                )
-            texts.append(text)
-        else:
-            others += 1
-    return "\n".join(texts), others
+    return parts_text(content, f"{where}.content", ("text",))
 
 
 def replace_text(content: object, text: str) -> object:
     """``content`` with its text parts replaced by ``text``; images and other parts kept in place."""
-    if not isinstance(content, list):
-        return text
-    out: list[Any] = []
-    placed = False
-    for part in content:
-        if isinstance(part, dict) and part.get("type") == "text":
-            if not placed:
-                # The first text part keeps its other keys (a cache_control, say).
-                out.append({**part, "text": text})
-                placed = True
-            continue
-        out.append(part)
-    if not placed:
-        out.insert(0, {"type": "text", "text": text})
-    return out
+    return replace_parts(content, text, "text")
 
 
 class AnthropicFormat:
-    """The Anthropic Messages format, as plain dicts (what the SDK sends)."""
+    """The Anthropic Messages format: dicts (what the SDK sends) or the SDK's models.
+
+    An assistant message may be a ``{"role": "assistant", "content": response.content}`` dict
+    whose blocks are SDK models, or an ``anthropic.types.Message`` itself: both are read as is.
+    """
 
     name = "anthropic"
 
     def scan(self, index: int, message: Any) -> Scanned:
         """Validate one message and say which calls and results it holds."""
         where = f"messages[{index}]"
-        if not isinstance(message, dict):
+        if not is_record(message):
             raise InputError(
-                f"{where} must be a dict (an Anthropic message), not {_type_name(message)}"
+                f"{where} must be a dict (an Anthropic message), not {type_name(message)}"
             )
-        role = message.get("role")
+        role = field(message, "role")
         if role not in _ROLES:
             raise InputError(f"{where}.role must be 'user' or 'assistant', not {role!r}")
-        content = message.get("content")
+        content = field(message, "content")
         if isinstance(content, str):
+            require_fit(self.name, index, message)
             return EMPTY_SCAN
-        if not isinstance(content, list):
+        if not isinstance(content, list | tuple):
             raise InputError(
-                f"{where}.content must be a string or a list of blocks, not {_type_name(content)}"
+                f"{where}.content must be a string or a list of blocks, not {type_name(content)}"
             )
         calls: list[Call] = []
         results: list[RawResult] = []
         for j, block in enumerate(content):
             bw = f"{where}.content[{j}]"
-            if not isinstance(block, dict):
-                raise InputError(f"{bw} must be a dict (a content block), not {_type_name(block)}")
-            kind = block.get("type")
+            if not is_record(block):
+                raise InputError(f"{bw} must be a dict (a content block), not {type_name(block)}")
+            kind = field(block, "type")
             if kind == "tool_use":
                 if role != "assistant":
                     raise InputError(f"{bw} is a tool_use block in a {role} message")
-                call_id, name = block.get("id"), block.get("name")
-                if not isinstance(call_id, str) or not call_id:
-                    raise InputError(f"{bw}.id must be a non-empty string, not {call_id!r}")
+                call_id = require_str(field(block, "id"), f"{bw}.id")
+                name = field(block, "name")
                 if not isinstance(name, str):
-                    raise InputError(f"{bw}.name must be a string, not {_type_name(name)}")
+                    raise InputError(f"{bw}.name must be a string, not {type_name(name)}")
                 calls.append(Call(call_id, name))
             elif kind == "tool_result":
                 if role != "user":
                     raise InputError(f"{bw} is a tool_result block in a {role} message")
-                call_id = block.get("tool_use_id")
-                if not isinstance(call_id, str) or not call_id:
-                    raise InputError(
-                        f"{bw}.tool_use_id must be a non-empty string, not {call_id!r}"
-                    )
-                text, others = result_text(block.get("content"), bw)
-                results.append(RawResult(call_id, j, text, block.get("is_error") is True, others))
+                call_id = require_str(field(block, "tool_use_id"), f"{bw}.tool_use_id")
+                text, others = result_text(field(block, "content"), bw)
+                results.append(
+                    RawResult(call_id, j, text, field(block, "is_error") is True, others)
+                )
         if not calls and not results:
+            require_fit(self.name, index, message)  # a Chat assistant's tool_calls, say
             return EMPTY_SCAN
         return Scanned(tuple(calls), tuple(results), opens_round=bool(calls))
 
     def rewrite(self, message: Any, texts: Mapping[int, str]) -> Any:
         """A new message whose tool_result blocks at the given slots show the given texts."""
-        content = list(message["content"])
+        out = to_dict(message)  # a model is dumped whole: its blocks become dicts too
+        content = list(out["content"])
         for slot, text in texts.items():
             block = content[slot]
-            content[slot] = {**block, "content": replace_text(block.get("content"), text)}
-        return {**message, "content": content}
+            content[slot] = {
+                **to_dict(block),
+                "content": replace_text(field(block, "content"), text),
+            }
+        out["content"] = content
+        return out
+
+    def tool_definition(
+        self, name: str, description: str, parameters: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """A tool definition as the Messages API takes it (``input_schema``)."""
+        return {"name": name, "description": description, "input_schema": dict(parameters)}
 
 
 ANTHROPIC = AnthropicFormat()

@@ -12,7 +12,7 @@ from budget._ledger import Decision
 from budget._tokens import estimate_text_tokens
 from budget._view import ToolResult
 
-__all__ = ["Candidate", "Pass", "PassContext", "Staleness", "spill"]
+__all__ = ["Candidate", "Pass", "PassContext", "Staleness", "spill", "spill_envelope"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,21 +78,14 @@ class Pass(Protocol):
 
 def spill(ctx: PassContext, result: ToolResult, reason: str, *, ref: str | None = None) -> Decision:
     """The decision to spill ``result``: its envelope, computed once and frozen."""
-    cfg = ctx.config
     ref = ref or ctx.ref_for(result.text)
-    shape = cfg.policy(result.tool).preview or cfg.preview_shape
-    if shape == "head":
-        tail_share = 0.0
-    else:
-        tail_share = cfg.error_tail_share if result.is_error else cfg.tail_share
-    text = envelope(
+    text = spill_envelope(
+        ctx.config,
         result.text,
         ref=ref,
         tool=result.tool,
-        preview_chars=cfg.preview_chars,
-        tail_share=tail_share,
-        read_tool=cfg.read_tool_name,
-        path=ctx.path_of(ref) if cfg.include_path else None,
+        is_error=result.is_error,
+        path=ctx.path_of(ref) if ctx.config.include_path else None,
     )
     return Decision(
         call_id=result.call_id,
@@ -102,4 +95,21 @@ def spill(ctx: PassContext, result: ToolResult, reason: str, *, ref: str | None 
         text=text,
         ref=ref,
         tool=result.tool,
+    )
+
+
+def spill_envelope(
+    cfg: BudgetConfig, text: str, *, ref: str, tool: str, is_error: bool, path: str | None
+) -> str:
+    """The envelope of ``text`` under ``cfg``: the one text a spilled output is ever shown as."""
+    shape = cfg.policy(tool).preview or cfg.preview_shape
+    tail_share = 0.0 if shape == "head" else cfg.error_tail_share if is_error else cfg.tail_share
+    return envelope(
+        text,
+        ref=ref,
+        tool=tool,
+        preview_chars=cfg.preview_chars,
+        tail_share=tail_share,
+        read_tool=cfg.read_tool_name,
+        path=path,
     )

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from budget import Budget, BudgetConfig
-from tests.strategies import conversations
+from tests.strategies import chat_conversations, conversations
 
 CFG = BudgetConfig(
     result_cap=600,
@@ -127,6 +127,93 @@ def test_same_history_twice_and_after_resume_gives_identical_bytes(
     msgs: list[dict[str, Any]],
 ) -> None:
     """Preparing a history again, in the same session or a resumed one, gives the same bytes."""
+    with tempfile.TemporaryDirectory() as d:
+        with Budget.open(Path(d) / "s", CFG) as b:
+            first = orjson.dumps(b.prepare(msgs, now=0).messages)
+            assert orjson.dumps(b.prepare(msgs, now=1).messages) == first
+            assert orjson.dumps(b.prepare(list(msgs), now=2).messages) == first
+        with Budget.open(Path(d) / "s", CFG) as b:
+            assert orjson.dumps(b.prepare(copy.deepcopy(msgs), now=3).messages) == first
+
+
+# --- OpenAI Chat Completions -------------------------------------------------------------------
+
+
+def _chat_shape(msgs: list[dict[str, Any]]) -> list[Any]:
+    """Roles, call ids made, the call id answered, and each content's type, in order."""
+    return [
+        (
+            m["role"],
+            [c["id"] for c in m.get("tool_calls") or []],
+            m.get("tool_call_id"),
+            type(m.get("content")).__name__,
+        )
+        for m in msgs
+    ]
+
+
+def _chat_cuts(msgs: list[dict[str, Any]]) -> list[int]:
+    """History lengths at which a request is made: after each run of tool messages or user turn."""
+    return [
+        i + 1
+        for i, m in enumerate(msgs)
+        if i >= 2
+        and m["role"] in ("tool", "user")
+        and (i + 1 == len(msgs) or msgs[i + 1]["role"] == "assistant")
+    ]
+
+
+@PROPS
+@given(
+    chat_conversations(), st.lists(st.sampled_from([1.0, 30.0, 400.0]), min_size=30, max_size=30)
+)
+def test_chat_invariants_hold_turn_after_turn(
+    msgs: list[dict[str, Any]], gaps: list[float]
+) -> None:
+    """Chat Completions: input untouched, pairing and shapes kept, other messages shared, prefixes
+    stable outside batches, every replaced text read back exactly."""
+    pristine = copy.deepcopy(msgs)
+    with tempfile.TemporaryDirectory() as d:
+        b = Budget.open(Path(d) / "s", CFG)
+        prev: list[Any] | None = None
+        now = 0.0
+        for n, gap in zip(_chat_cuts(msgs), gaps, strict=False):
+            now += gap
+            hist = msgs[:n]
+            req = b.prepare(hist, now=now)
+            out = req.messages
+            assert msgs == pristine
+            assert req.report.format == "openai_chat"
+            assert _chat_shape(out) == _chat_shape(hist)
+            if prev is not None and not req.report.staleness_ran:
+                assert orjson.dumps(out[: len(prev)]) == orjson.dumps(prev)
+                assert req.report.prefix_stable
+            for m_in, m_out in zip(hist, out, strict=True):
+                if m_in["role"] != "tool":
+                    assert m_out is m_in
+                    continue
+                assert {k: v for k, v in m_out.items() if k != "content"} == {
+                    k: v for k, v in m_in.items() if k != "content"
+                }
+                original, shown = _text(m_in["content"]), _text(m_out["content"])
+                if shown == original:
+                    continue
+                dec = b.decision(m_in["tool_call_id"])
+                assert dec is not None
+                if dec.ref is not None:
+                    assert b.read(dec.ref) == original
+                else:
+                    assert original == "" and shown == "(no output)"
+            prev = out
+        b.close()
+
+
+@PROPS
+@given(chat_conversations())
+def test_chat_same_history_twice_and_after_resume_gives_identical_bytes(
+    msgs: list[dict[str, Any]],
+) -> None:
+    """Chat Completions: the same history gives the same bytes again, and after a resume."""
     with tempfile.TemporaryDirectory() as d:
         with Budget.open(Path(d) / "s", CFG) as b:
             first = orjson.dumps(b.prepare(msgs, now=0).messages)

@@ -17,9 +17,7 @@ from spill import LocalStore, gc_sessions
 
 REPO = Path(__file__).resolve().parents[2]
 HOLDER = """
-import logging, sys
-import structlog
-structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+import sys
 from spill import LocalStore
 store = LocalStore(sys.argv[1])
 print("held", flush=True)

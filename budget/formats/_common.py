@@ -1,0 +1,111 @@
+"""What the adapters share: reading dicts and SDK models alike, and text parts of a result.
+
+Messages come as plain dicts (what the SDKs send) or as the SDKs' own pydantic models (response
+objects a caller appends to its history: ``anthropic.types.Message``, ``ToolUseBlock``,
+``openai.types.chat.ChatCompletionMessage``, ``ResponseFunctionToolCall``...). Adapters read both
+by field name, with attribute access on models: no copy is made to *read* a message, and a message
+that is not rewritten goes out as the caller's own object. A message that is rewritten becomes a
+dict: its model is dumped as the SDK would send it (JSON mode, wire names, no ``None`` fields).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from pydantic import BaseModel
+
+from budget._errors import InputError
+
+__all__ = [
+    "field",
+    "is_record",
+    "parts_text",
+    "replace_parts",
+    "require_str",
+    "to_dict",
+    "type_name",
+]
+
+
+def type_name(value: object) -> str:
+    """The class name of ``value``, for error messages."""
+    return type(value).__name__
+
+
+def is_record(value: object) -> bool:
+    """Whether ``value`` is a message or block the adapters can read: a mapping or an SDK model."""
+    return isinstance(value, Mapping | BaseModel)
+
+
+def field(record: Any, key: str) -> Any:
+    """``record[key]`` for a mapping, the attribute for a model; None when absent."""
+    if isinstance(record, Mapping):
+        return record.get(key)
+    return getattr(record, key, None)
+
+
+def to_dict(record: Any) -> dict[str, Any]:
+    """A new dict with ``record``'s fields: a shallow copy of a mapping, or a model's wire form."""
+    if isinstance(record, BaseModel):
+        dumped: dict[str, Any] = record.model_dump(mode="json", by_alias=True, exclude_none=True)
+        return dumped
+    return dict(record)
+
+
+def parts_text(content: object, where: str, text_types: Iterable[str]) -> tuple[str, int]:
+    """The text of a result's content (a string or a list of parts) and its non-text part count.
+
+    Text parts (whose ``type`` is one of ``text_types``) are joined by newlines; every other part
+    (images, files) is counted, never read.
+    """
+    if content is None:
+        return "", 0
+    if isinstance(content, str):
+        return content, 0
+    if not isinstance(content, list | tuple):
+        raise InputError(f"{where} must be a string or a list of parts, not {type_name(content)}")
+    kinds = frozenset(text_types)
+    texts: list[str] = []
+    others = 0
+    for k, part in enumerate(content):
+        if not is_record(part):
+            raise InputError(f"{where}[{k}] must be a dict, not {type_name(part)}")
+        if field(part, "type") in kinds:
+            text = field(part, "text")
+            if not isinstance(text, str):
+                raise InputError(f"{where}[{k}].text must be a string, not {type_name(text)}")
+            texts.append(text)
+        else:
+            others += 1
+    return "\n".join(texts), others
+
+
+def replace_parts(content: object, text: str, text_type: str) -> object:
+    """``content`` showing ``text``: a string stays a string; a list keeps its non-text parts.
+
+    In a list, the first text part takes ``text`` and keeps its other keys (a ``cache_control``,
+    say); later text parts are dropped; images and files stay in place. A list without a text part
+    gets one in front.
+    """
+    if not isinstance(content, list | tuple):
+        return text
+    out: list[Any] = []
+    placed = False
+    for part in content:
+        if field(part, "type") == text_type:
+            if not placed:
+                out.append({**to_dict(part), "text": text})
+                placed = True
+            continue
+        out.append(part)
+    if not placed:
+        out.insert(0, {"type": text_type, "text": text})
+    return out
+
+
+def require_str(value: object, where: str) -> str:
+    """``value`` if it is a non-empty string; else an InputError naming ``where``."""
+    if not isinstance(value, str) or not value:
+        raise InputError(f"{where} must be a non-empty string, not {value!r}")
+    return value

@@ -1,0 +1,117 @@
+"""OpenAI Responses API input items: ``function_call`` / ``custom_tool_call`` items and their outputs.
+
+Each item of the input list is one "message" here. A run of call items (possibly interleaved with
+``reasoning`` items) after any other item is one assistant turn: it opens a round, and the outputs
+answering its calls are its group. A ``function_call_output`` or ``custom_tool_call_output`` item
+holds one result (slot 0): its ``output`` is a string, or a list of ``input_text`` /
+``input_image`` / ``input_file`` parts whose text parts are replaced and whose other parts are kept.
+Messages (``{role, content}`` or ``{"type": "message", ...}``) and every other item (reasoning,
+web searches, built-in tool calls...) go out untouched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from budget._errors import InputError
+from budget._view import EMPTY_SCAN, Call, RawResult, Scanned
+from budget.formats._common import (
+    field,
+    is_record,
+    parts_text,
+    replace_parts,
+    require_str,
+    to_dict,
+    type_name,
+)
+from budget.formats._shapes import require_fit
+
+__all__ = ["CALL_TYPES", "OPENAI_RESPONSES", "OUTPUT_TYPES", "OpenAIResponsesFormat"]
+
+CALL_TYPES = frozenset({"function_call", "custom_tool_call"})
+OUTPUT_TYPES = frozenset({"function_call_output", "custom_tool_call_output"})
+_NEUTRAL = "reasoning"
+"""Items that may sit between the calls of one turn without ending it."""
+
+
+class OpenAIResponsesFormat:
+    """The Responses API ``input`` list, as dicts or as the SDK's models."""
+
+    name = "openai_responses"
+
+    def scan(self, index: int, message: Any) -> Scanned:
+        """Validate one item and say which call or result it holds.
+
+        Seen alone, a call item opens a round; :meth:`scan_in` says whether it continues the turn
+        of the call items just before it.
+        """
+        where = f"messages[{index}]"
+        if not is_record(message):
+            raise InputError(
+                f"{where} must be a dict (a Responses input item), not {type_name(message)}"
+            )
+        kind = field(message, "type")
+        if kind in CALL_TYPES:
+            call_id = require_str(field(message, "call_id"), f"{where}.call_id")
+            name = field(message, "name")
+            if not isinstance(name, str):
+                raise InputError(f"{where}.name must be a string, not {type_name(name)}")
+            return Scanned(calls=(Call(call_id, name),), opens_round=True)
+        if kind in OUTPUT_TYPES:
+            call_id = require_str(field(message, "call_id"), f"{where}.call_id")
+            output = field(message, "output")
+            if output is not None and not isinstance(output, str | list | tuple):
+                raise InputError(
+                    f"{where}.output must be a string or a list of parts, not {type_name(output)}"
+                )
+            text, others = parts_text(output, f"{where}.output", ("input_text",))
+            return Scanned(results=(RawResult(call_id, 0, text, False, others),))
+        if kind is None or kind == "message":
+            if field(message, "role") is None:
+                raise InputError(
+                    f"{where} has neither a type nor a role: not a Responses input item"
+                )
+            require_fit(self.name, index, message)  # a Chat tool message, say
+        return EMPTY_SCAN
+
+    def scan_in(self, messages: Sequence[Any], index: int) -> Scanned:
+        """:meth:`scan` of ``messages[index]``, knowing its neighbours: a call item right after
+        other call items (reasoning items aside) continues their round instead of opening one."""
+        scanned = self.scan(index, messages[index])
+        if not scanned.opens_round:
+            return scanned
+        j = index - 1
+        while j >= 0:
+            kind = field(messages[j], "type")
+            if kind in CALL_TYPES:
+                return replace(scanned, opens_round=False)
+            if kind != _NEUTRAL:
+                break
+            j -= 1
+        return scanned
+
+    def rewrite(self, message: Any, texts: Mapping[int, str]) -> Any:
+        """A new output item showing ``texts[0]``, its output keeping its shape."""
+        if 0 not in texts:
+            return message
+        out = to_dict(message)
+        out["output"] = replace_parts(out.get("output"), texts[0], "input_text")
+        return out
+
+    def tool_definition(
+        self, name: str, description: str, parameters: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """A function tool as the Responses API takes it (flat; ``strict`` off, since the
+        read-back tool has optional arguments, which strict mode does not allow)."""
+        return {
+            "type": "function",
+            "name": name,
+            "description": description,
+            "parameters": dict(parameters),
+            "strict": False,
+        }
+
+
+OPENAI_RESPONSES = OpenAIResponsesFormat()
