@@ -261,6 +261,9 @@ class Budget:
         self._msgs: list[_Msg] = []
         self._cum_out: list[int] = [0]
         self._cum_in: list[int] = [0]
+        # Tokens of each message as shown with the decisions frozen before the request that
+        # scanned it: what the request is estimated at before its passes run.
+        self._cum_pre: list[int] = [0]
         self._calls: dict[str, tuple[str, int, int]] = {}
         self._members: dict[int, dict[str, ToolResult]] = {}
         self._totals = _Totals()
@@ -320,6 +323,10 @@ class Budget:
             fresh = [r for r in fresh if r.call_id not in wrapped]
         usage_total = self._usage_total(usage)
         overflowing = self._overflows > 0
+        # Results decided before (an earlier process, a rebuilt history) are staleness candidates
+        # now, as they would be in a session that had gone on (no-op for known candidates).
+        fresh_ids = {r.call_id for r in fresh}
+        self._add_candidates(r for r in new_results if r.call_id not in fresh_ids)
         made: dict[str, Decision] = dict(wrapped)
         # ``decided`` is a live view: each pass sees the decisions of the passes before it.
         ctx = self._context(messages, k, fresh, usage_total, now, overflowing, made)
@@ -404,7 +411,7 @@ class Budget:
                 if d is not None:
                     self._totals.add(d, len(r.text), -1)
         del self._inputs[k:], self._outputs[k:], self._msgs[k:]
-        del self._cum_out[k + 1 :], self._cum_in[k + 1 :]
+        del self._cum_out[k + 1 :], self._cum_in[k + 1 :], self._cum_pre[k + 1 :]
 
     def _scan(self, messages: list[Any], k: int) -> tuple[list[ToolResult], list[ToolResult]]:
         """Scan messages from ``k``: register calls, place results; return (fresh, all new)."""
@@ -421,6 +428,7 @@ class Budget:
             for call in scanned.calls:
                 self._calls[call.call_id] = (call.tool, group, rnd)
             results = []
+            shown: dict[int, str] = {}
             for raw in scanned.results:
                 placed_call = self._calls.get(raw.call_id)
                 if placed_call is None:
@@ -454,11 +462,18 @@ class Budget:
                     prior = None
                 if prior is None:
                     fresh.append(result)
+                elif prior.text is not None:
+                    shown[raw.slot] = prior.text
             placed.extend(results)
             tokens = estimate_tokens(messages[i], text=self._tt)
+            pre = tokens
+            if shown:
+                # Decided in an earlier request or process: counted as it is shown.
+                pre = estimate_tokens(fmt.rewrite(messages[i], shown), text=self._tt)
             self._msgs.append(_Msg(scanned, tuple(results), rnd, group, tokens, 0))
             self._inputs.append(messages[i])
-            self._cum_in.append(self._cum_in[-1] + self._msgs[-1].tokens_in)
+            self._cum_in.append(self._cum_in[-1] + tokens)
+            self._cum_pre.append(self._cum_pre[-1] + pre)
         return fresh, placed
 
     def _usage_total(self, usage: Any) -> int | None:
@@ -516,13 +531,15 @@ class Budget:
         end = max(end, self._cand_start)
         eligible = _Eligible(self._cands, self._cand_start, end, self._current)
         reclaim = self._cand_cum[end] - self._cand_cum[self._cand_start]
-        full_out = self._cum_out[k] + (self._cum_in[-1] - self._cum_in[k])
+        # Messages before ``k`` as the previous request showed them, the rest as their frozen
+        # decisions show them: the same figure whether the session went on or was resumed.
+        full_out = self._cum_out[k] + (self._cum_pre[-1] - self._cum_pre[k])
         estimate = max(full_out, self._anchor(usage_total, messages, k, out=False))
         first = eligible[0].result.msg_index if eligible else len(messages)
         if first < k:
             before_first = self._cum_out[first]
         else:
-            before_first = self._cum_out[k] + self._cum_in[first] - self._cum_in[k]
+            before_first = self._cum_out[k] + self._cum_pre[first] - self._cum_pre[k]
         rewrite = full_out - before_first
         return PassContext(
             config=self.config,
