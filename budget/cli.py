@@ -88,6 +88,82 @@ def gc(
     typer.echo(f"{len(removed)} session(s) removed")
 
 
+@app.command()
+def bench(
+    traces: Annotated[
+        Path | None,
+        typer.Option(
+            help="A directory of recorded traces (any supported format, searched recursively). "
+            "Without it, the built-in sessions are recorded on this machine and replayed."
+        ),
+    ] = None,
+    strategies: Annotated[
+        str | None,
+        typer.Option(help="Comma-separated strategy names (default: all). 'none' always runs."),
+    ] = None,
+    window: Annotated[
+        int, typer.Option(min=1, help="Context window in tokens: overflows are counted above it.")
+    ] = 128_000,
+    json_path: Annotated[
+        Path | None, typer.Option("--json", help="Write every figure to this JSON file.")
+    ] = None,
+    plots: Annotated[
+        Path | None, typer.Option(help="Write PNG charts into this directory.")
+    ] = None,
+    limit: Annotated[
+        int | None, typer.Option(min=1, help="Replay only the first N traces (sorted by path).")
+    ] = None,
+) -> None:
+    """Replay recorded agent traces under toolbudget and other agents' strategies, side by side."""
+    # Imported here: the benchmarks (and matplotlib, langchain) are not needed by other commands.
+    from rich.console import Console  # noqa: PLC0415
+
+    from benchmarks import strategies as registry  # noqa: PLC0415
+    from benchmarks.importers import Skipped, load_dir  # noqa: PLC0415
+    from benchmarks.recorder import record_builtin  # noqa: PLC0415
+    from benchmarks.report import render, run_bench, write_json, write_plots  # noqa: PLC0415
+
+    names = registry.names()
+    if strategies is not None:
+        names = [n.strip() for n in strategies.split(",") if n.strip()]
+        unknown = [n for n in names if n not in registry.STRATEGIES]
+        if unknown or not names:
+            typer.echo(
+                f"error: unknown strategy {', '.join(unknown) or '(none given)'}; "
+                f"known: {', '.join(registry.names())}",
+                err=True,
+            )
+            raise typer.Exit(2)
+    console = Console()
+    if not console.is_terminal:
+        # Piped or captured: rich would fold the 13 columns into 80; keep every figure readable.
+        console = Console(width=max(console.width, 160))
+    err = Console(stderr=True)
+    try:
+        if traces is None:
+            skipped: list[Skipped] = []
+            with err.status("recording the built-in sessions…"):
+                found = record_builtin()
+        else:
+            found, skipped = load_dir(traces)
+        if limit is not None:
+            found = found[:limit]
+        if not found:
+            typer.echo(f"error: no trace found under {traces}", err=True)
+            raise typer.Exit(2)
+        result = run_bench(found, names, skipped=skipped, window=window, console=err)
+    except BudgetError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    render(result, console)
+    if json_path is not None:
+        write_json(result, json_path)
+        console.print(f"wrote {json_path}")
+    if plots is not None:
+        for path in write_plots(result, plots):
+            console.print(f"wrote {path}")
+
+
 def main() -> None:
     """Entry point of the ``toolbudget`` console script."""
     app()

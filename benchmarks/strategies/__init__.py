@@ -2,6 +2,7 @@
 
 Each entry of :data:`STRATEGIES` builds a :class:`Strategy` from keyword overrides of its config
 (``get("opencode", protect=10_000)``); every module's docstring names the source it follows.
+``toolbudget`` is this project's library, its overrides are ``BudgetConfig`` settings.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from benchmarks.strategies import (
     openai_agents,
     opencode,
     swe_agent,
+    toolbudget,
 )
 from benchmarks.strategies._base import Messages, Strategy, StrategySession
 from budget._errors import ConfigError
@@ -30,6 +32,7 @@ __all__ = ["STRATEGIES", "Messages", "Strategy", "StrategySession", "get", "name
 STRATEGIES: Mapping[str, Callable[..., Strategy]] = MappingProxyType(
     {
         "none": none.make,
+        "toolbudget": toolbudget.make,
         "claude-code": claude_code.make,
         "anthropic-context-editing": anthropic_context_editing.make,
         "langchain": langchain_editing.make,

@@ -120,6 +120,15 @@ PNG = {"type": "image", "source": {"type": "base64", "media_type": "image/png", 
 
 AGGRESSIVE: dict[str, dict[str, Any]] = {
     "none": {},
+    "toolbudget": {
+        "result_cap": 500,
+        "preview_chars": 100,
+        "stale_floor": 400,
+        "stub_chars": 100,
+        "min_reclaim_tokens": 0,
+        "protect_rounds": 1,
+        "fsync": False,
+    },
     "claude-code": {"cap_chars": 300, "group_budget_chars": 500, "preview_chars": 50},
     "anthropic-context-editing": {"trigger": 100, "keep": 1, "count": chars4},
     "langchain": {"trigger": 100, "keep": 1},

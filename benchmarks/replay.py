@@ -1,0 +1,533 @@
+"""Replay of traces request by request under each strategy, and the figures of each replay.
+
+For request ``i`` of a trace the strategy gets the history ``trace.messages[:n_i]``, the usage the
+provider recorded for request ``i - 1`` (the anchor an agent would have) and the request's time.
+Its request copy is serialized deterministically and counted by :class:`~benchmarks.cache.Segmenter`
+(canonical JSON per message, reused for message objects seen in the previous request), then fed to
+the :class:`~benchmarks.cache.CacheSim` of the trace's provider with the *recorded* timestamp.
+
+Clock: strategies always get a time. A request without a recorded timestamp is placed
+:data:`SYNTHETIC_STEP_S` (30 s) after the previous one (the first at 0), so a cold-cache trigger
+only fires on pauses that were really recorded. The cache simulator never sees synthetic times:
+without recorded ones nothing expires.
+
+Figures per trace and strategy (:class:`Replay`), and over several traces (:class:`Row`):
+
+- ``input_tokens``: all prompt tokens sent (header and messages), summed over requests;
+  ``cached_share`` the part read from the cache; ``billed_tokens`` base-price equivalents
+  (writes 1.25x, reads 0.1x); ``billed_ratio`` over the ``none`` strategy on the same traces.
+- ``peak_tokens``: the largest request; ``overflows``: requests larger than the window.
+- ``prefix_breaks``: requests that do not start with the whole previous request copy.
+- ``visibility``: per request, the share of the characters of the tool results answering the
+  last :data:`RECENT_ROUNDS` rounds that the copy shows in full, averaged over the requests that
+  have such output.
+- ``recoverable_share``: characters of results shown differently from their original (counted
+  once per result, when first replaced) that ``recover(call_id)`` gives back exactly.
+- ``ms_median``, ``ms_p99``: time of the strategy's ``prepare`` per request.
+
+Strategies must never modify their input: the trace's messages are hashed before and after each
+replay, and a change raises :class:`~budget.BudgetError` naming the strategy.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+import xxhash
+
+from benchmarks import strategies
+from benchmarks._count import Counter as TokenCounter
+from benchmarks._count import count_tokens
+from benchmarks.cache import CacheRules, CacheSim, Segmenter
+from benchmarks.strategies._base import Strategy, StrategySession
+from benchmarks.strategies._common import result_text, safe_name
+from benchmarks.strategies.toolbudget import ToolbudgetSession
+from benchmarks.trace import Trace
+from budget._errors import BudgetError, ConfigError
+
+__all__ = [
+    "BASELINE",
+    "DEFAULT_WINDOW",
+    "RECENT_ROUNDS",
+    "ROW_KEYS",
+    "SYNTHETIC_STEP_S",
+    "Replay",
+    "Row",
+    "aggregate",
+    "build_strategies",
+    "clock",
+    "percentile",
+    "replay_trace",
+    "run",
+    "summarize",
+    "summarize_by_format",
+    "trace_rows",
+]
+
+BASELINE = "none"
+"""The strategy every ``billed_ratio`` is relative to; always replayed."""
+DEFAULT_WINDOW = 128_000
+SYNTHETIC_STEP_S = 30.0
+"""Seconds between requests that have no recorded timestamp (well under a 300 s cache TTL)."""
+RECENT_ROUNDS = 3
+"""Rounds whose tool output counts for ``visibility``."""
+
+ROW_KEYS: tuple[str, ...] = (
+    "strategy",
+    "requests",
+    "input_tokens",
+    "cached_share",
+    "billed_tokens",
+    "billed_ratio",
+    "peak_tokens",
+    "overflows",
+    "prefix_breaks",
+    "visibility",
+    "recoverable_share",
+    "ms_median",
+    "ms_p99",
+)
+"""The keys of a summary object, in order."""
+
+
+@dataclass(frozen=True, slots=True)
+class Replay:
+    """The figures of one trace replayed under one strategy."""
+
+    strategy: str
+    trace: str
+    file: str
+    format: str
+    requests: int
+    input_tokens: int
+    cached_tokens: int
+    billed_tokens: float
+    peak_tokens: int
+    overflows: int
+    prefix_breaks: int
+    visibility_sum: float
+    """Sum of the per-request visibility shares, over ``visibility_requests`` requests."""
+    visibility_requests: int
+    replaced_chars: int
+    recoverable_chars: int
+    sizes: tuple[int, ...]
+    """Input tokens of each request."""
+    times_s: tuple[float, ...]
+    """Seconds the strategy's ``prepare`` took, per request."""
+    notes: Mapping[str, Any] = field(default_factory=dict)
+    """What the strategy reported beyond the figures. toolbudget: ``staleness_batches``,
+    ``batch_reasons`` (batches per trigger), ``spilled`` and ``trimmed`` (decisions made)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """Figures of one strategy over some traces: one summary object of the JSON report."""
+
+    strategy: str
+    requests: int
+    input_tokens: int
+    cached_share: float | None
+    billed_tokens: float
+    billed_ratio: float | None
+    peak_tokens: int
+    overflows: int
+    prefix_breaks: int
+    visibility: float | None
+    recoverable_share: float | None
+    """None when the strategy replaced nothing."""
+    ms_median: float | None
+    ms_p99: float | None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The row as a JSON object with exactly :data:`ROW_KEYS`."""
+        return {key: getattr(self, key) for key in ROW_KEYS}
+
+
+# -- the clock ------------------------------------------------------------------------------------
+
+
+def clock(trace: Trace) -> list[float]:
+    """The time each request is prepared at: recorded, or 30 s after the previous request."""
+    out: list[float] = []
+    prev: float | None = None
+    for request in trace.requests:
+        now = request.timestamp
+        if now is None:
+            now = 0.0 if prev is None else prev + SYNTHETIC_STEP_S
+        out.append(now)
+        prev = now
+    return out
+
+
+# -- per-trace index of rounds and results ---------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Result:
+    msg: int
+    block: int
+    call_id: str
+    text: str
+    round: int
+    """Index of the round whose call this result answers; -1 when no call was found."""
+
+
+class _Index:
+    """The rounds and results of a trace, computed once and shared by every strategy."""
+
+    def __init__(self, messages: Sequence[dict[str, Any]]) -> None:
+        self.round_msgs: list[int] = []
+        """Message index of each round's assistant message."""
+        round_of: dict[str, int] = {}
+        self.by_msg: dict[int, list[_Result]] = {}
+        self.by_round: list[list[_Result]] = []
+        for i, message in enumerate(messages):
+            content = message.get("content")
+            if not isinstance(content, list):
+                continue
+            role = message.get("role")
+            if role == "assistant":
+                ids = [
+                    str(b.get("id", ""))
+                    for b in content
+                    if isinstance(b, dict) and b.get("type") == "tool_use"
+                ]
+                if ids:
+                    for call_id in ids:
+                        round_of[call_id] = len(self.round_msgs)
+                    self.round_msgs.append(i)
+                    self.by_round.append([])
+            elif role == "user":
+                for j, b in enumerate(content):
+                    if isinstance(b, dict) and b.get("type") == "tool_result":
+                        call_id = str(b.get("tool_use_id", ""))
+                        r = _Result(
+                            i, j, call_id, result_text(b.get("content")), round_of.get(call_id, -1)
+                        )
+                        self.by_msg.setdefault(i, []).append(r)
+                        if r.round >= 0:
+                            self.by_round[r.round].append(r)
+
+    def rounds_before(self, n: int) -> int:
+        """How many rounds start within the first ``n`` messages."""
+        lo, hi = 0, len(self.round_msgs)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.round_msgs[mid] < n:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+
+def _shown(out: Sequence[Any], n: int, r: _Result) -> str | None:
+    """The text the request copy shows for result ``r`` (None when the copy lacks it)."""
+    if len(out) == n:
+        message = out[r.msg]
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, list) and r.block < len(content):
+            block = content[r.block]
+            if isinstance(block, dict) and block.get("tool_use_id") == r.call_id:
+                return result_text(block.get("content"))
+    # A copy whose shape differs from the history: look the result up by its call id.
+    for message in out:
+        content = message.get("content") if isinstance(message, dict) else None
+        if not isinstance(content, list):
+            continue
+        for block in content:
+            if (
+                isinstance(block, dict)
+                and block.get("type") == "tool_result"
+                and block.get("tool_use_id") == r.call_id
+            ):
+                return result_text(block.get("content"))
+    return None
+
+
+def _digest(messages: Sequence[dict[str, Any]]) -> bytes:
+    return xxhash.xxh3_128_digest(orjson.dumps(list(messages)))
+
+
+# -- one replay -------------------------------------------------------------------------------------
+
+
+def replay_trace(
+    trace: Trace,
+    strategy: Strategy,
+    workdir: Path,
+    *,
+    window: int = DEFAULT_WINDOW,
+    count: TokenCounter = count_tokens,
+    rules: CacheRules | None = None,
+    max_requests: int | None = None,
+    index: _Index | None = None,
+    on_request: Callable[[int, StrategySession, list[dict[str, Any]]], None] | None = None,
+) -> Replay:
+    """Replay ``trace`` under ``strategy`` (its session working in ``workdir``).
+
+    ``max_requests`` replays only the first requests; ``on_request(i, session, copy)`` is called
+    after each request (tests use it to check invariants on every request copy).
+    """
+    if window <= 0:
+        raise ConfigError(f"window must be a positive number of tokens, got {window}")
+    index = index if index is not None else _Index(trace.messages)
+    before = _digest(trace.messages)
+    workdir.mkdir(parents=True, exist_ok=True)
+    session = strategy.open(trace, workdir)
+    try:
+        return _replay(
+            trace, strategy.name, session, window, count, rules, max_requests, index, on_request
+        )
+    finally:
+        close = getattr(session, "close", None)
+        if callable(close):
+            close()
+        if _digest(trace.messages) != before:
+            raise BudgetError(
+                f"strategy {strategy.name!r} modified the input messages of trace {trace.name!r}"
+            )
+
+
+def _replay(
+    trace: Trace,
+    name: str,
+    session: StrategySession,
+    window: int,
+    count: TokenCounter,
+    rules: CacheRules | None,
+    max_requests: int | None,
+    index: _Index,
+    on_request: Callable[[int, StrategySession, list[dict[str, Any]]], None] | None,
+) -> Replay:
+    segmenter = Segmenter(count)
+    sim = CacheSim(trace.provider, rules)
+    tools = list(getattr(session, "tools", ()))
+    times = clock(trace)
+    total = len(trace.requests) if max_requests is None else min(max_requests, len(trace.requests))
+    sizes: list[int] = []
+    spent: list[float] = []
+    cached = overflows = breaks = 0
+    billed = 0.0
+    vis_sum = 0.0
+    vis_n = 0
+    replaced = recoverable = 0
+    checked: set[str] = set()
+    batches: Counter[str] = Counter()
+    kinds: Counter[str] = Counter()
+    for i in range(total):
+        request = trace.requests[i]
+        history = trace.request_messages(i)
+        n = len(history)
+        usage = trace.requests[i - 1].usage if i else None
+        started = time.perf_counter()
+        out = session.prepare(history, usage=usage, now=times[i])
+        spent.append(time.perf_counter() - started)
+
+        result = sim.feed(
+            segmenter.segments(out, system=trace.system, tools=tools), request.timestamp
+        )
+        sizes.append(result.input_tokens)
+        cached += result.cached_tokens
+        billed += result.billed_tokens
+        overflows += result.input_tokens > window
+        breaks += result.prefix_break
+
+        if isinstance(session, ToolbudgetSession) and session.report is not None:
+            if session.report.staleness_ran:
+                batches[session.report.staleness_reason or "?"] += 1
+            kinds.update(d.kind for d in session.report.decisions)
+
+        # Visibility of the last rounds' output.
+        end = index.rounds_before(n)
+        recent_total = recent_full = 0
+        for rnd in range(max(0, end - RECENT_ROUNDS), end):
+            for r in index.by_round[rnd]:
+                if r.msg >= n:
+                    continue
+                recent_total += len(r.text)
+                shared = len(out) == n and out[r.msg] is history[r.msg]
+                if shared or _shown(out, n, r) == r.text:
+                    recent_full += len(r.text)
+        if recent_total:
+            vis_sum += recent_full / recent_total
+            vis_n += 1
+
+        # Replaced results: each checked once, when first shown differently.
+        same_shape = len(out) == n
+        for j in range(n):
+            if same_shape and out[j] is history[j]:
+                continue
+            for r in index.by_msg.get(j, ()):
+                if r.call_id in checked:
+                    continue
+                shown = _shown(out, n, r)
+                if shown is None or shown == r.text:
+                    continue
+                checked.add(r.call_id)
+                replaced += len(r.text)
+                if session.recover(r.call_id) == r.text:
+                    recoverable += len(r.text)
+
+        if on_request is not None:
+            on_request(i, session, out)
+
+    notes: dict[str, Any] = {}
+    if isinstance(session, ToolbudgetSession):
+        notes = {
+            "staleness_batches": sum(batches.values()),
+            "batch_reasons": dict(sorted(batches.items())),
+            "spilled": kinds["spilled"],
+            "trimmed": kinds["trimmed"],
+        }
+    return Replay(
+        strategy=name,
+        trace=trace.name,
+        file=trace.path,
+        format=trace.format,
+        requests=total,
+        input_tokens=sum(sizes),
+        cached_tokens=cached,
+        billed_tokens=billed,
+        peak_tokens=max(sizes, default=0),
+        overflows=overflows,
+        prefix_breaks=breaks,
+        visibility_sum=vis_sum,
+        visibility_requests=vis_n,
+        replaced_chars=replaced,
+        recoverable_chars=recoverable,
+        sizes=tuple(sizes),
+        times_s=tuple(spent),
+        notes=notes,
+    )
+
+
+# -- many replays ------------------------------------------------------------------------------------
+
+
+def build_strategies(
+    names: Iterable[str],
+    *,
+    window: int = DEFAULT_WINDOW,
+    overrides: Mapping[str, Mapping[str, Any]] | None = None,
+) -> list[Strategy]:
+    """The named strategies, the baseline first; toolbudget's window is set to ``window``."""
+    wanted = list(dict.fromkeys([BASELINE, *names]))
+    out = []
+    for name in wanted:
+        settings = dict((overrides or {}).get(name, {}))
+        if name == "toolbudget":
+            settings.setdefault("window", window)
+        out.append(strategies.get(name, **settings))
+    return out
+
+
+def run(
+    traces: Sequence[Trace],
+    chosen: Sequence[Strategy],
+    workdir: Path,
+    *,
+    window: int = DEFAULT_WINDOW,
+    count: TokenCounter = count_tokens,
+    rules: CacheRules | None = None,
+    max_requests: int | None = None,
+    progress: Callable[[Trace, str, int], None] | None = None,
+) -> list[Replay]:
+    """Replay every trace under every strategy; ``progress(trace, strategy, requests)`` after each."""
+    out = []
+    for t, trace in enumerate(traces):
+        index = _Index(trace.messages)
+        for strategy in chosen:
+            where = workdir / f"{t:04d}-{safe_name(trace.name)}" / safe_name(strategy.name)
+            replay = replay_trace(
+                trace,
+                strategy,
+                where,
+                window=window,
+                count=count,
+                rules=rules,
+                max_requests=max_requests,
+                index=index,
+            )
+            out.append(replay)
+            if progress is not None:
+                progress(trace, strategy.name, replay.requests)
+    return out
+
+
+# -- summaries -------------------------------------------------------------------------------------
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """The nearest-rank ``q`` percentile (0 < q <= 100) of ``values``; None when empty."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+def _ratio(num: float, den: float) -> float | None:
+    return num / den if den else None
+
+
+def aggregate(strategy: str, replays: Sequence[Replay], baseline_billed: float | None) -> Row:
+    """One row over ``replays`` (one strategy, several traces)."""
+    input_tokens = sum(r.input_tokens for r in replays)
+    billed = sum(r.billed_tokens for r in replays)
+    times = [t for r in replays for t in r.times_s]
+    vis_n = sum(r.visibility_requests for r in replays)
+    median = statistics.median(times) * 1000 if times else None
+    p99 = percentile(times, 99)
+    return Row(
+        strategy=strategy,
+        requests=sum(r.requests for r in replays),
+        input_tokens=input_tokens,
+        cached_share=_ratio(sum(r.cached_tokens for r in replays), input_tokens),
+        billed_tokens=billed,
+        billed_ratio=_ratio(billed, baseline_billed) if baseline_billed is not None else None,
+        peak_tokens=max((r.peak_tokens for r in replays), default=0),
+        overflows=sum(r.overflows for r in replays),
+        prefix_breaks=sum(r.prefix_breaks for r in replays),
+        visibility=_ratio(sum(r.visibility_sum for r in replays), vis_n),
+        recoverable_share=_ratio(
+            sum(r.recoverable_chars for r in replays), sum(r.replaced_chars for r in replays)
+        ),
+        ms_median=median,
+        ms_p99=None if p99 is None else p99 * 1000,
+    )
+
+
+def summarize(replays: Sequence[Replay]) -> list[Row]:
+    """One row per strategy over every trace, in the order the strategies were replayed."""
+    by_strategy: dict[str, list[Replay]] = {}
+    for r in replays:
+        by_strategy.setdefault(r.strategy, []).append(r)
+    base = by_strategy.get(BASELINE)
+    base_billed = sum(r.billed_tokens for r in base) if base is not None else None
+    return [aggregate(name, group, base_billed) for name, group in by_strategy.items()]
+
+
+def summarize_by_format(replays: Sequence[Replay]) -> dict[str, list[Row]]:
+    """The summary of each trace format, formats in order of first appearance."""
+    by_format: dict[str, list[Replay]] = {}
+    for r in replays:
+        by_format.setdefault(r.format, []).append(r)
+    return {fmt: summarize(group) for fmt, group in by_format.items()}
+
+
+def trace_rows(replays: Sequence[Replay]) -> list[dict[str, Any]]:
+    """One JSON object per trace and strategy: ``trace``, ``file``, ``format`` and the row keys."""
+    base = {r.trace: r.billed_tokens for r in replays if r.strategy == BASELINE}
+    out = []
+    for r in replays:
+        row = aggregate(r.strategy, [r], base.get(r.trace))
+        out.append({"trace": r.trace, "file": r.file, "format": r.format, **row.as_dict()})
+    return out

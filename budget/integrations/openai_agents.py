@@ -1,0 +1,95 @@
+"""OpenAI Agents SDK: a ``call_model_input_filter`` budgeting every model call, and the read tool.
+
+    from agents import Agent, RunConfig, Runner
+    from budget import Budget
+    from budget.integrations.openai_agents import session_read_tool, toolbudget_input_filter
+
+    session = Budget.open("sessions/<id>")
+    agent = Agent(name="...", tools=[..., session_read_tool(session)])
+    config = RunConfig(call_model_input_filter=toolbudget_input_filter(session))
+    result = await Runner.run(agent, "...", run_config=config)
+
+The filter hands the model a budgeted copy of the run's input items (OpenAI Responses input items);
+the run keeps the full items (``result.to_input_list()``). Every call is prepared in the
+``openai_responses`` format, which fixes the session's format. Requires the ``openai-agents`` extra
+(``pip install 'toolbudget[openai-agents]'``).
+
+The SDK gives the filter no usage and no hook on a failed call: the budget runs on its own token
+estimate, and a run refused as too long is resumed by the caller (``session.on_overflow(error)``,
+then run again from ``result.to_input_list()``). Server-side conversation state
+(``previous_response_id``, ``conversation_id``) sends only new items, which a session cannot
+budget as a whole history: use the filter with client-side history.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+try:
+    from agents import FunctionTool
+    from agents.run_config import CallModelData, ModelInputData
+    from agents.tool_context import ToolContext
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise ImportError(
+        "budget.integrations.openai_agents needs the OpenAI Agents SDK: "
+        "pip install 'toolbudget[openai-agents]'"
+    ) from exc
+
+from budget._report import Report
+from budget._session import Budget
+from budget.formats.openai_responses import OPENAI_RESPONSES
+from budget.integrations._common import require_session
+
+__all__ = ["ToolBudgetInputFilter", "session_read_tool", "toolbudget_input_filter"]
+
+
+class ToolBudgetInputFilter:
+    """A ``RunConfig.call_model_input_filter``: the model gets the budgeted copy of the input."""
+
+    def __init__(self, session: Budget) -> None:
+        self.session = require_session(session, "ToolBudgetInputFilter")
+        self.last_report: Report | None = None
+        """The report of the last model call budgeted."""
+
+    def _budget(self, items: list[Any]) -> list[Any]:
+        prepared = self.session.prepare(items, format=OPENAI_RESPONSES)
+        self.last_report = prepared.report
+        out: list[Any] = prepared.messages
+        return out
+
+    async def __call__(self, data: CallModelData[Any]) -> ModelInputData:
+        """Budget the input items of one model call; the instructions go on unchanged."""
+        # Budgeting may write spilled bodies (file I/O): keep it off the event loop.
+        items = await asyncio.to_thread(self._budget, list(data.model_data.input))
+        return ModelInputData(input=items, instructions=data.model_data.instructions)
+
+
+def toolbudget_input_filter(session: Budget) -> ToolBudgetInputFilter:
+    """The filter for ``RunConfig(call_model_input_filter=...)``, budgeting with ``session``."""
+    return ToolBudgetInputFilter(session)
+
+
+def session_read_tool(session: Budget) -> FunctionTool:
+    """The read-back tool as an Agents SDK function tool (its JSON schema is the session's own).
+
+    Not strict: the tool's arguments but ``ref`` are optional, which strict mode does not allow.
+    """
+    spec = session.read_tool(format="anthropic")
+
+    async def invoke(ctx: ToolContext[Any], arguments: str) -> str:
+        try:
+            tool_input = json.loads(arguments) if arguments.strip() else {}
+        except json.JSONDecodeError as exc:
+            return f"Error: the arguments are not valid JSON ({exc.msg})"
+        # Reading a body is file I/O: keep it off the event loop.
+        return await asyncio.to_thread(session.handle_read_tool, tool_input)
+
+    return FunctionTool(
+        name=spec["name"],
+        description=spec["description"],
+        params_json_schema=spec["input_schema"],
+        on_invoke_tool=invoke,
+        strict_json_schema=False,
+    )

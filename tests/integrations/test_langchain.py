@@ -1,0 +1,264 @@
+"""LangChain v1: the middleware inside a real ``create_agent`` loop, with a model that reads."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("langchain.agents", reason="LangChain v1 is not installed (extra: langchain)")
+
+from langchain.agents import create_agent
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.runnables import Runnable
+from langchain_core.tools import tool
+from langchain_core.utils.function_calling import convert_to_openai_tool
+from pydantic import Field
+
+from budget import Budget, ConfigError, FormatError
+from budget.integrations.langchain import LANGCHAIN, ToolBudgetMiddleware, session_read_tool
+from tests.integrations._agentkit import (
+    PAGE_LIMIT,
+    PAGE_OFFSET,
+    envelope_ref,
+    expected_rows,
+    page_rows,
+    write_big_file,
+)
+
+
+@tool
+def read_file(path: str) -> str:
+    """Read a text file and return its contents."""
+    return Path(path).read_text(encoding="utf-8")
+
+
+class ReadingModel(BaseChatModel):
+    """A chat model that decides its next message from the messages it receives.
+
+    It reads each of ``paths`` in turn; when a result comes back as an envelope it reads a page
+    of it back through the read-back tool; then it answers. With ``refuse_over`` set it raises a
+    prompt-too-long error, like a provider, when the tool results it receives exceed that size.
+    """
+
+    paths: list[str]
+    refuse_over: int | None = None
+    usage_tokens: int | None = None
+    received: list[list[BaseMessage]] = Field(default_factory=list)
+    offered: list[list[str]] = Field(default_factory=list)
+
+    @property
+    def _llm_type(self) -> str:
+        return "toolbudget-reading-model"
+
+    def bind_tools(
+        self, tools: Sequence[Any], *, tool_choice: Any = None, **kwargs: Any
+    ) -> Runnable[Any, AIMessage]:
+        names = [convert_to_openai_tool(t)["function"]["name"] for t in tools]
+        return self.bind(tool_names=names, **kwargs)
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        self.received.append(list(messages))
+        self.offered.append(list(kwargs.get("tool_names", [])))
+        shown = sum(len(m.text) for m in messages if isinstance(m, ToolMessage))
+        if self.refuse_over is not None and shown > self.refuse_over:
+            raise ValueError(
+                f"prompt is too long: {shown // 4} tokens > {self.refuse_over // 4} maximum"
+            )
+        reply = self._decide(messages)
+        if self.usage_tokens is not None:
+            reply.usage_metadata = {
+                "input_tokens": self.usage_tokens,
+                "output_tokens": 20,
+                "total_tokens": self.usage_tokens + 20,
+            }
+        return ChatResult(generations=[ChatGeneration(message=reply)])
+
+    def _decide(self, messages: list[BaseMessage]) -> AIMessage:
+        read = sum(1 for m in messages if isinstance(m, ToolMessage) and m.name == "read_file")
+        last = messages[-1]
+        if isinstance(last, ToolMessage) and last.name == "read_file":
+            ref = envelope_ref(last.text)
+            if ref is not None:
+                args = {"ref": ref, "offset": PAGE_OFFSET, "limit": PAGE_LIMIT}
+                return _call("toolbudget_read", args, f"call_back_{read}")
+        if read < len(self.paths):
+            return _call("read_file", {"path": self.paths[read]}, f"call_read_{read + 1}")
+        return AIMessage(content="done")
+
+
+def _call(name: str, args: dict[str, Any], call_id: str) -> AIMessage:
+    return AIMessage(content="", tool_calls=[{"name": name, "args": args, "id": call_id}])
+
+
+def _check_run(
+    model: ReadingModel,
+    state: dict[str, Any],
+    session: Budget,
+    middleware: ToolBudgetMiddleware,
+    path: Path,
+    text: str,
+) -> None:
+    assert len(model.received) == 3
+    assert {"read_file", "toolbudget_read"} <= set(model.offered[0])
+    shown = model.received[1][-1]
+    assert isinstance(shown, ToolMessage)
+    assert shown.name == "read_file"
+    assert shown.tool_call_id == "call_read_1"
+    assert shown.text.startswith("[toolbudget] Output of read_file was too large")
+    assert len(shown.text) < 5_000 < len(text)
+    ref = envelope_ref(shown.text)
+    assert ref is not None
+    # The next request shows the same envelope, byte for byte, then the page read back.
+    assert model.received[2][2].text == shown.text
+    page = model.received[2][-1]
+    assert isinstance(page, ToolMessage)
+    assert page.name == "toolbudget_read"
+    assert page_rows(page.text) == expected_rows(text)
+    assert session.read(ref).encode("utf-8") == path.read_bytes()
+    # The agent's own state still holds the full output.
+    full = state["messages"][2]
+    assert isinstance(full, ToolMessage)
+    assert full.text == text
+    assert state["messages"][-1].text == "done"
+    decision = session.decision("call_read_1")
+    assert decision is not None
+    assert decision.kind == "spilled"
+    assert decision.ref == ref
+    assert middleware.last_report is not None
+    assert middleware.last_report.spilled == 1
+
+
+def test_agent_sees_envelope_and_reads_back(big_file: tuple[Path, str], tmp_path: Path) -> None:
+    """In a sync agent run the model gets an envelope, reads exact lines back; state keeps all."""
+    path, text = big_file
+    with Budget.open(tmp_path / "session") as session:
+        model = ReadingModel(paths=[str(path)])
+        middleware = ToolBudgetMiddleware(session)
+        agent = create_agent(model, tools=[read_file], middleware=[middleware])
+        state = agent.invoke({"messages": [HumanMessage("What went wrong in the log?")]})
+        _check_run(model, state, session, middleware, path, text)
+
+
+def test_async_agent_sees_envelope_and_reads_back(
+    big_file: tuple[Path, str], tmp_path: Path
+) -> None:
+    """The same run through ``ainvoke`` goes through ``awrap_model_call`` and the async tool."""
+    path, text = big_file
+    with Budget.open(tmp_path / "session", format=LANGCHAIN) as session:
+        model = ReadingModel(paths=[str(path)])
+        middleware = ToolBudgetMiddleware(session)
+        agent = create_agent(model, tools=[read_file], middleware=[middleware])
+        state = asyncio.run(agent.ainvoke({"messages": [HumanMessage("What went wrong?")]}))
+        _check_run(model, state, session, middleware, path, text)
+
+
+def test_overflow_is_retried_with_old_results_trimmed(tmp_path: Path) -> None:
+    """A prompt-too-long refusal is retried once, with the older round's output trimmed."""
+    first, second = tmp_path / "a.log", tmp_path / "b.log"
+    text_a = write_big_file(first)
+    text_b = write_big_file(second, seed=7)
+    config = {"result_cap": 200_000}
+    with Budget.open(tmp_path / "session", config, format=LANGCHAIN) as session:
+        model = ReadingModel(paths=[str(first), str(second)], refuse_over=200_000)
+        agent = create_agent(model, tools=[read_file], middleware=[ToolBudgetMiddleware(session)])
+        state = agent.invoke({"messages": [HumanMessage("Compare the two logs.")]})
+
+    # Read a, read b, refused with both inline, retried with a trimmed: four model calls.
+    assert len(model.received) == 4
+    refused, retried = model.received[2], model.received[3]
+    assert [m.text for m in refused if isinstance(m, ToolMessage)] == [text_a, text_b]
+    stub, kept = (m for m in retried if isinstance(m, ToolMessage))
+    assert stub.text.startswith("[toolbudget] Old output of read_file trimmed")
+    assert kept.text == text_b
+    trimmed = session.decision("call_read_1")
+    assert trimmed is not None
+    assert trimmed.kind == "trimmed"
+    assert [m.text for m in state["messages"] if isinstance(m, ToolMessage)] == [text_a, text_b]
+    assert state["messages"][-1].text == "done"
+
+
+def test_reported_usage_anchors_the_estimate(big_file: tuple[Path, str], tmp_path: Path) -> None:
+    """The usage the last reply reported reaches the session: the estimate does not go below it."""
+    path, _ = big_file
+    with Budget.open(tmp_path / "session", format=LANGCHAIN) as session:
+        model = ReadingModel(paths=[str(path)], usage_tokens=90_000)
+        middleware = ToolBudgetMiddleware(session)
+        agent = create_agent(model, tools=[read_file], middleware=[middleware])
+        agent.invoke({"messages": [HumanMessage("What went wrong?")]})
+    report = middleware.last_report
+    assert report is not None
+    # Even the unbudgeted history estimates below what the provider said it counted.
+    assert report.tokens_before < 90_000 <= report.tokens_after
+
+
+def test_format_keeps_message_fields_and_blocks(tmp_path: Path) -> None:
+    """A spilled ToolMessage keeps id, name, artifact, status and image; the input is untouched."""
+    big = write_big_file(tmp_path / "x.log")
+    image = {"type": "image", "base64": "iVBORw0KGgo=", "mime_type": "image/png"}
+    result = ToolMessage(
+        content=[{"type": "text", "text": big}, image],
+        tool_call_id="c1",
+        name="shell",
+        id="msg-7",
+        artifact={"exit": 1},
+        status="error",
+    )
+    messages: list[Any] = [
+        HumanMessage("run it"),
+        _call("shell", {"cmd": "make"}, "c1"),
+        result,
+        AIMessage(content="it failed"),
+    ]
+    session = Budget.in_memory(format=LANGCHAIN)
+    out = session.prepare(messages).messages
+    assert out[0] is messages[0]
+    assert out[1] is messages[1]
+    assert out[3] is messages[3]
+    shown = out[2]
+    assert isinstance(shown, ToolMessage)
+    assert (shown.id, shown.name, shown.tool_call_id) == ("msg-7", "shell", "c1")
+    assert (shown.artifact, shown.status) == ({"exit": 1}, "error")
+    assert isinstance(shown.content, list)
+    assert shown.content[1] == image
+    assert shown.content[0]["text"].startswith("[toolbudget] Output of shell was too large")
+    assert result.content[0] == {"type": "text", "text": big}
+    ref = envelope_ref(shown.content[0]["text"])
+    assert ref is not None
+    assert session.read(ref) == big
+
+
+def test_session_in_another_format_is_refused(tmp_path: Path) -> None:
+    """A session fixed to another format refuses the agent's messages before the model sees them."""
+    with pytest.raises(ConfigError, match=r"needs a budget\.Budget session"):
+        ToolBudgetMiddleware(str(tmp_path))  # type: ignore[arg-type]
+    model = ReadingModel(paths=[])
+    session = Budget.in_memory(format="anthropic")
+    agent = create_agent(model, tools=[read_file], middleware=[ToolBudgetMiddleware(session)])
+    with pytest.raises(FormatError, match=r"'anthropic'.*'langchain'"):
+        agent.invoke({"messages": [HumanMessage("hello")]})
+    assert model.received == []
+
+
+def test_read_tool_pages_and_reports_errors(big_file: tuple[Path, str]) -> None:
+    """The LangChain read-back tool returns exact lines, and an error text for a bad ref."""
+    _, text = big_file
+    session = Budget.in_memory(format=LANGCHAIN)
+    ref = session.store.put(text)
+    read = session_read_tool(session)
+    assert read.name == "toolbudget_read"
+    page = read.invoke({"ref": ref, "offset": PAGE_OFFSET, "limit": PAGE_LIMIT})
+    assert page_rows(page) == expected_rows(text)
+    assert read.invoke({"ref": "nope"}).startswith("Error:")

@@ -1,0 +1,168 @@
+"""OpenAI Agents SDK: the input filter inside a real ``Runner`` loop, with a model that reads."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip(
+    "agents", reason="the OpenAI Agents SDK is not installed (extra: openai-agents)"
+)
+
+from agents import Agent, ModelResponse, RunConfig, Runner, Usage, function_tool
+from agents.models.interface import Model
+from openai.types.responses import (
+    ResponseFunctionToolCall,
+    ResponseOutputMessage,
+    ResponseOutputText,
+)
+
+from budget import Budget
+from budget.integrations.openai_agents import (
+    ToolBudgetInputFilter,
+    session_read_tool,
+    toolbudget_input_filter,
+)
+from tests.integrations._agentkit import (
+    PAGE_LIMIT,
+    PAGE_OFFSET,
+    envelope_ref,
+    expected_rows,
+    page_rows,
+)
+
+
+@function_tool
+def read_file(path: str) -> str:
+    """Read a text file and return its contents.
+
+    Args:
+        path: The file to read.
+    """
+    return Path(path).read_text(encoding="utf-8")
+
+
+def _outputs(items: list[Any]) -> list[dict[str, Any]]:
+    return [i for i in items if isinstance(i, dict) and i.get("type") == "function_call_output"]
+
+
+def _names(items: list[Any]) -> dict[str, str]:
+    return {
+        i["call_id"]: i["name"]
+        for i in items
+        if isinstance(i, dict) and i.get("type") == "function_call"
+    }
+
+
+class ReadingModel(Model):
+    """A model that decides its next output from the input items it receives.
+
+    It reads ``path``; when the result comes back as an envelope it reads a page of it back
+    through the read-back tool; then it answers.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.received: list[list[Any]] = []
+        self.offered: list[list[str]] = []
+
+    async def get_response(
+        self,
+        system_instructions: str | None,
+        input: str | list[Any],
+        model_settings: Any,
+        tools: list[Any],
+        output_schema: Any,
+        handoffs: list[Any],
+        tracing: Any,
+        *,
+        previous_response_id: str | None,
+        conversation_id: str | None,
+        prompt: Any,
+    ) -> ModelResponse:
+        items = [{"role": "user", "content": input}] if isinstance(input, str) else list(input)
+        self.received.append(items)
+        self.offered.append([t.name for t in tools])
+        outputs = _outputs(items)
+        names = _names(items)
+        if not outputs:
+            return self._call("read_file", {"path": self.path}, "call_read_1")
+        last = outputs[-1]
+        if names[last["call_id"]] == "read_file":
+            ref = envelope_ref(str(last["output"]))
+            if ref is not None:
+                args = {"ref": ref, "offset": PAGE_OFFSET, "limit": PAGE_LIMIT}
+                return self._call("toolbudget_read", args, "call_back_1")
+        text = ResponseOutputText(type="output_text", text="done", annotations=[])
+        message = ResponseOutputMessage(
+            id="msg_1", type="message", role="assistant", status="completed", content=[text]
+        )
+        return ModelResponse(output=[message], usage=Usage(requests=1), response_id=None)
+
+    @staticmethod
+    def _call(name: str, args: dict[str, Any], call_id: str) -> ModelResponse:
+        call = ResponseFunctionToolCall(
+            type="function_call", call_id=call_id, name=name, arguments=json.dumps(args)
+        )
+        return ModelResponse(output=[call], usage=Usage(requests=1), response_id=None)
+
+    def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+        raise NotImplementedError("this test model does not stream")
+
+
+def test_runner_sees_envelope_and_reads_back(big_file: tuple[Path, str], tmp_path: Path) -> None:
+    """In a Runner loop the model gets an envelope and reads exact lines back; the run keeps all."""
+    path, text = big_file
+    with Budget.open(tmp_path / "session") as session:
+        model = ReadingModel(str(path))
+        budgeting = toolbudget_input_filter(session)
+        agent = Agent(name="reader", model=model, tools=[read_file, session_read_tool(session)])
+        config = RunConfig(call_model_input_filter=budgeting, tracing_disabled=True)
+        result = asyncio.run(Runner.run(agent, "What went wrong in the log?", run_config=config))
+
+        assert result.final_output == "done"
+        assert len(model.received) == 3
+        assert {"read_file", "toolbudget_read"} <= set(model.offered[0])
+        (shown,) = _outputs(model.received[1])
+        assert shown["call_id"] == "call_read_1"
+        assert isinstance(shown["output"], str)
+        assert shown["output"].startswith("[toolbudget] Output of read_file was too large")
+        assert len(shown["output"]) < 5_000 < len(text)
+        ref = envelope_ref(shown["output"])
+        assert ref is not None
+        first, page = _outputs(model.received[2])
+        assert first["output"] == shown["output"]
+        assert page_rows(str(page["output"])) == expected_rows(text)
+        assert session.read(ref).encode("utf-8") == path.read_bytes()
+        decision = session.decision("call_read_1")
+        assert decision is not None
+        assert (decision.kind, decision.ref) == ("spilled", ref)
+        # The run's own items hold the full output.
+        stored = _outputs(result.to_input_list())
+        assert stored[0]["output"] == text
+        assert isinstance(budgeting, ToolBudgetInputFilter)
+        assert budgeting.last_report is not None
+        assert budgeting.last_report.spilled == 1
+
+
+def test_read_tool_rejects_bad_arguments(big_file: tuple[Path, str]) -> None:
+    """The function tool pages exact lines, and answers bad JSON or a bad ref with an error text."""
+    _, text = big_file
+    session = Budget.in_memory()
+    ref = session.store.put(text)
+    tool = session_read_tool(session)
+    args = json.dumps({"ref": ref, "offset": PAGE_OFFSET, "limit": PAGE_LIMIT})
+    ctx: Any = None  # the tool does not use its context
+
+    def invoke(arguments: str) -> str:
+        out: str = asyncio.run(tool.on_invoke_tool(ctx, arguments))
+        return out
+
+    assert page_rows(invoke(args)) == expected_rows(text)
+    assert invoke("{not json").startswith("Error:")
+    assert invoke('{"ref": "x"}').startswith("Error:")
