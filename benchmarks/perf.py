@@ -92,7 +92,7 @@ class Sizes:
     """How big each benchmark runs: :meth:`full` for the targets, :meth:`quick` for smoke runs."""
 
     rounds: tuple[int, ...] = (50, 200, 800, 3200)
-    requests: int = 120
+    requests: int = 300
     result_chars: int = 8_000
     langchain_rounds: int = 800
     langchain_calls: int = 7
@@ -754,10 +754,13 @@ def bench_trace_replay(traces_dir: Path, limit: int | None = None) -> list[Figur
     """Every recorded trace replayed request by request under toolbudget (in-memory store).
 
     The agent's list grows by the messages each request adds; the previous request's recorded
-    usage and the request's timestamp are passed as an agent would. Total wall time over all
-    traces (loading excluded), and the CPU time of each ``prepare()``: median and p99.
+    usage and the request's time (recorded, else 30 s after the previous one, as
+    ``benchmarks.replay`` does) are passed as an agent would. Total wall time over all traces
+    (loading excluded), and the CPU time of each ``prepare()``: median and p99. (``toolbudget
+    bench`` times the same calls inside its cache simulation, with a new list per request.)
     """
     from benchmarks.importers import load_dir
+    from benchmarks.replay import clock
 
     traces, skipped = load_dir(traces_dir)
     traces = sorted(traces, key=lambda t: t.name)[:limit]
@@ -768,10 +771,12 @@ def bench_trace_replay(traces_dir: Path, limit: int | None = None) -> list[Figur
         session = Budget.in_memory({"model": trace.model} if trace.model else None)
         live: list[Message] = []
         last_usage: dict[str, int] | None = None
-        for request in trace.requests:
+        for request, now in zip(trace.requests, clock(trace), strict=True):
+            if request.n_messages < len(live):
+                del live[request.n_messages :]  # the recording dropped messages: rebuilt
             live.extend(trace.messages[len(live) : request.n_messages])
             c = time.thread_time_ns()
-            prepared = session.prepare(live, usage=last_usage, now=request.timestamp)
+            prepared = session.prepare(live, usage=last_usage, now=now)
             per_request.append(time.thread_time_ns() - c)
             last_usage = _usage_dict(request.usage)
         results += prepared.report.results if trace.requests else 0

@@ -130,17 +130,22 @@ class Ledger:
             return
         self._by_id[decision.call_id] = decision
 
-    def restore(self, record: Mapping[str, Any]) -> str | None:
-        """Queue a decision record from the log; its call id, or None when it has none."""
-        call_id = record.get("id")
-        if type(call_id) is not str or not call_id:
-            return None
-        queued = self._pending.get(call_id)
-        if queued is None:
-            self._pending[call_id] = [record]
-        else:
-            queued.append(record)
-        return call_id
+    def restore(self, records: Iterable[Mapping[str, Any]]) -> int:
+        """Queue decision records from the log, in log order; how many had no call id (skipped)."""
+        pending = self._pending
+        queued_for = pending.get
+        skipped = 0
+        for record in records:
+            call_id = record.get("id")
+            if type(call_id) is not str or not call_id:
+                skipped += 1
+                continue
+            queued = queued_for(call_id)
+            if queued is None:
+                pending[call_id] = [record]
+            else:
+                queued.append(record)
+        return skipped
 
     def _fold(self, call_id: str) -> Decision | None:
         records = self._pending.pop(call_id, None)

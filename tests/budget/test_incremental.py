@@ -103,12 +103,17 @@ def test_resumed_decisions_fold_in_log_order_and_trimmed_stays_final() -> None:
     ledger = Ledger(on_invalid=lambda cid, why: told.append((cid, why)))
     kept = Decision("a", "kept", "fits", 10, tool="bash")
     trimmed = Decision("a", "trimmed", "pays", 10, text="stub", ref="0" * 32, tool="bash")
-    ledger.restore(kept.to_record())
-    ledger.restore(trimmed.to_record())
-    ledger.restore(kept.to_record())  # after a trim: ignored, trimmed is final
-    ledger.restore({"t": "d", "id": "b", "kind": "kept", "why": "fits", "chars": 3})
-    ledger.restore({"t": "d", "id": "b", "kind": "exploded", "chars": 3})
-    assert ledger.restore({"t": "d", "kind": "kept"}) is None
+    skipped = ledger.restore(
+        [
+            kept.to_record(),
+            trimmed.to_record(),
+            kept.to_record(),  # after a trim: ignored, trimmed is final
+            {"t": "d", "id": "b", "kind": "kept", "why": "fits", "chars": 3},
+            {"t": "d", "id": "b", "kind": "exploded", "chars": 3},
+            {"t": "d", "kind": "kept"},
+        ]
+    )
+    assert skipped == 1
     assert ledger.get("a") == trimmed
     assert ledger.get("b") == Decision("b", "kept", "fits", 3)
     assert [cid for cid, _ in told] == ["b"]
