@@ -722,7 +722,10 @@ def bench_memory(history_bytes: int = 100 * _MB, result_chars: int = 50_000) -> 
             ratio=peer / warm,
             target="≤ 1% of the history",
             met=warm <= size / 100,
-            note=f"{warm / size:.3%} of the history; new list: {pointer_bytes / 1e3:.0f} KB",
+            note=(
+                f"{warm / size:.3%} of the history; the round added holds "
+                f"{result_chars / 1e3:.0f} KB; new list: {pointer_bytes / 1e3:.0f} KB"
+            ),
             extra={"history_bytes": size, "messages": len(history), "pointer_bytes": pointer_bytes},
         ),
         Figure(
