@@ -69,6 +69,13 @@ class BudgetConfig(BaseModel):
     """Share of the window at which the context counts as under pressure."""
     cache_write_price: Annotated[float, Field(gt=0)] = 1.25
     cache_read_price: Annotated[float, Field(ge=0)] = 0.1
+    expected_requests_factor: Annotated[float, Field(gt=0)] = 0.5
+    """Later requests a trim must pay off within, per request made so far.
+
+    The cost of a trim (re-writing the prefix) is paid now and for certain; its savings only if
+    the session goes on. Under Lindy's rule a session that has run n requests runs k more with
+    probability n / (n + k): asking a trim to pay within n/2 requests means it pays with
+    probability 2/3 (1.0 would be a coin flip)."""
     expected_requests_cap: PositiveInt = 50
     """Cap on the later requests a trim is expected to pay off over."""
 

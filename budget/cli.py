@@ -6,7 +6,7 @@ import logging
 import sys
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, TextIO, cast
 
 import structlog
 import typer
@@ -41,8 +41,18 @@ def _main(
     level = logging.DEBUG if verbose else logging.WARNING
     structlog.configure(
         wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(cast("TextIO", _Stderr())),
     )
+
+
+class _Stderr:
+    """Whatever ``sys.stderr`` is when an event is written (test runners swap and close it)."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
 
 
 @app.command()

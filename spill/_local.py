@@ -220,9 +220,12 @@ class LocalStore:
                 self._close_quietly(shard_fd)
 
     def path_of(self, ref: str) -> str:
-        """The absolute path of the body stored under ``ref``; RefError if there is none."""
-        if not self.has(ref):
-            raise RefError(f"no body is stored for ref {ref} in session {self._path}")
+        """The absolute path the body of ``ref`` has, or will have once put (no file access).
+
+        Envelopes name the file before the body is written: a body must be durable before the
+        decision that points to it is logged, and the envelope is part of that decision.
+        """
+        ref = validate_ref(ref)
         return os.path.join(self._path, BODIES_NAME, ref[:2], ref + BODY_SUFFIX)
 
     def append_log(self, records: Sequence[Mapping[str, Any]]) -> None:

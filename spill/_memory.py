@@ -81,9 +81,8 @@ class MemoryStore:
             return ref in self._bodies
 
     def path_of(self, ref: str) -> None:
-        """Always None (no files), after checking that ``ref`` names a stored body."""
-        if not self.has(ref):
-            raise RefError(f"no body is stored for ref {ref} in this session")
+        """Always None (no files), after checking that ``ref`` is well formed."""
+        validate_ref(ref)
 
     def append_log(self, records: Sequence[Mapping[str, Any]]) -> None:
         """Append ``records`` to the in-memory log."""

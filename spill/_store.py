@@ -115,7 +115,11 @@ class Store(Protocol):
         ...
 
     def path_of(self, ref: str) -> str | None:
-        """The body's file path for agents with file tools, or None if the store has no files."""
+        """Where the body of ``ref`` is (or will be, once put), for agents with file tools.
+
+        None for a store without files. Touches nothing: envelopes are computed before the body
+        is written.
+        """
         ...
 
     def append_log(self, records: Sequence[Mapping[str, Any]]) -> None:

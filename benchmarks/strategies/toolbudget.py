@@ -6,8 +6,14 @@ time per request includes what an agent would pay. The replay passes the recorde
 previous request as the usage anchor and the request's time as ``now``.
 
 ``recover(call_id)`` reads back through the decision's ref with :meth:`Budget.read`, the same path
-the read-back tool uses. The read-back tool's definition is sent with every request (``tools``),
-as an agent using toolbudget would, so its tokens count in the request header.
+the read-back tool uses.
+
+Every recorded agent has file tools (a shell, a file reader), so by default the strategy adopts
+toolbudget as such an agent would: envelopes name the spilled file (``include_path``) and no
+read-back tool is added, like the ``claude-code`` strategy. An agent without file tools sends the
+read-back tool's definition with every request; ``read_tool=True`` models that (its ~130 tokens
+then count in every request's header, which on a short trace with nothing to spill is the whole
+difference from no budgeting).
 """
 
 from __future__ import annotations
@@ -36,10 +42,10 @@ def usage_dict(usage: Usage) -> dict[str, int]:
 class ToolbudgetSession:
     """One trace's Budget session; keeps the last report so callers can see what each request did."""
 
-    def __init__(self, config: BudgetConfig, path: Path) -> None:
+    def __init__(self, config: BudgetConfig, path: Path, *, read_tool: bool = False) -> None:
         self.budget = Budget.open(path, config)
-        self.tools: list[dict[str, Any]] = [self.budget.read_tool()]
-        """Tool definitions this strategy adds to every request (the read-back tool)."""
+        self.tools: list[dict[str, Any]] = [self.budget.read_tool()] if read_tool else []
+        """Tool definitions this strategy adds to every request (the read-back tool, if any)."""
         self.report: Report | None = None
         """The report of the last request prepared."""
 
@@ -67,14 +73,19 @@ class ToolbudgetSession:
 class Toolbudget:
     """toolbudget with a given configuration (the library's defaults unless overridden)."""
 
-    config: BudgetConfig = field(default_factory=BudgetConfig)
+    config: BudgetConfig = field(default_factory=lambda: BudgetConfig(include_path=True))
     name: str = "toolbudget"
+    read_tool: bool = False
 
     def open(self, trace: Trace, workdir: Path) -> StrategySession:
         """A Budget session in ``workdir/session``."""
-        return ToolbudgetSession(self.config, workdir / "session")
+        return ToolbudgetSession(self.config, workdir / "session", read_tool=self.read_tool)
 
 
-def make(**overrides: Any) -> Toolbudget:
-    """The ``toolbudget`` strategy; keyword overrides are :class:`BudgetConfig` settings."""
-    return Toolbudget(BudgetConfig(**overrides))
+def make(*, read_tool: bool = False, **overrides: Any) -> Toolbudget:
+    """The ``toolbudget`` strategy; keyword overrides are :class:`BudgetConfig` settings.
+
+    Envelopes name the spilled file unless ``include_path=False`` is given; ``read_tool=True``
+    adds the read-back tool to every request (an agent without file tools).
+    """
+    return Toolbudget(BudgetConfig(**{"include_path": True, **overrides}), read_tool=read_tool)

@@ -31,7 +31,7 @@ def trigger(ctx: PassContext) -> str | None:
         return "pressure"
     # Pays for itself: each later request reads R fewer tokens at the cached price, against
     # writing the prefix after the first trimmed result once more (less the read it replaces).
-    later = min(s.requests_so_far, cfg.expected_requests_cap)
+    later = min(s.requests_so_far * cfg.expected_requests_factor, cfg.expected_requests_cap)
     savings = s.reclaim_tokens * cfg.cache_read_price * later
     cost = (s.rewrite_tokens - s.reclaim_tokens) * cfg.cache_write_price - (
         s.rewrite_tokens * cfg.cache_read_price

@@ -151,6 +151,7 @@ def test_observation_masking_visibility_and_recovery_by_hand(tmp_path: Path) -> 
 PEERS: dict[str, dict[str, Any]] = {
     "none": {},
     "toolbudget": {
+        "read_tool": True,
         "result_cap": 500,
         "preview_chars": 100,
         "stale_floor": 300,

@@ -85,6 +85,14 @@ def test_aggregate_does_not_spill_a_result_smaller_than_its_envelope() -> None:
     assert aggregate(ctx(fresh)) == []
 
 
+def test_pays_for_itself_weighs_the_expected_later_requests() -> None:
+    """With a coin-flip horizon (factor 1.0) the same trim pays: 12k * 0.1 * 20 = 24k > 19.5k."""
+    coin_flip = CFG.model_copy(update={"expected_requests_factor": 1.0})
+    stale = _stale(requests_so_far=20, rewrite_tokens=30_000)
+    assert trigger(ctx([], staleness=stale)) is None
+    assert trigger(ctx([], staleness=stale, config=coin_flip)) == "pays"
+
+
 def _stale(**kw: object) -> Staleness:
     r = result("old", 8_000)
     d = Decision("old", "kept", "fits", 8_000, tool="bash")
@@ -108,7 +116,10 @@ def _stale(**kw: object) -> Staleness:
         ({}, None),  # warm, 60k < 120k, 12k*0.1*10 = 12k < (50k-12k)*1.25 - 5k = 42.5k
         ({"last_request_at": 700.0}, "cold_cache"),  # 300 s since the last request
         ({"estimate_tokens": 120_000}, "pressure"),  # 0.6 * 200k
-        ({"requests_so_far": 50, "rewrite_tokens": 20_000}, "pays"),  # 60k > 8k*1.25-2k = 8k
+        # 12k * 0.1 * (50 * 0.5) = 30k saved > (20k - 12k) * 1.25 - 2k = 8k re-written
+        ({"requests_so_far": 50, "rewrite_tokens": 20_000}, "pays"),
+        # 12k * 0.1 * (20 * 0.5) = 12k < (30k - 12k) * 1.25 - 3k = 19.5k: not with 2/3 odds
+        ({"requests_so_far": 20, "rewrite_tokens": 30_000}, None),
         ({"reclaim_tokens": 9_999, "last_request_at": 0.0}, None),  # under the minimum
         ({"forced": True, "reclaim_tokens": 5}, "forced"),
         ({"eligible": ()}, None),

@@ -282,3 +282,15 @@ def test_a_fresh_process_resumes_with_byte_identical_request_copies(tmp_path: Pa
     )
     assert done.returncode == 0, done.stderr.decode()
     assert done.stdout == mine
+
+
+def test_envelopes_can_name_the_spilled_file(tmp_path: Path) -> None:
+    """With include_path the envelope names the body's file, which holds the exact output."""
+    text = big(300)
+    cfg = SMALL.model_copy(update={"include_path": True})
+    with Budget.open(tmp_path / "s", cfg) as b:
+        req = b.prepare(conversation([[text]]), now=0)
+    line = next(x for x in shown(req.messages, "call_0_0").splitlines() if x.startswith("File: "))
+    path = Path(line.removeprefix("File: "))
+    assert path.is_relative_to((tmp_path / "s").resolve()) or path.is_relative_to(tmp_path / "s")
+    assert path.read_text() == text
