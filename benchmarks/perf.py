@@ -392,8 +392,9 @@ def bench_langchain(
     is driven as its agent does: ``wrap_model_call`` with a ``ModelRequest`` holding the history
     and a handler capturing the edited request; only that call is timed (the conversion to its
     messages is not). Its middleware keeps no state, so every call redoes the whole history
-    (a deep copy and a token count); ours adds one round to a warm session. The two are
-    interleaved: one LangChain call, then a share of our requests.
+    (a deep copy and a token count), so warming it only loads its code; ours adds one round to
+    a session that budgeted the history up to the previous turn. The two are interleaved: one
+    LangChain call, then a share of our requests.
     """
     history = _conversation(rounds + 1, result_chars)
     peer_call = _langchain_call(history)
@@ -741,18 +742,6 @@ def bench_memory(history_bytes: int = 100 * _MB, result_chars: int = 50_000) -> 
 # -- 7. whole-trace replay ------------------------------------------------------------------------
 
 
-def _usage_dict(usage: Any) -> dict[str, int] | None:
-    """A recorded :class:`benchmarks.trace.Usage` in the Anthropic shape ``prepare`` reads."""
-    if usage is None:
-        return None
-    return {
-        "input_tokens": usage.input_tokens,
-        "cache_read_input_tokens": usage.cache_read_tokens,
-        "cache_creation_input_tokens": usage.cache_write_tokens,
-        "output_tokens": usage.output_tokens,
-    }
-
-
 def bench_trace_replay(traces_dir: Path, limit: int | None = None) -> list[Figure]:
     """Every recorded trace replayed request by request under toolbudget (in-memory store).
 
@@ -764,6 +753,7 @@ def bench_trace_replay(traces_dir: Path, limit: int | None = None) -> list[Figur
     """
     from benchmarks.importers import load_dir
     from benchmarks.replay import clock
+    from benchmarks.strategies.toolbudget import usage_dict
 
     traces, skipped = load_dir(traces_dir)
     traces = sorted(traces, key=lambda t: t.name)[:limit]
@@ -781,7 +771,7 @@ def bench_trace_replay(traces_dir: Path, limit: int | None = None) -> list[Figur
             c = time.thread_time_ns()
             prepared = session.prepare(live, usage=last_usage, now=now)
             per_request.append(time.thread_time_ns() - c)
-            last_usage = _usage_dict(request.usage)
+            last_usage = None if request.usage is None else usage_dict(request.usage)
         results += prepared.report.results if trace.requests else 0
         session.close()
     total = time.perf_counter() - started
