@@ -66,21 +66,33 @@ def _cut_tail(text: str, budget: int, floor: int) -> str:
     return text[nl + 1 :]
 
 
-def make_preview(text: str, chars: int, *, tail_share: float) -> Preview:
-    """Head and tail of ``text`` within ``chars`` characters, cut at line boundaries."""
+def make_preview(
+    text: str, chars: int, *, tail_share: float, newlines: int | None = None
+) -> Preview:
+    """Head and tail of ``text`` within ``chars`` characters, cut at line boundaries.
+
+    ``newlines`` is ``text.count("\\n")`` when the caller has counted already: counting is the
+    only pass over the whole text (everything else looks at the head and the tail), so it is
+    done once per spill.
+    """
     if len(text) <= chars:
         return Preview(text, "", 0, 0, count_lines(text), 0)
+    total_nl = text.count("\n") if newlines is None else newlines
     tail_budget = int(chars * tail_share)
     head = _cut_head(text, chars - tail_budget)
     tail = _cut_tail(text, tail_budget, len(head))
     middle_start, middle_end = len(head), len(text) - len(tail)
     omitted_chars = middle_end - middle_start
-    omitted_lines = text.count("\n", middle_start, middle_end)
+    head_nl, tail_nl = head.count("\n"), tail.count("\n")
+    # The head and the tail are the ends of the text: the middle holds the other newlines.
+    omitted_lines = total_nl - head_nl - tail_nl
     if tail and not head.endswith("\n") and middle_end > middle_start:
         # A head cut mid-line leaves a partial line in the omitted span.
         omitted_lines += 1
-    head_lines = head.count("\n") + (0 if head.endswith("\n") or not head else 1)
-    tail_start = count_lines(text) - count_lines(tail) + 1 if tail else 0
+    head_lines = head_nl + (0 if head.endswith("\n") or not head else 1)
+    # ``text`` is not empty here (it is longer than ``chars``).
+    total_lines = total_nl + (0 if text.endswith("\n") else 1)
+    tail_start = total_lines - count_lines(tail) + 1 if tail else 0
     return Preview(head, tail, omitted_lines, omitted_chars, head_lines, tail_start)
 
 
@@ -106,7 +118,8 @@ def envelope(
     path: str | None = None,
 ) -> str:
     """The text that replaces a spilled result: size, reference, how to read on, and a preview."""
-    lines = count_lines(text)
+    newlines = text.count("\n")
+    lines = newlines + (0 if text.endswith("\n") else 1) if text else 0
     what = f"Output of {tool}" if tool else "Output"
     out = [
         f"[toolbudget] {what} was too large for the context ({_n(len(text), 'character')}, "
@@ -115,7 +128,7 @@ def envelope(
     ]
     if path is not None:
         out.append(f"File: {path}")
-    p = make_preview(text, preview_chars, tail_share=tail_share)
+    p = make_preview(text, preview_chars, tail_share=tail_share, newlines=newlines)
     whole_head = p.head.endswith("\n")
     out.append(
         f"--- first {_n(p.head_lines, 'line')} ---"
@@ -126,7 +139,9 @@ def envelope(
     if not p.tail:
         rest_chars = len(text) - len(p.head)
         if rest_chars:
-            rest = count_lines(text[len(p.head) :]) if whole_head else 0
+            # The rest ends where the text does; its newlines are those the head lacks.
+            rest_nl = newlines - p.head.count("\n")
+            rest = rest_nl + (0 if text.endswith("\n") else 1) if whole_head else 0
             what_rest = f"{_n(rest, 'more line')} ({_n(rest_chars, 'character')})"
             if not whole_head:
                 what_rest = _n(rest_chars, "more character")

@@ -8,7 +8,7 @@ what keeps request copies byte-identical from turn to turn and across processes.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
@@ -93,31 +93,86 @@ class Decision:
 
 
 class Ledger:
-    """The session's decisions by call id. Only the session changes it, under its lock."""
+    """The session's decisions by call id. Only the session changes it, under its lock.
 
-    __slots__ = ("_by_id",)
+    Decisions read back from the log on resume are queued as records (:meth:`restore`) and
+    validated and frozen the first time their call id is asked for: resuming costs a dict
+    insert per record, and only the results the next history holds are ever built. Folding a
+    call id's records in log order gives what recording them one by one would have given.
+    """
 
-    def __init__(self, decisions: Iterable[Decision] = ()) -> None:
+    __slots__ = ("_by_id", "_on_invalid", "_pending")
+
+    def __init__(
+        self,
+        decisions: Iterable[Decision] = (),
+        *,
+        on_invalid: Callable[[str, str], None] | None = None,
+    ) -> None:
         self._by_id: dict[str, Decision] = {}
+        self._pending: dict[str, list[Mapping[str, Any]]] = {}
+        self._on_invalid = on_invalid
+        """Told (call id, reason) about a queued record that is not a valid decision."""
         for d in decisions:
             self.record(d)
 
     def get(self, call_id: str) -> Decision | None:
         """The decision for ``call_id``, if it was decided."""
-        return self._by_id.get(call_id)
+        d = self._by_id.get(call_id)
+        if d is None and self._pending:
+            d = self._fold(call_id)
+        return d
 
     def record(self, decision: Decision) -> None:
         """Freeze ``decision``; a trimmed decision is final and never replaced."""
+        if self._pending:
+            self._fold(decision.call_id)
         prev = self._by_id.get(decision.call_id)
         if prev is not None and prev.kind == "trimmed":
             return
         self._by_id[decision.call_id] = decision
 
+    def restore(self, records: Iterable[Mapping[str, Any]]) -> int:
+        """Queue decision records from the log, in log order; how many had no call id (skipped)."""
+        pending = self._pending
+        queued_for = pending.get
+        skipped = 0
+        for record in records:
+            call_id = record.get("id")
+            if type(call_id) is not str or not call_id:
+                skipped += 1
+                continue
+            queued = queued_for(call_id)
+            if queued is None:
+                pending[call_id] = [record]
+            else:
+                queued.append(record)
+        return skipped
+
+    def _fold(self, call_id: str) -> Decision | None:
+        records = self._pending.pop(call_id, None)
+        if records is not None:
+            for rec in records:
+                try:
+                    d = Decision.from_record(rec)
+                except ValueError as exc:
+                    if self._on_invalid is not None:
+                        self._on_invalid(call_id, str(exc))
+                    continue
+                self.record(d)
+        return self._by_id.get(call_id)
+
+    def _fold_all(self) -> None:
+        for call_id in list(self._pending):
+            self._fold(call_id)
+
     def __len__(self) -> int:
+        self._fold_all()
         return len(self._by_id)
 
     def __iter__(self) -> Iterator[Decision]:
+        self._fold_all()
         return iter(self._by_id.values())
 
     def __contains__(self, call_id: object) -> bool:
-        return call_id in self._by_id
+        return isinstance(call_id, str) and self.get(call_id) is not None

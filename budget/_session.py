@@ -5,6 +5,20 @@ history it saw, the request-copy message, its token estimate and the results it 
 them when the next history starts with the same message objects. Only the last few messages are
 looked at again (callers move ``cache_control`` markers there in place). A history that diverges
 earlier is rebuilt from the frozen decisions, which gives the same bytes.
+
+What a request costs, and what it does not:
+
+* Whether the previous history is a prefix of this one is checked in O(1) when the caller passes
+  the same list object again (agents append to one list): same list, no shorter, and the same
+  message objects at both ends of the previous history. Replacing or deleting an earlier message
+  of that list in place is therefore not seen; code that edits its history must pass a new list
+  (``list(messages)``), which is compared in full (by identity first, at C speed).
+* Token estimates of big texts are memoized by the identity of the text for two requests
+  (:class:`budget._memo.TextTokens`), so re-scanned messages and staleness candidates are not
+  estimated again; very large texts are estimated from samples.
+* Staleness candidates are built only when a batch runs (:class:`_Eligible`).
+* The request copy is a new list (the caller owns it; earlier copies never change), so one
+  pointer per message is copied: the only step proportional to the history, done in C.
 """
 
 from __future__ import annotations
@@ -15,8 +29,7 @@ import threading
 import time
 from bisect import bisect_right
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
-from itertools import takewhile
+from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType, TracebackType
 from typing import Any, ParamSpec, Self, TypeGuard, TypeVar, overload
@@ -26,10 +39,11 @@ from budget._envelope import EMPTY_TEXT, envelope_ref
 from budget._errors import ContextOverflow, InputError, StoreError
 from budget._ledger import Decision, Ledger
 from budget._log import get_logger
+from budget._memo import TextTokens
 from budget._overflow import is_context_overflow, overflow_limit
 from budget._readback import ReadBack
 from budget._report import DecisionReport, Prepared, Report
-from budget._tokens import estimate_text_tokens, estimate_tokens
+from budget._tokens import estimate_tokens
 from budget._usage import normalize_usage
 from budget._view import Format, Scanned, ToolResult, scan_at
 from budget._windows import resolve_window
@@ -43,6 +57,7 @@ __all__ = ["Budget"]
 
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
+
 
 _RESCAN = 2
 """Trailing messages of the previous history looked at again: callers mutate those in place."""
@@ -90,6 +105,36 @@ class _Cand:
     reclaim_tokens: int
 
 
+class _Eligible(Sequence[Candidate]):
+    """This request's staleness candidates, made on access: most requests only ask how many."""
+
+    __slots__ = ("_cands", "_decide", "_end", "_start")
+
+    def __init__(
+        self, cands: list[_Cand], start: int, end: int, decide: Callable[[ToolResult], Decision]
+    ) -> None:
+        self._cands, self._start, self._end, self._decide = cands, start, end, decide
+
+    def __len__(self) -> int:
+        return self._end - self._start
+
+    @overload
+    def __getitem__(self, i: int) -> Candidate: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[Candidate]: ...
+
+    def __getitem__(self, i: int | slice) -> Candidate | Sequence[Candidate]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError("candidate index out of range")
+        c = self._cands[self._start + i]
+        return Candidate(c.result, self._decide(c.result), c.reclaim_tokens)
+
+
 class Budget:
     """A conversation's budgeting session: frozen decisions, a store, the passes."""
 
@@ -108,13 +153,14 @@ class Budget:
         self._lock = threading.RLock()
         self._log = get_logger("toolbudget")
         self._reader = ReadBack(store, self.config)
-        self._ledger = Ledger()
+        self._ledger = Ledger(on_invalid=self._invalid_record)
         self._stored: set[str] = set()
         self._requests = 0
         self._last_at: float | None = None
         self._last_n = 0
         self._overflows = 0
         self._last_usage: tuple[int, ...] | None = None
+        self._tt = TextTokens()
         self._unlogged: list[Mapping[str, Any]] = []
         self._before_last: tuple[int, float | None, int] = (0, None, 0)
         """Request count, time and length before the last request: what a retry rolls back to."""
@@ -205,40 +251,49 @@ class Budget:
         return self._store
 
     def _restore(self) -> None:
-        restored = 0
-        for rec in self._store.read_log():
+        records = self._store.read_log()
+        # Decisions are queued, not built: each is validated when its call id is first asked
+        # for, so resuming costs a dict insert per record (SPEC §10: 10,000 in under 100 ms).
+        decisions = [rec for rec in records if rec.get("t") == "d"]
+        skipped = self._ledger.restore(decisions)
+        if skipped:
+            self._log.warning(
+                "log_record_skipped", reason="decision record without a call id", records=skipped
+            )
+        # The request counters come from the last request record, the overflow streak from the
+        # overflow records after it (a request record ends a streak). A retry repeats its
+        # request's length: the state before it is that of the last record with another length.
+        overflows: int | None = None
+        last: tuple[int, float | None, int] | None = None
+        for rec in reversed(records):
             kind = rec.get("t")
-            if kind == "d":
-                try:
-                    d = Decision.from_record(rec)
-                except ValueError as exc:
-                    self._log.warning("log_record_skipped", reason=str(exc))
-                    continue
-                self._ledger.record(d)
-                if d.ref is not None:
-                    self._stored.add(d.ref)
-                restored += 1
-            elif kind == "req":
-                n, m, at = rec.get("n"), rec.get("m", 0), rec.get("at")
-                if not (_count(n) and _count(m)):
-                    # Checksummed yet malformed (another writer): skipped, like a damaged line.
-                    self._log.warning("log_record_skipped", reason="request record without counts")
-                    continue
-                if not self._is_retry(m):
-                    self._before_last = (self._requests, self._last_at, self._last_n)
-                self._requests, self._last_n = n, m
-                self._last_at = _finite(at)
-                self._overflows = 0
-            elif kind == "ovf":
+            if kind == "ovf" and overflows is None and last is None:
                 count = rec.get("count")
-                if not _count(count):
+                if _count(count):
+                    overflows = count
+                else:
                     self._log.warning(
                         "log_record_skipped", reason="overflow record without a count"
                     )
-                    continue
-                self._overflows = count
+            elif kind == "req":
+                n, m = rec.get("n"), rec.get("m", 0)
+                if not (_count(n) and _count(m)):
+                    # Checksummed yet malformed (another writer): skipped, like a damaged line.
+                    self._log.warning("log_record_skipped", reason="request record without counts")
+                elif last is None:
+                    last = (n, _finite(rec.get("at")), m)
+                elif m != last[2]:
+                    self._before_last = (n, _finite(rec.get("at")), m)
+                    break
+        if last is not None:
+            self._requests, self._last_at, self._last_n = last
+        self._overflows = overflows or 0
+        restored = len(decisions) - skipped
         if restored:
             self._log.info("session_resumed", decisions=restored, requests=self._requests)
+
+    def _invalid_record(self, call_id: str, reason: str) -> None:
+        self._log.warning("log_record_skipped", call_id=call_id, reason=reason)
 
     def _reset(self) -> None:
         """Forget the per-message caches (not the decisions): the next request rebuilds them."""
@@ -247,15 +302,18 @@ class Budget:
         self._msgs: list[_Msg] = []
         self._cum_out: list[int] = [0]
         self._cum_in: list[int] = [0]
+        # Tokens of each message as shown with the decisions frozen before the request that
+        # scanned it: what the request is estimated at before its passes run.
+        self._cum_pre: list[int] = [0]
         self._calls: dict[str, tuple[str, int, int]] = {}
         self._members: dict[int, dict[str, ToolResult]] = {}
         self._totals = _Totals()
         self._cands: list[_Cand] = []
         self._cand_rounds: list[int] = []
         self._cand_cum: list[int] = [0]
-        self._cand_ids: set[str] = set()
+        self._cand_results: dict[str, ToolResult] = {}
         self._cand_start = 0
-        self._prev_outputs: list[Any] = []
+        self._seen: list[Any] | None = None
 
     # -- the request path -----------------------------------------------------------------------
 
@@ -300,14 +358,18 @@ class Budget:
         return self._requests > 0 and length == self._last_n
 
     def _prepare(self, messages: list[Any], usage: Any, now: float, started: float) -> Prepared:
-        if self._is_retry(len(messages)):
+        retry = self._is_retry(len(messages))
+        if retry:
             # The last request's history again (a retry after an error or a crash, in this
-            # process or after a resume): budgeted as that request, not as one more after it.
+            # process or after a resume): counted as that request, and it makes no new batch
+            # (unless an overflow forces one), so it shows what that request showed.
             self._requests, self._last_at, self._last_n = self._before_last
         else:
             self._before_last = (self._requests, self._last_at, self._last_n)
         prev_len = len(self._inputs)
         k = self._reusable(messages)
+        # Until this request completes, the caches may not match the list passed last time.
+        self._seen = None
         if k < 0:
             old_outputs = self._outputs
             self._reset()
@@ -321,30 +383,25 @@ class Budget:
             for d in wrapped.values():
                 self._ledger.record(d)
             fresh = [r for r in fresh if r.call_id not in wrapped]
-        # Results of the messages the previous request had are staleness candidates before this
-        # request's passes run. After a resume or a rebuild they are not registered yet: without
-        # this, a batch due on that request would not run, and the copy would differ from an
-        # unbroken run's. (A retried request's own results wait, as they did the first time.)
-        fresh_ids = {r.call_id for r in fresh}
-        self._add_candidates(
-            takewhile(
-                lambda r: r.call_id not in fresh_ids and r.msg_index < self._last_n, new_results
-            )
-        )
         usage_total = self._usage_total(usage)
         overflowing = self._overflows > 0
-        ctx = self._context(messages, k, fresh, usage_total, now, overflowing)
-
+        # Results decided before (an earlier process, a rebuilt history) are staleness candidates
+        # now, as they would be in a session that had gone on (no-op for known candidates).
+        fresh_ids = {r.call_id for r in fresh}
+        self._add_candidates(r for r in new_results if r.call_id not in fresh_ids)
         made: dict[str, Decision] = dict(wrapped)
+        # ``decided`` is a live view: each pass sees the decisions of the passes before it.
+        ctx = self._context(messages, k, fresh, usage_total, now, overflowing, made, retry=retry)
         for _name, run in PIPELINE:
-            for d in run(replace(ctx, decided=MappingProxyType(made))):
+            for d in run(ctx):
                 made[d.call_id] = d
         for r in fresh:
             if r.call_id not in made:
                 made[r.call_id] = self._default(r)
         by_id = {r.call_id: r for r in new_results}
-        for cand in ctx.staleness.eligible:
-            by_id[cand.result.call_id] = cand.result
+        for call_id in made:
+            if call_id not in by_id:  # a staleness candidate from an earlier request
+                by_id[call_id] = self._cand_results[call_id]
         made = self._materialize(made, by_id)
 
         records: list[Mapping[str, Any]] = [d.to_record() for d in made.values()]
@@ -382,6 +439,8 @@ class Budget:
             reclaimable_tokens=self._cand_cum[end] - self._cand_cum[self._cand_start],
             elapsed_s=time.perf_counter() - started,
         )
+        self._seen = messages
+        self._tt.next_request()
         return Prepared(list(self._outputs), report)
 
     def _reusable(self, messages: list[Any]) -> int:
@@ -389,7 +448,13 @@ class Budget:
         n = len(self._inputs)
         if n == 0:
             return 0
-        if len(messages) >= n and messages[:n] == self._inputs:
+        if len(messages) < n:
+            return -1
+        inputs = self._inputs
+        if messages is self._seen and messages[n - 1] is inputs[n - 1] and messages[0] is inputs[0]:
+            # The list passed last time, grown: taken as extended (see the module docstring).
+            return max(n - _RESCAN, 0)
+        if messages[:n] == inputs:
             # Equal by identity (or by value): the previous history is a prefix of this one.
             return max(n - _RESCAN, 0)
         return -1
@@ -404,7 +469,7 @@ class Budget:
                 if d is not None:
                     self._totals.add(d, len(r.text), -1)
         del self._inputs[k:], self._outputs[k:], self._msgs[k:]
-        del self._cum_out[k + 1 :], self._cum_in[k + 1 :]
+        del self._cum_out[k + 1 :], self._cum_in[k + 1 :], self._cum_pre[k + 1 :]
 
     def _scan(self, messages: list[Any], k: int) -> tuple[list[ToolResult], list[ToolResult]]:
         """Scan messages from ``k``: register calls, place results; return (fresh, all new)."""
@@ -421,6 +486,7 @@ class Budget:
             for call in scanned.calls:
                 self._calls[call.call_id] = (call.tool, group, rnd)
             results = []
+            shown: dict[int, str] = {}
             for raw in scanned.results:
                 placed_call = self._calls.get(raw.call_id)
                 if placed_call is None:
@@ -454,12 +520,18 @@ class Budget:
                     prior = None
                 if prior is None:
                     fresh.append(result)
+                elif prior.text is not None:
+                    shown[raw.slot] = prior.text
             placed.extend(results)
-            self._msgs.append(
-                _Msg(scanned, tuple(results), rnd, group, estimate_tokens(messages[i]), 0)
-            )
+            tokens = estimate_tokens(messages[i], text=self._tt)
+            pre = tokens
+            if shown:
+                # Decided in an earlier request or process: counted as it is shown.
+                pre = estimate_tokens(fmt.rewrite(messages[i], shown), text=self._tt)
+            self._msgs.append(_Msg(scanned, tuple(results), rnd, group, tokens, 0))
             self._inputs.append(messages[i])
-            self._cum_in.append(self._cum_in[-1] + self._msgs[-1].tokens_in)
+            self._cum_in.append(self._cum_in[-1] + tokens)
+            self._cum_pre.append(self._cum_pre[-1] + pre)
         return fresh, placed
 
     def _usage_total(self, usage: Any) -> int | None:
@@ -503,6 +575,9 @@ class Budget:
         usage_total: int | None,
         now: float,
         overflowing: bool,
+        made: dict[str, Decision],
+        *,
+        retry: bool = False,
     ) -> PassContext:
         fresh_ids = {r.call_id for r in fresh}
         frozen: dict[int, int] = {}
@@ -514,24 +589,27 @@ class Budget:
             )
         end = bisect_right(self._cand_rounds, self._cutoff(overflowing=overflowing))
         end = max(end, self._cand_start)
-        eligible = []
-        for c in self._cands[self._cand_start : end]:
-            d = self._ledger.get(c.result.call_id) or self._default(c.result)
-            eligible.append(Candidate(c.result, d, c.reclaim_tokens))
+        if retry and not overflowing:
+            end = self._cand_start  # nothing is trimmed anew on a retry
+        eligible = _Eligible(self._cands, self._cand_start, end, self._current)
         reclaim = self._cand_cum[end] - self._cand_cum[self._cand_start]
-        shown = self._shown_before(messages, k)
-        full_out = shown[-1]
+        # Messages before ``k`` as the previous request showed them, the rest as their frozen
+        # decisions show them: the same figure whether the session went on or was resumed.
+        full_out = self._cum_out[k] + (self._cum_pre[-1] - self._cum_pre[k])
         estimate = max(full_out, self._anchor(usage_total, messages, k, out=False))
         first = eligible[0].result.msg_index if eligible else len(messages)
-        before_first = self._cum_out[first] if first < k else shown[first - k]
+        if first < k:
+            before_first = self._cum_out[first]
+        else:
+            before_first = self._cum_out[k] + self._cum_pre[first] - self._cum_pre[k]
         rewrite = full_out - before_first
         return PassContext(
             config=self.config,
             fresh=tuple(fresh),
-            decided=MappingProxyType({}),
+            decided=MappingProxyType(made),
             group_frozen_chars=frozen,
             staleness=Staleness(
-                eligible=tuple(eligible),
+                eligible=eligible,
                 reclaim_tokens=reclaim,
                 rewrite_tokens=rewrite,
                 estimate_tokens=estimate,
@@ -544,27 +622,12 @@ class Budget:
             ref_for=ref_for,
             path_of=self._store.path_of,
             cap_scale=0.5 ** min(self._overflows, 3),
+            text_tokens=self._tt,
         )
 
-    def _shown_before(self, messages: list[Any], k: int) -> list[int]:
-        """Cumulative tokens of messages[:i] (i >= k) as the previous request copy showed them.
-
-        Messages the previous request had are rendered with their decisions, later ones counted
-        as they are. Not from the caches: the estimate (and so the staleness triggers) must not
-        depend on how much of them survived, or a resumed or retried request would differ.
-        """
-        out = [self._cum_out[k]]
-        for i in range(k, len(messages)):
-            m = self._msgs[i]
-            texts = {}
-            if i < self._last_n:
-                for r in m.results:
-                    d = self._ledger.get(r.call_id)
-                    if d is not None and d.text is not None:
-                        texts[r.slot] = d.text
-            tokens = estimate_tokens(self._format.rewrite(messages[i], texts)) if texts else None
-            out.append(out[-1] + (m.tokens_in if tokens is None else tokens))
-        return out
+    def _current(self, r: ToolResult) -> Decision:
+        """The decision ``r`` stands under: frozen, else the one no pass touched."""
+        return self._ledger.get(r.call_id) or self._default(r)
 
     def _default(self, r: ToolResult) -> Decision:
         """The decision for a result no pass touched."""
@@ -577,17 +640,17 @@ class Budget:
         cfg = self.config
         stub_tokens = (cfg.stub_chars + 150) // 4
         for r in results:
-            if r.call_id in self._cand_ids or cfg.cap_for(r.tool) is None:
+            if r.call_id in self._cand_results or cfg.cap_for(r.tool) is None:
                 continue
-            d = self._ledger.get(r.call_id) or self._default(r)
+            d = self._current(r)
             if d.kind not in ("kept", "spilled") or d.shown_chars() <= cfg.stale_floor:
                 continue
-            reclaim = estimate_text_tokens(d.shown(r.text)) - stub_tokens
+            reclaim = self._tt(d.shown(r.text)) - stub_tokens
             if reclaim <= 0:
                 continue
             if self._cand_rounds and r.round < self._cand_rounds[-1]:
                 continue  # out of order (a late result for an old call): stays as it is
-            self._cand_ids.add(r.call_id)
+            self._cand_results[r.call_id] = r
             self._cands.append(_Cand(r, reclaim))
             self._cand_rounds.append(r.round)
             self._cand_cum.append(self._cand_cum[-1] + reclaim)
@@ -600,6 +663,10 @@ class Budget:
         for call_id, d in made.items():
             out[call_id] = d
             if not d.needs_body or d.ref is None or d.ref in self._stored:
+                continue
+            prev = self._ledger.get(call_id)
+            if prev is not None and prev.ref == d.ref and prev.needs_body:
+                self._stored.add(d.ref)  # logged after its body was stored: stored already
                 continue
             try:
                 ref = self._store.put(by_id[call_id].text)
@@ -671,7 +738,9 @@ class Budget:
         for i in range(first, len(messages)):
             m = self._msgs[i]
             out = self._outputs[i]
-            m.tokens_out = m.tokens_in if out is messages[i] else estimate_tokens(out)
+            m.tokens_out = (
+                m.tokens_in if out is messages[i] else estimate_tokens(out, text=self._tt)
+            )
             self._cum_out.append(self._cum_out[-1] + m.tokens_out)
         self._add_candidates(r for r in by_id.values() if r.msg_index >= k)
         return reports

@@ -9,6 +9,7 @@ from typing import Protocol
 from budget._config import BudgetConfig
 from budget._envelope import envelope
 from budget._ledger import Decision
+from budget._tokens import estimate_text_tokens
 from budget._view import ToolResult
 
 __all__ = ["Candidate", "Pass", "PassContext", "Staleness", "spill", "spill_envelope"]
@@ -58,6 +59,8 @@ class PassContext:
     path_of: Callable[[str], str | None]
     cap_scale: float = 1.0
     """1.0 normally; 0.5 on the request after an overflow (caps halved)."""
+    text_tokens: Callable[[str], int] = estimate_text_tokens
+    """The text token estimator (the session's memoizing one; the plain one by default)."""
 
     def cap_for(self, tool: str) -> int | None:
         """The (possibly halved) cap for ``tool``; None when the tool is exempt."""

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from budget._envelope import stub
 from budget._ledger import Decision
-from budget._tokens import estimate_text_tokens
 from budget.passes._context import PassContext
 
 __all__ = ["staleness", "trigger"]
@@ -80,5 +79,5 @@ def _saved_this_request(ctx: PassContext) -> int:
     for call_id, d in ctx.decided.items():
         r = by_id.get(call_id)
         if r is not None and d.text is not None:
-            saved += estimate_text_tokens(r.text) - estimate_text_tokens(d.text)
+            saved += ctx.text_tokens(r.text) - ctx.text_tokens(d.text)
     return saved

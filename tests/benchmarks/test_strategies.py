@@ -121,6 +121,8 @@ PNG = {"type": "image", "source": {"type": "base64", "media_type": "image/png", 
 AGGRESSIVE: dict[str, dict[str, Any]] = {
     "none": {},
     "toolbudget": {
+        # Paths name each session's own directory; the twin check compares envelope bytes.
+        "include_path": False,
         "result_cap": 500,
         "preview_chars": 100,
         "stale_floor": 400,

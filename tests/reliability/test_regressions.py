@@ -178,9 +178,10 @@ def test_records_still_unlogged_are_written_on_close(tmp_path: Path) -> None:
         {"t": "req", "n": -1, "m": 2},
         {"t": "ovf", "count": [1]},
         {"t": "d", "id": 5, "kind": "kept"},
-        {"t": "d", "id": "c", "kind": "exploded", "chars": 1},
-        {"t": "d", "id": "c", "kind": [], "chars": 1},  # used to raise TypeError (unhashable)
-        {"t": "d", "id": "c", "kind": "spilled", "chars": 5, "text": "x", "ref": "../../etc"},
+        # Decision records are checked when the history asks for their call id (lazily).
+        {"t": "d", "id": "toolu_00_0", "kind": "exploded", "chars": 1},
+        {"t": "d", "id": "toolu_00_0", "kind": [], "chars": 1},  # raised TypeError (unhashable)
+        {"t": "d", "id": "toolu_00_0", "kind": "spilled", "chars": 5, "text": "x", "ref": "../"},
     ],
 )
 def test_checksummed_but_malformed_records_are_skipped_on_resume(
