@@ -162,6 +162,8 @@ class Budget:
         self._last_usage: tuple[int, ...] | None = None
         self._tt = TextTokens()
         self._unlogged: list[Mapping[str, Any]] = []
+        self._tail: list[dict[str, Any]] = []
+        """Records of a request a crash cut off, still in the log: its retry does not repeat them."""
         self._before_last: tuple[int, float | None, int] = (0, None, 0)
         """Request count, time and length before the last request: what a retry rolls back to."""
         self._reset()
@@ -229,6 +231,17 @@ class Budget:
         resumed session shows what this one showed. Until then the decisions live in memory.
         """
         pending = [*self._unlogged, *records]
+        if self._tail:
+            # The first append after a request a crash cut off: the decisions made again are in
+            # the log already (this append's record closes them); the others are withdrawn.
+            tail, self._tail = self._tail, []
+            again = [r for r in pending if r not in tail]
+            void = [
+                r["id"]
+                for r in tail
+                if r.get("t") == "d" and isinstance(r.get("id"), str) and r not in pending
+            ]
+            pending = [{"t": "void", "ids": void}, *again] if void else again
         try:
             self._store.append_log(pending)
         except (StoreError, OSError) as exc:
@@ -251,7 +264,26 @@ class Budget:
         return self._store
 
     def _restore(self) -> None:
-        records = self._store.read_log()
+        # A request's records count once its own record closes them (every append ends with a
+        # request or overflow record). Those after the last one are from a request a crash cut
+        # off: left to its retry, which makes them again; a "void" record it writes withdraws
+        # those it did not make again, so they are never closed by a later record.
+        records: list[dict[str, Any]] = []
+        unclosed: list[dict[str, Any]] = []
+        for rec in self._store.read_log():
+            kind = rec.get("t")
+            if kind == "void":
+                ids = rec.get("ids")
+                if isinstance(ids, list):
+                    unclosed = [r for r in unclosed if r.get("t") != "d" or r.get("id") not in ids]
+                continue
+            unclosed.append(rec)
+            if kind in ("req", "ovf"):  # a tuple: any value compares, even an unhashable one
+                records += unclosed
+                unclosed = []
+        if unclosed:
+            self._log.warning("log_tail_dropped", records=len(unclosed))
+            self._tail = unclosed
         # Decisions are queued, not built: each is validated when its call id is first asked
         # for, so resuming costs a dict insert per record (SPEC §10: 10,000 in under 100 ms).
         decisions = [rec for rec in records if rec.get("t") == "d"]

@@ -90,10 +90,13 @@ DAMAGES: dict[str, Damage] = {
 
 
 def expected_ledger(lines: list[bytes], keep: list[int]) -> Ledger:
-    """The decisions the kept lines hold, frozen by the session's own rule."""
+    """The decisions the kept lines hold, frozen by the session's own rule: those after the
+    last request record are a request a crash cut off, and are made again instead."""
+    records = [decode_log(lines[j], source="one line")[0] for j in keep]  # surrogates untagged
+    while records and records[-1].get("t") not in ("req", "ovf"):
+        records.pop()
     ledger = Ledger()
-    for j in keep:
-        [record] = decode_log(lines[j], source="one line")  # lone surrogates untagged
+    for record in records:
         if record.get("t") == "d":
             ledger.record(Decision.from_record(record))
     return ledger

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -193,8 +194,10 @@ def test_checksummed_but_malformed_records_are_skipped_on_resume(
     with Budget.open(tmp_path / "s", FAST) as b:
         for s in steps:
             last = b.prepare(msgs[: s.length], usage=s.usage, now=s.now)
+    closing = {"t": "req", "n": len(steps), "at": steps[-1].now + 0.5, "m": steps[-1].length}
     with (tmp_path / "s" / "decisions.jsonl").open("ab") as log:
-        log.write(encode_records([record]))
+        # A decision record counts once a request record closes it (else it is a cut-off tail).
+        log.write(encode_records([record, closing] if record["t"] == "d" else [record]))
     with capture_logs() as logs, Budget.open(tmp_path / "s", FAST) as b:
         again = b.prepare(msgs[: steps[-1].length], usage=steps[-1].usage, now=steps[-1].now + 1)
     assert any(e["event"] == "log_record_skipped" for e in logs)
@@ -309,3 +312,64 @@ def test_unhashable_field_values_are_refused_or_passed_through(
             session.prepare(messages, now=0)
     else:
         assert session.prepare(messages, now=0).messages == messages
+
+
+def cut_off(tmp_path: Path, keep: int, *, warm: bool = False) -> tuple[Path, list[Any], list[Any]]:
+    """A session whose log ends in the first ``keep`` decision lines of request 13 (a cold-cache
+    batch) and half a line: as a crash in the middle of that append leaves it. Returns the
+    path, the conversation and its steps (request 13 moved out of the cold pause if ``warm``)."""
+    msgs, steps = conversation(1, 20)
+    done = tmp_path / "done"
+    with Budget.open(done, FAST) as b:
+        for s in steps[:13]:
+            b.prepare(msgs[: s.length], usage=s.usage, now=s.now)
+    before = (done / "decisions.jsonl").read_bytes()
+    with Budget.open(done, FAST) as b:
+        s = steps[13]
+        b.prepare(msgs[: s.length], usage=s.usage, now=s.now)
+    added = (done / "decisions.jsonl").read_bytes()[len(before) :].splitlines(keepends=True)
+    assert json.loads(added[-1])["t"] == "req" and keep < len(added) - 1
+    torn = b"".join(added[:keep]) + added[keep][: len(added[keep]) // 2]
+    (done / "decisions.jsonl").write_bytes(before + torn)
+    if warm:
+        steps = [*steps[:13], replace(steps[13], now=steps[12].now + 1)]
+    return done, msgs, steps
+
+
+@pytest.mark.parametrize("keep", [1, 3, 6])
+def test_a_request_cut_off_mid_append_is_made_again_the_same_way(tmp_path: Path, keep: int) -> None:
+    """Some of a batch's trims logged, not its request record: they are left to the retry,
+    which trims the same way, writes none of them twice, and closes them; every later resume
+    shows the same (a partial batch used to suppress the rest of it: the copy differed)."""
+    expected = unbroken(tmp_path / "ref", 1, 20)
+    path, msgs, steps = cut_off(tmp_path, keep)
+    with capture_logs() as logs, Budget.open(path, FAST) as b:
+        assert [e["records"] for e in logs if e["event"] == "log_tail_dropped"] == [keep]
+        got = [
+            digest(b.prepare(msgs[: s.length], usage=s.usage, now=s.now).messages)
+            for s in steps[13:16]
+        ]
+    assert got == expected[13:16]
+    with capture_logs() as logs, Budget.open(path, FAST) as b:
+        s = steps[15]
+        again = b.prepare(msgs[: s.length], usage=s.usage, now=s.now)
+    assert digest(again.messages) == expected[15]
+    skipped = [e["reason"] for e in logs if e["event"] == "spill.log.line_skipped"]
+    assert len(skipped) == 1  # the torn line itself, never a repeated record
+    assert not [e for e in logs if e["event"] == "log_tail_dropped"]
+
+
+def test_cut_off_decisions_the_retry_does_not_make_are_withdrawn(tmp_path: Path) -> None:
+    """When the retry runs warm (no batch), the trims the cut-off attempt logged are withdrawn
+    by a void record: no later resume shows them (they would have been closed by the retry's
+    request record)."""
+    path, msgs, steps = cut_off(tmp_path, 3, warm=True)
+    s = steps[13]
+    with capture_logs(), Budget.open(path, FAST) as b:
+        shown = b.prepare(msgs[: s.length], usage=s.usage, now=s.now)
+        assert not shown.report.staleness_ran
+    with capture_logs(), Budget.open(path, FAST) as b:
+        again = b.prepare(msgs[: s.length], usage=s.usage, now=s.now + 1)
+        assert not [d for d in again.report.decisions if d.kind == "trimmed"]
+    assert again.messages == shown.messages
+    assert b'"t":"void"' in (path / "decisions.jsonl").read_bytes()
