@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.strategies._base import Messages, StrategySession
-from benchmarks.strategies._common import apply_edits, tool_calls, tool_results, with_content
-from benchmarks.strategies.swe_agent import omitted_text
+from benchmarks.strategies._common import tool_calls, tool_results
+from benchmarks.strategies.swe_agent import elide
 from benchmarks.trace import Trace, Usage
 from budget._errors import ConfigError
 
@@ -53,13 +53,12 @@ class _Session:
                 last_msg = call.msg
             round_of[call.call_id] = rounds - 1
         first_visible = rounds - self.config.window
-        edits: dict[int, dict[int, dict[str, Any]]] = {}
-        for ref in tool_results(messages):
-            turn = round_of.get(ref.call_id)
-            if turn is not None and turn < first_visible:
-                text = omitted_text(ref.data.get("content"))
-                edits.setdefault(ref.msg, {})[ref.block] = with_content(ref.data, text)
-        return apply_edits(messages, edits)
+        old = (
+            ref
+            for ref in tool_results(messages)
+            if (turn := round_of.get(ref.call_id)) is not None and turn < first_visible
+        )
+        return elide(messages, old)
 
     def recover(self, call_id: str) -> str | None:
         return None

@@ -19,12 +19,19 @@ items. Nothing is recoverable.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from benchmarks.strategies._base import Messages, StrategySession
-from benchmarks.strategies._common import apply_edits, result_text, tool_results, with_content
+from benchmarks.strategies._common import (
+    ResultRef,
+    apply_edits,
+    result_text,
+    tool_results,
+    with_content,
+)
 from benchmarks.trace import Trace, Usage
 from budget._errors import ConfigError
 
@@ -34,6 +41,15 @@ __all__ = ["SweAgent", "SweAgentConfig", "make", "omitted_text"]
 def omitted_text(content: Any) -> str:
     """SWE-agent's placeholder for an elided observation."""
     return f"Old environment output: ({len(result_text(content).splitlines())} lines omitted)"
+
+
+def elide(messages: Messages, refs: Iterable[ResultRef]) -> Messages:
+    """``messages`` with each of ``refs`` replaced by its placeholder (only those copied)."""
+    edits: dict[int, dict[int, dict[str, Any]]] = {}
+    for ref in refs:
+        text = omitted_text(ref.data.get("content"))
+        edits.setdefault(ref.msg, {})[ref.block] = with_content(ref.data, text)
+    return apply_edits(messages, edits)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,11 +77,7 @@ class _Session:
         observations = 1 + len(refs)  # the instance template counts as the first observation
         polling, n = self.config.polling, self.config.n
         last_removed = max(0, (observations // polling) * polling - n)
-        edits: dict[int, dict[int, dict[str, Any]]] = {}
-        for ref in refs[: max(0, last_removed - 1)]:
-            text = omitted_text(ref.data.get("content"))
-            edits.setdefault(ref.msg, {})[ref.block] = with_content(ref.data, text)
-        return apply_edits(messages, edits)
+        return elide(messages, refs[: max(0, last_removed - 1)])
 
     def recover(self, call_id: str) -> str | None:
         return None
