@@ -268,25 +268,23 @@ class Budget:
         # request or overflow record). Those after the last one are from a request a crash cut
         # off: left to its retry, which makes them again; a "void" record it writes withdraws
         # those it did not make again, so they are never closed by a later record.
-        records: list[dict[str, Any]] = []
-        unclosed: list[dict[str, Any]] = []
-        for rec in self._store.read_log():
-            kind = rec.get("t")
-            if kind == "void":
-                ids = rec.get("ids")
-                if isinstance(ids, list):
-                    unclosed = [r for r in unclosed if r.get("t") != "d" or r.get("id") not in ids]
-                continue
-            unclosed.append(rec)
-            if kind in ("req", "ovf"):  # a tuple: any value compares, even an unhashable one
-                records += unclosed
-                unclosed = []
+        log = self._store.read_log()
+        kinds = [rec.get("t") for rec in log]
+        # Decisions are queued, not built: each is validated when its call id is first asked
+        # for, so resuming costs a dict insert per record (SPEC §10: 10,000 in under 100 ms).
+        if "void" in kinds:  # ``in`` compares: any value works, even an unhashable one
+            records, unclosed = _closed_records(log)
+            decisions = [rec for rec in records if rec.get("t") == "d"]
+        else:
+            # Nothing withdrawn (nearly every log): the records up to the last closing one.
+            end = len(log)
+            while end and kinds[end - 1] not in ("req", "ovf"):
+                end -= 1
+            records, unclosed = log[:end], log[end:]
+            decisions = [rec for rec, kind in zip(records, kinds, strict=False) if kind == "d"]
         if unclosed:
             self._log.warning("log_tail_dropped", records=len(unclosed))
             self._tail = unclosed
-        # Decisions are queued, not built: each is validated when its call id is first asked
-        # for, so resuming costs a dict insert per record (SPEC §10: 10,000 in under 100 ms).
-        decisions = [rec for rec in records if rec.get("t") == "d"]
         skipped = self._ledger.restore(decisions)
         if skipped:
             self._log.warning(
@@ -931,6 +929,27 @@ class Budget:
         if any(text == self._envelope(body, ref, tool, is_error=e) for e in (False, True)):
             return ref
         return None
+
+
+def _closed_records(
+    log: list[dict[str, Any]],
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(records closed by a request or overflow record, those after the last one), ``void``
+    records applied: each withdraws the unclosed decision records it names."""
+    records: list[dict[str, Any]] = []
+    unclosed: list[dict[str, Any]] = []
+    for rec in log:
+        kind = rec.get("t")
+        if kind == "void":
+            ids = rec.get("ids")
+            if isinstance(ids, list):
+                unclosed = [r for r in unclosed if r.get("t") != "d" or r.get("id") not in ids]
+            continue
+        unclosed.append(rec)
+        if kind in ("req", "ovf"):  # a tuple: any value compares, even an unhashable one
+            records += unclosed
+            unclosed = []
+    return records, unclosed
 
 
 def _count(value: object) -> TypeGuard[int]:

@@ -10,9 +10,10 @@ import pytest
 import xxhash
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from structlog.testing import capture_logs
 
 from spill import LocalStore
-from spill._log import decode_log, encode_records
+from spill._log import _decode_lines, _decode_whole, decode_log, encode_records
 
 RECORDS = [{"call_id": f"toolu_{i}", "decision": "spilled", "n": i} for i in range(5)]
 
@@ -176,3 +177,61 @@ def test_any_json_records_round_trip(records: list[dict[str, Any]]) -> None:
     """Arbitrary JSON records, lone surrogates included, decode to exactly what was encoded."""
     unique = [r for i, r in enumerate(records) if r not in records[:i]]
     assert decode_log(encode_records(unique), source="test") == unique
+
+
+REALISTIC = [
+    {"t": "d", "id": f"toolu_{i}", "kind": "spilled", "why": "cap", "chars": 60_000 + i,
+     "tool": "bash", "ref": f"{i:032x}", "text": f"[toolbudget] Output …\n{i}\n" * 20}
+    for i in range(50)
+] + [{"t": "req", "n": 1, "at": 1.5, "m": 101}]  # fmt: skip
+
+
+def test_a_whole_log_is_decoded_in_bulk() -> None:
+    """A log as a session writes it takes the bulk path, and gives what line by line gives."""
+    data = encode_records(REALISTIC)
+    assert _decode_whole(data) == REALISTIC == _decode_lines(data, source="test")
+    assert _decode_whole(data[:-1]) == REALISTIC  # a complete last line lacking its newline
+    assert _decode_whole(b"") == []
+
+
+DAMAGE = st.sampled_from(["flip", "truncate", "duplicate", "blank", "junk", "version", "reorder"])
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    records=st.lists(st.dictionaries(KEYS, JSON_VALUES, max_size=3), min_size=1, max_size=6),
+    damage=DAMAGE,
+    where=st.integers(0, 10_000),
+)
+def test_bulk_decoding_never_hides_a_damaged_line(
+    records: list[dict[str, Any]], damage: str, where: int
+) -> None:
+    """The bulk path gives up on any log the line path would warn about, and else agrees."""
+    lines = encode_records(records).splitlines(keepends=True)
+    i = where % len(lines)
+    line = lines[i]
+    if damage == "flip":
+        at = where % (len(line) - 1)  # not the newline: that would join two lines
+        lines[i] = line[:at] + bytes([line[at] ^ 0x01]) + line[at + 1 :]
+    elif damage == "truncate":
+        lines = [*lines[:i], line[: where % len(line)]]
+    elif damage == "duplicate":
+        lines.insert(i, line)
+    elif damage == "blank":
+        lines.insert(i, b"\n")
+    elif damage == "junk":
+        lines.insert(i, b'{"v": 1, "x": 1}\n')
+    elif damage == "version":
+        lines[i] = encode_records([{"t": "x"}]).replace(b'"v":1', b'"v":2')
+    else:  # another writer's layout: crc in sorted position, still valid
+        body = orjson.loads(line)
+        lines[i] = orjson.dumps(body, option=orjson.OPT_SORT_KEYS) + b"\n"
+    data = b"".join(lines)
+    with capture_logs() as warned:
+        by_line = _decode_lines(data, source="test")
+    whole = _decode_whole(data)
+    if warned:
+        assert whole is None
+    if whole is not None:
+        assert whole == by_line
+    assert decode_log(data, source="test") == by_line
