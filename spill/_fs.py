@@ -90,7 +90,7 @@ def read(fd: int, offset: int = 0, size: int | None = None) -> bytes:
     return b"".join(chunks)
 
 
-def write(fd: int, data: bytes) -> None:
+def write(fd: int, data: bytes | memoryview) -> None:
     """Write all of ``data``: one write() call for the whole buffer, more only if it was short."""
     view = memoryview(data)
     while view:

@@ -39,7 +39,8 @@ import xxhash
 from budget._errors import ConfigError, QuotaExceeded, RefError, SessionLocked, StoreError
 from spill import _fs
 from spill._log import decode_log, encode_records
-from spill._store import REF_RE, LogRecord, check_quota, encode_text, events, validate_ref
+from spill._store import REF_RE, LogRecord, check_quota, events, validate_ref
+from spill._utf8 import utf8_of
 
 __all__ = ["DEFAULT_QUOTA_BYTES", "LocalStore"]
 
@@ -139,7 +140,11 @@ class LocalStore:
         """
         if not isinstance(text, str):
             raise StoreError(f"put takes a str body, got {type(text).__name__}")
-        data = encode_text(text)
+        # One view of the UTF-8 bytes (no copy for a long ASCII text) for the hash and the write.
+        with utf8_of(text) as data:
+            return self._put(data)
+
+    def _put(self, data: bytes | memoryview) -> str:
         ref = xxhash.xxh3_128_hexdigest(data)
         name = ref + BODY_SUFFIX
         with self._mutex:
@@ -611,7 +616,7 @@ class LocalStore:
         finally:
             self._close_quietly(fd)
 
-    def _write_atomic(self, dir_fd: int, name: str, data: bytes, what: str) -> None:
+    def _write_atomic(self, dir_fd: int, name: str, data: bytes | memoryview, what: str) -> None:
         """Write ``data`` to a temp file next to ``name``, fsync it, rename it over ``name``."""
         tmp = f"{TMP_PREFIX}{name}-{secrets.token_hex(6)}"
         try:

@@ -16,7 +16,8 @@ import xxhash
 
 from budget._errors import QuotaExceeded, RefError, StoreError
 from spill._log import decode_log, encode_records
-from spill._store import LogRecord, check_quota, encode_text, validate_ref
+from spill._store import LogRecord, check_quota, validate_ref
+from spill._utf8 import utf8_of
 
 __all__ = ["MemoryStore"]
 
@@ -47,16 +48,16 @@ class MemoryStore:
         """Store ``text`` once by content hash and return its ref."""
         if not isinstance(text, str):
             raise StoreError(f"put takes a str body, got {type(text).__name__}")
-        data = encode_text(text)
-        ref = xxhash.xxh3_128_hexdigest(data)
+        with utf8_of(text) as data:  # no copy of a long ASCII text
+            ref, size = xxhash.xxh3_128_hexdigest(data), len(data)
         with self._mutex:
             self._check_open()
             if ref in self._bodies:
                 return ref
-            new_total = self._total + len(data)
+            new_total = self._total + size
             if self._quota is not None and new_total > self._quota:
                 raise QuotaExceeded(
-                    f"storing a body of {len(data)} bytes would bring the in-memory session to "
+                    f"storing a body of {size} bytes would bring the in-memory session to "
                     f"{new_total} bytes of bodies, above its quota of {self._quota} bytes"
                 )
             self._bodies[ref] = text

@@ -17,6 +17,7 @@ import xxhash
 
 from budget._errors import ConfigError, RefError
 from budget._log import get_logger
+from spill._utf8 import encode_text, utf8_of
 
 __all__ = [
     "REF_LEN",
@@ -51,14 +52,13 @@ def events() -> Any:
     return get_logger("toolbudget.spill")
 
 
-def encode_text(text: str) -> bytes:
-    """Return the bytes a body is stored and hashed as (UTF-8, lone surrogates kept)."""
-    return text.encode("utf-8", "surrogatepass")
-
-
 def ref_for(text: str) -> str:
-    """Return the ref of ``text``: xxh3-128 of its UTF-8 (surrogatepass) bytes, 32 hex chars."""
-    return xxhash.xxh3_128_hexdigest(encode_text(text))
+    """Return the ref of ``text``: xxh3-128 of its UTF-8 (surrogatepass) bytes, 32 hex chars.
+
+    A long ASCII text is hashed in place, without an encoded copy (see ``spill._utf8``).
+    """
+    with utf8_of(text) as data:
+        return xxhash.xxh3_128_hexdigest(data)
 
 
 def check_quota(quota_bytes: object) -> None:
