@@ -108,6 +108,9 @@ class LocalStore:
         self._bodies_fd = -1
         self._log_fd = -1
         self._total: int | None = None  # bodies' bytes, counted on first need
+        # Whether every shard's entry in bodies/ is known durable: not yet on open (a process
+        # killed between a mkdir and its fsync leaves an entry that only the kernel holds).
+        self._bodies_synced = False
         try:
             self._open(float(lock_timeout))
         except BaseException:
@@ -156,6 +159,9 @@ class LocalStore:
                 if shard_fd is not None:
                     existing = self._stat_body(shard_fd, ref)
                     if existing is not None and existing.st_size == len(data):
+                        # Maybe renamed into place by a process killed before its fsyncs: the
+                        # decision about to be logged must not outlive its directory entry.
+                        self._sync_entries(shard_fd, ref)
                         return ref
                     if existing is not None:
                         events().warning(
@@ -184,6 +190,7 @@ class LocalStore:
                     self._total = new_total - len(data) + self._size_or_zero(shard_fd, name)
                     raise
                 self._total = new_total
+                self._sync_bodies()
             finally:
                 if shard_fd is not None:
                     self._close_quietly(shard_fd)
@@ -519,8 +526,11 @@ class LocalStore:
         except OSError as exc:
             raise self._error(f"open {what}", exc, name=path, parent_fd=dir_fd) from exc
 
-    def _open_subdir(self, parent_fd: int, name: str, what: str) -> int:
-        """Open (creating if missing) a directory ``name`` inside ``parent_fd``."""
+    def _open_subdir(self, parent_fd: int, name: str, what: str, *, sync: bool = True) -> int:
+        """Open (creating if missing) a directory ``name`` inside ``parent_fd``.
+
+        ``sync=False`` leaves the fsync of ``parent_fd`` after a mkdir to the caller.
+        """
         try:
             return _fs.open_fd(name, _DIR_FLAGS, dir_fd=parent_fd)
         except FileNotFoundError:
@@ -534,7 +544,7 @@ class LocalStore:
         except OSError as exc:
             raise self._error(f"create {what}", exc) from exc
         fd = self._open_dir(name, parent_fd, what)
-        if self._fsync:
+        if self._fsync and sync:
             try:
                 _fs.fsync(parent_fd)
             except OSError as exc:
@@ -545,7 +555,10 @@ class LocalStore:
     def _open_shard(self, shard: str, *, create: bool) -> int | None:
         what = f"{BODIES_NAME}/{shard}"
         if create:
-            return self._open_subdir(self._bodies_fd, shard, what)
+            # bodies/ is fsync'd once the body is (see _sync_bodies): on a journaling
+            # filesystem the body's own fsync has made the new entry durable by then.
+            self._bodies_synced = False
+            return self._open_subdir(self._bodies_fd, shard, what, sync=False)
         try:
             return _fs.open_fd(shard, _DIR_FLAGS, dir_fd=self._bodies_fd)
         except FileNotFoundError:
@@ -639,6 +652,23 @@ class LocalStore:
             raise
         if self._fsync:
             self._fsync_dir(dir_fd, f"the directory holding {what}")
+
+    def _sync_bodies(self) -> None:
+        """fsync bodies/ unless every shard's entry in it is known durable already.
+
+        Called before put returns, so no decision is logged before its shard's entry is
+        durable: the first put of each store (shards a killed process may have left unsynced)
+        and the put that created a shard. Its shard directory is fsync'd by _write_atomic.
+        """
+        if self._fsync and not self._bodies_synced:
+            self._fsync_dir(self._bodies_fd, BODIES_NAME)
+            self._bodies_synced = True
+
+    def _sync_entries(self, shard_fd: int, ref: str) -> None:
+        """Make an existing body's directory entries durable (shard, then bodies/)."""
+        if self._fsync:
+            self._fsync_dir(shard_fd, f"the directory holding body {self._body_rel(ref)}")
+            self._sync_bodies()
 
     def _fsync_dir(self, dir_fd: int, what: str) -> None:
         try:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from budget._errors import ConfigError, QuotaExceeded, RefError, StoreError
-from spill import LocalStore, ref_for
+from spill import LocalStore, _fs, ref_for
 
 Calls = list[tuple[str, tuple[Any, ...]]]
 
@@ -86,6 +86,55 @@ def test_body_is_durable_before_put_returns(tmp_path: Path, fs_calls: Calls) -> 
         assert "fsync" in kinds[write_at:rename_at]
         assert "fsync" in kinds[rename_at:]
         assert kinds[-1] == "close"  # the shard directory, after its fsync
+
+
+def fsynced(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
+    """(device, inode) of everything fsync'd from now on, in order (the fsyncs still run)."""
+    synced: list[tuple[int, int]] = []
+    real = _fs.fsync
+
+    def fsync(fd: int) -> None:
+        st = os.fstat(fd)
+        synced.append((st.st_dev, st.st_ino))
+        real(fd)
+
+    monkeypatch.setattr(_fs, "fsync", fsync)
+    return synced
+
+
+def ident(path: Path) -> tuple[int, int]:
+    """(device, inode) of ``path``."""
+    st = path.stat()
+    return st.st_dev, st.st_ino
+
+
+def test_new_shard_entry_is_durable_before_put_returns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A put that creates a shard fsyncs the body, its shard, then bodies/, before returning."""
+    path = tmp_path / "s"
+    with LocalStore(path) as store:
+        synced = fsynced(monkeypatch)
+        ref = store.put("a body in a new shard")
+        shard, bodies = path / "bodies" / ref[:2], path / "bodies"
+        assert synced == [ident(body_path(path, ref)), ident(shard), ident(bodies)]
+        other = next(f"{ref} {i}" for i in range(10_000) if ref_for(f"{ref} {i}")[:2] == ref[:2])
+        synced.clear()
+        store.put(other)  # an existing shard, entries known durable: bodies/ is not fsync'd
+        assert synced == [ident(body_path(path, ref_for(other))), ident(shard)]
+
+
+def test_existing_body_entries_are_made_durable_once_per_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A body found in place (maybe renamed by a killed process) gets its entries fsync'd."""
+    path = tmp_path / "s"
+    with LocalStore(path, fsync=False) as store:
+        ref = store.put("left by an earlier process")
+    with LocalStore(path) as store:
+        synced = fsynced(monkeypatch)
+        assert store.put("left by an earlier process") == ref
+        assert synced == [ident(path / "bodies" / ref[:2]), ident(path / "bodies")]
 
 
 def test_fsync_off_skips_every_fsync(tmp_path: Path, fs_calls: Calls) -> None:
