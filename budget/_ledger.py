@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 __all__ = ["Decision", "Kind", "Ledger"]
 
@@ -67,29 +67,39 @@ class Decision:
     @classmethod
     def from_record(cls, rec: Mapping[str, Any]) -> Decision:
         """A decision from a log record; ValueError when the record is not a valid decision."""
-        call_id, kind, text, ref = rec.get("id"), rec.get("kind"), rec.get("text"), rec.get("ref")
-        if not isinstance(call_id, str) or not call_id:
-            raise ValueError("decision record without a call id")
-        if not isinstance(kind, str) or kind not in KINDS:
-            raise ValueError(f"decision record with unknown kind {kind!r}")
-        if text is not None and not isinstance(text, str):
-            raise ValueError("decision record whose text is not a string")
-        if ref is not None and not (isinstance(ref, str) and _REF.match(ref)):
-            raise ValueError("decision record whose ref is not 32 lowercase hex characters")
-        chars = rec.get("chars")
-        if not isinstance(chars, int) or chars < 0:
-            raise ValueError("decision record without a character count")
-        if kind in ("spilled", "trimmed") and (ref is None or text is None):
-            raise ValueError(f"{kind} decision record without its ref and text")
+        problem = _invalid(rec)
+        if problem is not None:
+            raise ValueError(problem)
+        return cls._from_valid(rec)
+
+    @classmethod
+    def _from_valid(cls, rec: Mapping[str, Any]) -> Decision:
+        """A decision from a record :func:`_invalid` found nothing wrong with."""
+        get = rec.get
         return cls(
-            call_id=call_id,
-            kind=cast(Kind, kind),
-            reason=str(rec.get("why", "")),
-            chars=chars,
-            text=text,
-            ref=ref,
-            tool=str(rec.get("tool", "")),
-        )
+            rec["id"], rec["kind"], str(get("why", "")), rec["chars"], get("text"), get("ref"),
+            str(get("tool", "")),
+        )  # fmt: skip
+
+
+def _invalid(rec: Mapping[str, Any]) -> str | None:
+    """What makes ``rec`` not a valid decision record, or None."""
+    get = rec.get
+    call_id, kind, text, ref = get("id"), get("kind"), get("text"), get("ref")
+    if not isinstance(call_id, str) or not call_id:
+        return "decision record without a call id"
+    if not isinstance(kind, str) or kind not in KINDS:
+        return f"decision record with unknown kind {kind!r}"
+    if text is not None and not isinstance(text, str):
+        return "decision record whose text is not a string"
+    if ref is not None and not (isinstance(ref, str) and _REF.match(ref)):
+        return "decision record whose ref is not 32 lowercase hex characters"
+    chars = get("chars")
+    if not isinstance(chars, int) or chars < 0:
+        return "decision record without a character count"
+    if kind in ("spilled", "trimmed") and (ref is None or text is None):
+        return f"{kind} decision record without its ref and text"
+    return None
 
 
 class Ledger:
@@ -152,14 +162,19 @@ class Ledger:
     def _fold(self, call_id: str) -> Decision | None:
         records = self._pending.pop(call_id, None)
         if records is not None:
+            # Recording the valid records in order keeps the first trimmed one, else the last:
+            # find that one, and build only it.
+            chosen: Mapping[str, Any] | None = None
             for rec in records:
-                try:
-                    d = Decision.from_record(rec)
-                except ValueError as exc:
+                problem = _invalid(rec)
+                if problem is not None:
                     if self._on_invalid is not None:
-                        self._on_invalid(call_id, str(exc))
+                        self._on_invalid(call_id, problem)
                     continue
-                self.record(d)
+                if chosen is None or chosen.get("kind") != "trimmed":
+                    chosen = rec
+            if chosen is not None:
+                self.record(Decision._from_valid(chosen))
         return self._by_id.get(call_id)
 
     def _fold_all(self) -> None:

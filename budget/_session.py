@@ -344,6 +344,10 @@ class Budget:
         self._cand_results: dict[str, ToolResult] = {}
         self._cand_start = 0
         self._seen: list[Any] | None = None
+        self._shown_now: dict[int, tuple[Any, int]] = {}
+        """Per message scanned by this request and shown rewritten by earlier decisions: that
+        copy and its tokens. _apply takes them for messages this request decides nothing in
+        (rebuilding a long history after a resume is mostly such messages)."""
 
     # -- the request path -----------------------------------------------------------------------
 
@@ -508,6 +512,7 @@ class Budget:
         group = self._msgs[k - 1].group_after if k else -1
         fresh: list[ToolResult] = []
         placed: list[ToolResult] = []
+        self._shown_now = {}
         for i in range(k, len(messages)):
             scanned = scan_at(fmt, messages, i)
             if scanned.opens_round:
@@ -557,7 +562,9 @@ class Budget:
             pre = tokens
             if shown:
                 # Decided in an earlier request or process: counted as it is shown.
-                pre = estimate_tokens(fmt.rewrite(messages[i], shown), text=self._tt)
+                out = fmt.rewrite(messages[i], shown)
+                pre = estimate_tokens(out, text=self._tt)
+                self._shown_now[i] = (out, pre)
             self._msgs.append(_Msg(scanned, tuple(results), rnd, group, tokens, 0))
             self._inputs.append(messages[i])
             self._cum_in.append(self._cum_in[-1] + tokens)
@@ -756,9 +763,17 @@ class Budget:
             self._cand_start = max(self._cand_start, end)
         for i in sorted(touched_old):
             self._outputs[i] = self._render(messages[i], self._msgs[i].results)
+        shown, self._shown_now = self._shown_now, {}
+        counted: dict[int, int] = {}
         for i in range(k, len(messages)):
             m = self._msgs[i]
-            self._outputs.append(self._render(messages[i], m.results))
+            ready = shown.get(i)
+            if ready is not None and not any(r.call_id in made for r in m.results):
+                # Shown as the scan rewrote it: no decision of this request touches it.
+                self._outputs.append(ready[0])
+                counted[i] = ready[1]
+            else:
+                self._outputs.append(self._render(messages[i], m.results))
             for r in m.results:
                 frozen = self._ledger.get(r.call_id)
                 if frozen is not None:
@@ -768,9 +783,11 @@ class Budget:
         for i in range(first, len(messages)):
             m = self._msgs[i]
             out = self._outputs[i]
-            m.tokens_out = (
-                m.tokens_in if out is messages[i] else estimate_tokens(out, text=self._tt)
-            )
+            if out is messages[i]:
+                m.tokens_out = m.tokens_in
+            else:
+                tokens = counted.get(i)
+                m.tokens_out = estimate_tokens(out, text=self._tt) if tokens is None else tokens
             self._cum_out.append(self._cum_out[-1] + m.tokens_out)
         self._add_candidates(r for r in by_id.values() if r.msg_index >= k)
         return reports

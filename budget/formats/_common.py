@@ -35,12 +35,13 @@ def type_name(value: object) -> str:
 
 def is_record(value: object) -> bool:
     """Whether ``value`` is a message or block the adapters can read: a mapping or an SDK model."""
-    return isinstance(value, Mapping | BaseModel)
+    # A plain dict first: the ABC check costs several times more, on every message and block.
+    return type(value) is dict or isinstance(value, Mapping | BaseModel)
 
 
 def field(record: Any, key: str) -> Any:
     """``record[key]`` for a mapping, the attribute for a model; None when absent."""
-    if isinstance(record, Mapping):
+    if type(record) is dict or isinstance(record, Mapping):
         return record.get(key)
     return getattr(record, key, None)
 
