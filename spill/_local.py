@@ -9,8 +9,9 @@ Layout::
       bodies/<ab>/<ref>.txt     spilled bodies by content hash (dirs 0700, files 0600)
 
 Bodies are written to a ``.tmp-*`` file in their final directory, fsync'd, renamed into place
-and the directory fsync'd before :meth:`LocalStore.put` returns, so a decision logged after
-``put`` never points to a body that a crash could lose. Temp files are never read as bodies;
+and the directory fsync'd (then ``bodies/``, when the shard is new or at a store's first put)
+before :meth:`LocalStore.put` returns, so a decision logged after ``put`` never points to a body
+that a crash could lose. Temp files are never read as bodies;
 those a crash left behind are removed when the session is next opened (next to the metadata)
 or when its bodies are first counted for the quota (next to the bodies: the first ``put``).
 
