@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from budget._tokens import estimate_text_tokens
+from budget._tokens import DEFAULT_PROFILE, TokenizerProfile, estimate_text_tokens
 
 __all__ = ["MEMO_MIN_CHARS", "SAMPLE_ABOVE_CHARS", "TextTokens", "sampled_text_tokens"]
 
@@ -28,7 +28,7 @@ _SAMPLES: Final = 32
 _SAMPLE_CHARS: Final = 2_048
 
 
-def sampled_text_tokens(text: str) -> int:
+def sampled_text_tokens(text: str, profile: TokenizerProfile = DEFAULT_PROFILE) -> int:
     """Estimated tokens of ``text`` from 32 evenly spaced 2,048-character samples, scaled up.
 
     Exact for texts that fit in the samples; for longer ones within a few percent on text whose
@@ -36,10 +36,11 @@ def sampled_text_tokens(text: str) -> int:
     """
     n = len(text)
     if n <= _SAMPLES * _SAMPLE_CHARS:
-        return estimate_text_tokens(text)
+        return estimate_text_tokens(text, profile)
     step = n // _SAMPLES
     sampled = sum(
-        estimate_text_tokens(text[i * step : i * step + _SAMPLE_CHARS]) for i in range(_SAMPLES)
+        estimate_text_tokens(text[i * step : i * step + _SAMPLE_CHARS], profile)
+        for i in range(_SAMPLES)
     )
     return round(sampled * n / (_SAMPLES * _SAMPLE_CHARS))
 
@@ -47,16 +48,17 @@ def sampled_text_tokens(text: str) -> int:
 class TextTokens:
     """A text token estimator that remembers its answers over two requests."""
 
-    __slots__ = ("_cur", "_prev")
+    __slots__ = ("_cur", "_prev", "_profile")
 
-    def __init__(self) -> None:
+    def __init__(self, profile: TokenizerProfile = DEFAULT_PROFILE) -> None:
+        self._profile = profile
         self._cur: dict[int, tuple[str, int]] = {}
         self._prev: dict[int, tuple[str, int]] = {}
 
     def __call__(self, text: str) -> int:
         """Estimated tokens of ``text`` (memoized by identity)."""
         if len(text) < MEMO_MIN_CHARS:
-            return estimate_text_tokens(text)
+            return estimate_text_tokens(text, self._profile)
         key = id(text)
         hit = self._cur.get(key)
         if hit is not None and hit[0] is text:
@@ -64,9 +66,9 @@ class TextTokens:
         hit = self._prev.get(key)
         if hit is None or hit[0] is not text:
             if len(text) > SAMPLE_ABOVE_CHARS:
-                hit = (text, sampled_text_tokens(text))
+                hit = (text, sampled_text_tokens(text, self._profile))
             else:
-                hit = (text, estimate_text_tokens(text))
+                hit = (text, estimate_text_tokens(text, self._profile))
         self._cur[key] = hit
         return hit[1]
 

@@ -43,8 +43,8 @@ from budget._memo import TextTokens
 from budget._overflow import is_context_overflow, overflow_limit
 from budget._readback import ReadBack
 from budget._report import DecisionReport, Prepared, Report
-from budget._tokens import estimate_tokens
-from budget._usage import normalize_usage
+from budget._tokens import estimate_tokens, tokenizer_profile
+from budget._usage import ProviderUsage, normalize_usage
 from budget._view import Format, Scanned, ToolResult, scan_at
 from budget._windows import resolve_window
 from budget._wrap import wrap_tool, wrapped_decisions
@@ -160,7 +160,9 @@ class Budget:
         self._last_n = 0
         self._overflows = 0
         self._last_usage: tuple[int, ...] | None = None
-        self._tt = TextTokens()
+        # The model's tokenizer family sets text density and framing for every estimate.
+        self._profile = tokenizer_profile(self.config.model)
+        self._tt = TextTokens(self._profile)
         self._unlogged: list[Mapping[str, Any]] = []
         self._tail: list[dict[str, Any]] = []
         """Records of a request a crash cut off, still in the log: its retry does not repeat them."""
@@ -441,6 +443,7 @@ class Budget:
         records.append({"t": "req", "n": self._requests, "at": now, "m": len(messages)})
         self._append_log(records)
         reports = self._apply(messages, k, made, by_id)
+        since = self._last_n
         self._last_at, self._last_n = now, len(messages)
 
         trimmed_now = [d for d in made.values() if d.kind == "trimmed"]
@@ -463,7 +466,9 @@ class Budget:
             chars_before=t.chars_before,
             chars_after=t.chars_after,
             tokens_before=self._cum_in[-1],
-            tokens_after=max(self._cum_out[-1], self._anchor(usage_total, messages, k, out=True)),
+            tokens_after=max(
+                self._cum_out[-1], self._anchor(usage_total, messages, since, out=True)
+            ),
             window=window,
             prefix_stable=stable,
             staleness_ran=bool(trimmed_now),
@@ -555,18 +560,20 @@ class Budget:
                 elif prior.text is not None:
                     shown[raw.slot] = prior.text
             placed.extend(results)
-            tokens = estimate_tokens(messages[i], text=self._tt)
+            tokens = estimate_tokens(messages[i], model=self._profile, text=self._tt)
             pre = tokens
             if shown:
                 # Decided in an earlier request or process: counted as it is shown.
-                pre = estimate_tokens(fmt.rewrite(messages[i], shown), text=self._tt)
+                pre = estimate_tokens(
+                    fmt.rewrite(messages[i], shown), model=self._profile, text=self._tt
+                )
             self._msgs.append(_Msg(scanned, tuple(results), rnd, group, tokens, 0))
             self._inputs.append(messages[i])
             self._cum_in.append(self._cum_in[-1] + tokens)
             self._cum_pre.append(self._cum_pre[-1] + pre)
         return fresh, placed
 
-    def _usage_total(self, usage: Any) -> int | None:
+    def _usage_total(self, usage: Any) -> ProviderUsage | None:
         if usage is None:
             return None
         u = normalize_usage(usage)
@@ -577,21 +584,30 @@ class Budget:
             # A usage we have not seen is a new successful response: the overflow streak ends.
             self._last_usage = key
             self._overflows = 0
-        return int(u.total)
+        return u
 
-    def _anchor(self, usage_total: int | None, messages: list[Any], k: int, *, out: bool) -> int:
-        """Last reported usage plus what was added since (0 when no usage was given)."""
-        if usage_total is None:
+    def _anchor(
+        self, usage: ProviderUsage | None, messages: list[Any], since: int, *, out: bool
+    ) -> int:
+        """Last reported usage plus what was added after the first ``since`` messages (0 when
+        no usage was given)."""
+        if usage is None:
             return 0
-        start = min(self._last_n, len(messages))
-        if start < len(messages) and _role(messages[start]) == "assistant":
-            start += 1  # the reply is in the usage already, as its output
-        if start >= len(messages):
-            return usage_total
         cum = self._cum_out if out else self._cum_in
+        total = usage.total
+        start = min(since, len(messages))
+        if start < len(messages) and _role(messages[start]) == "assistant":
+            # The reply is in the usage already, as its output; but it counts at no less than
+            # its own estimate, since a streamed response's first event reports an output of a
+            # token or so, and callers (and some recorders) keep that usage.
+            if len(cum) > start + 1:
+                total = usage.prompt_tokens + max(usage.output_tokens, cum[start + 1] - cum[start])
+            start += 1
+        if start >= len(messages):
+            return total
         if len(cum) > len(messages):
-            return usage_total + cum[len(messages)] - cum[start]
-        return usage_total
+            return total + cum[len(messages)] - cum[start]
+        return total
 
     def _cutoff(self, *, overflowing: bool) -> int:
         """The newest round whose results may be trimmed."""
@@ -604,7 +620,7 @@ class Budget:
         messages: list[Any],
         k: int,
         fresh: list[ToolResult],
-        usage_total: int | None,
+        usage_total: ProviderUsage | None,
         now: float,
         overflowing: bool,
         made: dict[str, Decision],
@@ -628,7 +644,7 @@ class Budget:
         # Messages before ``k`` as the previous request showed them, the rest as their frozen
         # decisions show them: the same figure whether the session went on or was resumed.
         full_out = self._cum_out[k] + (self._cum_pre[-1] - self._cum_pre[k])
-        estimate = max(full_out, self._anchor(usage_total, messages, k, out=False))
+        estimate = max(full_out, self._anchor(usage_total, messages, self._last_n, out=False))
         first = eligible[0].result.msg_index if eligible else len(messages)
         if first < k:
             before_first = self._cum_out[first]
@@ -771,7 +787,9 @@ class Budget:
             m = self._msgs[i]
             out = self._outputs[i]
             m.tokens_out = (
-                m.tokens_in if out is messages[i] else estimate_tokens(out, text=self._tt)
+                m.tokens_in
+                if out is messages[i]
+                else estimate_tokens(out, model=self._profile, text=self._tt)
             )
             self._cum_out.append(self._cum_out[-1] + m.tokens_out)
         self._add_candidates(r for r in by_id.values() if r.msg_index >= k)

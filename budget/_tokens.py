@@ -28,19 +28,28 @@ import base64
 import binascii
 import importlib
 import math
+import re
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Final, Protocol, runtime_checkable
 
 import orjson
 
 __all__ = [
+    "ANTHROPIC_PROFILE",
+    "DEFAULT_PROFILE",
+    "GOOGLE_PROFILE",
     "IMAGE_TOKENS_DEFAULT",
+    "OPENAI_PROFILE",
     "TokenEstimator",
+    "TokenizerProfile",
     "estimate_image_tokens",
     "estimate_text_tokens",
     "estimate_tokens",
     "text_class_counts",
+    "text_units",
     "tiktoken_estimator",
+    "tokenizer_profile",
 ]
 
 
@@ -86,6 +95,76 @@ _CHAR_UNITS: Final[dict[str, int]] = {
 }
 # Units carried by each UTF-8 continuation byte; the lead byte carries the rest of the character.
 _CONT_UNITS: Final = 4
+
+
+@dataclass(frozen=True, slots=True)
+class TokenizerProfile:
+    """How one family of models counts a prompt: its text density and its message framing.
+
+    Vocabularies differ in density (Claude's splits code and tool output into about 1.2 times
+    as many tokens as OpenAI's o200k or Gemini's), and chat templates differ in what a message,
+    a tool call and a tool result add around their text.
+    """
+
+    name: str
+    units_per_token: int
+    """Character weight units (1/11 of a Claude token each) per token of this family."""
+    message: int
+    """Tokens a message adds around its content (role markers, separators)."""
+    block: int
+    """Tokens a content block adds (a text or image part inside a message)."""
+    tool_call: int
+    """Tokens a tool call adds around its id, name and JSON input."""
+    tool_result: int
+    """Tokens a tool result adds around its id and content."""
+
+    def text_tokens(self, text: str) -> int:
+        """Estimated tokens of plain ``text`` for this family."""
+        return estimate_text_tokens(text, self)
+
+
+ANTHROPIC_PROFILE: Final = TokenizerProfile(
+    "anthropic", units_per_token=11, message=4, block=2, tool_call=16, tool_result=20
+)
+OPENAI_PROFILE: Final = TokenizerProfile(
+    "openai", units_per_token=13, message=4, block=2, tool_call=16, tool_result=20
+)
+GOOGLE_PROFILE: Final = TokenizerProfile(
+    "google", units_per_token=12, message=2, block=0, tool_call=8, tool_result=8
+)
+DEFAULT_PROFILE: Final = ANTHROPIC_PROFILE
+"""For a model of unknown family: the densest text and the heaviest framing, since an
+underestimate is the costly error (the prompt overflows) and an overestimate only trims early."""
+
+# Substrings of a model name (lowercased) that tell its tokenizer family, tried in order.
+_FAMILY_MARKERS: Final[tuple[tuple[str, TokenizerProfile], ...]] = (
+    ("claude", ANTHROPIC_PROFILE),
+    ("gemini", GOOGLE_PROFILE),
+    ("gemma", GOOGLE_PROFILE),
+    ("gpt", OPENAI_PROFILE),
+    ("codex", OPENAI_PROFILE),
+    # Llama 3 and 4 use tiktoken-style byte-level BPE vocabularies of 128k-202k entries, close
+    # to o200k in density.
+    ("llama", OPENAI_PROFILE),
+)
+_OPENAI_REASONING: Final = re.compile(r"(?:^|[/:])o\d(?:$|[-_.])")
+
+
+def tokenizer_profile(model: str | None) -> TokenizerProfile:
+    """The profile of ``model``'s family, from its name; :data:`DEFAULT_PROFILE` if unknown.
+
+    Names are matched loosely, so provider prefixes and dates do not matter
+    (``openrouter/google/gemini-3-pro-preview``, ``claude-sonnet-4-5-20250929``, ``o3-mini``).
+    """
+    if not model:
+        return DEFAULT_PROFILE
+    name = model.lower()
+    for marker, profile in _FAMILY_MARKERS:
+        if marker in name:
+            return profile
+    if _OPENAI_REASONING.search(name):
+        return OPENAI_PROFILE
+    return DEFAULT_PROFILE
 
 
 def _lead_byte_class(b: int) -> tuple[str, int]:
@@ -159,14 +238,8 @@ def text_class_counts(text: str) -> dict[str, int]:
     return {name: classes.count(i) for i, name in enumerate(_CLASS_NAMES) if name != "cont"}
 
 
-def estimate_text_tokens(text: str) -> int:
-    """Estimate the tokens of plain text from its per-class character counts.
-
-    Empty text is 0; any non-empty text is at least 1. The estimate is a sum of non-negative
-    per-byte weights rounded up once, so appending text never lowers it.
-    """
-    if not text:
-        return 0
+def text_units(text: str) -> int:
+    """The summed per-byte weights of ``text``, in units of 1/11 of a Claude token."""
     if text.isascii():
         if len(text) <= _CHUNK:  # the common case, without the loop's slicing
             codes = text.encode("ascii").translate(_ASCII_TABLE)
@@ -182,7 +255,20 @@ def estimate_text_tokens(text: str) -> int:
             chunk = text[start : start + _CHUNK].encode("utf-8", "surrogatepass")
             value = int.from_bytes(chunk.translate(_WIDE_TABLE), "little")
             units += value.bit_count() + 4 * (value & _HIGH_NIBBLES).bit_count()
-    return max(1, -(-units // _UNITS_PER_TOKEN))
+    return units
+
+
+def estimate_text_tokens(text: str, profile: TokenizerProfile | None = None) -> int:
+    """Estimate the tokens of plain text from its per-class character counts.
+
+    Empty text is 0; any non-empty text is at least 1. The estimate is a sum of non-negative
+    per-byte weights rounded up once, so appending text never lowers it. ``profile`` picks the
+    tokenizer family's density (default: :data:`DEFAULT_PROFILE`, the densest).
+    """
+    if not text:
+        return 0
+    per_token = _UNITS_PER_TOKEN if profile is None else profile.units_per_token
+    return max(1, -(-text_units(text) // per_token))
 
 
 # --- images -------------------------------------------------------------------------------
@@ -269,12 +355,6 @@ _TextFn = Callable[[str], int]
 
 # --- message structures ---------------------------------------------------------------------
 
-# Framing a provider adds around each message and block (role markers, separators). OpenAI
-# documents 3 tokens a message for chat models; block and tool-call framing is similar in size.
-_MESSAGE_OVERHEAD: Final = 4
-_BLOCK_OVERHEAD: Final = 2
-_TOOL_CALL_OVERHEAD: Final = 8
-_TOOL_RESULT_OVERHEAD: Final = 6
 _DOCUMENT_DEFAULT: Final = 1600
 _REDACTED_THINKING: Final = 100
 
@@ -316,23 +396,23 @@ def _json_tokens(value: Any, text: _TextFn) -> int:
     return text(dumped)
 
 
-def _mapping_tokens(obj: Mapping[str, Any], text: _TextFn) -> int:
+def _mapping_tokens(obj: Mapping[str, Any], text: _TextFn, fr: TokenizerProfile) -> int:
     kind = obj.get("type")
     if not isinstance(kind, str | None):
         kind = ""  # a type of another kind (even an unhashable one): an unknown block
     if kind in _IMAGE_TYPES:
-        return _image_block_tokens(obj) + _BLOCK_OVERHEAD
+        return _image_block_tokens(obj) + fr.block
     if kind == "document":
         source = obj.get("source")
         if isinstance(source, Mapping) and isinstance(source.get("data"), str):
             if source.get("type") == "text":
-                return text(source["data"]) + _BLOCK_OVERHEAD
+                return text(source["data"]) + fr.block
             return _DOCUMENT_DEFAULT
         return _DOCUMENT_DEFAULT
     if kind == "redacted_thinking":
         return _REDACTED_THINKING
     if kind in _TOOL_CALL_TYPES:
-        total = _TOOL_CALL_OVERHEAD
+        total = fr.tool_call
         for key in ("id", "call_id", "name"):
             value = obj.get(key)
             if isinstance(value, str):
@@ -342,17 +422,19 @@ def _mapping_tokens(obj: Mapping[str, Any], text: _TextFn) -> int:
                 total += _json_tokens(obj[key], text)
         fn = obj.get("function")
         if isinstance(fn, Mapping):
-            total += _mapping_tokens(fn, text)
+            total += _mapping_tokens(fn, text, fr)
         return total
     if kind in _TOOL_RESULT_TYPES:
-        total = _TOOL_RESULT_OVERHEAD
+        total = fr.tool_result
         for key, value in obj.items():
             if key not in _SKIP_KEYS and key != "is_error":
-                total += _value_tokens(value, text)
+                total += _value_tokens(value, text, fr)
         return total
-    total = _BLOCK_OVERHEAD if kind is not None else 0
+    total = fr.block if kind is not None else 0
     if "role" in obj:
-        total += _MESSAGE_OVERHEAD
+        total += fr.message
+        if obj["role"] == "tool":  # an OpenAI Chat tool message is a tool result
+            total += fr.tool_result
     for key, value in obj.items():
         if key in _SKIP_KEYS:
             continue
@@ -361,11 +443,11 @@ def _mapping_tokens(obj: Mapping[str, Any], text: _TextFn) -> int:
         elif key == "tool_calls" and isinstance(value, Sequence) and not isinstance(value, str):
             for call in value:
                 if isinstance(call, Mapping):
-                    total += _TOOL_CALL_OVERHEAD + _call_tokens(call, text)
+                    total += fr.tool_call + _call_tokens(call, text)
                 else:
-                    total += _TOOL_CALL_OVERHEAD + _value_tokens(call, text)
+                    total += fr.tool_call + _value_tokens(call, text, fr)
         else:
-            total += _value_tokens(value, text)
+            total += _value_tokens(value, text, fr)
     return total
 
 
@@ -385,17 +467,17 @@ def _call_tokens(call: Mapping[str, Any], text: _TextFn) -> int:
     return total
 
 
-def _value_tokens(value: Any, text: _TextFn) -> int:
+def _value_tokens(value: Any, text: _TextFn, fr: TokenizerProfile) -> int:
     # Exact built-in types first: the ABC checks below cost about ten times more.
     cls = type(value)
     if cls is str:
         return text(value)
     if cls is dict:
-        return _mapping_tokens(value, text)
+        return _mapping_tokens(value, text, fr)
     if cls is list:
         total = 0
         for item in value:
-            total += _value_tokens(item, text)
+            total += _value_tokens(item, text, fr)
         return total
     if value is None or isinstance(value, bool):
         return 0
@@ -404,18 +486,23 @@ def _value_tokens(value: Any, text: _TextFn) -> int:
     if isinstance(value, int | float):
         return text(str(value))
     if isinstance(value, Mapping):
-        return _mapping_tokens(value, text)
+        return _mapping_tokens(value, text, fr)
     if isinstance(value, Sequence | set | frozenset) and not isinstance(value, bytes | bytearray):
-        return sum(_value_tokens(v, text) for v in value)
+        return sum(_value_tokens(v, text, fr) for v in value)
     if isinstance(value, bytes | bytearray):
         return math.ceil(len(value) / 4)
     dump: Callable[..., Any] | None = getattr(value, "model_dump", None)
     if callable(dump):
-        return _value_tokens(dump(exclude_none=True), text)
+        return _value_tokens(dump(exclude_none=True), text, fr)
     return text(str(value))
 
 
-def estimate_tokens(obj: Any, *, text: Callable[[str], int] = estimate_text_tokens) -> int:
+def estimate_tokens(
+    obj: Any,
+    *,
+    model: str | TokenizerProfile | None = None,
+    text: Callable[[str], int] | None = None,
+) -> int:
     """Estimate the tokens ``obj`` costs in a prompt.
 
     ``obj`` may be a text, one message or content block (a mapping in Anthropic or OpenAI
@@ -423,10 +510,14 @@ def estimate_tokens(obj: Any, *, text: Callable[[str], int] = estimate_text_toke
     class (:func:`estimate_text_tokens`); structures add per-message, per-block and tool-call
     framing, count tool-call ids, names and JSON input, and count images by pixel size when the
     base64 header reveals it (else :data:`IMAGE_TOKENS_DEFAULT`). Bookkeeping fields that are
-    never sent (``signature``, ``cache_control``, ``usage``...) are ignored. ``text`` replaces
-    the text estimator, e.g. with an exact tokenizer, keeping the same framing.
+    never sent (``signature``, ``cache_control``, ``usage``...) are ignored.
+
+    ``model`` (a model name or a :class:`TokenizerProfile`) picks the tokenizer family's text
+    density and framing (:func:`tokenizer_profile`); without it, the densest family's are used.
+    ``text`` replaces the text estimator, e.g. with an exact tokenizer, keeping the framing.
     """
-    return _value_tokens(obj, text)
+    profile = model if isinstance(model, TokenizerProfile) else tokenizer_profile(model)
+    return _value_tokens(obj, profile.text_tokens if text is None else text, profile)
 
 
 def tiktoken_estimator(encoding: str = "o200k_base") -> TokenEstimator | None:
@@ -450,6 +541,6 @@ def tiktoken_estimator(encoding: str = "o200k_base") -> TokenEstimator | None:
         return len(enc.encode(text, disallowed_special=()))
 
     def exact(obj: Any, /) -> int:
-        return estimate_tokens(obj, text=exact_text)
+        return estimate_tokens(obj, model=OPENAI_PROFILE, text=exact_text)
 
     return exact
