@@ -30,8 +30,8 @@ import importlib
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Final, Protocol, runtime_checkable
+from dataclasses import dataclass, field
+from typing import Any, Final, NamedTuple, Protocol, runtime_checkable
 
 import orjson
 
@@ -117,54 +117,16 @@ class TokenizerProfile:
     """Tokens a tool call adds around its id, name and JSON input."""
     tool_result: int
     """Tokens a tool result adds around its id and content."""
+    class_units: tuple[tuple[str, int], ...] = ()
+    """Per-class weights (in units) that differ from the default ones, e.g. ``(("digit", 12),)``."""
+    _tables: _Tables = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_tables", _build_tables(dict(self.class_units)))
 
     def text_tokens(self, text: str) -> int:
         """Estimated tokens of plain ``text`` for this family."""
         return estimate_text_tokens(text, self)
-
-
-ANTHROPIC_PROFILE: Final = TokenizerProfile(
-    "anthropic", units_per_token=11, message=4, block=2, tool_call=16, tool_result=20
-)
-OPENAI_PROFILE: Final = TokenizerProfile(
-    "openai", units_per_token=13, message=4, block=2, tool_call=16, tool_result=20
-)
-GOOGLE_PROFILE: Final = TokenizerProfile(
-    "google", units_per_token=12, message=2, block=0, tool_call=8, tool_result=8
-)
-DEFAULT_PROFILE: Final = ANTHROPIC_PROFILE
-"""For a model of unknown family: the densest text and the heaviest framing, since an
-underestimate is the costly error (the prompt overflows) and an overestimate only trims early."""
-
-# Substrings of a model name (lowercased) that tell its tokenizer family, tried in order.
-_FAMILY_MARKERS: Final[tuple[tuple[str, TokenizerProfile], ...]] = (
-    ("claude", ANTHROPIC_PROFILE),
-    ("gemini", GOOGLE_PROFILE),
-    ("gemma", GOOGLE_PROFILE),
-    ("gpt", OPENAI_PROFILE),
-    ("codex", OPENAI_PROFILE),
-    # Llama 3 and 4 use tiktoken-style byte-level BPE vocabularies of 128k-202k entries, close
-    # to o200k in density.
-    ("llama", OPENAI_PROFILE),
-)
-_OPENAI_REASONING: Final = re.compile(r"(?:^|[/:])o\d(?:$|[-_.])")
-
-
-def tokenizer_profile(model: str | None) -> TokenizerProfile:
-    """The profile of ``model``'s family, from its name; :data:`DEFAULT_PROFILE` if unknown.
-
-    Names are matched loosely, so provider prefixes and dates do not matter
-    (``openrouter/google/gemini-3-pro-preview``, ``claude-sonnet-4-5-20250929``, ``o3-mini``).
-    """
-    if not model:
-        return DEFAULT_PROFILE
-    name = model.lower()
-    for marker, profile in _FAMILY_MARKERS:
-        if marker in name:
-            return profile
-    if _OPENAI_REASONING.search(name):
-        return OPENAI_PROFILE
-    return DEFAULT_PROFILE
 
 
 def _lead_byte_class(b: int) -> tuple[str, int]:
@@ -199,30 +161,44 @@ def _byte_class(b: int) -> str:
     return "punct"
 
 
-def _byte_units(b: int) -> int:
+def _byte_units(b: int, units: Mapping[str, int]) -> int:
     if b >= 0xC0:
         cls, length = _lead_byte_class(b)
-        return _CHAR_UNITS[cls] - (length - 1) * _CONT_UNITS
+        return units[cls] - (length - 1) * _CONT_UNITS
     if b >= 0x80:
         return _CONT_UNITS
-    return _CHAR_UNITS[_byte_class(b)]
+    return units[_byte_class(b)]
 
 
-def _build_tables() -> tuple[bytes, bytes]:
+class _Tables(NamedTuple):
+    ascii: bytes | None
+    """Codes of up to 8 set bits per ASCII byte; None when an ASCII class weighs more."""
+    wide: bytes
+    """Codes of ``lo`` bits (1 unit each) in the low nibble and ``hi`` (5 each) in the high."""
+
+
+def _build_tables(overrides: Mapping[str, int]) -> _Tables:
+    unknown = set(overrides) - set(_CHAR_UNITS)
+    if unknown:
+        raise ValueError(f"unknown character classes {sorted(unknown)}")
+    units = {**_CHAR_UNITS, **overrides}
     ascii_table, wide_table = bytearray(256), bytearray(256)
+    ascii_fits = True
     for b in range(256):
-        units = _byte_units(b)
-        limit = _MAX_ASCII_UNITS if b < 0x80 else _MAX_BYTE_UNITS
-        if not 0 <= units <= limit:
-            raise AssertionError(f"byte 0x{b:02x} weighs {units} units, outside 0..{limit}")
+        weight = _byte_units(b, units)
+        if not 0 <= weight <= _MAX_BYTE_UNITS:
+            raise ValueError(f"byte 0x{b:02x} weighs {weight} units, outside 0..{_MAX_BYTE_UNITS}")
         if b < 0x80:
-            ascii_table[b] = (1 << units) - 1
-        hi, lo = divmod(units, 5)
+            if weight > _MAX_ASCII_UNITS:
+                ascii_fits = False
+            else:
+                ascii_table[b] = (1 << weight) - 1
+        hi, lo = divmod(weight, 5)
         wide_table[b] = ((1 << hi) - 1) << 4 | ((1 << lo) - 1)
-    return bytes(ascii_table), bytes(wide_table)
+    return _Tables(bytes(ascii_table) if ascii_fits else None, bytes(wide_table))
 
 
-_ASCII_TABLE, _WIDE_TABLE = _build_tables()
+_TABLES: Final = _build_tables({})
 _CLASS_NAMES: Final = (*_CHAR_UNITS, "cont")
 # Maps each byte to the index of its class, for counting classes (diagnostics, fitting).
 _CLASS_TABLE: Final = bytes(_CLASS_NAMES.index(_byte_class(b)) for b in range(256))
@@ -238,22 +214,24 @@ def text_class_counts(text: str) -> dict[str, int]:
     return {name: classes.count(i) for i, name in enumerate(_CLASS_NAMES) if name != "cont"}
 
 
-def text_units(text: str) -> int:
+def text_units(text: str, tables: _Tables = _TABLES) -> int:
     """The summed per-byte weights of ``text``, in units of 1/11 of a Claude token."""
-    if text.isascii():
+    ascii_table = tables.ascii
+    if ascii_table is not None and text.isascii():
         if len(text) <= _CHUNK:  # the common case, without the loop's slicing
-            codes = text.encode("ascii").translate(_ASCII_TABLE)
+            codes = text.encode("ascii").translate(ascii_table)
             units = int.from_bytes(codes, "little").bit_count()
         else:
             units = 0
             for start in range(0, len(text), _CHUNK):
-                codes = text[start : start + _CHUNK].encode("ascii").translate(_ASCII_TABLE)
+                codes = text[start : start + _CHUNK].encode("ascii").translate(ascii_table)
                 units += int.from_bytes(codes, "little").bit_count()
     else:
         units = 0
+        wide_table = tables.wide
         for start in range(0, len(text), _CHUNK):
             chunk = text[start : start + _CHUNK].encode("utf-8", "surrogatepass")
-            value = int.from_bytes(chunk.translate(_WIDE_TABLE), "little")
+            value = int.from_bytes(chunk.translate(wide_table), "little")
             units += value.bit_count() + 4 * (value & _HIGH_NIBBLES).bit_count()
     return units
 
@@ -263,12 +241,75 @@ def estimate_text_tokens(text: str, profile: TokenizerProfile | None = None) -> 
 
     Empty text is 0; any non-empty text is at least 1. The estimate is a sum of non-negative
     per-byte weights rounded up once, so appending text never lowers it. ``profile`` picks the
-    tokenizer family's density (default: :data:`DEFAULT_PROFILE`, the densest).
+    tokenizer family's weights (default: :data:`DEFAULT_PROFILE`, the costliest of each class).
     """
     if not text:
         return 0
-    per_token = _UNITS_PER_TOKEN if profile is None else profile.units_per_token
-    return max(1, -(-text_units(text) // per_token))
+    if profile is None:
+        profile = DEFAULT_PROFILE
+    return max(1, -(-text_units(text, profile._tables) // profile.units_per_token))
+
+
+ANTHROPIC_PROFILE: Final = TokenizerProfile(
+    "anthropic", units_per_token=_UNITS_PER_TOKEN, message=4, block=2, tool_call=16, tool_result=20
+)
+OPENAI_PROFILE: Final = TokenizerProfile(
+    "openai", units_per_token=13, message=4, block=2, tool_call=16, tool_result=20
+)
+# Gemini's SentencePiece vocabulary (shared with Gemma) splits every digit into its own token and
+# keeps each newline a token of its own.
+GOOGLE_PROFILE: Final = TokenizerProfile(
+    "google",
+    units_per_token=12,
+    message=2,
+    block=0,
+    tool_call=8,
+    tool_result=8,
+    class_units=(("digit", 12), ("newline", 12)),
+)
+DEFAULT_PROFILE: Final = TokenizerProfile(
+    "unknown",
+    units_per_token=_UNITS_PER_TOKEN,
+    message=4,
+    block=2,
+    tool_call=16,
+    tool_result=20,
+    class_units=(("digit", 11), ("newline", 11)),
+)
+"""For a model of unknown family: each class at its costliest among the known families (Claude's
+density, digits and newlines a token each as in Gemini, Qwen and DeepSeek), and the heaviest
+framing, since an underestimate is the costly error (the prompt overflows) and an overestimate
+only trims early."""
+
+# Substrings of a model name (lowercased) that tell its tokenizer family, tried in order.
+_FAMILY_MARKERS: Final[tuple[tuple[str, TokenizerProfile], ...]] = (
+    ("claude", ANTHROPIC_PROFILE),
+    ("gemini", GOOGLE_PROFILE),
+    ("gemma", GOOGLE_PROFILE),
+    ("gpt", OPENAI_PROFILE),
+    ("codex", OPENAI_PROFILE),
+    # Llama 3 and 4 use tiktoken-style byte-level BPE vocabularies of 128k-202k entries, close
+    # to o200k in density.
+    ("llama", OPENAI_PROFILE),
+)
+_OPENAI_REASONING: Final = re.compile(r"(?:^|[/:])o\d(?:$|[-_.])")
+
+
+def tokenizer_profile(model: str | None) -> TokenizerProfile:
+    """The profile of ``model``'s family, from its name; :data:`DEFAULT_PROFILE` if unknown.
+
+    Names are matched loosely, so provider prefixes and dates do not matter
+    (``openrouter/google/gemini-3-pro-preview``, ``claude-sonnet-4-5-20250929``, ``o3-mini``).
+    """
+    if not model:
+        return DEFAULT_PROFILE
+    name = model.lower()
+    for marker, profile in _FAMILY_MARKERS:
+        if marker in name:
+            return profile
+    if _OPENAI_REASONING.search(name):
+        return OPENAI_PROFILE
+    return DEFAULT_PROFILE
 
 
 # --- images -------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from budget._tokens import (
     tokenizer_profile,
 )
 
-# Pinned estimates. Weights are in 1/11 token per character: letter 3, digit 7, punctuation 7,
+# Pinned estimates (Claude's profile). Weights are in 1/11 token per character: letter 3, digit 7, punctuation 7,
 # space 1, newline 8; a 2-byte (Cyrillic...) character 8, CJK 14, U+2000-U+2FFF symbol 11, a
 # 4-byte (emoji) character 28. The sum is rounded up once.
 PINNED = [
@@ -53,8 +53,8 @@ PINNED = [
 @pytest.mark.parametrize(("text", "tokens"), PINNED)
 def test_pinned_estimates(text: str, tokens: int) -> None:
     """Known strings get the estimate their character classes add up to."""
-    assert estimate_text_tokens(text) == tokens
-    assert estimate_tokens(text) == tokens
+    assert estimate_text_tokens(text, ANTHROPIC_PROFILE) == tokens
+    assert estimate_tokens(text, model="claude-sonnet-4-5") == tokens
 
 
 def test_class_counts() -> None:
@@ -94,7 +94,10 @@ def test_script_rates() -> None:
 def test_long_text_spanning_chunks() -> None:
     """Texts longer than one internal chunk are summed exactly, ASCII and not."""
     unit = "abc, 123\n"
-    assert estimate_text_tokens(unit * 20_000) == -(-(3 * 3 + 7 + 1 + 3 * 7 + 8) * 20_000 // 11)
+    claude = ANTHROPIC_PROFILE
+    assert estimate_text_tokens(unit * 20_000, claude) == -(
+        -(3 * 3 + 7 + 1 + 3 * 7 + 8) * 20_000 // 11
+    )
     wide = "日本" * 40_000
     assert estimate_text_tokens(wide) == -(-14 * 80_000 // 11)
 
@@ -268,10 +271,33 @@ def test_unknown_family_gets_the_densest_profile() -> None:
 
 def test_profile_density_divides_the_same_units() -> None:
     """A family's text estimate is the same character weights over its units per token."""
-    text = "x = compute(alpha, beta) + 42\n" * 20
+    text = "x = compute(alpha, beta) + value\n" * 20
     units = text_units(text)
-    for profile in (ANTHROPIC_PROFILE, OPENAI_PROFILE, GOOGLE_PROFILE):
+    for profile in (ANTHROPIC_PROFILE, OPENAI_PROFILE):
         assert estimate_text_tokens(text, profile) == -(-units // profile.units_per_token)
         assert profile.text_tokens(text) == estimate_text_tokens(text, profile)
     assert estimate_tokens(text, model="gpt-5") == estimate_text_tokens(text, OPENAI_PROFILE)
-    assert estimate_tokens(text, model=GOOGLE_PROFILE) == estimate_text_tokens(text, GOOGLE_PROFILE)
+
+
+def test_gemini_counts_each_digit_and_newline_as_a_token() -> None:
+    """Gemini's vocabulary splits digits and keeps newlines apart: one token each."""
+    assert estimate_text_tokens("1234567890", GOOGLE_PROFILE) == 10
+    assert estimate_text_tokens("\n" * 12, GOOGLE_PROFILE) == 12
+    assert estimate_text_tokens("1234567890", ANTHROPIC_PROFILE) < 10
+    # The same weights whether the text is ASCII or not (Gemini's digits overflow the ASCII table).
+    line = "line 42 of 1000\n"
+    mixed = line * 30 + "é"
+    assert estimate_tokens(mixed, model="gemini-2.5-pro") == estimate_text_tokens(
+        mixed, GOOGLE_PROFILE
+    )
+    assert estimate_text_tokens(line * 30, GOOGLE_PROFILE) <= estimate_text_tokens(
+        mixed, GOOGLE_PROFILE
+    )
+
+
+def test_a_profile_with_an_unknown_class_or_overweight_byte_is_refused() -> None:
+    """Profiles are checked when built: unknown classes and weights past the tables' range fail."""
+    with pytest.raises(ValueError, match="unknown character classes"):
+        TokenizerProfile("x", 11, 4, 2, 8, 6, class_units=(("vowel", 3),))
+    with pytest.raises(ValueError, match="outside"):
+        TokenizerProfile("x", 11, 4, 2, 8, 6, class_units=(("digit", 40),))

@@ -149,11 +149,12 @@ def test_a_stream_start_output_count_does_not_shrink_the_anchor() -> None:
 
 
 def test_the_configured_models_family_sets_the_estimates() -> None:
-    """A session for an OpenAI model counts the same history lower than one for Claude."""
+    """A session for an OpenAI model counts a history lower than one for Claude, and one with no
+    model counts it highest."""
     msgs = _reply_round("for i in range(10):\n    total += values[i] * weights[i]\n" * 50)
     counts: dict[str | None, int] = {}
     for model in ("claude-sonnet-4-5", "gpt-5", None):
         b = Budget.in_memory(BudgetConfig(model=model))
         counts[model] = b.prepare(msgs, now=0).report.tokens_before
         assert counts[model] == estimate_tokens(msgs, model=model)
-    assert counts["gpt-5"] < counts["claude-sonnet-4-5"] == counts[None]
+    assert counts["gpt-5"] < counts["claude-sonnet-4-5"] <= counts[None]
