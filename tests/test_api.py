@@ -25,10 +25,13 @@ def test_budget_public_names_are_pinned() -> None:
         "Report",
         "SessionLocked",
         "StoreError",
+        "TokenizerProfile",
         "ToolPolicy",
         "detect_format",
         "estimate_tokens",
         "get_format",
+        "tiktoken_estimator",
+        "tokenizer_profile",
         "wrap_tool",
     ]
     for name in budget.__all__:
