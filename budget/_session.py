@@ -145,6 +145,7 @@ class Budget:
         *,
         format: Format | str | None = None,
         discover_window: Callable[[], int | None] | None = None,
+        text_tokens: Callable[[str], int] | None = None,
     ) -> None:
         self.config = build_config(config)
         self._discover = discover_window
@@ -162,7 +163,7 @@ class Budget:
         self._last_usage: tuple[int, ...] | None = None
         # The model's tokenizer family sets text density and framing for every estimate.
         self._profile = tokenizer_profile(self.config.model)
-        self._tt = TextTokens(self._profile)
+        self._tt = TextTokens(self._profile, exact=text_tokens)
         self._unlogged: list[Mapping[str, Any]] = []
         self._tail: list[dict[str, Any]] = []
         """Records of a request a crash cut off, still in the log: its retry does not repeat them."""
@@ -184,12 +185,15 @@ class Budget:
         *,
         format: Format | str | None = None,
         discover_window: Callable[[], int | None] | None = None,
+        text_tokens: Callable[[str], int] | None = None,
         lock_timeout: float = 0.0,
     ) -> Budget:
         """Open or create the session directory at ``path``, resuming from its decision log.
 
         ``discover_window`` asks the provider for the model's context window (asked once; the
-        answer is kept in the session). A second opener of a locked session waits up to
+        answer is kept in the session). ``text_tokens`` counts texts exactly (e.g.
+        :func:`budget.tiktoken_text_tokens`), in place of the model family's character weights;
+        message framing is kept. A second opener of a locked session waits up to
         ``lock_timeout`` seconds, then gets SessionLocked.
         """
         cfg = build_config(config)
@@ -197,7 +201,9 @@ class Budget:
             Path(path), quota_bytes=cfg.quota_bytes, fsync=cfg.fsync, lock_timeout=lock_timeout
         )
         try:
-            return cls(store, cfg, format=format, discover_window=discover_window)
+            return cls(
+                store, cfg, format=format, discover_window=discover_window, text_tokens=text_tokens
+            )
         except BaseException:
             store.close()
             raise
@@ -209,9 +215,16 @@ class Budget:
         *,
         format: Format | str | None = None,
         discover_window: Callable[[], int | None] | None = None,
+        text_tokens: Callable[[str], int] | None = None,
     ) -> Budget:
         """A session kept in memory only: nothing survives the process."""
-        return cls(MemoryStore(), config, format=format, discover_window=discover_window)
+        return cls(
+            MemoryStore(),
+            config,
+            format=format,
+            discover_window=discover_window,
+            text_tokens=text_tokens,
+        )
 
     def close(self) -> None:
         """Log what could not be logged yet, then release the session directory (its lock).

@@ -49,6 +49,7 @@ __all__ = [
     "text_class_counts",
     "text_units",
     "tiktoken_estimator",
+    "tiktoken_text_tokens",
     "tokenizer_profile",
 ]
 
@@ -561,13 +562,13 @@ def estimate_tokens(
     return _value_tokens(obj, profile.text_tokens if text is None else text, profile)
 
 
-def tiktoken_estimator(encoding: str = "o200k_base") -> TokenEstimator | None:
-    """An exact-tokenizer estimator backed by ``tiktoken``, or ``None`` when it is not installed.
+def tiktoken_text_tokens(encoding: str = "o200k_base") -> Callable[[str], int] | None:
+    """An exact count of a text's tokens by ``tiktoken``, or ``None`` when it cannot be had
+    offline: tiktoken not installed, or the encoding's file neither cached nor fetchable.
 
-    Texts are tokenized exactly; structures keep :func:`estimate_tokens`' framing. tiktoken
-    itself fetches an encoding's files on first use unless they are in its local cache
-    (``TIKTOKEN_CACHE_DIR``); if that fails this returns ``None``. toolbudget never calls this
-    on its own: a caller opts in.
+    Give it to a session (``Budget.open(path, text_tokens=...)``) for an OpenAI model. tiktoken
+    fetches an encoding's file on first use unless it is in its local cache
+    (``TIKTOKEN_CACHE_DIR``); toolbudget never calls this on its own.
     """
     try:
         tiktoken = importlib.import_module("tiktoken")  # optional, so not a top-level import
@@ -580,6 +581,19 @@ def tiktoken_estimator(encoding: str = "o200k_base") -> TokenEstimator | None:
 
     def exact_text(text: str) -> int:
         return len(enc.encode(text, disallowed_special=()))
+
+    return exact_text
+
+
+def tiktoken_estimator(encoding: str = "o200k_base") -> TokenEstimator | None:
+    """An exact-tokenizer estimator backed by ``tiktoken``, or ``None`` when it is not available
+    offline (see :func:`tiktoken_text_tokens`).
+
+    Texts are tokenized exactly; structures keep :func:`estimate_tokens`' OpenAI framing.
+    """
+    exact_text = tiktoken_text_tokens(encoding)
+    if exact_text is None:
+        return None
 
     def exact(obj: Any, /) -> int:
         return estimate_tokens(obj, model=OPENAI_PROFILE, text=exact_text)

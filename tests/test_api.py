@@ -31,6 +31,7 @@ def test_budget_public_names_are_pinned() -> None:
         "estimate_tokens",
         "get_format",
         "tiktoken_estimator",
+        "tiktoken_text_tokens",
         "tokenizer_profile",
         "wrap_tool",
     ]

@@ -25,6 +25,7 @@ from budget._tokens import (
     text_class_counts,
     text_units,
     tiktoken_estimator,
+    tiktoken_text_tokens,
     tokenizer_profile,
 )
 
@@ -226,6 +227,7 @@ def test_estimator_protocol_and_missing_tiktoken() -> None:
     """estimate_tokens satisfies the protocol and tiktoken_estimator is None without tiktoken."""
     assert isinstance(estimate_tokens, TokenEstimator)
     assert tiktoken_estimator() is None
+    assert tiktoken_text_tokens() is None
 
 
 @pytest.mark.parametrize(

@@ -158,3 +158,12 @@ def test_the_configured_models_family_sets_the_estimates() -> None:
         counts[model] = b.prepare(msgs, now=0).report.tokens_before
         assert counts[model] == estimate_tokens(msgs, model=model)
     assert counts["gpt-5"] < counts["claude-sonnet-4-5"] <= counts[None]
+
+
+def test_an_exact_text_counter_replaces_the_character_weights_in_a_session() -> None:
+    """A session given a text counter counts every text with it and keeps the framing."""
+    msgs = _reply_round("exact counts come from the tokenizer, framing from the profile " * 20)
+    b = Budget.in_memory(BudgetConfig(model="gpt-5"), text_tokens=len)
+    report = b.prepare(msgs, now=0).report
+    assert report.tokens_before == estimate_tokens(msgs, model="gpt-5", text=len)
+    assert report.tokens_before > estimate_tokens(msgs, model="gpt-5")
