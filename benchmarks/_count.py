@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["Counter", "count_tokens"]
+__all__ = ["Counter", "count_tokens", "counter_for"]
 
 Counter = Callable[[Any], int]
 """Counts the tokens of a JSON-like object (a string, a message, a content block, a list)."""
@@ -38,3 +38,16 @@ def _estimator() -> Counter:
 def count_tokens(obj: Any) -> int:
     """Estimated tokens of ``obj``: the library's estimator when present, else JSON bytes / 4."""
     return _estimator()(obj)
+
+
+def counter_for(model: str | None) -> Counter:
+    """A counter for prompts sent to ``model``: the estimator with that model's tokenizer
+    family (the replay counts what the provider would), or :func:`count_tokens` if unknown."""
+    if not model:
+        return count_tokens
+    from budget import estimate_tokens  # the library ships with the benchmarks
+
+    def count(obj: Any) -> int:
+        return estimate_tokens(obj, model=model)
+
+    return count

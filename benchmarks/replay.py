@@ -45,7 +45,7 @@ import xxhash
 
 from benchmarks import strategies
 from benchmarks._count import Counter as TokenCounter
-from benchmarks._count import count_tokens
+from benchmarks._count import counter_for
 from benchmarks.cache import CacheRules, CacheSim, Segmenter
 from benchmarks.strategies._base import Strategy, StrategySession
 from benchmarks.strategies._common import result_text, safe_name
@@ -265,7 +265,7 @@ def replay_trace(
     workdir: Path,
     *,
     window: int = DEFAULT_WINDOW,
-    count: TokenCounter = count_tokens,
+    count: TokenCounter | None = None,
     rules: CacheRules | None = None,
     max_requests: int | None = None,
     index: _Index | None = None,
@@ -274,11 +274,13 @@ def replay_trace(
     """Replay ``trace`` under ``strategy`` (its session working in ``workdir``).
 
     ``max_requests`` replays only the first requests; ``on_request(i, session, copy)`` is called
-    after each request (tests use it to check invariants on every request copy).
+    after each request (tests use it to check invariants on every request copy). Requests are
+    counted with ``count``, by default the estimator for the trace's model.
     """
     if window <= 0:
         raise ConfigError(f"window must be a positive number of tokens, got {window}")
     index = index if index is not None else _Index(trace.messages)
+    count = count if count is not None else counter_for(trace.model)
     before = _digest(trace.messages)
     workdir.mkdir(parents=True, exist_ok=True)
     session = strategy.open(trace, workdir)
@@ -435,7 +437,7 @@ def run(
     workdir: Path,
     *,
     window: int = DEFAULT_WINDOW,
-    count: TokenCounter = count_tokens,
+    count: TokenCounter | None = None,
     rules: CacheRules | None = None,
     max_requests: int | None = None,
     progress: Callable[[Trace, str, int], None] | None = None,

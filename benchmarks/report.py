@@ -21,7 +21,6 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from benchmarks._count import Counter as TokenCounter
-from benchmarks._count import count_tokens
 from benchmarks.importers import Skipped
 from benchmarks.replay import (
     BASELINE,
@@ -59,7 +58,7 @@ def run_bench(
     window: int = DEFAULT_WINDOW,
     console: Console | None = None,
     max_requests: int | None = None,
-    count: TokenCounter = count_tokens,
+    count: TokenCounter | None = None,
     workdir: Path | None = None,
 ) -> BenchResult:
     """Replay ``traces`` under the named strategies (and the baseline) with a progress bar."""

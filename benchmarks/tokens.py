@@ -9,22 +9,27 @@ definitions are in both prompts and cancel out. Two estimates of that growth are
     The estimated tokens of every appended message, the answer included (the brief's measure).
     Traces whose importer had to drop content that was sent (thinking blocks, reasoning items)
     are left out: their messages do not hold what the provider counted. For agents that act
-    through text (mini-swe-agent), the importer adds a synthetic ``tool_use`` block repeating
-    the action already in the answer's text; it was never sent, so it is not counted.
+    through text (mini-swe-agent), messages are counted as they were sent: the answer without
+    the ``tool_use`` block the importer adds, the observation as plain user text.
 ``anchored``
-    The answer's recorded ``output_tokens`` plus the estimated tokens of the other appended
-    messages: what the budget computes, since its anchor (:attr:`ProviderUsage.total`) includes
-    the answer. This isolates the estimator on what it is for: new tool output.
+    The answer's recorded ``output_tokens`` (but no less than the estimate of its visible text:
+    Claude Code transcripts, like streaming callers, keep the output count of the stream's first
+    event) plus the estimated tokens of the other appended messages: what the budget computes,
+    since its anchor includes the answer. This isolates the estimator on what it is for: new
+    tool output.
 
 ``anchored_prompt`` is the relative error of the resulting estimate of the whole next prompt
 (the previous prompt and answer as recorded, plus the estimated additions), the figure the
 pressure trigger acts on.
 
-Pairs whose prompt did not grow (the history was compacted or reset, or the next request dropped
-messages) are skipped and counted. Errors are ``(estimate - actual) / actual``; negative is an
-underestimate. They are summarized per trace format and per script mix of the added text
-(ASCII only, containing CJK, other non-ASCII), and by size (growth under or over 1,000 tokens:
-on small growths, a few tokens of framing the trace does not show weigh heavily).
+Each trace is estimated with its model's tokenizer profile (:func:`budget._tokens.tokenizer_profile`),
+as a session configured with that model would. Pairs whose prompt did not grow (the history was
+compacted or reset, or the next request dropped messages) are skipped and counted. Errors are
+``(estimate - actual) / actual``; negative is an underestimate. They are summarized per trace
+format, per tokenizer family, per script mix of the added text (ASCII only, containing CJK, other
+non-ASCII), by size (growth under or over 1,000 tokens: on small growths, a few tokens of framing
+the trace does not show weigh heavily) and by turn (``user`` when a person's message was
+appended: agents attach context there that their recordings do not hold).
 
 Run: ``python -m benchmarks.tokens [--traces DIR] [--json FILE]``.
 """
@@ -35,15 +40,15 @@ import argparse
 import math
 import statistics
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, Protocol
 
 import orjson
 
 from benchmarks.trace import Trace
-from budget._tokens import estimate_tokens, text_class_counts
+from budget._tokens import estimate_tokens, text_class_counts, tokenizer_profile
 
 __all__ = [
     "Pair",
@@ -59,6 +64,7 @@ __all__ = [
 Method = Literal["added", "anchored", "anchored_prompt"]
 METHODS: Final[tuple[Method, ...]] = ("added", "anchored", "anchored_prompt")
 Script = Literal["ascii", "cjk", "other"]
+Turn = Literal["tool", "user"]
 
 DEFAULT_TRACES: Final = Path(__file__).resolve().parents[1] / ".." / "shared" / "traces"
 
@@ -76,7 +82,11 @@ class Pair:
 
     trace: str
     format: str
+    family: str
+    """Tokenizer family of the trace's model (:func:`budget._tokens.tokenizer_profile`)."""
     script: Script
+    turn: Turn
+    """``user`` when a person's message was appended (agents add unrecorded context there)."""
     delta: int
     """Recorded growth of the prompt, in tokens (always positive: others are skipped)."""
     next_prompt: int
@@ -130,15 +140,47 @@ def script_mix(messages: Iterable[Any]) -> Script:
     return "cjk" if text_class_counts(text)["cjk"] else "other"
 
 
-def _without_tool_calls(message: dict[str, Any]) -> dict[str, Any]:
+def _as_sent(message: dict[str, Any]) -> dict[str, Any]:
+    """The message as an agent that acts through text sent it: the answer without the importer's
+    synthetic ``tool_use`` blocks, an observation as plain user text rather than a tool result."""
     content = message.get("content")
-    if message.get("role") != "assistant" or not isinstance(content, list):
+    if not isinstance(content, list):
         return message
-    return {**message, "content": [b for b in content if b.get("type") != "tool_use"]}
+    if message.get("role") == "assistant":
+        return {**message, "content": [b for b in content if b.get("type") != "tool_use"]}
+    blocks: list[Any] = []
+    for block in content:
+        if block.get("type") == "tool_result":
+            inner = block.get("content")
+            blocks.extend(inner if isinstance(inner, list) else [{"type": "text", "text": inner}])
+        else:
+            blocks.append(block)
+    return {**message, "content": blocks}
+
+
+def _turn(added: Sequence[dict[str, Any]]) -> Turn:
+    """``user`` when a person's message is among the additions, else ``tool`` (an agent round)."""
+    for message in added:
+        if message.get("role") != "user":
+            continue
+        content = message.get("content")
+        if not isinstance(content, list) or any(
+            b.get("type") != "tool_result" for b in content if isinstance(b, dict)
+        ):
+            return "user"
+    return "tool"
+
+
+class Estimator(Protocol):
+    """Estimates the tokens of messages sent to ``model`` (see :func:`budget.estimate_tokens`)."""
+
+    def __call__(self, obj: Any, /, *, model: str | None = None) -> int:
+        """Estimated tokens of ``obj`` in a prompt to ``model``."""
+        ...
 
 
 def collect_pairs(
-    traces: Iterable[Trace], estimator: Callable[[Any], int] = estimate_tokens
+    traces: Iterable[Trace], estimator: Estimator = estimate_tokens
 ) -> tuple[list[Pair], Skipped]:
     """Every pair of consecutive usage-carrying requests whose prompt grew, and the skips."""
     pairs: list[Pair] = []
@@ -147,6 +189,8 @@ def collect_pairs(
         notes = trace.meta.get("import_notes") or {}
         complete = not any(notes.get(k) for k in _DROPPED_NOTES)
         text_actions = trace.format in _TEXT_ACTION_FORMATS
+        model = trace.model
+        family = tokenizer_profile(model).name if model else "unknown"
         previous = None
         for request in trace.requests:
             if request.usage is None:
@@ -161,17 +205,24 @@ def collect_pairs(
                         not_grown += 1
                     else:
                         added = list(trace.messages[previous.n_messages : request.n_messages])
-                        others = [m for m in added if m.get("role") != "assistant"]
-                        sent = [_without_tool_calls(m) for m in added] if text_actions else added
+                        sent = [_as_sent(m) for m in added] if text_actions else added
+                        answer = [m for m in sent if m.get("role") == "assistant"]
+                        others = [m for m in sent if m.get("role") != "assistant"]
+                        # As the budget does: an answer is counted at no less than its visible
+                        # text, since some recordings (and streaming callers) report the output
+                        # count of the stream's first event.
+                        output = max(previous.usage.output_tokens, estimator(answer, model=model))
                         pairs.append(
                             Pair(
                                 trace=trace.name,
                                 format=trace.format,
+                                family=family,
                                 script=script_mix(added),
+                                turn=_turn(added),
                                 delta=delta,
                                 next_prompt=request.usage.prompt_tokens,
-                                added=estimator(sent),
-                                anchored=previous.usage.output_tokens + estimator(others),
+                                added=estimator(sent, model=model),
+                                anchored=output + estimator(others, model=model),
                                 complete=complete,
                             )
                         )
@@ -239,15 +290,20 @@ class TokenAccuracy:
         return asdict(self)
 
 
-def measure(
-    traces: Sequence[Trace], estimator: Callable[[Any], int] = estimate_tokens
-) -> TokenAccuracy:
+def measure(traces: Sequence[Trace], estimator: Estimator = estimate_tokens) -> TokenAccuracy:
     """Measure the estimator's error on ``traces``."""
     pairs, skipped = collect_pairs(traces, estimator)
     groups_of: dict[str, list[Pair]] = {"all": pairs}
     for p in pairs:
         size = "large" if p.delta >= LARGE_DELTA else "small"
-        for key in (f"format:{p.format}", f"script:{p.script}", f"size:{size}"):
+        keys = (
+            f"format:{p.format}",
+            f"family:{p.family}",
+            f"script:{p.script}",
+            f"size:{size}",
+            f"turn:{p.turn}",
+        )
+        for key in keys:
             groups_of.setdefault(key, []).append(p)
     order = sorted(groups_of, key=lambda k: (k != "all", k.split(":")[0], k))
     groups: dict[str, dict[str, Stats]] = {}

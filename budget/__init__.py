@@ -22,7 +22,13 @@ from budget._errors import (
 from budget._ledger import Decision
 from budget._report import DecisionReport, Prepared, Report
 from budget._session import Budget
-from budget._tokens import estimate_tokens
+from budget._tokens import (
+    TokenizerProfile,
+    estimate_tokens,
+    tiktoken_estimator,
+    tiktoken_text_tokens,
+    tokenizer_profile,
+)
 from budget._view import Format
 from budget._wrap import wrap_tool
 from budget.formats import detect_format, get_format
@@ -44,10 +50,14 @@ __all__ = [
     "Report",
     "SessionLocked",
     "StoreError",
+    "TokenizerProfile",
     "ToolPolicy",
     "detect_format",
     "estimate_tokens",
     "get_format",
+    "tiktoken_estimator",
+    "tiktoken_text_tokens",
+    "tokenizer_profile",
     "wrap_tool",
 ]
 

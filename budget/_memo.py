@@ -14,9 +14,10 @@ The sample is deterministic, so the same text always gets the same figure.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Final
 
-from budget._tokens import estimate_text_tokens
+from budget._tokens import DEFAULT_PROFILE, TokenizerProfile
 
 __all__ = ["MEMO_MIN_CHARS", "SAMPLE_ABOVE_CHARS", "TextTokens", "sampled_text_tokens"]
 
@@ -28,7 +29,9 @@ _SAMPLES: Final = 32
 _SAMPLE_CHARS: Final = 2_048
 
 
-def sampled_text_tokens(text: str) -> int:
+def sampled_text_tokens(
+    text: str, count: Callable[[str], int] = DEFAULT_PROFILE.text_tokens
+) -> int:
     """Estimated tokens of ``text`` from 32 evenly spaced 2,048-character samples, scaled up.
 
     Exact for texts that fit in the samples; for longer ones within a few percent on text whose
@@ -36,27 +39,34 @@ def sampled_text_tokens(text: str) -> int:
     """
     n = len(text)
     if n <= _SAMPLES * _SAMPLE_CHARS:
-        return estimate_text_tokens(text)
+        return count(text)
     step = n // _SAMPLES
-    sampled = sum(
-        estimate_text_tokens(text[i * step : i * step + _SAMPLE_CHARS]) for i in range(_SAMPLES)
-    )
+    sampled = sum(count(text[i * step : i * step + _SAMPLE_CHARS]) for i in range(_SAMPLES))
     return round(sampled * n / (_SAMPLES * _SAMPLE_CHARS))
 
 
 class TextTokens:
-    """A text token estimator that remembers its answers over two requests."""
+    """A text token estimator that remembers its answers over two requests.
 
-    __slots__ = ("_cur", "_prev")
+    It counts with ``profile``'s character weights, or with ``exact`` (a tokenizer's count of a
+    text) when one is given.
+    """
 
-    def __init__(self) -> None:
+    __slots__ = ("_count", "_cur", "_prev")
+
+    def __init__(
+        self,
+        profile: TokenizerProfile = DEFAULT_PROFILE,
+        exact: Callable[[str], int] | None = None,
+    ) -> None:
+        self._count = exact if exact is not None else profile.text_tokens
         self._cur: dict[int, tuple[str, int]] = {}
         self._prev: dict[int, tuple[str, int]] = {}
 
     def __call__(self, text: str) -> int:
         """Estimated tokens of ``text`` (memoized by identity)."""
         if len(text) < MEMO_MIN_CHARS:
-            return estimate_text_tokens(text)
+            return self._count(text)
         key = id(text)
         hit = self._cur.get(key)
         if hit is not None and hit[0] is text:
@@ -64,9 +74,9 @@ class TextTokens:
         hit = self._prev.get(key)
         if hit is None or hit[0] is not text:
             if len(text) > SAMPLE_ABOVE_CHARS:
-                hit = (text, sampled_text_tokens(text))
+                hit = (text, sampled_text_tokens(text, self._count))
             else:
-                hit = (text, estimate_text_tokens(text))
+                hit = (text, self._count(text))
         self._cur[key] = hit
         return hit[1]
 

@@ -43,8 +43,8 @@ from budget._memo import TextTokens
 from budget._overflow import is_context_overflow, overflow_limit
 from budget._readback import ReadBack
 from budget._report import DecisionReport, Prepared, Report
-from budget._tokens import estimate_tokens
-from budget._usage import normalize_usage
+from budget._tokens import estimate_tokens, tokenizer_profile
+from budget._usage import ProviderUsage, normalize_usage
 from budget._view import Format, Scanned, ToolResult, scan_at
 from budget._windows import resolve_window
 from budget._wrap import wrap_tool, wrapped_decisions
@@ -145,6 +145,7 @@ class Budget:
         *,
         format: Format | str | None = None,
         discover_window: Callable[[], int | None] | None = None,
+        text_tokens: Callable[[str], int] | None = None,
     ) -> None:
         self.config = build_config(config)
         self._discover = discover_window
@@ -160,7 +161,9 @@ class Budget:
         self._last_n = 0
         self._overflows = 0
         self._last_usage: tuple[int, ...] | None = None
-        self._tt = TextTokens()
+        # The model's tokenizer family sets text density and framing for every estimate.
+        self._profile = tokenizer_profile(self.config.model)
+        self._tt = TextTokens(self._profile, exact=text_tokens)
         self._unlogged: list[Mapping[str, Any]] = []
         self._tail: list[dict[str, Any]] = []
         """Records of a request a crash cut off, still in the log: its retry does not repeat them."""
@@ -182,12 +185,15 @@ class Budget:
         *,
         format: Format | str | None = None,
         discover_window: Callable[[], int | None] | None = None,
+        text_tokens: Callable[[str], int] | None = None,
         lock_timeout: float = 0.0,
     ) -> Budget:
         """Open or create the session directory at ``path``, resuming from its decision log.
 
         ``discover_window`` asks the provider for the model's context window (asked once; the
-        answer is kept in the session). A second opener of a locked session waits up to
+        answer is kept in the session). ``text_tokens`` counts texts exactly (e.g.
+        :func:`budget.tiktoken_text_tokens`), in place of the model family's character weights;
+        message framing is kept. A second opener of a locked session waits up to
         ``lock_timeout`` seconds, then gets SessionLocked.
         """
         cfg = build_config(config)
@@ -195,7 +201,9 @@ class Budget:
             Path(path), quota_bytes=cfg.quota_bytes, fsync=cfg.fsync, lock_timeout=lock_timeout
         )
         try:
-            return cls(store, cfg, format=format, discover_window=discover_window)
+            return cls(
+                store, cfg, format=format, discover_window=discover_window, text_tokens=text_tokens
+            )
         except BaseException:
             store.close()
             raise
@@ -207,9 +215,16 @@ class Budget:
         *,
         format: Format | str | None = None,
         discover_window: Callable[[], int | None] | None = None,
+        text_tokens: Callable[[str], int] | None = None,
     ) -> Budget:
         """A session kept in memory only: nothing survives the process."""
-        return cls(MemoryStore(), config, format=format, discover_window=discover_window)
+        return cls(
+            MemoryStore(),
+            config,
+            format=format,
+            discover_window=discover_window,
+            text_tokens=text_tokens,
+        )
 
     def close(self) -> None:
         """Log what could not be logged yet, then release the session directory (its lock).
@@ -443,6 +458,7 @@ class Budget:
         records.append({"t": "req", "n": self._requests, "at": now, "m": len(messages)})
         self._append_log(records)
         reports = self._apply(messages, k, made, by_id)
+        since = self._last_n
         self._last_at, self._last_n = now, len(messages)
 
         trimmed_now = [d for d in made.values() if d.kind == "trimmed"]
@@ -465,7 +481,9 @@ class Budget:
             chars_before=t.chars_before,
             chars_after=t.chars_after,
             tokens_before=self._cum_in[-1],
-            tokens_after=max(self._cum_out[-1], self._anchor(usage_total, messages, k, out=True)),
+            tokens_after=max(
+                self._cum_out[-1], self._anchor(usage_total, messages, since, out=True)
+            ),
             window=window,
             prefix_stable=stable,
             staleness_ran=bool(trimmed_now),
@@ -558,12 +576,12 @@ class Budget:
                 elif prior.text is not None:
                     shown[raw.slot] = prior.text
             placed.extend(results)
-            tokens = estimate_tokens(messages[i], text=self._tt)
+            tokens = estimate_tokens(messages[i], model=self._profile, text=self._tt)
             pre = tokens
             if shown:
                 # Decided in an earlier request or process: counted as it is shown.
                 out = fmt.rewrite(messages[i], shown)
-                pre = estimate_tokens(out, text=self._tt)
+                pre = estimate_tokens(out, model=self._profile, text=self._tt)
                 self._shown_now[i] = (out, pre)
             self._msgs.append(_Msg(scanned, tuple(results), rnd, group, tokens, 0))
             self._inputs.append(messages[i])
@@ -571,7 +589,7 @@ class Budget:
             self._cum_pre.append(self._cum_pre[-1] + pre)
         return fresh, placed
 
-    def _usage_total(self, usage: Any) -> int | None:
+    def _usage_total(self, usage: Any) -> ProviderUsage | None:
         if usage is None:
             return None
         u = normalize_usage(usage)
@@ -582,21 +600,30 @@ class Budget:
             # A usage we have not seen is a new successful response: the overflow streak ends.
             self._last_usage = key
             self._overflows = 0
-        return int(u.total)
+        return u
 
-    def _anchor(self, usage_total: int | None, messages: list[Any], k: int, *, out: bool) -> int:
-        """Last reported usage plus what was added since (0 when no usage was given)."""
-        if usage_total is None:
+    def _anchor(
+        self, usage: ProviderUsage | None, messages: list[Any], since: int, *, out: bool
+    ) -> int:
+        """Last reported usage plus what was added after the first ``since`` messages (0 when
+        no usage was given)."""
+        if usage is None:
             return 0
-        start = min(self._last_n, len(messages))
-        if start < len(messages) and _role(messages[start]) == "assistant":
-            start += 1  # the reply is in the usage already, as its output
-        if start >= len(messages):
-            return usage_total
         cum = self._cum_out if out else self._cum_in
+        total = usage.total
+        start = min(since, len(messages))
+        if start < len(messages) and _role(messages[start]) == "assistant":
+            # The reply is in the usage already, as its output; but it counts at no less than
+            # its own estimate, since a streamed response's first event reports an output of a
+            # token or so, and callers (and some recorders) keep that usage.
+            if len(cum) > start + 1:
+                total = usage.prompt_tokens + max(usage.output_tokens, cum[start + 1] - cum[start])
+            start += 1
+        if start >= len(messages):
+            return total
         if len(cum) > len(messages):
-            return usage_total + cum[len(messages)] - cum[start]
-        return usage_total
+            return total + cum[len(messages)] - cum[start]
+        return total
 
     def _cutoff(self, *, overflowing: bool) -> int:
         """The newest round whose results may be trimmed."""
@@ -609,7 +636,7 @@ class Budget:
         messages: list[Any],
         k: int,
         fresh: list[ToolResult],
-        usage_total: int | None,
+        usage_total: ProviderUsage | None,
         now: float,
         overflowing: bool,
         made: dict[str, Decision],
@@ -633,7 +660,7 @@ class Budget:
         # Messages before ``k`` as the previous request showed them, the rest as their frozen
         # decisions show them: the same figure whether the session went on or was resumed.
         full_out = self._cum_out[k] + (self._cum_pre[-1] - self._cum_pre[k])
-        estimate = max(full_out, self._anchor(usage_total, messages, k, out=False))
+        estimate = max(full_out, self._anchor(usage_total, messages, self._last_n, out=False))
         first = eligible[0].result.msg_index if eligible else len(messages)
         if first < k:
             before_first = self._cum_out[first]
@@ -787,7 +814,9 @@ class Budget:
                 m.tokens_out = m.tokens_in
             else:
                 tokens = counted.get(i)
-                m.tokens_out = estimate_tokens(out, text=self._tt) if tokens is None else tokens
+                if tokens is None:
+                    tokens = estimate_tokens(out, model=self._profile, text=self._tt)
+                m.tokens_out = tokens
             self._cum_out.append(self._cum_out[-1] + m.tokens_out)
         self._add_candidates(r for r in by_id.values() if r.msg_index >= k)
         return reports

@@ -28,19 +28,29 @@ import base64
 import binascii
 import importlib
 import math
+import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Final, Protocol, runtime_checkable
+from dataclasses import dataclass, field
+from typing import Any, Final, NamedTuple, Protocol, runtime_checkable
 
 import orjson
 
 __all__ = [
+    "ANTHROPIC_PROFILE",
+    "DEFAULT_PROFILE",
+    "GOOGLE_PROFILE",
     "IMAGE_TOKENS_DEFAULT",
+    "OPENAI_PROFILE",
     "TokenEstimator",
+    "TokenizerProfile",
     "estimate_image_tokens",
     "estimate_text_tokens",
     "estimate_tokens",
     "text_class_counts",
+    "text_units",
     "tiktoken_estimator",
+    "tiktoken_text_tokens",
+    "tokenizer_profile",
 ]
 
 
@@ -88,6 +98,38 @@ _CHAR_UNITS: Final[dict[str, int]] = {
 _CONT_UNITS: Final = 4
 
 
+@dataclass(frozen=True, slots=True)
+class TokenizerProfile:
+    """How one family of models counts a prompt: its text density and its message framing.
+
+    Vocabularies differ in density (Claude's splits code and tool output into about 1.2 times
+    as many tokens as OpenAI's o200k or Gemini's), and chat templates differ in what a message,
+    a tool call and a tool result add around their text.
+    """
+
+    name: str
+    units_per_token: int
+    """Character weight units (1/11 of a Claude token each) per token of this family."""
+    message: int
+    """Tokens a message adds around its content (role markers, separators)."""
+    block: int
+    """Tokens a content block adds (a text or image part inside a message)."""
+    tool_call: int
+    """Tokens a tool call adds around its id, name and JSON input."""
+    tool_result: int
+    """Tokens a tool result adds around its id and content."""
+    class_units: tuple[tuple[str, int], ...] = ()
+    """Per-class weights (in units) that differ from the default ones, e.g. ``(("digit", 12),)``."""
+    _tables: _Tables = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_tables", _build_tables(dict(self.class_units)))
+
+    def text_tokens(self, text: str) -> int:
+        """Estimated tokens of plain ``text`` for this family."""
+        return estimate_text_tokens(text, self)
+
+
 def _lead_byte_class(b: int) -> tuple[str, int]:
     """The class and byte length of the character a UTF-8 lead byte (>= 0xC0) starts."""
     if b < 0xE0:
@@ -120,30 +162,44 @@ def _byte_class(b: int) -> str:
     return "punct"
 
 
-def _byte_units(b: int) -> int:
+def _byte_units(b: int, units: Mapping[str, int]) -> int:
     if b >= 0xC0:
         cls, length = _lead_byte_class(b)
-        return _CHAR_UNITS[cls] - (length - 1) * _CONT_UNITS
+        return units[cls] - (length - 1) * _CONT_UNITS
     if b >= 0x80:
         return _CONT_UNITS
-    return _CHAR_UNITS[_byte_class(b)]
+    return units[_byte_class(b)]
 
 
-def _build_tables() -> tuple[bytes, bytes]:
+class _Tables(NamedTuple):
+    ascii: bytes | None
+    """Codes of up to 8 set bits per ASCII byte; None when an ASCII class weighs more."""
+    wide: bytes
+    """Codes of ``lo`` bits (1 unit each) in the low nibble and ``hi`` (5 each) in the high."""
+
+
+def _build_tables(overrides: Mapping[str, int]) -> _Tables:
+    unknown = set(overrides) - set(_CHAR_UNITS)
+    if unknown:
+        raise ValueError(f"unknown character classes {sorted(unknown)}")
+    units = {**_CHAR_UNITS, **overrides}
     ascii_table, wide_table = bytearray(256), bytearray(256)
+    ascii_fits = True
     for b in range(256):
-        units = _byte_units(b)
-        limit = _MAX_ASCII_UNITS if b < 0x80 else _MAX_BYTE_UNITS
-        if not 0 <= units <= limit:
-            raise AssertionError(f"byte 0x{b:02x} weighs {units} units, outside 0..{limit}")
+        weight = _byte_units(b, units)
+        if not 0 <= weight <= _MAX_BYTE_UNITS:
+            raise ValueError(f"byte 0x{b:02x} weighs {weight} units, outside 0..{_MAX_BYTE_UNITS}")
         if b < 0x80:
-            ascii_table[b] = (1 << units) - 1
-        hi, lo = divmod(units, 5)
+            if weight > _MAX_ASCII_UNITS:
+                ascii_fits = False
+            else:
+                ascii_table[b] = (1 << weight) - 1
+        hi, lo = divmod(weight, 5)
         wide_table[b] = ((1 << hi) - 1) << 4 | ((1 << lo) - 1)
-    return bytes(ascii_table), bytes(wide_table)
+    return _Tables(bytes(ascii_table) if ascii_fits else None, bytes(wide_table))
 
 
-_ASCII_TABLE, _WIDE_TABLE = _build_tables()
+_TABLES: Final = _build_tables({})
 _CLASS_NAMES: Final = (*_CHAR_UNITS, "cont")
 # Maps each byte to the index of its class, for counting classes (diagnostics, fitting).
 _CLASS_TABLE: Final = bytes(_CLASS_NAMES.index(_byte_class(b)) for b in range(256))
@@ -159,30 +215,102 @@ def text_class_counts(text: str) -> dict[str, int]:
     return {name: classes.count(i) for i, name in enumerate(_CLASS_NAMES) if name != "cont"}
 
 
-def estimate_text_tokens(text: str) -> int:
-    """Estimate the tokens of plain text from its per-class character counts.
-
-    Empty text is 0; any non-empty text is at least 1. The estimate is a sum of non-negative
-    per-byte weights rounded up once, so appending text never lowers it.
-    """
-    if not text:
-        return 0
-    if text.isascii():
+def text_units(text: str, tables: _Tables = _TABLES) -> int:
+    """The summed per-byte weights of ``text``, in units of 1/11 of a Claude token."""
+    ascii_table = tables.ascii
+    if ascii_table is not None and text.isascii():
         if len(text) <= _CHUNK:  # the common case, without the loop's slicing
-            codes = text.encode("ascii").translate(_ASCII_TABLE)
+            codes = text.encode("ascii").translate(ascii_table)
             units = int.from_bytes(codes, "little").bit_count()
         else:
             units = 0
             for start in range(0, len(text), _CHUNK):
-                codes = text[start : start + _CHUNK].encode("ascii").translate(_ASCII_TABLE)
+                codes = text[start : start + _CHUNK].encode("ascii").translate(ascii_table)
                 units += int.from_bytes(codes, "little").bit_count()
     else:
         units = 0
+        wide_table = tables.wide
         for start in range(0, len(text), _CHUNK):
             chunk = text[start : start + _CHUNK].encode("utf-8", "surrogatepass")
-            value = int.from_bytes(chunk.translate(_WIDE_TABLE), "little")
+            value = int.from_bytes(chunk.translate(wide_table), "little")
             units += value.bit_count() + 4 * (value & _HIGH_NIBBLES).bit_count()
-    return max(1, -(-units // _UNITS_PER_TOKEN))
+    return units
+
+
+def estimate_text_tokens(text: str, profile: TokenizerProfile | None = None) -> int:
+    """Estimate the tokens of plain text from its per-class character counts.
+
+    Empty text is 0; any non-empty text is at least 1. The estimate is a sum of non-negative
+    per-byte weights rounded up once, so appending text never lowers it. ``profile`` picks the
+    tokenizer family's weights (default: :data:`DEFAULT_PROFILE`, the costliest of each class).
+    """
+    if not text:
+        return 0
+    if profile is None:
+        profile = DEFAULT_PROFILE
+    return max(1, -(-text_units(text, profile._tables) // profile.units_per_token))
+
+
+ANTHROPIC_PROFILE: Final = TokenizerProfile(
+    "anthropic", units_per_token=_UNITS_PER_TOKEN, message=4, block=2, tool_call=16, tool_result=20
+)
+OPENAI_PROFILE: Final = TokenizerProfile(
+    "openai", units_per_token=13, message=4, block=2, tool_call=16, tool_result=20
+)
+# Gemini's SentencePiece vocabulary (shared with Gemma) splits every digit into its own token and
+# keeps each newline a token of its own.
+GOOGLE_PROFILE: Final = TokenizerProfile(
+    "google",
+    units_per_token=12,
+    message=2,
+    block=0,
+    tool_call=8,
+    tool_result=8,
+    class_units=(("digit", 12), ("newline", 12)),
+)
+DEFAULT_PROFILE: Final = TokenizerProfile(
+    "unknown",
+    units_per_token=_UNITS_PER_TOKEN,
+    message=4,
+    block=2,
+    tool_call=16,
+    tool_result=20,
+    class_units=(("digit", 11), ("newline", 11)),
+)
+"""For a model of unknown family: each class at its costliest among the known families (Claude's
+density, digits and newlines a token each as in Gemini, Qwen and DeepSeek), and the heaviest
+framing, since an underestimate is the costly error (the prompt overflows) and an overestimate
+only trims early."""
+
+# Substrings of a model name (lowercased) that tell its tokenizer family, tried in order.
+_FAMILY_MARKERS: Final[tuple[tuple[str, TokenizerProfile], ...]] = (
+    ("claude", ANTHROPIC_PROFILE),
+    ("gemini", GOOGLE_PROFILE),
+    ("gemma", GOOGLE_PROFILE),
+    ("gpt", OPENAI_PROFILE),
+    ("codex", OPENAI_PROFILE),
+    # Llama 3 and 4 use tiktoken-style byte-level BPE vocabularies of 128k-202k entries, close
+    # to o200k in density.
+    ("llama", OPENAI_PROFILE),
+)
+_OPENAI_REASONING: Final = re.compile(r"(?:^|[/:])o\d(?:$|[-_.])")
+
+
+def tokenizer_profile(model: str | None) -> TokenizerProfile:
+    """The profile of ``model``'s family, from its name; :data:`DEFAULT_PROFILE` if unknown.
+
+    Names are matched loosely, so provider prefixes and dates do not matter
+    (``openrouter/google/gemini-3-pro-preview``, ``claude-sonnet-4-5-20250929``, ``o3-mini``).
+    """
+    if not model:
+        return DEFAULT_PROFILE
+    name = model.lower()
+    for marker, profile in _FAMILY_MARKERS:
+        if marker in name:
+            return profile
+    if _OPENAI_REASONING.search(name):
+        return OPENAI_PROFILE
+    return DEFAULT_PROFILE
 
 
 # --- images -------------------------------------------------------------------------------
@@ -269,12 +397,6 @@ _TextFn = Callable[[str], int]
 
 # --- message structures ---------------------------------------------------------------------
 
-# Framing a provider adds around each message and block (role markers, separators). OpenAI
-# documents 3 tokens a message for chat models; block and tool-call framing is similar in size.
-_MESSAGE_OVERHEAD: Final = 4
-_BLOCK_OVERHEAD: Final = 2
-_TOOL_CALL_OVERHEAD: Final = 8
-_TOOL_RESULT_OVERHEAD: Final = 6
 _DOCUMENT_DEFAULT: Final = 1600
 _REDACTED_THINKING: Final = 100
 
@@ -316,23 +438,23 @@ def _json_tokens(value: Any, text: _TextFn) -> int:
     return text(dumped)
 
 
-def _mapping_tokens(obj: Mapping[str, Any], text: _TextFn) -> int:
+def _mapping_tokens(obj: Mapping[str, Any], text: _TextFn, fr: TokenizerProfile) -> int:
     kind = obj.get("type")
     if not isinstance(kind, str | None):
         kind = ""  # a type of another kind (even an unhashable one): an unknown block
     if kind in _IMAGE_TYPES:
-        return _image_block_tokens(obj) + _BLOCK_OVERHEAD
+        return _image_block_tokens(obj) + fr.block
     if kind == "document":
         source = obj.get("source")
         if isinstance(source, Mapping) and isinstance(source.get("data"), str):
             if source.get("type") == "text":
-                return text(source["data"]) + _BLOCK_OVERHEAD
+                return text(source["data"]) + fr.block
             return _DOCUMENT_DEFAULT
         return _DOCUMENT_DEFAULT
     if kind == "redacted_thinking":
         return _REDACTED_THINKING
     if kind in _TOOL_CALL_TYPES:
-        total = _TOOL_CALL_OVERHEAD
+        total = fr.tool_call
         for key in ("id", "call_id", "name"):
             value = obj.get(key)
             if isinstance(value, str):
@@ -342,17 +464,19 @@ def _mapping_tokens(obj: Mapping[str, Any], text: _TextFn) -> int:
                 total += _json_tokens(obj[key], text)
         fn = obj.get("function")
         if isinstance(fn, Mapping):
-            total += _mapping_tokens(fn, text)
+            total += _mapping_tokens(fn, text, fr)
         return total
     if kind in _TOOL_RESULT_TYPES:
-        total = _TOOL_RESULT_OVERHEAD
+        total = fr.tool_result
         for key, value in obj.items():
             if key not in _SKIP_KEYS and key != "is_error":
-                total += _value_tokens(value, text)
+                total += _value_tokens(value, text, fr)
         return total
-    total = _BLOCK_OVERHEAD if kind is not None else 0
+    total = fr.block if kind is not None else 0
     if "role" in obj:
-        total += _MESSAGE_OVERHEAD
+        total += fr.message
+        if obj["role"] == "tool":  # an OpenAI Chat tool message is a tool result
+            total += fr.tool_result
     for key, value in obj.items():
         if key in _SKIP_KEYS:
             continue
@@ -361,11 +485,11 @@ def _mapping_tokens(obj: Mapping[str, Any], text: _TextFn) -> int:
         elif key == "tool_calls" and isinstance(value, Sequence) and not isinstance(value, str):
             for call in value:
                 if isinstance(call, Mapping):
-                    total += _TOOL_CALL_OVERHEAD + _call_tokens(call, text)
+                    total += fr.tool_call + _call_tokens(call, text)
                 else:
-                    total += _TOOL_CALL_OVERHEAD + _value_tokens(call, text)
+                    total += fr.tool_call + _value_tokens(call, text, fr)
         else:
-            total += _value_tokens(value, text)
+            total += _value_tokens(value, text, fr)
     return total
 
 
@@ -385,17 +509,17 @@ def _call_tokens(call: Mapping[str, Any], text: _TextFn) -> int:
     return total
 
 
-def _value_tokens(value: Any, text: _TextFn) -> int:
+def _value_tokens(value: Any, text: _TextFn, fr: TokenizerProfile) -> int:
     # Exact built-in types first: the ABC checks below cost about ten times more.
     cls = type(value)
     if cls is str:
         return text(value)
     if cls is dict:
-        return _mapping_tokens(value, text)
+        return _mapping_tokens(value, text, fr)
     if cls is list:
         total = 0
         for item in value:
-            total += _value_tokens(item, text)
+            total += _value_tokens(item, text, fr)
         return total
     if value is None or isinstance(value, bool):
         return 0
@@ -404,18 +528,23 @@ def _value_tokens(value: Any, text: _TextFn) -> int:
     if isinstance(value, int | float):
         return text(str(value))
     if isinstance(value, Mapping):
-        return _mapping_tokens(value, text)
+        return _mapping_tokens(value, text, fr)
     if isinstance(value, Sequence | set | frozenset) and not isinstance(value, bytes | bytearray):
-        return sum(_value_tokens(v, text) for v in value)
+        return sum(_value_tokens(v, text, fr) for v in value)
     if isinstance(value, bytes | bytearray):
         return math.ceil(len(value) / 4)
     dump: Callable[..., Any] | None = getattr(value, "model_dump", None)
     if callable(dump):
-        return _value_tokens(dump(exclude_none=True), text)
+        return _value_tokens(dump(exclude_none=True), text, fr)
     return text(str(value))
 
 
-def estimate_tokens(obj: Any, *, text: Callable[[str], int] = estimate_text_tokens) -> int:
+def estimate_tokens(
+    obj: Any,
+    *,
+    model: str | TokenizerProfile | None = None,
+    text: Callable[[str], int] | None = None,
+) -> int:
     """Estimate the tokens ``obj`` costs in a prompt.
 
     ``obj`` may be a text, one message or content block (a mapping in Anthropic or OpenAI
@@ -423,19 +552,23 @@ def estimate_tokens(obj: Any, *, text: Callable[[str], int] = estimate_text_toke
     class (:func:`estimate_text_tokens`); structures add per-message, per-block and tool-call
     framing, count tool-call ids, names and JSON input, and count images by pixel size when the
     base64 header reveals it (else :data:`IMAGE_TOKENS_DEFAULT`). Bookkeeping fields that are
-    never sent (``signature``, ``cache_control``, ``usage``...) are ignored. ``text`` replaces
-    the text estimator, e.g. with an exact tokenizer, keeping the same framing.
+    never sent (``signature``, ``cache_control``, ``usage``...) are ignored.
+
+    ``model`` (a model name or a :class:`TokenizerProfile`) picks the tokenizer family's text
+    density and framing (:func:`tokenizer_profile`); without it, the densest family's are used.
+    ``text`` replaces the text estimator, e.g. with an exact tokenizer, keeping the framing.
     """
-    return _value_tokens(obj, text)
+    profile = model if isinstance(model, TokenizerProfile) else tokenizer_profile(model)
+    return _value_tokens(obj, profile.text_tokens if text is None else text, profile)
 
 
-def tiktoken_estimator(encoding: str = "o200k_base") -> TokenEstimator | None:
-    """An exact-tokenizer estimator backed by ``tiktoken``, or ``None`` when it is not installed.
+def tiktoken_text_tokens(encoding: str = "o200k_base") -> Callable[[str], int] | None:
+    """An exact count of a text's tokens by ``tiktoken``, or ``None`` when it cannot be had
+    offline: tiktoken not installed, or the encoding's file neither cached nor fetchable.
 
-    Texts are tokenized exactly; structures keep :func:`estimate_tokens`' framing. tiktoken
-    itself fetches an encoding's files on first use unless they are in its local cache
-    (``TIKTOKEN_CACHE_DIR``); if that fails this returns ``None``. toolbudget never calls this
-    on its own: a caller opts in.
+    Give it to a session (``Budget.open(path, text_tokens=...)``) for an OpenAI model. tiktoken
+    fetches an encoding's file on first use unless it is in its local cache
+    (``TIKTOKEN_CACHE_DIR``); toolbudget never calls this on its own.
     """
     try:
         tiktoken = importlib.import_module("tiktoken")  # optional, so not a top-level import
@@ -449,7 +582,20 @@ def tiktoken_estimator(encoding: str = "o200k_base") -> TokenEstimator | None:
     def exact_text(text: str) -> int:
         return len(enc.encode(text, disallowed_special=()))
 
+    return exact_text
+
+
+def tiktoken_estimator(encoding: str = "o200k_base") -> TokenEstimator | None:
+    """An exact-tokenizer estimator backed by ``tiktoken``, or ``None`` when it is not available
+    offline (see :func:`tiktoken_text_tokens`).
+
+    Texts are tokenized exactly; structures keep :func:`estimate_tokens`' OpenAI framing.
+    """
+    exact_text = tiktoken_text_tokens(encoding)
+    if exact_text is None:
+        return None
+
     def exact(obj: Any, /) -> int:
-        return estimate_tokens(obj, text=exact_text)
+        return estimate_tokens(obj, model=OPENAI_PROFILE, text=exact_text)
 
     return exact

@@ -25,10 +25,14 @@ def test_budget_public_names_are_pinned() -> None:
         "Report",
         "SessionLocked",
         "StoreError",
+        "TokenizerProfile",
         "ToolPolicy",
         "detect_format",
         "estimate_tokens",
         "get_format",
+        "tiktoken_estimator",
+        "tiktoken_text_tokens",
+        "tokenizer_profile",
         "wrap_tool",
     ]
     for name in budget.__all__:

@@ -78,8 +78,12 @@ class Toolbudget:
     read_tool: bool = False
 
     def open(self, trace: Trace, workdir: Path) -> StrategySession:
-        """A Budget session in ``workdir/session``."""
-        return ToolbudgetSession(self.config, workdir / "session", read_tool=self.read_tool)
+        """A Budget session in ``workdir/session``, told the trace's model as an adopter would
+        (it picks the tokenizer family of the estimates; the window stays as configured)."""
+        config = self.config
+        if config.model is None and trace.model:
+            config = config.model_copy(update={"model": trace.model})
+        return ToolbudgetSession(config, workdir / "session", read_tool=self.read_tool)
 
 
 def make(*, read_tool: bool = False, **overrides: Any) -> Toolbudget:

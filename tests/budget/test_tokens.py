@@ -12,16 +12,24 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from budget._tokens import (
+    ANTHROPIC_PROFILE,
+    DEFAULT_PROFILE,
+    GOOGLE_PROFILE,
     IMAGE_TOKENS_DEFAULT,
+    OPENAI_PROFILE,
     TokenEstimator,
+    TokenizerProfile,
     estimate_image_tokens,
     estimate_text_tokens,
     estimate_tokens,
     text_class_counts,
+    text_units,
     tiktoken_estimator,
+    tiktoken_text_tokens,
+    tokenizer_profile,
 )
 
-# Pinned estimates. Weights are in 1/11 token per character: letter 3, digit 7, punctuation 7,
+# Pinned estimates (Claude's profile). Weights are in 1/11 token per character: letter 3, digit 7, punctuation 7,
 # space 1, newline 8; a 2-byte (Cyrillic...) character 8, CJK 14, U+2000-U+2FFF symbol 11, a
 # 4-byte (emoji) character 28. The sum is rounded up once.
 PINNED = [
@@ -46,8 +54,8 @@ PINNED = [
 @pytest.mark.parametrize(("text", "tokens"), PINNED)
 def test_pinned_estimates(text: str, tokens: int) -> None:
     """Known strings get the estimate their character classes add up to."""
-    assert estimate_text_tokens(text) == tokens
-    assert estimate_tokens(text) == tokens
+    assert estimate_text_tokens(text, ANTHROPIC_PROFILE) == tokens
+    assert estimate_tokens(text, model="claude-sonnet-4-5") == tokens
 
 
 def test_class_counts() -> None:
@@ -87,7 +95,10 @@ def test_script_rates() -> None:
 def test_long_text_spanning_chunks() -> None:
     """Texts longer than one internal chunk are summed exactly, ASCII and not."""
     unit = "abc, 123\n"
-    assert estimate_text_tokens(unit * 20_000) == -(-(3 * 3 + 7 + 1 + 3 * 7 + 8) * 20_000 // 11)
+    claude = ANTHROPIC_PROFILE
+    assert estimate_text_tokens(unit * 20_000, claude) == -(
+        -(3 * 3 + 7 + 1 + 3 * 7 + 8) * 20_000 // 11
+    )
     wide = "日本" * 40_000
     assert estimate_text_tokens(wide) == -(-14 * 80_000 // 11)
 
@@ -154,19 +165,21 @@ def test_message_structure_overhead() -> None:
     """Messages add role and block framing; tool calls add their id, name and JSON input."""
     text = "hello there, how are you"
     t = estimate_text_tokens
+    p = DEFAULT_PROFILE
     user = {"role": "user", "content": [{"type": "text", "text": text}]}
-    assert estimate_tokens(user) == 4 + t("user") + 2 + t(text)
+    assert estimate_tokens(user) == p.message + t("user") + p.block + t(text)
     call = {"type": "tool_use", "id": "toolu_01A", "name": "Bash", "input": {"command": "ls -la"}}
     json_input = orjson.dumps(call["input"]).decode()
-    assert estimate_tokens(call) == 8 + t("toolu_01A") + t("Bash") + t(json_input)
+    assert estimate_tokens(call) == p.tool_call + t("toolu_01A") + t("Bash") + t(json_input)
     result = {"type": "tool_result", "tool_use_id": "toolu_01A", "content": "a\nb\n"}
-    assert estimate_tokens(result) == 6 + t("toolu_01A") + t("a\nb\n")
+    assert estimate_tokens(result) == p.tool_result + t("toolu_01A") + t("a\nb\n")
     assert estimate_tokens([user, user]) == 2 * estimate_tokens(user)
 
 
 def test_openai_shapes() -> None:
     """OpenAI Chat tool calls and tool messages count their ids, names and arguments."""
     t = estimate_text_tokens
+    p = DEFAULT_PROFILE
     msg = {
         "role": "assistant",
         "content": None,
@@ -178,20 +191,21 @@ def test_openai_shapes() -> None:
             }
         ],
     }
-    assert estimate_tokens(msg) == 4 + t("assistant") + 8 + t("call_1") + t("grep") + t(
-        '{"q": "x"}'
-    )
+    call = p.tool_call + t("call_1") + t("grep") + t('{"q": "x"}')
+    assert estimate_tokens(msg) == p.message + t("assistant") + call
     tool = {"role": "tool", "tool_call_id": "call_1", "content": "found"}
-    assert estimate_tokens(tool) == 4 + t("tool") + t("call_1") + t("found")
+    framing = p.message + p.tool_result
+    assert estimate_tokens(tool) == framing + t("tool") + t("call_1") + t("found")
 
 
 def test_bookkeeping_is_ignored() -> None:
     """Signatures, cache_control and usage are not sent as tokens and are not counted."""
     t = estimate_text_tokens
+    block = DEFAULT_PROFILE.block
     thinking = {"type": "thinking", "thinking": "step one", "signature": "S" * 5000}
-    assert estimate_tokens(thinking) == 2 + t("step one")
+    assert estimate_tokens(thinking) == block + t("step one")
     marked = {"type": "text", "text": "hi", "cache_control": {"type": "ephemeral"}}
-    assert estimate_tokens(marked) == 2 + t("hi")
+    assert estimate_tokens(marked) == block + t("hi")
 
 
 def test_sdk_objects_are_dumped() -> None:
@@ -205,10 +219,87 @@ def test_sdk_objects_are_dumped() -> None:
 def test_exact_text_estimator_can_be_plugged_in() -> None:
     """A text estimator passed in replaces the character estimate and keeps the framing."""
     msg = {"role": "user", "content": "abcdef"}
-    assert estimate_tokens(msg, text=len) == 4 + len("user") + len("abcdef")
+    framing = DEFAULT_PROFILE.message
+    assert estimate_tokens(msg, text=len) == framing + len("user") + len("abcdef")
 
 
 def test_estimator_protocol_and_missing_tiktoken() -> None:
     """estimate_tokens satisfies the protocol and tiktoken_estimator is None without tiktoken."""
     assert isinstance(estimate_tokens, TokenEstimator)
     assert tiktoken_estimator() is None
+    assert tiktoken_text_tokens() is None
+
+
+@pytest.mark.parametrize(
+    ("model", "profile"),
+    [
+        ("claude-sonnet-4-5-20250929", ANTHROPIC_PROFILE),
+        ("anthropic/claude-opus-4-7", ANTHROPIC_PROFILE),
+        ("gpt-5.5", OPENAI_PROFILE),
+        ("openai/gpt-5-ca", OPENAI_PROFILE),
+        ("o3-mini", OPENAI_PROFILE),
+        ("openai/o4-mini", OPENAI_PROFILE),
+        ("codex-mini-latest", OPENAI_PROFILE),
+        ("openrouter/google/gemini-3-pro-preview", GOOGLE_PROFILE),
+        ("gemma-3-27b-it", GOOGLE_PROFILE),
+        ("openai/openrouter-llama-4-maverick", OPENAI_PROFILE),
+        ("deepseek-chat", DEFAULT_PROFILE),
+        ("solo-model", DEFAULT_PROFILE),
+        (None, DEFAULT_PROFILE),
+        ("", DEFAULT_PROFILE),
+    ],
+)
+def test_tokenizer_profile_from_model_name(model: str | None, profile: TokenizerProfile) -> None:
+    """A model name picks its tokenizer family whatever its provider prefix or date suffix."""
+    assert tokenizer_profile(model) is profile
+
+
+def test_unknown_family_gets_the_densest_profile() -> None:
+    """The default profile counts at least as many tokens as any family, so it errs high."""
+    text = "def add(a, b):\n    return a + b  # 日本語 🚀\n" * 50
+    message = {
+        "role": "user",
+        "content": [{"type": "tool_result", "tool_use_id": "t", "content": text}],
+    }
+    for profile in (ANTHROPIC_PROFILE, OPENAI_PROFILE, GOOGLE_PROFILE):
+        assert estimate_text_tokens(text, DEFAULT_PROFILE) >= estimate_text_tokens(text, profile)
+        assert estimate_tokens(message) >= estimate_tokens(message, model=profile)
+    for field in ("message", "block", "tool_call", "tool_result"):
+        heaviest = max(
+            getattr(p, field) for p in (ANTHROPIC_PROFILE, OPENAI_PROFILE, GOOGLE_PROFILE)
+        )
+        assert getattr(DEFAULT_PROFILE, field) == heaviest
+
+
+def test_profile_density_divides_the_same_units() -> None:
+    """A family's text estimate is the same character weights over its units per token."""
+    text = "x = compute(alpha, beta) + value\n" * 20
+    units = text_units(text)
+    for profile in (ANTHROPIC_PROFILE, OPENAI_PROFILE):
+        assert estimate_text_tokens(text, profile) == -(-units // profile.units_per_token)
+        assert profile.text_tokens(text) == estimate_text_tokens(text, profile)
+    assert estimate_tokens(text, model="gpt-5") == estimate_text_tokens(text, OPENAI_PROFILE)
+
+
+def test_gemini_counts_each_digit_and_newline_as_a_token() -> None:
+    """Gemini's vocabulary splits digits and keeps newlines apart: one token each."""
+    assert estimate_text_tokens("1234567890", GOOGLE_PROFILE) == 10
+    assert estimate_text_tokens("\n" * 12, GOOGLE_PROFILE) == 12
+    assert estimate_text_tokens("1234567890", ANTHROPIC_PROFILE) < 10
+    # The same weights whether the text is ASCII or not (Gemini's digits overflow the ASCII table).
+    line = "line 42 of 1000\n"
+    mixed = line * 30 + "é"
+    assert estimate_tokens(mixed, model="gemini-2.5-pro") == estimate_text_tokens(
+        mixed, GOOGLE_PROFILE
+    )
+    assert estimate_text_tokens(line * 30, GOOGLE_PROFILE) <= estimate_text_tokens(
+        mixed, GOOGLE_PROFILE
+    )
+
+
+def test_a_profile_with_an_unknown_class_or_overweight_byte_is_refused() -> None:
+    """Profiles are checked when built: unknown classes and weights past the tables' range fail."""
+    with pytest.raises(ValueError, match="unknown character classes"):
+        TokenizerProfile("x", 11, 4, 2, 8, 6, class_units=(("vowel", 3),))
+    with pytest.raises(ValueError, match="outside"):
+        TokenizerProfile("x", 11, 4, 2, 8, 6, class_units=(("digit", 40),))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from anthropic.types import Usage as AnthropicUsage
 from openai.types import CompletionUsage
@@ -9,6 +11,7 @@ from openai.types.completion_usage import PromptTokensDetails
 from openai.types.responses import ResponseUsage
 from openai.types.responses.response_usage import InputTokensDetails, OutputTokensDetails
 
+from budget import Budget, BudgetConfig, estimate_tokens
 from budget._errors import InputError
 from budget._usage import ProviderUsage, anchored_estimate, normalize_usage
 
@@ -117,3 +120,50 @@ def test_anchored_estimate_is_pessimistic() -> None:
     assert anchored_estimate(1000, None, 50) == 1000
     assert anchored_estimate(1000, 1200, 50) == 1250
     assert anchored_estimate(5000, 1200, 50) == 5000
+
+
+def _reply_round(reply: str) -> list[dict[str, Any]]:
+    return [
+        {"role": "user", "content": "Summarize the log."},
+        {"role": "assistant", "content": [{"type": "text", "text": reply}]},
+        {"role": "user", "content": "And what failed?"},
+    ]
+
+
+def test_a_stream_start_output_count_does_not_shrink_the_anchor() -> None:
+    """A reply counts at no less than its estimate when the usage reports a token or so for it."""
+    reply = "The build failed in step three because the linker ran out of memory. " * 40
+    msgs = _reply_round(reply)
+    added = estimate_tokens(msgs[1]) + estimate_tokens(msgs[2])
+    b = Budget.in_memory()
+    b.prepare(msgs[:1], now=0)
+    # message_start of an Anthropic stream reports output_tokens=1; the reply is ~600 tokens.
+    start = b.prepare(msgs, usage={"input_tokens": 20_000, "output_tokens": 1}, now=1)
+    assert start.report.tokens_after >= 20_000 + added
+    b = Budget.in_memory()
+    b.prepare(msgs[:1], now=0)
+    # A reported count larger than the visible text (thinking included) is kept as reported.
+    full = b.prepare(msgs, usage={"input_tokens": 20_000, "output_tokens": 5_000}, now=1)
+    assert full.report.tokens_after >= 20_000 + 5_000 + estimate_tokens(msgs[2])
+    assert full.report.tokens_after > start.report.tokens_after
+
+
+def test_the_configured_models_family_sets_the_estimates() -> None:
+    """A session for an OpenAI model counts a history lower than one for Claude, and one with no
+    model counts it highest."""
+    msgs = _reply_round("for i in range(10):\n    total += values[i] * weights[i]\n" * 50)
+    counts: dict[str | None, int] = {}
+    for model in ("claude-sonnet-4-5", "gpt-5", None):
+        b = Budget.in_memory(BudgetConfig(model=model))
+        counts[model] = b.prepare(msgs, now=0).report.tokens_before
+        assert counts[model] == estimate_tokens(msgs, model=model)
+    assert counts["gpt-5"] < counts["claude-sonnet-4-5"] <= counts[None]
+
+
+def test_an_exact_text_counter_replaces_the_character_weights_in_a_session() -> None:
+    """A session given a text counter counts every text with it and keeps the framing."""
+    msgs = _reply_round("exact counts come from the tokenizer, framing from the profile " * 20)
+    b = Budget.in_memory(BudgetConfig(model="gpt-5"), text_tokens=len)
+    report = b.prepare(msgs, now=0).report
+    assert report.tokens_before == estimate_tokens(msgs, model="gpt-5", text=len)
+    assert report.tokens_before > estimate_tokens(msgs, model="gpt-5")
