@@ -233,9 +233,11 @@ def test_format_keeps_message_fields_and_blocks(tmp_path: Path) -> None:
     assert (shown.artifact, shown.status) == ({"exit": 1}, "error")
     assert isinstance(shown.content, list)
     assert shown.content[1] == image
-    assert shown.content[0]["text"].startswith("[toolbudget] Output of shell was too large")
+    first = shown.content[0]
+    assert isinstance(first, dict)
+    assert first["text"].startswith("[toolbudget] Output of shell was too large")
     assert result.content[0] == {"type": "text", "text": big}
-    ref = envelope_ref(shown.content[0]["text"])
+    ref = envelope_ref(first["text"])
     assert ref is not None
     assert session.read(ref) == big
 

@@ -160,7 +160,10 @@ def test_read_tool_rejects_bad_arguments(big_file: tuple[Path, str]) -> None:
     ctx: Any = None  # the tool does not use its context
 
     def invoke(arguments: str) -> str:
-        out: str = asyncio.run(tool.on_invoke_tool(ctx, arguments))
+        async def call() -> Any:
+            return await tool.on_invoke_tool(ctx, arguments)
+
+        out: str = asyncio.run(call())
         return out
 
     assert page_rows(invoke(args)) == expected_rows(text)

@@ -241,7 +241,7 @@ def test_each_store_call_site_failing_loses_nothing(
         injected[site[0]] += injector.fired
         for message in run.raised:
             assert f"[{name}]" in message, (where, message)
-        reported = run.raised or [
+        reported: list[Any] = run.raised or [
             e
             for e in run.events
             if e["log_level"] in ("warning", "error") and f"[{name}]" in str(e)

@@ -166,7 +166,7 @@ def check_session(path: Path, originals: list[dict[str, Any]]) -> None:
     """Open the session: only logged decisions restored; the last request works; nothing lost."""
     _data, msgs, steps = real_log()
     texts = result_texts(msgs)
-    logged = {}
+    logged: dict[str, list[dict[str, Any]]] = {}
     for rec in originals:
         if rec.get("t") == "d":
             logged.setdefault(rec["id"], []).append(rec)
