@@ -204,3 +204,15 @@ class PrefixMemo:
         """Remember this request's input and output lists."""
         self.inputs = list(messages)
         self.outputs = outputs
+
+    def finish(
+        self,
+        messages: Sequence[dict[str, Any]],
+        start: int,
+        edits: Mapping[int, Mapping[int, dict[str, Any]]],
+    ) -> Messages:
+        """This request's output: the reused outputs before ``start``, then the messages from
+        ``start`` on with ``edits`` applied (indices into ``messages``); remembered for the next."""
+        out = self.outputs[:start] + apply_edits(messages, edits)[start:]
+        self.store(messages, out)
+        return out

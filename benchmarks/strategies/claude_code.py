@@ -38,7 +38,6 @@ import orjson
 from benchmarks.strategies._base import Messages, StrategySession
 from benchmarks.strategies._common import (
     PrefixMemo,
-    apply_edits,
     content_chars,
     has_non_text,
     result_text,
@@ -183,10 +182,7 @@ class _Session:
             text = self.replacements.get(ref.call_id)
             if text is not None and ref.data.get("content") != text:
                 edits.setdefault(ref.msg, {})[ref.block] = with_content(ref.data, text)
-        tail = apply_edits(messages, edits)
-        out = self.memo.outputs[:group_start] + tail[group_start:]
-        self.memo.store(messages, out)
-        return out
+        return self.memo.finish(messages, group_start, edits)
 
     def _decide_fresh(self, messages: Messages, start: int) -> None:
         config = self.config

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.strategies._base import Messages, StrategySession
-from benchmarks.strategies._common import PrefixMemo, apply_edits, tool_results, with_content
+from benchmarks.strategies._common import PrefixMemo, tool_results, with_content
 from benchmarks.trace import Trace, Usage
 from budget._errors import ConfigError
 
@@ -132,9 +132,7 @@ class _Session:
             recorded = self.recorded.get(ref.call_id)
             if recorded is not None:
                 edits.setdefault(ref.msg, {})[ref.block] = with_content(ref.data, recorded)
-        out = self.memo.outputs[:start] + apply_edits(messages, edits)[start:]
-        self.memo.store(messages, out)
-        return out
+        return self.memo.finish(messages, start, edits)
 
     def recover(self, call_id: str) -> str | None:
         return None

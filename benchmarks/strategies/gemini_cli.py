@@ -37,7 +37,6 @@ from benchmarks._count import count_tokens
 from benchmarks.strategies._base import Messages, StrategySession
 from benchmarks.strategies._common import (
     PrefixMemo,
-    apply_edits,
     is_error,
     non_text_blocks,
     result_text,
@@ -206,9 +205,7 @@ class _Session:
                 edits.setdefault(ref.msg, {})[ref.block] = with_content(
                     ref.data, _masked_content(ref.data, snippet)
                 )
-        out = self.memo.outputs[:start] + apply_edits(messages, edits)[start:]
-        self.memo.store(messages, out)
-        return out
+        return self.memo.finish(messages, start, edits)
 
     def recover(self, call_id: str) -> str | None:
         path = self.files.get(call_id)

@@ -33,7 +33,6 @@ from benchmarks._count import count_tokens
 from benchmarks.strategies._base import Messages, StrategySession
 from benchmarks.strategies._common import (
     PrefixMemo,
-    apply_edits,
     is_error,
     is_prompt,
     result_text,
@@ -139,9 +138,7 @@ class _Session:
                 edits.setdefault(ref.msg, {})[ref.block] = with_content(
                     ref.data, self.config.placeholder
                 )
-        out = self.memo.outputs[:start] + apply_edits(messages, edits)[start:]
-        self.memo.store(messages, out)
-        return out
+        return self.memo.finish(messages, start, edits)
 
     def recover(self, call_id: str) -> str | None:
         return None
