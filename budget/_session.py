@@ -432,7 +432,7 @@ class Budget:
             for d in wrapped.values():
                 self._ledger.record(d)
             fresh = [r for r in fresh if r.call_id not in wrapped]
-        usage_total = self._usage_total(usage)
+        reported = self._reported_usage(usage)
         overflowing = self._overflows > 0
         # Results decided before (an earlier process, a rebuilt history) are staleness candidates
         # now, as they would be in a session that had gone on (no-op for known candidates).
@@ -440,7 +440,7 @@ class Budget:
         self._add_candidates(r for r in new_results if r.call_id not in fresh_ids)
         made: dict[str, Decision] = dict(wrapped)
         # ``decided`` is a live view: each pass sees the decisions of the passes before it.
-        ctx = self._context(messages, k, fresh, usage_total, now, overflowing, made, retry=retry)
+        ctx = self._context(messages, k, fresh, reported, now, overflowing, made, retry=retry)
         for _name, run in PIPELINE:
             for d in run(ctx):
                 made[d.call_id] = d
@@ -481,9 +481,7 @@ class Budget:
             chars_before=t.chars_before,
             chars_after=t.chars_after,
             tokens_before=self._cum_in[-1],
-            tokens_after=max(
-                self._cum_out[-1], self._anchor(usage_total, messages, since, out=True)
-            ),
+            tokens_after=max(self._cum_out[-1], self._anchor(reported, messages, since, out=True)),
             window=window,
             prefix_stable=stable,
             staleness_ran=bool(trimmed_now),
@@ -589,7 +587,7 @@ class Budget:
             self._cum_pre.append(self._cum_pre[-1] + pre)
         return fresh, placed
 
-    def _usage_total(self, usage: Any) -> ProviderUsage | None:
+    def _reported_usage(self, usage: Any) -> ProviderUsage | None:
         if usage is None:
             return None
         u = normalize_usage(usage)
@@ -636,7 +634,7 @@ class Budget:
         messages: list[Any],
         k: int,
         fresh: list[ToolResult],
-        usage_total: ProviderUsage | None,
+        reported: ProviderUsage | None,
         now: float,
         overflowing: bool,
         made: dict[str, Decision],
@@ -660,7 +658,7 @@ class Budget:
         # Messages before ``k`` as the previous request showed them, the rest as their frozen
         # decisions show them: the same figure whether the session went on or was resumed.
         full_out = self._cum_out[k] + (self._cum_pre[-1] - self._cum_pre[k])
-        estimate = max(full_out, self._anchor(usage_total, messages, self._last_n, out=False))
+        estimate = max(full_out, self._anchor(reported, messages, self._last_n, out=False))
         first = eligible[0].result.msg_index if eligible else len(messages)
         if first < k:
             before_first = self._cum_out[first]
