@@ -6,7 +6,26 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from budget import BudgetConfig
+
 Message = dict[str, Any]
+
+SMALL = BudgetConfig(
+    result_cap=1_000,
+    preview_chars=200,
+    group_budget=2_500,
+    protect_rounds=2,
+    stale_floor=400,
+    stub_chars=120,
+    min_reclaim_tokens=200,
+    fsync=False,
+)
+"""Limits small enough that a few hundred lines spill and trim (no fsync: tests stay fast)."""
+
+
+def big(n: int, tag: str = "out") -> str:
+    """``n`` numbered lines of tool output."""
+    return "".join(f"{tag} line {i:05d}\n" for i in range(n))
 
 
 def assistant(*calls: tuple[str, str], text: str = "Working on it.") -> Message:

@@ -14,22 +14,7 @@ from openai.types.chat import ChatCompletion, ChatCompletionMessage
 from budget import Budget, BudgetConfig, InputError
 from budget.formats import OPENAI_CHAT
 from spill import ref_for
-from tests.strategies import chat_assistant, chat_conversation, chat_tool
-
-SMALL = BudgetConfig(
-    result_cap=1_000,
-    preview_chars=200,
-    group_budget=2_500,
-    protect_rounds=2,
-    stale_floor=400,
-    stub_chars=120,
-    min_reclaim_tokens=200,
-    fsync=False,
-)
-
-
-def big(n: int, tag: str = "out") -> str:
-    return "".join(f"{tag} line {i:05d}\n" for i in range(n))
+from tests.strategies import SMALL, big, chat_assistant, chat_conversation, chat_tool
 
 
 def text_of(content: Any) -> str:

@@ -21,21 +21,7 @@ from budget import Budget, BudgetConfig, InputError
 from budget.formats import OPENAI_RESPONSES
 from budget.formats.openai_responses import OUTPUT_TYPES
 from spill import ref_for
-
-SMALL = BudgetConfig(
-    result_cap=1_000,
-    preview_chars=200,
-    group_budget=2_500,
-    protect_rounds=2,
-    stale_floor=400,
-    stub_chars=120,
-    min_reclaim_tokens=200,
-    fsync=False,
-)
-
-
-def big(n: int, tag: str = "out") -> str:
-    return "".join(f"{tag} line {i:05d}\n" for i in range(n))
+from tests.strategies import SMALL, big
 
 
 def call(call_id: str, name: str = "shell") -> dict[str, Any]:

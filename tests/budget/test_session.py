@@ -10,23 +10,13 @@ from typing import Any
 
 import pytest
 
-from budget import Budget, BudgetConfig, InputError, RefError
+from budget import Budget, InputError, RefError
 from spill import ref_for
-from tests.strategies import assistant, conversation, image_block, results
+from tests.strategies import SMALL as FAST
+from tests.strategies import assistant, big, conversation, image_block, results
 
-SMALL = BudgetConfig(
-    result_cap=1_000,
-    preview_chars=200,
-    group_budget=2_500,
-    protect_rounds=2,
-    stale_floor=400,
-    stub_chars=120,
-    min_reclaim_tokens=200,
-)
-
-
-def big(n: int, tag: str = "out") -> str:
-    return "".join(f"{tag} line {i:05d}\n" for i in range(n))
+# Synced like a user's session: these tests cover the session directory end to end.
+SMALL = FAST.model_copy(update={"fsync": True})
 
 
 def shown(msgs: list[dict[str, Any]], call_id: str) -> str:

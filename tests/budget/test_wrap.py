@@ -8,24 +8,17 @@ from typing import Any
 
 import orjson
 
-from budget import Budget, BudgetConfig, ToolPolicy, wrap_tool
+from budget import Budget, ToolPolicy, wrap_tool
 from spill import ref_for
-from tests.strategies import assistant, chat_assistant, chat_tool, conversation, results
-
-SMALL = BudgetConfig(
-    result_cap=1_000,
-    preview_chars=200,
-    group_budget=2_500,
-    protect_rounds=2,
-    stale_floor=400,
-    stub_chars=120,
-    min_reclaim_tokens=200,
-    fsync=False,
+from tests.strategies import (
+    SMALL,
+    assistant,
+    big,
+    chat_assistant,
+    chat_tool,
+    conversation,
+    results,
 )
-
-
-def big(n: int, tag: str = "out") -> str:
-    return "".join(f"{tag} line {i:05d}\n" for i in range(n))
 
 
 def test_a_wrapped_output_is_the_envelope_prepare_would_have_shown(tmp_path: Path) -> None:
