@@ -135,6 +135,21 @@ def test_bound_by_hand() -> None:
     assert bound_billed(_bound_trace(), chars4) == pytest.approx(125 + 260 + 280 + 300)
 
 
+def test_bound_cuts_a_long_kept_result_to_the_preview() -> None:
+    """A 60,000-char result in a protected round counts as its first 2,000 chars (500 tokens)."""
+    trace = _bound_trace()
+    big = {"type": "tool_result", "tool_use_id": "c2", "content": "y" * 60_000}
+    messages = (*trace.messages[:-1], {"role": "user", "content": [big]})
+    trace = replace(trace, messages=messages)
+    # As the default (nothing vanishes: 125 + 260 + 280), then r3 reads the 500 tokens of r2
+    # and writes its new result, 500 tokens instead of 200: 50 + 625.
+    assert bound_billed(trace, chars4) == pytest.approx(125 + 260 + 280 + 50 + 625)
+    # Under a 100,000-char cap it is kept whole: 15,000 tokens written.
+    assert bound_billed(trace, chars4, result_cap=100_000) == pytest.approx(
+        125 + 260 + 280 + 50 + 1.25 * 15_000
+    )
+
+
 def test_bound_follows_the_cache_rules() -> None:
     """A 380 s pause expires the cache (r3 all written: 375); OpenAI writes at the base price."""
     late = bound_billed(_bound_trace(late=True), chars4, protect_rounds=1)
