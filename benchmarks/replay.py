@@ -24,6 +24,9 @@ Figures per trace and strategy (:class:`Replay`), and over several traces (:clas
 - ``recoverable_share``: characters of results shown differently from their original (counted
   once per result, when first replaced) that ``recover(call_id)`` gives back exactly.
 - ``ms_median``, ``ms_p99``: time of the strategy's ``prepare`` per request.
+- ``readbacks``, ``readback_billed``, ``quoted_visibility``: the read-backs the agent's later
+  quotes of hidden lines cost, their price (included in ``billed_tokens``), and the share of
+  quoted result lines the copy showed when they were quoted (:mod:`benchmarks.readbacks`).
 
 Strategies must never modify their input: the trace's messages are hashed before and after each
 replay, and a change raises :class:`~budget.BudgetError` naming the strategy.
@@ -47,6 +50,7 @@ from benchmarks import strategies
 from benchmarks._count import Counter as TokenCounter
 from benchmarks._count import counter_for
 from benchmarks.cache import CacheRules, CacheSim, Segmenter
+from benchmarks.readbacks import Quotes, ReadbackTracker
 from benchmarks.strategies._base import Strategy, StrategySession
 from benchmarks.strategies._common import result_text, safe_name
 from benchmarks.strategies.toolbudget import ToolbudgetSession
@@ -94,6 +98,9 @@ ROW_KEYS: tuple[str, ...] = (
     "recoverable_share",
     "ms_median",
     "ms_p99",
+    "readbacks",
+    "readback_billed",
+    "quoted_visibility",
 )
 """The keys of a summary object, in order."""
 
@@ -125,6 +132,12 @@ class Replay:
     notes: Mapping[str, Any] = field(default_factory=dict)
     """What the strategy reported beyond the figures. toolbudget: ``staleness_batches``,
     ``batch_reasons`` (batches per trigger), ``spilled`` and ``trimmed`` (decisions made)."""
+    readbacks: int = 0
+    readback_billed: float = 0.0
+    """Part of ``billed_tokens`` that pays for read-backs."""
+    quotes: int = 0
+    """Result lines the recorded agent quoted later (:mod:`benchmarks.readbacks`)."""
+    quotes_visible: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +158,10 @@ class Row:
     """None when the strategy replaced nothing."""
     ms_median: float | None
     ms_p99: float | None
+    readbacks: int = 0
+    readback_billed: float = 0.0
+    quoted_visibility: float | None = None
+    """Share of the quoted result lines the copy showed when quoted; None without quotes."""
 
     def as_dict(self) -> dict[str, Any]:
         """The row as a JSON object with exactly :data:`ROW_KEYS`."""
@@ -270,6 +287,7 @@ def replay_trace(
     max_requests: int | None = None,
     index: _Index | None = None,
     on_request: Callable[[int, StrategySession, list[dict[str, Any]]], None] | None = None,
+    quotes: Quotes | None = None,
 ) -> Replay:
     """Replay ``trace`` under ``strategy`` (its session working in ``workdir``).
 
@@ -281,12 +299,22 @@ def replay_trace(
         raise ConfigError(f"window must be a positive number of tokens, got {window}")
     index = index if index is not None else _Index(trace.messages)
     count = count if count is not None else counter_for(trace.model)
+    quotes = quotes if quotes is not None else ReadbackTracker.for_trace(trace)
     before = _digest(trace.messages)
     workdir.mkdir(parents=True, exist_ok=True)
     session = strategy.open(trace, workdir)
     try:
         return _replay(
-            trace, strategy.name, session, window, count, rules, max_requests, index, on_request
+            trace,
+            strategy.name,
+            session,
+            window,
+            count,
+            rules,
+            max_requests,
+            index,
+            on_request,
+            quotes,
         )
     finally:
         close = getattr(session, "close", None)
@@ -308,9 +336,16 @@ def _replay(
     max_requests: int | None,
     index: _Index,
     on_request: Callable[[int, StrategySession, list[dict[str, Any]]], None] | None,
+    quotes: Quotes,
 ) -> Replay:
     segmenter = Segmenter(count)
     sim = CacheSim(trace.provider, rules)
+    tracker = ReadbackTracker(
+        quotes,
+        count,
+        read_price=sim.rules.read_price,
+        write_price=sim.rules.write_price if trace.provider == "anthropic" else 1.0,
+    )
     tools = list(getattr(session, "tools", ()))
     times = clock(trace)
     total = len(trace.requests) if max_requests is None else min(max_requests, len(trace.requests))
@@ -341,6 +376,7 @@ def _replay(
         billed += result.billed_tokens
         overflows += result.input_tokens > window
         breaks += result.prefix_break
+        tracker.observe(i, out, history, session, result.input_tokens)
 
         if isinstance(session, ToolbudgetSession) and session.report is not None:
             if session.report.staleness_ran:
@@ -389,6 +425,7 @@ def _replay(
             "spilled": kinds["spilled"],
             "trimmed": kinds["trimmed"],
         }
+    paid = tracker.result()
     return Replay(
         strategy=name,
         trace=trace.name,
@@ -397,7 +434,7 @@ def _replay(
         requests=total,
         input_tokens=sum(sizes),
         cached_tokens=cached,
-        billed_tokens=billed,
+        billed_tokens=billed + paid.billed,
         peak_tokens=max(sizes, default=0),
         overflows=overflows,
         prefix_breaks=breaks,
@@ -408,6 +445,10 @@ def _replay(
         sizes=tuple(sizes),
         times_s=tuple(spent),
         notes=notes,
+        readbacks=paid.readbacks,
+        readback_billed=paid.billed,
+        quotes=paid.quotes,
+        quotes_visible=paid.visible,
     )
 
 
@@ -446,6 +487,7 @@ def run(
     out = []
     for t, trace in enumerate(traces):
         index = _Index(trace.messages)
+        quotes = ReadbackTracker.for_trace(trace)
         for strategy in chosen:
             where = workdir / f"{t:04d}-{safe_name(trace.name)}" / safe_name(strategy.name)
             replay = replay_trace(
@@ -457,6 +499,7 @@ def run(
                 rules=rules,
                 max_requests=max_requests,
                 index=index,
+                quotes=quotes,
             )
             out.append(replay)
             if progress is not None:
@@ -504,6 +547,11 @@ def aggregate(strategy: str, replays: Sequence[Replay], baseline_billed: float |
         ),
         ms_median=median,
         ms_p99=None if p99 is None else p99 * 1000,
+        readbacks=sum(r.readbacks for r in replays),
+        readback_billed=sum(r.readback_billed for r in replays),
+        quoted_visibility=_ratio(
+            sum(r.quotes_visible for r in replays), sum(r.quotes for r in replays)
+        ),
     )
 
 

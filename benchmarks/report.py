@@ -3,15 +3,17 @@
 The JSON file is ``{"summary": [...], "traces": [...], "skipped": [...]}``: one summary object per
 strategy over all traces (exactly :data:`benchmarks.replay.ROW_KEYS`), one object per trace and
 strategy (the same keys plus ``trace``, ``file`` and ``format``), and the files under the traces
-directory that gave no trace (``path``, ``reason``). Shares are fractions in [0, 1]; a figure that
-has no value (the share of nothing) is ``null``.
+directory that gave no trace (``path``, ``reason``), and ``bound``: the hindsight bound of
+:mod:`benchmarks.bound` (``protect_rounds``, ``billed_tokens``, ``billed_ratio`` over ``none``,
+``shares``: each strategy's ``(1 - ratio) / (1 - bound)``, and ``traces``: the bound per trace).
+Shares are fractions in [0, 1]; a figure that has no value (the share of nothing) is ``null``.
 """
 
 from __future__ import annotations
 
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from benchmarks._count import Counter as TokenCounter
+from benchmarks._count import counter_for
+from benchmarks.bound import PROTECT_ROUNDS, bound_billed, share_of_saving
 from benchmarks.importers import Skipped
 from benchmarks.replay import (
     BASELINE,
@@ -48,6 +52,26 @@ class BenchResult:
     by_format: dict[str, list[Row]]
     skipped: tuple[Skipped, ...]
     window: int
+    bounds: dict[str, float] = field(default_factory=dict)
+    """The hindsight bound's billed tokens per trace (:mod:`benchmarks.bound`)."""
+
+    def bound(self) -> dict[str, Any]:
+        """The bound over every trace, as a ratio to ``none``, and each strategy's share of it."""
+        base = sum(r.billed_tokens for r in self.replays if r.strategy == BASELINE)
+        total = sum(self.bounds.values())
+        ratio = total / base if base else None
+        shares = {
+            row.strategy: share_of_saving(row.billed_ratio, ratio)
+            for row in self.summary
+            if row.billed_ratio is not None and ratio is not None
+        }
+        return {
+            "protect_rounds": PROTECT_ROUNDS,
+            "billed_tokens": total,
+            "billed_ratio": ratio,
+            "shares": shares,
+            "traces": dict(self.bounds),
+        }
 
 
 def run_bench(
@@ -92,12 +116,23 @@ def run_bench(
             max_requests=max_requests,
             progress=advance,
         )
+    bounds = {}
+    for trace in traces:
+        cut = (
+            trace
+            if max_requests is None
+            else replace(trace, requests=trace.requests[:max_requests])
+        )
+        bounds[trace.name] = bound_billed(
+            cut, count if count is not None else counter_for(trace.model)
+        )
     return BenchResult(
         replays=tuple(replays),
         summary=tuple(summarize(replays)),
         by_format=summarize_by_format(replays),
         skipped=tuple(skipped),
         window=window,
+        bounds=bounds,
     )
 
 
@@ -128,6 +163,8 @@ def _table(title: str, rows: Sequence[Row], window: int) -> Table:
         "recoverable",
         "ms med",
         "ms p99",
+        "read-backs",
+        "quoted vis",
     ):
         table.add_column(header, justify="left" if header == "strategy" else "right")
     cheapest = min((r.billed_tokens for r in rows), default=0.0)
@@ -147,6 +184,8 @@ def _table(title: str, rows: Sequence[Row], window: int) -> Table:
             _pct(r.recoverable_share),
             _ms(r.ms_median),
             _ms(r.ms_p99),
+            f"{r.readbacks:,}",
+            _pct(r.quoted_visibility),
         )
     return table
 
@@ -174,6 +213,14 @@ def render(result: BenchResult, console: Console) -> None:
             f"toolbudget: {spilled:,} results spilled (cap or aggregate), {trimmed:,} trimmed "
             f"in {batches} staleness batches ({why})."
         )
+    bound = result.bound()
+    if bound["billed_ratio"] is not None:
+        share = bound["shares"].get("toolbudget")
+        reached = "" if share is None else f"; toolbudget reaches {share * 100:.1f}% of that saving"
+        console.print(
+            f"bound: {bound['billed_ratio']:.3f}× {BASELINE} if every result outside the last "
+            f"{bound['protect_rounds']} rounds vanished at no cache cost{reached}."
+        )
     if result.skipped:
         console.print(f"[yellow]{len(result.skipped)} file(s) skipped[/] (listed in the JSON).")
 
@@ -187,6 +234,7 @@ def as_json(result: BenchResult) -> dict[str, Any]:
         "summary": [r.as_dict() for r in result.summary],
         "traces": trace_rows(result.replays),
         "skipped": [{"path": s.path, "reason": s.reason} for s in result.skipped],
+        "bound": result.bound(),
     }
 
 

@@ -37,6 +37,7 @@ STRATEGIES: Mapping[str, Callable[..., Strategy]] = MappingProxyType(
         "anthropic-context-editing": anthropic_context_editing.make,
         "langchain": langchain_editing.make,
         "swe-agent": swe_agent.make,
+        "swe-agent-0.7": swe_agent.make_07,
         "observation-masking": observation_masking.make,
         "opencode": opencode.make,
         "gemini-cli": gemini_cli.make,

@@ -13,7 +13,9 @@ history the client sends:
   documented purpose of the setting: clear only when breaking the cache is worth it).
 
 Deviations: the API does not publish its placeholder text, so it is a setting here; tokens are
-estimated with the injected counter, not the provider's tokenizer; tool definitions are not counted
+estimated, not counted by the provider: by default with the trace model's tokenizer profile
+(:func:`benchmarks._count.counter_for`, the same estimate the replay bills with; the server counts
+with the model's own tokenizer), or with the injected ``count``; tool definitions are not counted
 (the traces do not carry them). Nothing is recoverable: cleared results are gone from the prompt.
 """
 
@@ -24,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks._count import count_tokens
+from benchmarks._count import counter_for
 from benchmarks.strategies._base import Messages, StrategySession
 from benchmarks.strategies._common import apply_edits, tool_calls, tool_results, with_content
 from benchmarks.trace import Trace, Usage
@@ -46,7 +48,8 @@ class AnthropicContextEditingConfig:
     exclude_tools: frozenset[str] = frozenset()
     clear_tool_inputs: bool = False
     placeholder: str = "[Tool result cleared]"
-    count: Callable[[Any], int] = count_tokens
+    count: Callable[[Any], int] | None = None
+    """Token counter; None: the trace model's tokenizer profile."""
 
     def __post_init__(self) -> None:
         if self.keep < 0:
@@ -56,9 +59,12 @@ class AnthropicContextEditingConfig:
 
 
 class _Session:
-    def __init__(self, config: AnthropicContextEditingConfig, system: str) -> None:
+    def __init__(
+        self, config: AnthropicContextEditingConfig, system: str, count: Callable[[Any], int]
+    ) -> None:
         self.config = config
-        self.system_tokens = config.count(system) if system else 0
+        self.count = count
+        self.system_tokens = count(system) if system else 0
         # Token counts of message objects met in the previous request (the server re-counts the
         # whole prompt each time; caching by identity only saves the replay's own time).
         self._memo: dict[int, tuple[dict[str, Any], int]] = {}
@@ -68,7 +74,7 @@ class _Session:
         total = 0
         for message in messages:
             hit = self._memo.get(id(message))
-            tokens = hit[1] if hit is not None and hit[0] is message else self.config.count(message)
+            tokens = hit[1] if hit is not None and hit[0] is message else self.count(message)
             memo[id(message)] = (message, tokens)
             total += tokens
         self._memo = memo
@@ -81,7 +87,7 @@ class _Session:
         calls = list(tool_calls(messages))
         kept = {c.call_id for c in calls[len(calls) - config.keep :]} if config.keep else set()
         names = {c.call_id: c.name for c in calls}
-        placeholder_tokens = config.count(config.placeholder)
+        placeholder_tokens = self.count(config.placeholder)
         edits: dict[int, dict[int, dict[str, Any]]] = {}
         cleared: set[str] = set()
         reclaimed = 0
@@ -93,7 +99,7 @@ class _Session:
             content = ref.data.get("content")
             if content == config.placeholder:
                 continue
-            reclaimed += config.count(content) - placeholder_tokens
+            reclaimed += self.count(content) - placeholder_tokens
             edits.setdefault(ref.msg, {})[ref.block] = with_content(ref.data, config.placeholder)
             cleared.add(ref.call_id)
         if not edits or reclaimed < config.clear_at_least:
@@ -123,8 +129,10 @@ class AnthropicContextEditing:
     name: str = "anthropic-context-editing"
 
     def open(self, trace: Trace, workdir: Path) -> StrategySession:
-        """A stateless session (the edit is computed by the server on each request)."""
-        return _Session(self.config, trace.system)
+        """A stateless session (the edit is computed by the server on each request), counting
+        with the trace model's tokenizer profile unless a counter was given."""
+        count = self.config.count if self.config.count is not None else counter_for(trace.model)
+        return _Session(self.config, trace.system, count)
 
 
 def make(**overrides: Any) -> AnthropicContextEditing:

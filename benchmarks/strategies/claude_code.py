@@ -4,10 +4,17 @@ Followed: Claude Code's ``src/utils/toolResultStorage.ts`` (closed source; read 
 reconstructions of the 2.1.x bundle: ``maybePersistLargeToolResult``, ``persistToolResult``,
 ``generatePreview``, ``buildLargeToolResultMessage``, ``enforceToolResultBudget`` with
 ``selectFreshToReplace``, ``MAX_TOOL_RESULTS_PER_MESSAGE_CHARS = 200_000``,
-``PREVIEW_SIZE_BYTES = 2000``, the global ``DEFAULT_MAX_RESULT_SIZE_CHARS = 50_000``).
+``PREVIEW_SIZE_BYTES = 2000``, the global ``DEFAULT_MAX_RESULT_SIZE_CHARS = 50_000``,
+``getPersistenceThreshold``: a tool's cap is ``min(its maxResultSizeChars, 50_000)``, Infinity
+meaning never persisted), and the tools' own ``maxResultSizeChars`` as shipped:
+``src/tools/BashTool/BashTool.tsx`` 30,000, ``src/tools/GrepTool/GrepTool.ts`` 20,000,
+``src/tools/FileReadTool/FileReadTool.ts`` Infinity, the other tools 100,000 (so 50,000). Checked
+against the public reconstructions of the 2.1.88 bundle on GitHub (e.g. ``NanmiCoder/cc-haha`` at
+commit 35e0445e2beafd01158c08a33c2623a68ea625e8, ``src/utils/toolResultStorage.ts``).
 
 1. When a result is first seen (Claude Code does this as the tool returns): an empty result becomes
    ``(<Tool> completed with no output)``; a text result longer than the cap (strictly) is written
+   (``min(tool cap, 50,000)``; Bash 30,000, Grep 20,000) is written
    to ``tool-results/<tool_use_id>.txt`` (``.json`` if it parses as JSON) and replaced by
    ``<persisted-output>`` with its size, the path and the first 2,000 characters cut back to the
    last newline if that newline lies past the middle. Results with images are never persisted.
@@ -19,8 +26,7 @@ reconstructions of the 2.1.x bundle: ``maybePersistLargeToolResult``, ``persistT
 3. Every decision is frozen by ``tool_use_id``: a replaced result gets the same text on every later
    request, a kept one is never replaced later. No staleness pass.
 
-Deviations: one cap for every tool by default (the bundle also lowers it per tool, e.g. Bash 30,000
-and Grep 20,000: the ``tool_caps`` setting); the file path shown is a fixed, configurable directory (the real one is under
+Deviations: the file path shown is a fixed, configurable directory (the real one is under
 ``~/.claude/projects/<project>/<session>/``) so runs are byte-identical across machines; the file
 itself is written under the session's ``workdir``. A content array of text blocks is persisted as
 its texts joined by newlines (the real tool may write a JSON dump). Sizes are Python ``len``
@@ -67,8 +73,9 @@ class ClaudeCodeConfig:
     """Head preview kept inline (``PREVIEW_SIZE_BYTES``)."""
     group_budget_chars: int = 200_000
     """Budget for the results of one group (``MAX_TOOL_RESULTS_PER_MESSAGE_CHARS``)."""
-    tool_caps: tuple[tuple[str, int], ...] = ()
-    """Per-tool caps replacing ``cap_chars`` (the bundle lowers Bash to 30,000, Grep to 20,000)."""
+    tool_caps: tuple[tuple[str, int], ...] = (("Bash", 30_000), ("Grep", 20_000))
+    """Per-tool ``maxResultSizeChars`` below the global cap; a tool's cap is
+    ``min(its own, cap_chars)`` (``getPersistenceThreshold``)."""
     exempt_tools: frozenset[str] = frozenset({"Read"})
     """Tools whose results are never persisted (their own limit is infinite)."""
     empty_marker: bool = True
@@ -80,6 +87,10 @@ class ClaudeCodeConfig:
         for name in ("cap_chars", "preview_chars", "group_budget_chars"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"ClaudeCodeConfig.{name} must be >= 0")
+
+    def cap_for(self, tool: str) -> int:
+        """The persistence threshold of ``tool``: its own cap, never above ``cap_chars``."""
+        return min(dict(self.tool_caps).get(tool, self.cap_chars), self.cap_chars)
 
 
 def format_file_size(size: int) -> str:
@@ -200,7 +211,7 @@ class _Session:
             text = result_text(content)
             if text.startswith(PERSISTED_OUTPUT_TAG):
                 continue
-            if len(text) > dict(config.tool_caps).get(tool, config.cap_chars):
+            if len(text) > config.cap_for(tool):
                 self.replacements[call_id] = self._persist(call_id, text)
                 # Persisted at the source: frozen, and never a budget candidate.
                 self.seen.add(call_id)

@@ -1,16 +1,25 @@
 """Codex CLI's truncation policy: each tool output is cut to head + tail when it is recorded.
 
-Followed: ``codex-rs/core/src/context_manager/history.rs`` (``ContextManager::record_items`` ->
+Source: github.com/openai/codex at commit 626f2d896f0ef70504f96a345b5160f4e6275f20,
+``codex-rs/core/src/openai_models/model_family.rs`` (``find_family_for_model``): the default
+policy of every model family is ``TruncationPolicy::Bytes(10_000)``; only the Codex models
+(slugs ``gpt-5-codex``, ``gpt-5.1-codex``, ``gpt-5.1-codex-max``, ``codex-``, ``exp-codex``)
+have ``TruncationPolicy::Tokens(10_000)``. ``mode="auto"`` (the default) picks the policy from
+the trace's model the same way: ``tokens`` when the slug names a Codex model, else ``bytes``.
+
+Followed for the cut itself: ``codex-rs/core/src/context_manager/history.rs`` (``ContextManager::record_items`` ->
 ``process_item``: function and custom tool outputs are truncated with the turn's
 ``TruncationPolicy`` times 1.2, an allowance for serialization), ``codex-rs/utils/output-
 truncation/src/lib.rs`` (``truncate_text``, ``truncate_function_output_items_with_policy``) and
 ``codex-rs/utils/string/src/truncate.rs`` (``truncate_middle_with_token_budget``: tokens are
 UTF-8 bytes / 4, rounded up; the byte budget is split in half between the head and the tail, cut
 at character boundaries, joined by ``…<N> tokens truncated…`` where N is the removed bytes / 4,
-rounded up). The default policy of Codex models is ``Tokens(10_000)``.
+rounded up) and ``truncate_middle_chars`` (the ``Bytes`` policy: the same head and tail within
+the byte budget, joined by ``…<N> chars truncated…`` where N is the removed characters).
 
-A text output longer than the budget (10,000 x 1.2 = 12,000 tokens = 48,000 bytes) keeps its
-first and last 24,000 bytes. A content list shares the token budget across its text items in
+Under ``Tokens(10_000)`` a text output longer than the budget (10,000 x 1.2 = 12,000 tokens =
+48,000 bytes) keeps its first and last 24,000 bytes; under ``Bytes(10_000)`` one longer than
+12,000 bytes keeps its first and last 6,000 bytes. A content list shares the budget (tokens, or bytes) across its text items in
 order (an item that does not fit is itself truncated to what is left; later ones are dropped and
 counted in ``[omitted N text items ...]``; empty text items are dropped); images are kept. The
 truncation happens once, when the result is recorded, so the history never changes afterwards.
@@ -22,35 +31,60 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from benchmarks.strategies._base import Messages, StrategySession
 from benchmarks.strategies._common import PrefixMemo, tool_results, with_content
 from benchmarks.trace import Trace, Usage
 from budget._errors import ConfigError
 
-__all__ = ["Codex", "CodexConfig", "make", "truncate_content", "truncate_text"]
+__all__ = [
+    "Codex",
+    "CodexConfig",
+    "is_codex_model",
+    "make",
+    "truncate_bytes",
+    "truncate_content",
+    "truncate_text",
+]
 
 BYTES_PER_TOKEN = 4
+Mode = Literal["auto", "bytes", "tokens"]
+
+
+def is_codex_model(model: str | None) -> bool:
+    """Whether ``model`` is one of the Codex model families (policy ``Tokens``, not ``Bytes``)."""
+    slug = (model or "").lower().rsplit("/", 1)[-1]
+    return "codex" in slug
 
 
 @dataclass(frozen=True, slots=True)
 class CodexConfig:
     """Codex's default truncation policy."""
 
-    max_tokens: int = 10_000
-    """``TruncationPolicy::Tokens`` of the model family."""
+    limit: int = 10_000
+    """The policy's limit: bytes under ``Bytes``, tokens under ``Tokens``."""
+    mode: Mode = "auto"
+    """``auto``: ``tokens`` for a Codex model, ``bytes`` for any other (``find_family_for_model``)."""
     serialization_allowance: float = 1.2
     """Multiplier ``process_item`` applies to the policy (rounded up)."""
 
     def __post_init__(self) -> None:
-        if self.max_tokens < 0 or self.serialization_allowance <= 0:
-            raise ConfigError("CodexConfig.max_tokens must be >= 0 and the allowance positive")
+        if self.limit < 0 or self.serialization_allowance <= 0:
+            raise ConfigError("CodexConfig.limit must be >= 0 and the allowance positive")
+        if self.mode not in ("auto", "bytes", "tokens"):
+            raise ConfigError(f"CodexConfig.mode must be auto, bytes or tokens, got {self.mode!r}")
 
     @property
-    def budget_tokens(self) -> int:
-        """The token budget actually applied to one output."""
-        return math.ceil(self.max_tokens * self.serialization_allowance)
+    def budget(self) -> int:
+        """The budget actually applied to one output (bytes or tokens, as the policy)."""
+        return math.ceil(self.limit * self.serialization_allowance)
+
+    def policy(self, model: str | None) -> Literal["bytes", "tokens"]:
+        """The policy applied to a trace of ``model``."""
+        if self.mode != "auto":
+            return self.mode
+        return "tokens" if is_codex_model(model) else "bytes"
 
 
 def _approx_tokens(n_bytes: int) -> int:
@@ -75,14 +109,32 @@ def truncate_text(text: str, max_tokens: int) -> str:
     return f"{head}…{removed} tokens truncated…{tail}"
 
 
-def truncate_content(content: Any, max_tokens: int) -> Any:
-    """The recorded form of a tool result's content under a ``Tokens(max_tokens)`` policy."""
+def truncate_bytes(text: str, max_bytes: int) -> str:
+    """``truncate_middle_chars``: head and tail within ``max_bytes`` bytes, removed chars named."""
+    data = text.encode("utf-8", "surrogatepass")
+    if not data or len(data) <= max_bytes:
+        return text
+    if max_bytes == 0:
+        return f"…{len(text)} chars truncated…"
+    left = max_bytes // 2
+    right = max_bytes - left
+    head = data[:left].decode("utf-8", "ignore")
+    tail = data[len(data) - right :].decode("utf-8", "ignore")
+    removed = len(text) - len(head) - len(tail)
+    return f"{head}…{removed} chars truncated…{tail}"
+
+
+def truncate_content(
+    content: Any, budget: int, policy: Literal["bytes", "tokens"] = "tokens"
+) -> Any:
+    """The recorded form of a tool result's content under ``Tokens(budget)`` or ``Bytes(budget)``."""
+    cut = truncate_text if policy == "tokens" else truncate_bytes
     if isinstance(content, str):
-        return truncate_text(content, max_tokens)
+        return cut(content, budget)
     if not isinstance(content, list):
         return content
     out: list[Any] = []
-    remaining = max_tokens
+    remaining = budget
     omitted = 0
     for block in content:
         if not (isinstance(block, dict) and block.get("type") == "text"):
@@ -94,12 +146,13 @@ def truncate_content(content: Any, max_tokens: int) -> Any:
         if remaining == 0:
             omitted += 1
             continue
-        cost = _approx_tokens(len(text.encode("utf-8", "surrogatepass")))
+        size = len(text.encode("utf-8", "surrogatepass"))
+        cost = _approx_tokens(size) if policy == "tokens" else size
         if cost <= remaining:
             out.append(block)
             remaining -= cost
             continue
-        snippet = truncate_text(text, remaining)
+        snippet = cut(text, remaining)
         if snippet:
             out.append({**block, "text": snippet})
         else:
@@ -111,8 +164,9 @@ def truncate_content(content: Any, max_tokens: int) -> Any:
 
 
 class _Session:
-    def __init__(self, config: CodexConfig) -> None:
+    def __init__(self, config: CodexConfig, model: str | None) -> None:
         self.config = config
+        self.policy = config.policy(model)
         self.recorded: dict[str, Any] = {}
         """The truncated content of each result that changed when it was recorded."""
         self.seen: set[str] = set()
@@ -121,12 +175,12 @@ class _Session:
     def prepare(self, messages: Messages, *, usage: Usage | None, now: float | None) -> Messages:
         start = self.memo.reusable(messages)
         edits: dict[int, dict[int, dict[str, Any]]] = {}
-        budget = self.config.budget_tokens
+        budget = self.config.budget
         for ref in tool_results(messages, start):
             if ref.call_id not in self.seen:
                 self.seen.add(ref.call_id)
                 content = ref.data.get("content")
-                new = truncate_content(content, budget)
+                new = truncate_content(content, budget, self.policy)
                 if new is not content:
                     self.recorded[ref.call_id] = new
             recorded = self.recorded.get(ref.call_id)
@@ -146,8 +200,8 @@ class Codex:
     name: str = "codex"
 
     def open(self, trace: Trace, workdir: Path) -> StrategySession:
-        """A session remembering each result's recorded form."""
-        return _Session(self.config)
+        """A session remembering each result's recorded form, its policy chosen by the model."""
+        return _Session(self.config, trace.model)
 
 
 def make(**overrides: Any) -> Codex:

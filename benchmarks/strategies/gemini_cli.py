@@ -1,6 +1,23 @@
-"""Gemini CLI's tool output masking: offload old bulky outputs to files once 30k tokens pile up.
+"""Gemini CLI: shell output truncated at 40,000 characters, then masking of old bulky outputs.
 
-Followed: ``packages/core/src/context/toolOutputMaskingService.ts`` (earlier
+Source: github.com/google-gemini/gemini-cli at commit 5411f113cafae26161b4969b0237b8e1e024e2c2
+(``@google/gemini-cli-core`` 0.56.0-nightly.20260806).
+
+1. Truncation, when a tool returns: ``packages/core/src/scheduler/tool-executor.ts``
+   (``truncateOutputIfNeeded``), ``packages/core/src/config/config.ts``
+   (``DEFAULT_TRUNCATE_TOOL_OUTPUT_THRESHOLD = 40_000``) and ``packages/core/src/utils/
+   fileUtils.ts`` (``saveTruncatedToolOutput``, ``formatTruncatedToolOutput``). A string output
+   of the shell tool longer than 40,000 characters is saved to ``tool-outputs/<tool>_<id>.txt``
+   and replaced by ``Output too large. Showing first 8,000 and last 32,000 characters. For full
+   output see: <path>``, the first 20% of the threshold, ``... [<N> characters omitted] ...``
+   and the last 80%. (Gemini also truncates single-text MCP outputs; the traces do not mark MCP
+   tools. ``getTruncateToolOutputThreshold`` lowers the threshold to 4 x the tokens left in the
+   window when that is smaller; the replay's window is far from full when outputs return, so
+   that clause is not modelled.) The shell tool of a trace is its shell-running tool, whatever
+   the agent called it (:data:`SHELL_TOOLS`).
+2. Masking, below.
+
+Followed for masking: ``packages/core/src/context/toolOutputMaskingService.ts`` (earlier
 ``services/toolOutputMaskingService.ts``; ``DEFAULT_TOOL_PROTECTION_THRESHOLD = 50000``,
 ``DEFAULT_MIN_PRUNABLE_TOKENS_THRESHOLD = 30000``, ``DEFAULT_PROTECT_LATEST_TURN = true``,
 ``EXEMPT_TOOLS``) and ``core/client.ts`` (``mask`` runs before every model request and the masked
@@ -18,10 +35,11 @@ history replaces the chat history, so masking is persistent). The "Hybrid Backwa
 
 Mapping: a tool_result is a function response whose response is ``{"output": text}`` (``{"error":
 text}`` when it is an error); images stay beside the masked text as Gemini keeps sibling parts.
-Token estimates use the injected counter on the tool_result block. Deviations: the file name
+Token estimates use the injected counter on the tool_result block as sent (after truncation).
+Deviations: the file name
 drops Gemini's random suffix and the path shown is a fixed, configurable directory, for
-byte-identical runs; the file is written under the session's ``workdir``. Masked outputs are
-recoverable from their files, as in Gemini CLI.
+byte-identical runs; the file is written under the session's ``workdir``. Truncated and masked
+outputs are recoverable from their files, as in Gemini CLI.
 """
 
 from __future__ import annotations
@@ -50,10 +68,21 @@ from benchmarks.strategies._common import (
 from benchmarks.trace import Trace, Usage
 from budget._errors import ConfigError
 
-__all__ = ["GeminiCli", "GeminiCliConfig", "make", "masked_snippet"]
+__all__ = [
+    "SHELL_TOOLS",
+    "GeminiCli",
+    "GeminiCliConfig",
+    "make",
+    "masked_snippet",
+    "truncated_output",
+]
 
 MASKING_INDICATOR_TAG = "tool_output_masked"
 SHELL_TOOL_NAME = "run_shell_command"
+SHELL_TOOLS = frozenset(
+    {SHELL_TOOL_NAME, "Bash", "bash", "execute_bash", "exec_command", "shell", "write_stdin"}
+)
+"""The shell-running tools of the recorded agents, truncated as Gemini's ``run_shell_command``."""
 EXEMPT_TOOLS = frozenset({"activate_skill", "ask_user", "enter_plan_mode", "exit_plan_mode"})
 
 _SHELL_SECTION = re.compile(
@@ -65,6 +94,8 @@ _SHELL_SECTION = re.compile(
 class GeminiCliConfig:
     """Gemini CLI's masking defaults."""
 
+    truncate_threshold: int = 40_000
+    """Shell outputs longer than this many characters are truncated when they return."""
     protect: int = 50_000
     """Newest tool-output tokens never masked."""
     minimum: int = 30_000
@@ -77,8 +108,23 @@ class GeminiCliConfig:
     """Token estimate of one function response (a tool_result block)."""
 
     def __post_init__(self) -> None:
-        if self.protect < 0 or self.minimum < 0:
-            raise ConfigError("GeminiCliConfig.protect and .minimum must be >= 0")
+        if self.protect < 0 or self.minimum < 0 or self.truncate_threshold < 0:
+            raise ConfigError("GeminiCliConfig.protect, .minimum, .truncate_threshold must be >= 0")
+
+
+def truncated_output(content: str, path: str, max_chars: int) -> str:
+    """``formatTruncatedToolOutput``: the first 20% and last 80% of ``max_chars`` characters."""
+    if len(content) <= max_chars:
+        return content
+    head_chars = max_chars // 5
+    tail_chars = max_chars - head_chars
+    omitted = len(content) - head_chars - tail_chars
+    tail = content[len(content) - tail_chars :] if tail_chars else ""
+    return (
+        f"Output too large. Showing first {head_chars:,} and last {tail_chars:,} characters. "
+        f"For full output see: {path}\n{content[:head_chars]}\n\n"
+        f"... [{omitted:,} characters omitted] ...\n\n{tail}"
+    )
 
 
 def _simple_preview(content: str) -> str:
@@ -138,9 +184,38 @@ class _Session:
         self.workdir = workdir
         self.masked: dict[str, str] = {}
         self.files: dict[str, Path] = {}
+        self.truncated: dict[str, str] = {}
+        """The text sent for each shell output truncated when it returned, by call id."""
+        self.originals: dict[str, Path] = {}
+        self.seen: set[str] = set()
         self.names: dict[str, str] = {}
         self.memo = PrefixMemo()
         self._sized: dict[str, tuple[int, bool]] = {}
+
+    def _truncate(self, call_id: str, block: dict[str, Any]) -> None:
+        """``truncateOutputIfNeeded`` on an output met for the first time (as the tool returns)."""
+        if call_id in self.seen:
+            return
+        self.seen.add(call_id)
+        tool = self.names.get(call_id, "")
+        content = block.get("content")
+        threshold = self.config.truncate_threshold
+        if tool not in SHELL_TOOLS or not isinstance(content, str) or threshold <= 0:
+            return
+        if len(content) <= threshold:
+            return
+        name = f"{safe_name(tool).lower()}_{safe_name(call_id).lower()}.txt"
+        path = self.workdir / "tool-outputs" / name
+        write_text(path, content)
+        self.originals[call_id] = path
+        self.truncated[call_id] = truncated_output(
+            content, f"{self.config.shown_dir}/{name}", threshold
+        )
+
+    def _sent(self, call_id: str, block: dict[str, Any]) -> dict[str, Any]:
+        """The block as it entered the history (truncated if it was)."""
+        text = self.truncated.get(call_id)
+        return block if text is None else with_content(block, text)
 
     def _size(self, call_id: str, block: dict[str, Any]) -> tuple[int, bool]:
         """Token estimate of a response, and whether it already carries the masking tag."""
@@ -163,7 +238,8 @@ class _Session:
                 tool = self.names.get(ref.call_id, "")
                 if tool in config.exempt_tools or ref.call_id in self.masked:
                     continue
-                tokens, tagged = self._size(ref.call_id, ref.data)
+                sent = self._sent(ref.call_id, ref.data)
+                tokens, tagged = self._size(ref.call_id, sent)
                 if tagged:
                     continue
                 if not reached:
@@ -171,10 +247,10 @@ class _Session:
                     if cumulative > config.protect:
                         reached = True
                         prunable_tokens += tokens
-                        prunable.append((ref.call_id, ref.data, tokens))
+                        prunable.append((ref.call_id, sent, tokens))
                 else:
                     prunable_tokens += tokens
-                    prunable.append((ref.call_id, ref.data, tokens))
+                    prunable.append((ref.call_id, sent, tokens))
         if prunable_tokens < config.minimum:
             return False
         masked_any = False
@@ -196,6 +272,8 @@ class _Session:
         start = self.memo.reusable(messages)
         for call in tool_calls(messages, max(0, start - 1)):
             self.names[call.call_id] = call.name
+        for ref in tool_results(messages, start):
+            self._truncate(ref.call_id, ref.data)
         if self._mask(messages):
             start = 0
         edits: dict[int, dict[int, dict[str, Any]]] = {}
@@ -205,9 +283,14 @@ class _Session:
                 edits.setdefault(ref.msg, {})[ref.block] = with_content(
                     ref.data, _masked_content(ref.data, snippet)
                 )
+            elif ref.call_id in self.truncated:
+                edits.setdefault(ref.msg, {})[ref.block] = self._sent(ref.call_id, ref.data)
         return self.memo.finish(messages, start, edits)
 
     def recover(self, call_id: str) -> str | None:
+        original = self.originals.get(call_id)
+        if original is not None:
+            return original.read_text(encoding="utf-8")
         path = self.files.get(call_id)
         if path is None:
             return None
@@ -217,7 +300,7 @@ class _Session:
 
 @dataclass(slots=True)
 class GeminiCli:
-    """Gemini CLI's tool output masking, run before every request, persistent."""
+    """Gemini CLI's shell output truncation, and masking run before every request, persistent."""
 
     config: GeminiCliConfig = field(default_factory=GeminiCliConfig)
     name: str = "gemini-cli"

@@ -39,7 +39,7 @@ def test_bench_on_the_builtin_set_writes_json_and_charts(tmp_path: Path) -> None
     assert "All traces (3)" in result.output
     assert "staleness batches" in result.output
     doc = orjson.loads(out.read_bytes())
-    assert set(doc) == {"summary", "traces", "skipped"}
+    assert set(doc) == {"summary", "traces", "skipped", "bound"}
     assert [r["strategy"] for r in doc["summary"]] == ["none", *CHOSEN.split(",")]
     for row in doc["summary"]:
         assert tuple(row) == ROW_KEYS
@@ -52,6 +52,18 @@ def test_bench_on_the_builtin_set_writes_json_and_charts(tmp_path: Path) -> None
     assert ours["overflows"] == 0
     assert ours["recoverable_share"] == 1.0
     assert ours["billed_ratio"] < 1.0
+    # The bound: every trace's, their sum over none's, and each strategy's share of the saving.
+    bound = doc["bound"]
+    assert set(bound) == {"protect_rounds", "billed_tokens", "billed_ratio", "shares", "traces"}
+    assert bound["protect_rounds"] == 5
+    assert len(bound["traces"]) == 3
+    assert bound["billed_tokens"] == pytest.approx(sum(bound["traces"].values()))
+    base = next(r for r in doc["summary"] if r["strategy"] == "none")["billed_tokens"]
+    assert bound["billed_ratio"] == pytest.approx(bound["billed_tokens"] / base)
+    assert bound["shares"]["toolbudget"] == pytest.approx(
+        (1 - ours["billed_ratio"]) / (1 - bound["billed_ratio"])
+    )
+    assert "bound: " in result.output and "toolbudget reaches" in result.output
     pngs = sorted(plots.glob("*.png"))
     assert [p.name for p in pngs] == [
         "billed_tokens.png",

@@ -134,11 +134,12 @@ AGGRESSIVE: dict[str, dict[str, Any]] = {
     "claude-code": {"cap_chars": 300, "group_budget_chars": 500, "preview_chars": 50},
     "anthropic-context-editing": {"trigger": 100, "keep": 1, "count": chars4},
     "langchain": {"trigger": 100, "keep": 1},
-    "swe-agent": {"n": 2},
+    "swe-agent": {},
+    "swe-agent-0.7": {"n": 2},
     "observation-masking": {"window": 1},
     "opencode": {"protect": 100, "minimum": 10, "count": chars4},
     "gemini-cli": {"protect": 100, "minimum": 10, "count": chars4},
-    "codex": {"max_tokens": 50},
+    "codex": {"mode": "tokens", "limit": 50},
     "openai-agents": {"recent_turns": 1, "max_output_chars": 100},
 }
 
@@ -196,20 +197,20 @@ def test_strategy_leaves_input_unchanged_and_keeps_pairing(name: str, tmp_path: 
         # Deterministic: a second session makes byte-identical copies.
         assert twin.prepare(history, usage=None, now=request.timestamp) == out
     assert trace.messages == pristine
-    assert changed_any == (name != "none")
+    assert changed_any == (name not in ("none", "swe-agent"))
 
 
 def test_registry_names_and_errors() -> None:
     """The registry lists every peer, builds with overrides and rejects unknown names."""
     assert strategies.names() == list(AGGRESSIVE)
-    assert strategies.get("swe-agent", n=7).config.n == 7  # type: ignore[attr-defined]
+    assert strategies.get("swe-agent-0.7", n=7).config.n == 7  # type: ignore[attr-defined]
     assert strategies.get("codex").name == "codex"
     with pytest.raises(ConfigError, match="unknown strategy 'nope'"):
         strategies.get("nope")
     with pytest.raises(ConfigError, match="swe-agent"):
         strategies.get("swe-agent", window=3)
     with pytest.raises(ConfigError, match="positive"):
-        strategies.get("swe-agent", n=0)
+        strategies.get("swe-agent-0.7", n=0)
 
 
 def test_none_shares_every_message(tmp_path: Path) -> None:
@@ -430,30 +431,36 @@ def _line_rounds(n: int) -> Conv:
     return conv
 
 
-def test_swe_agent_keeps_last_five_observations(tmp_path: Path) -> None:
-    """Results older than the last 5 read ``Old environment output: (N lines omitted)``."""
-    outs, _ = replay("swe-agent", _line_rounds(8).trace(), tmp_path)
+def test_swe_agent_07_keeps_last_five_observations(tmp_path: Path) -> None:
+    """SWE-agent 0.7: results older than the last 5 read ``Old output omitted (N lines)``."""
+    outs, _ = replay("swe-agent-0.7", _line_rounds(8).trace(), tmp_path)
     assert contents(outs[5]) == {f"c{r}": "line\n" * r for r in range(1, 6)}
-    assert contents(outs[6])["c1"] == "Old environment output: (1 lines omitted)"
+    assert contents(outs[6])["c1"] == "Old output omitted (1 lines)"
     last = contents(outs[8])
     assert [last[f"c{r}"] for r in (1, 2, 3)] == [
-        "Old environment output: (1 lines omitted)",
-        "Old environment output: (2 lines omitted)",
-        "Old environment output: (3 lines omitted)",
+        "Old output omitted (1 lines)",
+        "Old output omitted (2 lines)",
+        "Old output omitted (3 lines)",
     ]
     assert last["c4"] == "line\n" * 4
 
 
-def test_swe_agent_polling(tmp_path: Path) -> None:
+def test_swe_agent_07_polling(tmp_path: Path) -> None:
     """With polling 2 the elided set moves every second observation."""
     # Observations = task + r results. last_removed = ((1+r)//2)*2 - 5; omitted = that - 1.
     # r=6: 6-5=1 -> 0 omitted; r=7: 8-5=3 -> 2; r=8: 8-5=3 -> 2.
-    outs, _ = replay("swe-agent", _line_rounds(8).trace(), tmp_path, polling=2)
+    outs, _ = replay("swe-agent-0.7", _line_rounds(8).trace(), tmp_path, polling=2)
 
     def omitted(i: int) -> int:
-        return sum(str(v).startswith("Old environment") for v in contents(outs[i]).values())
+        return sum(str(v).startswith("Old output omitted") for v in contents(outs[i]).values())
 
     assert [omitted(6), omitted(7), omitted(8)] == [0, 2, 2]
+
+
+def test_swe_agent_1x_default_elides_nothing(tmp_path: Path) -> None:
+    """SWE-agent 1.x as shipped (cache_control only) sends all 8 results whole on every request."""
+    outs, _ = replay("swe-agent", _line_rounds(8).trace(), tmp_path)
+    assert contents(outs[8]) == {f"c{r}": "line\n" * r for r in range(1, 9)}
 
 
 def test_observation_masking_window_counts_turns(tmp_path: Path) -> None:
@@ -592,7 +599,7 @@ def test_codex_truncates_head_and_tail_at_record_time(tmp_path: Path) -> None:
     """Outputs over (10 x 1.2) tokens = 48 bytes keep 24 bytes each side and a marker."""
     digits = "0123456789" * 10  # 100 bytes: 52 removed = 13 tokens
     conv = Conv().prompt("go").round(("c1", "bash", digits)).round(("c2", "bash", "short"))
-    outs, session = replay("codex", conv.trace(), tmp_path, max_tokens=10)
+    outs, session = replay("codex", conv.trace(), tmp_path, mode="tokens", limit=10)
     expected = "012345678901234567890123…13 tokens truncated…678901234567890123456789"
     assert contents(outs[1])["c1"] == expected
     assert contents(outs[2]) == {"c1": expected, "c2": "short"}
@@ -671,9 +678,9 @@ def test_replay_priced_by_cache_sim_shows_prefix_break_of_masking(tmp_path: Path
     for got, want in zip(priced("none"), expected, strict=True):
         assert replace(got, billed_tokens=0.0) == replace(want, billed_tokens=0.0)
         assert got.billed_tokens == pytest.approx(want.billed_tokens)
-    # swe-agent n=1 elides c1 on the third request ("...(1 lines omitted)": 41 chars = 10
-    # tokens): only the [header, prompt] breakpoint still matches: 1024 read, 110 written,
-    # billed 102.4 + 137.5 = 239.9.
-    third = priced("swe-agent", n=1)[2]
-    assert replace(third, billed_tokens=0.0) == CacheResult(1134, 1024, 110, 0, 0.0, True)
-    assert third.billed_tokens == pytest.approx(239.9)
+    # swe-agent-0.7 n=1 elides c1 on the third request ("Old output omitted (1 lines)": 28
+    # chars = 7 tokens): only the [header, prompt] breakpoint still matches: 1024 read, 107
+    # written, billed 102.4 + 133.75 = 236.15.
+    third = priced("swe-agent-0.7", n=1)[2]
+    assert replace(third, billed_tokens=0.0) == CacheResult(1131, 1024, 107, 0, 0.0, True)
+    assert third.billed_tokens == pytest.approx(236.15)

@@ -1,0 +1,135 @@
+"""A hindsight bound: the least any result-dropping strategy could bill on a trace.
+
+The bound is billed as if every tool result outside the protected last rounds vanished (its
+content emptied) at no cache cost: the requests are as small as dropping old output can make
+them, and dropping never breaks the cache, so each request reads from the cache all of the
+previous request that is still there and writes only what was appended since. Within the
+protected last :data:`PROTECT_ROUNDS` rounds (toolbudget's ``protect_rounds`` default) a result
+is kept, cut to its first ``preview_chars`` characters when it is longer than ``result_cap``
+(toolbudget's defaults, 2,000 and 50,000: what toolbudget itself sends for it from the start), so
+the bound is below what toolbudget can reach on every trace. It follows the rules of the replay: a request whose recorded time comes ``ttl`` seconds or more
+after the previous one reads nothing (the cache expired), reads cost ``read_price``, what is
+written costs ``write_price`` on Anthropic and the base price elsewhere. It ignores the minimum
+cacheable size and read-backs, so no strategy keeping those rounds can bill less.
+
+``share_of_saving = (1 - ours) / (1 - bound)``, both as ratios to ``none`` on the same traces:
+the part of the achievable saving a strategy gets.
+
+Tokens: the request's header and messages are counted with the replay's counter; a vanished
+result saves the tokens of its block minus those of the same block with empty content.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from benchmarks.cache import CacheRules, Segmenter
+from benchmarks.strategies._common import result_text
+from benchmarks.trace import Trace
+from budget import BudgetConfig
+
+__all__ = ["PROTECT_ROUNDS", "bound_billed", "share_of_saving"]
+
+_DEFAULTS = BudgetConfig()
+PROTECT_ROUNDS: int = _DEFAULTS.protect_rounds
+"""Rounds whose results the bound keeps: toolbudget's default ``protect_rounds``."""
+RESULT_CAP: int = _DEFAULTS.result_cap
+"""A kept result longer than this many characters counts as its first ``PREVIEW_CHARS``."""
+PREVIEW_CHARS: int = _DEFAULTS.preview_chars
+
+
+def _rounds(trace: Trace) -> tuple[list[int], dict[str, int]]:
+    """Message index of each round's assistant message, and the round of each call id."""
+    starts: list[int] = []
+    round_of: dict[str, int] = {}
+    for i, message in enumerate(trace.messages):
+        content = message.get("content")
+        if message.get("role") != "assistant" or not isinstance(content, list):
+            continue
+        ids = [
+            str(b.get("id", ""))
+            for b in content
+            if isinstance(b, dict) and b.get("type") == "tool_use"
+        ]
+        if ids:
+            for call_id in ids:
+                round_of[call_id] = len(starts)
+            starts.append(i)
+    return starts, round_of
+
+
+def bound_billed(
+    trace: Trace,
+    count: Callable[[Any], int],
+    *,
+    rules: CacheRules | None = None,
+    protect_rounds: int = PROTECT_ROUNDS,
+    result_cap: int = RESULT_CAP,
+    preview_chars: int = PREVIEW_CHARS,
+    tools: Any = (),
+) -> float:
+    """The bound's billed tokens (base-price equivalents) on ``trace``."""
+    rules = rules if rules is not None else CacheRules()
+    write = rules.write_price if trace.provider == "anthropic" else 1.0
+    starts, round_of = _rounds(trace)
+    header = Segmenter(count).segments([], system=trace.system, tools=tools)[0].tokens
+    msg_tokens = [count(m) for m in trace.messages]
+    # (message index, round, tokens saved when the result vanishes, tokens saved by the cap).
+    savings: list[tuple[int, int, int, int]] = []
+    for j, message in enumerate(trace.messages):
+        content = message.get("content")
+        if message.get("role") != "user" or not isinstance(content, list):
+            continue
+        for block in content:
+            if isinstance(block, dict) and block.get("type") == "tool_result":
+                rnd = round_of.get(str(block.get("tool_use_id", "")), -1)
+                if rnd < 0:
+                    continue
+                full = count(block)
+                saved = max(0, full - count({**block, "content": ""}))
+                text = result_text(block.get("content"))
+                capped = 0
+                if len(text) > result_cap:
+                    capped = max(0, full - count({**block, "content": text[:preview_chars]}))
+                savings.append((j, rnd, saved, min(capped, saved)))
+    billed = 0.0
+    prev_size: int | None = None
+    prev_time: float | None = None
+    vanished: set[int] = set()
+    seen: set[int] = set()
+    """Results already sent (a result vanishing before it was ever sent saves nothing cached)."""
+    for request in trace.requests:
+        n = request.n_messages
+        rounds_seen = sum(1 for s in starts if s < n)
+        size = header + sum(msg_tokens[:n])
+        newly = 0
+        for k, (j, rnd, saved, capped) in enumerate(savings):
+            if j >= n:
+                break
+            if rnd < rounds_seen - protect_rounds:
+                size -= saved
+                if k not in vanished:
+                    vanished.add(k)
+                    newly += saved - capped if k in seen else 0
+            else:
+                size -= capped
+            seen.add(k)
+        expired = (
+            rules.ttl is not None
+            and prev_time is not None
+            and request.timestamp is not None
+            and request.timestamp - prev_time >= rules.ttl
+        )
+        cached = 0 if prev_size is None or expired else max(0, min(size, prev_size - newly))
+        billed += cached * rules.read_price + (size - cached) * write
+        prev_size = size
+        prev_time = request.timestamp if request.timestamp is not None else prev_time
+    return billed
+
+
+def share_of_saving(ours: float, bound: float) -> float | None:
+    """``(1 - ours) / (1 - bound)``: the part of the achievable saving reached (None if none)."""
+    if bound >= 1.0:
+        return None
+    return (1.0 - ours) / (1.0 - bound)
