@@ -16,7 +16,7 @@ from structlog.testing import capture_logs
 
 from benchmarks.soak import digest
 from budget import Budget, BudgetConfig
-from spill import ref_for
+from spill import MemoryStore, ref_for
 from spill._log import encode_records
 from tests.strategies import SMALL, assistant, big, results
 
@@ -81,6 +81,31 @@ def test_a_wrapped_result_trimmed_after_a_resume_is_trimmed_as_live_and_reads_ba
     assert copies[0] == copies[1]
 
 
+class _RehashingStore(MemoryStore):
+    """A store that files every body under the hash of its reversed text: not the ref the
+    session computed, as a store with another hash function would."""
+
+    def put(self, text: str) -> str:
+        super().put(text[::-1])
+        return ref_for(text[::-1])
+
+
+def test_a_store_returning_another_ref_keeps_the_text_inline_instead_of_raising() -> None:
+    """When the store files a body under another ref than the decision names, prepare keeps
+    the text whole as ``kept_unspillable`` with a ``spill_failed`` event (it used to raise
+    StoreError, which prepare must never do for the store)."""
+    text = big(200, "rehash")
+    msgs = [{"role": "user", "content": "go"}, assistant(("c", "bash")), results(("c", text))]
+    session = Budget(_RehashingStore(), SMALL)
+    with capture_logs() as events:
+        req = session.prepare(msgs, now=0)
+    assert [(d.kind, d.reason) for d in req.report.decisions] == [
+        ("kept_unspillable", "spill_failed")
+    ]
+    assert shown_results(req.messages) == [text]
+    assert [e["event"] for e in events if e["log_level"] == "error"] == ["spill_failed"]
+
+
 # -- item 2 ---------------------------------------------------------------------------------------
 
 
@@ -129,6 +154,31 @@ def test_a_call_id_repeated_in_a_later_turn_is_decided_as_a_new_result(tmp_path:
         shown = shown_results(req.messages)
         assert ref_for(first) in shown[0] and ref_for(second) in shown[1]
         assert session.read(ref_for(second)) == second
+
+
+def test_chat_completions_servers_that_name_every_call_call_0_lose_no_output(
+    tmp_path: Path,
+) -> None:
+    """OpenAI-compatible servers numbering calls per turn (Chat Completions): every turn's
+    ``call_0`` output is shown with its own envelope and reads back, live and after a resume."""
+    outputs = [big(200, f"turn{i}") for i in range(4)]
+    history: list[Message] = [{"role": "user", "content": "go"}]
+    for out in outputs:
+        call = {"id": "call_0", "type": "function", "function": {"name": "sh", "arguments": "{}"}}
+        history += [
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "call_0", "content": out},
+        ]
+    path = tmp_path / "s"
+    with Budget.open(path, SMALL) as session:
+        live = session.prepare(history, now=0)
+    with Budget.open(path, SMALL) as session:
+        again = session.prepare(history, now=0)
+        for out, message in zip(outputs, live.messages[2::2], strict=True):
+            assert ref_for(out) in message["content"]
+            assert session.read(ref_for(out)) == out
+    assert [d.ref for d in live.report.decisions] == [ref_for(out) for out in outputs]
+    assert digest(again.messages) == digest(live.messages)
 
 
 def test_a_repeated_call_id_resumes_with_the_same_copies_and_never_raises(tmp_path: Path) -> None:
