@@ -1,7 +1,9 @@
-"""Frozen decisions: call id -> what was done to its result, with the exact replacement text.
+"""Frozen decisions: result key -> what was done to its result, with the exact replacement text.
 
-A result is decided the first time it is seen; the only later transition is one move to
-``trimmed``. The ledger is restored from the decision log on resume, and reused verbatim, which is
+A result is keyed by its call id (its n-th repeat by ``call id + NUL + n``, see the session). It is
+decided the first time it is seen; the only later transition is one move to ``trimmed``, unless
+the caller edits the result: a decision for another text (length or hash) is a new decision. The
+ledger is restored from the decision log on resume, and reused verbatim, which is
 what keeps request copies byte-identical from turn to turn and across processes.
 """
 
@@ -34,6 +36,9 @@ class Decision:
     ref: str | None = None
     """Where the original is stored (spilled, trimmed), for read-back."""
     tool: str = ""
+    digest: str | None = None
+    """The ref-style hash of the original text it was decided for (None in logs written before
+    it was recorded: the length alone then tells an edited result apart)."""
 
     def shown(self, original: str) -> str:
         """The text the model sees in place of ``original``."""
@@ -62,7 +67,16 @@ class Decision:
             rec["text"] = self.text
         if self.ref is not None:
             rec["ref"] = self.ref
+        if self.digest is not None:
+            rec["h"] = self.digest
         return rec
+
+    def same_text(self, chars: int, digest: str | None) -> bool:
+        """Whether this decision was made for a text of ``chars`` characters hashing to
+        ``digest`` (a missing hash on either side: the length alone decides)."""
+        return self.chars == chars and (
+            self.digest is None or digest is None or self.digest == digest
+        )
 
     @classmethod
     def from_record(cls, rec: Mapping[str, Any]) -> Decision:
@@ -78,7 +92,7 @@ class Decision:
         get = rec.get
         return cls(
             rec["id"], rec["kind"], str(get("why", "")), rec["chars"], get("text"), get("ref"),
-            str(get("tool", "")),
+            str(get("tool", "")), get("h"),
         )  # fmt: skip
 
 
@@ -97,9 +111,18 @@ def _invalid(rec: Mapping[str, Any]) -> str | None:
     chars = get("chars")
     if not isinstance(chars, int) or chars < 0:
         return "decision record without a character count"
+    digest = get("h")
+    if digest is not None and not (isinstance(digest, str) and _REF.match(digest)):
+        return "decision record whose text hash is not 32 lowercase hex characters"
     if kind in ("spilled", "trimmed") and (ref is None or text is None):
         return f"{kind} decision record without its ref and text"
     return None
+
+
+def _same_text(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """:meth:`Decision.same_text` for two valid records."""
+    ha, hb = a.get("h"), b.get("h")
+    return bool(a["chars"] == b["chars"] and (ha is None or hb is None or ha == hb))
 
 
 class Ledger:
@@ -134,11 +157,16 @@ class Ledger:
         return d
 
     def record(self, decision: Decision) -> None:
-        """Freeze ``decision``; a trimmed decision is final and never replaced."""
+        """Freeze ``decision``; a trimmed decision is final for its text and never replaced,
+        but a decision for another text (the caller edited the result) replaces it."""
         if self._pending:
             self._fold(decision.call_id)
         prev = self._by_id.get(decision.call_id)
-        if prev is not None and prev.kind == "trimmed":
+        if (
+            prev is not None
+            and prev.kind == "trimmed"
+            and prev.same_text(decision.chars, decision.digest)
+        ):
             return
         self._by_id[decision.call_id] = decision
 
@@ -162,8 +190,8 @@ class Ledger:
     def _fold(self, call_id: str) -> Decision | None:
         records = self._pending.pop(call_id, None)
         if records is not None:
-            # Recording the valid records in order keeps the first trimmed one, else the last:
-            # find that one, and build only it.
+            # Recording the valid records in order keeps the last one, except that a trimmed one
+            # stays over later ones for the same text: find that one, and build only it.
             chosen: Mapping[str, Any] | None = None
             for rec in records:
                 problem = _invalid(rec)
@@ -171,7 +199,7 @@ class Ledger:
                     if self._on_invalid is not None:
                         self._on_invalid(call_id, problem)
                     continue
-                if chosen is None or chosen.get("kind") != "trimmed":
+                if chosen is None or chosen.get("kind") != "trimmed" or not _same_text(chosen, rec):
                     chosen = rec
             if chosen is not None:
                 self.record(Decision._from_valid(chosen))

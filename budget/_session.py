@@ -29,7 +29,7 @@ import threading
 import time
 from bisect import bisect_right
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType, TracebackType
 from typing import Any, ParamSpec, Self, TypeGuard, TypeVar, overload
@@ -161,14 +161,20 @@ class Budget:
         self._last_n = 0
         self._overflows = 0
         self._last_usage: tuple[int, ...] | None = None
+        self._last_f: int | None = None
+        """Tokens of the last request's history but its last _RESCAN messages, as given: what
+        tells whether a usage measured on that history is still an anchor for the next one."""
+        self._seq = 0
+        """Sequence number of the last log record: records that may repeat stay distinct lines."""
         # The model's tokenizer family sets text density and framing for every estimate.
         self._profile = tokenizer_profile(self.config.model)
         self._tt = TextTokens(self._profile, exact=text_tokens)
         self._unlogged: list[Mapping[str, Any]] = []
         self._tail: list[dict[str, Any]] = []
         """Records of a request a crash cut off, still in the log: its retry does not repeat them."""
-        self._before_last: tuple[int, float | None, int] = (0, None, 0)
-        """Request count, time and length before the last request: what a retry rolls back to."""
+        self._before_last: tuple[int, float | None, int, int | None] = (0, None, 0, None)
+        """Request count, time, length and history tokens (see ``_last_f``) before the last
+        request: what a retry rolls back to."""
         self._reset()
         self._restore()
         # The format: given, remembered by a resumed session, or detected on the first request.
@@ -249,14 +255,28 @@ class Budget:
         if self._tail:
             # The first append after a request a crash cut off: the decisions made again are in
             # the log already (this append's record closes them); the others are withdrawn.
-            tail, self._tail = self._tail, []
-            again = [r for r in pending if r not in tail]
+            # Compared without their sequence numbers, which only keep equal records apart.
+            tail, self._tail = [_unnumbered(r) for r in self._tail], []
+            bare = [_unnumbered(r) for r in pending]
+            again = [r for r, b in zip(pending, bare, strict=True) if b not in tail]
             void = [
                 r["id"]
                 for r in tail
-                if r.get("t") == "d" and isinstance(r.get("id"), str) and r not in pending
+                if r.get("t") == "d" and isinstance(r.get("id"), str) and r not in bare
             ]
             pending = [{"t": "void", "ids": void}, *again] if void else again
+        # Every record gets its sequence number once, when first queued: a record that may
+        # legitimately repeat (a second overflow streak, a retry's request record) stays a
+        # line of its own, while the same record written again after a failed append is still
+        # a duplicate line the reader skips.
+        numbered: list[Mapping[str, Any]] = []
+        for r in pending:
+            if "s" not in r:
+                self._seq += 1
+                numbered.append({**r, "s": self._seq})
+            else:
+                numbered.append(r)
+        pending = numbered
         try:
             self._store.append_log(pending)
         except (StoreError, OSError) as exc:
@@ -284,6 +304,11 @@ class Budget:
         # off: left to its retry, which makes them again; a "void" record it writes withdraws
         # those it did not make again, so they are never closed by a later record.
         log = self._store.read_log()
+        for rec in reversed(log):
+            seq = rec.get("s")
+            if _count(seq):
+                self._seq = seq
+                break
         kinds = [rec.get("t") for rec in log]
         # Decisions are queued, not built: each is validated when its call id is first asked
         # for, so resuming costs a dict insert per record (SPEC §10: 10,000 in under 100 ms).
@@ -309,7 +334,7 @@ class Budget:
         # overflow records after it (a request record ends a streak). A retry repeats its
         # request's length: the state before it is that of the last record with another length.
         overflows: int | None = None
-        last: tuple[int, float | None, int] | None = None
+        last: tuple[int, float | None, int, int | None] | None = None
         for rec in reversed(records):
             kind = rec.get("t")
             if kind == "ovf" and overflows is None and last is None:
@@ -326,12 +351,17 @@ class Budget:
                     # Checksummed yet malformed (another writer): skipped, like a damaged line.
                     self._log.warning("log_record_skipped", reason="request record without counts")
                 elif last is None:
-                    last = (n, _finite(rec.get("at")), m)
+                    last = (n, _finite(rec.get("at")), m, _tokens_field(rec.get("f")))
+                    # The streak and the last usage as that request left them (logs written
+                    # before they were recorded: a request record ended the streak).
+                    if overflows is None and _count(rec.get("o")):
+                        overflows = rec["o"]
+                    self._last_usage = _usage_key(rec.get("u"))
                 elif m != last[2]:
-                    self._before_last = (n, _finite(rec.get("at")), m)
+                    self._before_last = (n, _finite(rec.get("at")), m, _tokens_field(rec.get("f")))
                     break
         if last is not None:
-            self._requests, self._last_at, self._last_n = last
+            self._requests, self._last_at, self._last_n, self._last_f = last
         self._overflows = overflows or 0
         restored = len(decisions) - skipped
         if restored:
@@ -350,7 +380,11 @@ class Budget:
         # Tokens of each message as shown with the decisions frozen before the request that
         # scanned it: what the request is estimated at before its passes run.
         self._cum_pre: list[int] = [0]
-        self._calls: dict[str, tuple[str, int, int]] = {}
+        self._calls: dict[str, list[tuple[str, int, int]]] = {}
+        """Per call id, the calls made with it (tool, group, round), the latest last."""
+        self._occ: dict[str, int] = {}
+        """Per call id, how many results answer it in the history scanned so far."""
+        self._stale = False
         self._members: dict[int, dict[str, ToolResult]] = {}
         self._totals = _Totals()
         self._cands: list[_Cand] = []
@@ -412,9 +446,9 @@ class Budget:
             # The last request's history again (a retry after an error or a crash, in this
             # process or after a resume): counted as that request, and it makes no new batch
             # (unless an overflow forces one), so it shows what that request showed.
-            self._requests, self._last_at, self._last_n = self._before_last
+            self._requests, self._last_at, self._last_n, self._last_f = self._before_last
         else:
-            self._before_last = (self._requests, self._last_at, self._last_n)
+            self._before_last = (self._requests, self._last_at, self._last_n, self._last_f)
         prev_len = len(self._inputs)
         k = self._reusable(messages)
         # Until this request completes, the caches may not match the list passed last time.
@@ -427,12 +461,25 @@ class Budget:
             old_outputs = self._outputs[k:]
             self._truncate(k)
         fresh, new_results = self._scan(messages, k)
+        if self._stale and k > 0:
+            # A result was edited after it was decided: it is a new result, and the caches of
+            # earlier requests (its staleness candidate holds the old text) must not outlive
+            # its old decision. Rebuilt from the frozen decisions, as a resumed session would.
+            old_outputs = self._outputs[:k] + old_outputs
+            self._reset()
+            k = 0
+            fresh, new_results = self._scan(messages, k)
         wrapped = wrapped_decisions(fresh, self._envelope_ref)
         if wrapped:  # envelopes made by wrap_tool: small results already, frozen as they are
             for d in wrapped.values():
                 self._ledger.record(d)
             fresh = [r for r in fresh if r.call_id not in wrapped]
+        # A usage still ends an overflow streak, but anchors the estimate only if it was
+        # measured on this history: not after the caller shortened or rewrote it (compaction).
         reported = self._reported_usage(usage)
+        if reported is not None and not self._anchor_holds(len(messages)):
+            self._log.info("usage_anchor_dropped", messages=len(messages), last=self._last_n)
+            reported = None
         overflowing = self._overflows > 0
         # Results decided before (an earlier process, a rebuilt history) are staleness candidates
         # now, as they would be in a session that had gone on (no-op for known candidates).
@@ -452,14 +499,30 @@ class Budget:
             if call_id not in by_id:  # a staleness candidate from an earlier request
                 by_id[call_id] = self._cand_results[call_id]
         made = self._materialize(made, by_id)
+        # Each decision names the text it was made for: an edit of that text is seen later
+        # (and after a resume) even when it keeps the length, as a redaction does.
+        # A spilled decision's ref is that hash already (the store checked it): not hashed again.
+        made = {
+            cid: replace(
+                d, digest=d.ref if d.kind == "spilled" and d.ref else ref_for(by_id[cid].text)
+            )
+            for cid, d in made.items()
+        }
 
         records: list[Mapping[str, Any]] = [d.to_record() for d in made.values()]
         self._requests += 1
-        records.append({"t": "req", "n": self._requests, "at": now, "m": len(messages)})
+        fingerprint = self._cum_in[max(len(messages) - _RESCAN, 0)]
+        req: dict[str, Any] = {"t": "req", "n": self._requests, "at": now, "m": len(messages)}
+        # What a resumed session needs to treat the next request as this one would: the
+        # history it anchors a usage on, the overflow streak and the last usage seen.
+        req.update(f=fingerprint, o=self._overflows)
+        if self._last_usage is not None:
+            req["u"] = list(self._last_usage)
+        records.append(req)
         self._append_log(records)
         reports = self._apply(messages, k, made, by_id)
         since = self._last_n
-        self._last_at, self._last_n = now, len(messages)
+        self._last_at, self._last_n, self._last_f = now, len(messages), fingerprint
 
         trimmed_now = [d for d in made.values() if d.kind == "trimmed"]
         # A batch rewrites results the previous request showed; otherwise compare what was redone.
@@ -509,12 +572,32 @@ class Budget:
             return max(n - _RESCAN, 0)
         return -1
 
+    def _anchor_holds(self, length: int) -> bool:
+        """Whether a usage reported now was measured on a prefix of this history: the last
+        request's history (its length, and its tokens but the last messages, which callers edit
+        in place) must lead this one. The same answer live and after a resume."""
+        if length < self._last_n:
+            return False
+        if self._last_f is None:
+            return True  # a log written before the tokens were recorded: the length only
+        return self._cum_in[max(self._last_n - _RESCAN, 0)] == self._last_f
+
     def _truncate(self, k: int) -> None:
         for i in range(len(self._msgs) - 1, k - 1, -1):
             m = self._msgs[i]
             for call in m.scanned.calls:
-                self._calls.pop(call.call_id, None)
+                made = self._calls.get(call.call_id)
+                if made:
+                    made.pop()
+                    if not made:
+                        del self._calls[call.call_id]
             for r in m.results:
+                raw = _call_of(r.call_id)
+                left = self._occ.get(raw, 0) - 1
+                if left > 0:
+                    self._occ[raw] = left
+                else:
+                    self._occ.pop(raw, None)
                 d = self._ledger.get(r.call_id)
                 if d is not None:
                     self._totals.add(d, len(r.text), -1)
@@ -529,25 +612,30 @@ class Budget:
         fresh: list[ToolResult] = []
         placed: list[ToolResult] = []
         self._shown_now = {}
+        self._stale = False
         for i in range(k, len(messages)):
             scanned = scan_at(fmt, messages, i)
             if scanned.opens_round:
                 rnd += 1
                 group = i
             for call in scanned.calls:
-                self._calls[call.call_id] = (call.tool, group, rnd)
+                self._calls.setdefault(call.call_id, []).append((call.tool, group, rnd))
             results = []
             shown: dict[int, str] = {}
             for raw in scanned.results:
                 placed_call = self._calls.get(raw.call_id)
-                if placed_call is None:
+                if not placed_call:
                     raise InputError(
                         f"messages[{i}] has a tool result for call id {raw.call_id!r}, "
                         "but no earlier message makes that call"
                     )
-                tool, g, r_round = placed_call
+                tool, g, r_round = placed_call[-1]
+                # Servers that number calls per turn repeat ids: each result answering an id is
+                # its own result, keyed by how many answered that id before it.
+                occ = self._occ.get(raw.call_id, 0) + 1
+                self._occ[raw.call_id] = occ
                 result = ToolResult(
-                    call_id=raw.call_id,
+                    call_id=_result_key(raw.call_id, occ),
                     tool=tool,
                     msg_index=i,
                     slot=raw.slot,
@@ -561,7 +649,10 @@ class Budget:
                 results.append(result)
                 self._members.setdefault(g, {})[result.call_id] = result
                 prior = self._ledger.get(result.call_id)
-                if prior is not None and prior.chars != len(result.text):
+                if prior is not None and not prior.same_text(
+                    len(result.text), None if prior.digest is None else ref_for(result.text)
+                ):
+                    # Edited after it was decided (a redaction): a new result, decided anew.
                     self._log.warning(
                         "decision_stale",
                         call_id=result.call_id,
@@ -569,6 +660,7 @@ class Budget:
                         chars=len(result.text),
                     )
                     prior = None
+                    self._stale = True
                 if prior is None:
                     fresh.append(result)
                 elif prior.text is not None:
@@ -727,8 +819,11 @@ class Budget:
             if not d.needs_body or d.ref is None or d.ref in self._stored:
                 continue
             prev = self._ledger.get(call_id)
-            if prev is not None and prev.ref == d.ref and prev.needs_body:
-                self._stored.add(d.ref)  # logged after its body was stored: stored already
+            if prev is not None and prev.ref == d.ref:
+                # Logged after its body was stored (or, made by wrap_tool, found stored): the
+                # body is there already. A trimmed envelope's ref is its body's, not the hash
+                # of the envelope, so it must not be stored again from the result's text.
+                self._stored.add(d.ref)
                 continue
             try:
                 ref = self._store.put(by_id[call_id].text)
@@ -740,8 +835,20 @@ class Budget:
                     call_id, "kept_unspillable", "spill_failed", d.chars, tool=d.tool
                 )
                 continue
-            if ref != d.ref:  # pragma: no cover - a store that hashes differently
-                raise StoreError(f"store returned ref {ref} for a body hashed {d.ref}")
+            if ref != d.ref:
+                # A store that hashes differently, or a ref that is not this text's: prepare
+                # never raises for the store, so the text stays inline, whole.
+                self._log.error(
+                    "spill_failed",
+                    call_id=call_id,
+                    kind=d.kind,
+                    chars=d.chars,
+                    error=f"store returned ref {ref} for a body hashed {d.ref}",
+                )
+                out[call_id] = Decision(
+                    call_id, "kept_unspillable", "spill_failed", d.chars, tool=d.tool
+                )
+                continue
             self._stored.add(ref)
         return out
 
@@ -765,7 +872,7 @@ class Budget:
             self._ledger.record(d)
             reports.append(
                 DecisionReport(
-                    call_id=call_id,
+                    call_id=_call_of(call_id),
                     kind=d.kind,
                     reason=d.reason,
                     ref=d.ref,
@@ -909,8 +1016,8 @@ class Budget:
         return self._reader.handle(tool_input)
 
     def decision(self, call_id: str) -> Decision | None:
-        """The frozen decision for a call id, if it was decided."""
-        return self._ledger.get(call_id)
+        """The frozen decision for the first result answering a call id, if it was decided."""
+        return self._ledger.get(_result_key(call_id, 1))
 
     # -- spilling at execution time -------------------------------------------------------------
 
@@ -994,6 +1101,38 @@ def _closed_records(
             records += unclosed
             unclosed = []
     return records, unclosed
+
+
+_REPEAT = "\x00"
+"""Separates a call id from the number of a repeated result answering it in result keys."""
+
+
+def _result_key(call_id: str, occurrence: int) -> str:
+    """The key of the ``occurrence``-th result (from 1) answering ``call_id``: the call id
+    itself for the first (what logs have always used), else ``call id + NUL + n``. A call id
+    holding NUL always gets the suffix, so two keys never collide."""
+    if occurrence == 1 and _REPEAT not in call_id:
+        return call_id
+    return f"{call_id}{_REPEAT}{occurrence}"
+
+
+def _call_of(key: str) -> str:
+    """The call id a result key names."""
+    return key.rpartition(_REPEAT)[0] if _REPEAT in key else key
+
+
+def _unnumbered(record: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in record.items() if k != "s"}
+
+
+def _tokens_field(value: object) -> int | None:
+    return value if _count(value) else None
+
+
+def _usage_key(value: object) -> tuple[int, ...] | None:
+    if isinstance(value, list) and len(value) == 4 and all(_count(v) for v in value):
+        return tuple(value)
+    return None
 
 
 def _count(value: object) -> TypeGuard[int]:
