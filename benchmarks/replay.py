@@ -47,6 +47,7 @@ from benchmarks import strategies
 from benchmarks._count import Counter as TokenCounter
 from benchmarks._count import counter_for
 from benchmarks.cache import CacheRules, CacheSim, Segmenter
+from benchmarks.pricing import rules_for
 from benchmarks.strategies._base import Strategy, StrategySession
 from benchmarks.strategies._common import result_text, safe_name
 from benchmarks.strategies.toolbudget import ToolbudgetSession
@@ -310,7 +311,7 @@ def _replay(
     on_request: Callable[[int, StrategySession, list[dict[str, Any]]], None] | None,
 ) -> Replay:
     segmenter = Segmenter(count)
-    sim = CacheSim(trace.provider, rules)
+    sim = CacheSim(trace.provider, rules if rules is not None else rules_for(trace))
     tools = list(getattr(session, "tools", ()))
     times = clock(trace)
     total = len(trace.requests) if max_requests is None else min(max_requests, len(trace.requests))
@@ -334,7 +335,10 @@ def _replay(
         spent.append(time.perf_counter() - started)
 
         result = sim.feed(
-            segmenter.segments(out, system=trace.system, tools=tools), request.timestamp
+            segmenter.segments(
+                out, system=trace.system, tools=tools, header_tokens=trace.header_tokens
+            ),
+            request.timestamp,
         )
         sizes.append(result.input_tokens)
         cached += result.cached_tokens

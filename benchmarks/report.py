@@ -1,10 +1,12 @@
 """What ``toolbudget bench`` shows: a progress bar, terminal tables, a JSON file, PNG charts.
 
-The JSON file is ``{"summary": [...], "traces": [...], "skipped": [...]}``: one summary object per
-strategy over all traces (exactly :data:`benchmarks.replay.ROW_KEYS`), one object per trace and
-strategy (the same keys plus ``trace``, ``file`` and ``format``), and the files under the traces
-directory that gave no trace (``path``, ``reason``). Shares are fractions in [0, 1]; a figure that
-has no value (the share of nothing) is ``null``.
+The JSON file is ``{"summary": [...], "traces": [...], "skipped": [...], "calibration": [...]}``:
+one summary object per strategy over all traces (exactly :data:`benchmarks.replay.ROW_KEYS`), one
+object per trace and strategy (the same keys plus ``trace``, ``file`` and ``format``), the files
+or traces under the traces directory that were not scored (``path``, ``reason``), and for each
+trace with recorded usage the baseline's simulated cache against the recording, with the header
+tokens added to its requests (:class:`benchmarks.calibration.Calibration`). Shares are fractions
+in [0, 1]; a figure that has no value (the share of nothing) is ``null``.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from benchmarks._count import Counter as TokenCounter
+from benchmarks.calibration import Calibration, calibrate, calibration_table
 from benchmarks.importers import Skipped
 from benchmarks.replay import (
     BASELINE,
@@ -48,6 +51,7 @@ class BenchResult:
     by_format: dict[str, list[Row]]
     skipped: tuple[Skipped, ...]
     window: int
+    calibration: tuple[Calibration, ...] = ()
 
 
 def run_bench(
@@ -98,6 +102,7 @@ def run_bench(
         by_format=summarize_by_format(replays),
         skipped=tuple(skipped),
         window=window,
+        calibration=tuple(calibrate(traces, replays)),
     )
 
 
@@ -174,8 +179,10 @@ def render(result: BenchResult, console: Console) -> None:
             f"toolbudget: {spilled:,} results spilled (cap or aggregate), {trimmed:,} trimmed "
             f"in {batches} staleness batches ({why})."
         )
-    if result.skipped:
-        console.print(f"[yellow]{len(result.skipped)} file(s) skipped[/] (listed in the JSON).")
+    if result.calibration:
+        console.print(calibration_table(result.calibration))
+    for s in result.skipped:
+        console.print(f"[yellow]skipped[/] {s.path}: {s.reason}")
 
 
 # -- JSON ---------------------------------------------------------------------------------------
@@ -187,6 +194,7 @@ def as_json(result: BenchResult) -> dict[str, Any]:
         "summary": [r.as_dict() for r in result.summary],
         "traces": trace_rows(result.replays),
         "skipped": [{"path": s.path, "reason": s.reason} for s in result.skipped],
+        "calibration": [c.as_dict() for c in result.calibration],
     }
 
 
