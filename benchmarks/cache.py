@@ -108,11 +108,11 @@ class Segmenter:
         ``header_tokens`` are added to the first segment: the part of the system prompt and tool
         definitions the recording omits (:attr:`benchmarks.trace.Trace.header_tokens`).
         """
-        header: dict[str, Any] = {"system": system, "tools": list(tools)}
+        first = segment_of({"system": system, "tools": list(tools)}, self._count)
         if header_tokens:
-            header["omitted_tokens"] = header_tokens
-        first = segment_of(header, self._count)
-        out = [Segment(first.digest, first.tokens + header_tokens, first.blocks)]
+            digest = xxhash.xxh3_128_digest(first.digest + header_tokens.to_bytes(8, "little"))
+            first = Segment(digest, first.tokens + header_tokens, first.blocks)
+        out = [first]
         memo: dict[int, tuple[Any, Segment]] = {}
         for message in messages:
             key = id(message)
