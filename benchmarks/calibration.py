@@ -9,7 +9,10 @@ them have usage on the public traces but one OpenHands request).
 
 A simulated share far above the recorded one means the simulator caches more than the provider
 did (an optimistic baseline: every strategy that breaks the prefix less looks better); a replayed
-prompt far below the recorded one means the replay lacks part of what was sent.
+prompt far below the recorded one means the replay lacks part of what was sent. ``recorded
+misses`` counts the requests after the first that the provider served without any cache read:
+the simulator models a perfect prefix cache (misses only by expiry), so on automatic caches
+(OpenAI, Gemini, routed proxies) these misses are most of what remains between the two shares.
 """
 
 from __future__ import annotations
@@ -43,6 +46,9 @@ class Calibration:
     replayed_prompt_tokens: int
     recorded_cached_tokens: int
     simulated_cached_tokens: int
+    recorded_misses: int = 0
+    """Requests after the first whose recording shows no cache read at all (a provider miss:
+    routing, eviction, expiry), where a perfect prefix cache would have read the previous one."""
 
     @property
     def recorded_cached_share(self) -> float | None:
@@ -86,6 +92,11 @@ def calibrate(traces: Sequence[Trace], replays: Sequence[Replay]) -> list[Calibr
                 replayed_prompt_tokens=replay.input_tokens,
                 recorded_cached_tokens=sum(u.cache_read_tokens for u in used),
                 simulated_cached_tokens=replay.cached_tokens,
+                recorded_misses=sum(
+                    1
+                    for r in trace.requests[1:]
+                    if r.usage is not None and r.usage.cache_read_tokens == 0
+                ),
             )
         )
     return rows
@@ -108,6 +119,7 @@ def format_totals(rows: Sequence[Calibration]) -> list[Calibration]:
             replayed_prompt_tokens=sum(r.replayed_prompt_tokens for r in group),
             recorded_cached_tokens=sum(r.recorded_cached_tokens for r in group),
             simulated_cached_tokens=sum(r.simulated_cached_tokens for r in group),
+            recorded_misses=sum(r.recorded_misses for r in group),
         )
         for fmt, group in by_format.items()
     ]
@@ -132,6 +144,7 @@ def calibration_table(rows: Sequence[Calibration]) -> Table:
         "replayed prompt",
         "recorded cached",
         "simulated cached",
+        "recorded misses",
     ):
         table.add_column(header, justify="left" if header in ("trace", "cache rules") else "right")
 
@@ -144,6 +157,7 @@ def calibration_table(rows: Sequence[Calibration]) -> Table:
             f"{row.replayed_prompt_tokens:,}",
             _pct(row.recorded_cached_share),
             _pct(row.simulated_cached_share),
+            f"{row.recorded_misses:,}/{row.requests_with_usage:,}",
         ]
         table.add_row(*(f"[bold]{c}[/]" if bold else c for c in cells))
 

@@ -314,6 +314,7 @@ def test_calibration_sets_recorded_against_simulated(tmp_path: Path) -> None:
     assert row.recorded_cached_share == 0.5
     assert row.replayed_prompt_tokens == 2008 + 2041
     assert row.simulated_cached_share == 1920 / 4049
+    assert row.recorded_misses == 0  # request 1 read 150 tokens
     (total,) = format_totals([row, row])
     assert (total.recorded_prompt_tokens, total.recorded_cached_tokens) == (600, 300)
 
@@ -350,6 +351,8 @@ def test_calibration_on_shared_traces(shared_traces: Path, tmp_path: Path) -> No
     assert cc.replayed_prompt_tokens > 0.9 * cc.recorded_prompt_tokens
     llama = by_format["openhands"]
     assert llama.recorded_cached_tokens == 0 and llama.simulated_cached_tokens == 0
+    # Every Llama request after the first is a recorded miss: 48 + 32 + 22.
+    assert llama.recorded_misses == llama.requests_with_usage - 3 == 102
 
 
 # -- item 8: importers never silently shrink a trace -------------------------------------------
