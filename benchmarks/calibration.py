@@ -146,7 +146,11 @@ def calibration_table(rows: Sequence[Calibration]) -> Table:
         "simulated cached",
         "recorded misses",
     ):
-        table.add_column(header, justify="left" if header in ("trace", "cache rules") else "right")
+        if header == "trace":
+            # Whole names: two mini-swe-agent traces differ only after 30 characters.
+            table.add_column(header, no_wrap=True, min_width=38)
+        else:
+            table.add_column(header, justify="left" if header == "cache rules" else "right")
 
     def add(row: Calibration, bold: bool = False) -> None:
         cells = [
