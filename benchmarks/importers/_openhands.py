@@ -41,7 +41,9 @@ from benchmarks.trace import Provider, Trace, Usage
 FORMAT = "openhands"
 
 DEFAULT_MAX_MESSAGE_CHARS = 30_000
-"""OpenHands' ``LLMConfig.max_message_chars`` default (openhands/core/config/llm_config.py)."""
+"""OpenHands' ``LLMConfig.max_message_chars`` default in its pydantic config (2025 releases, and
+the value the shared recordings carry); older dataclass configs used 10,000
+(openhands/core/config/llm_config.py at commit 00ece0cc). Only used when a recording has none."""
 TRUNCATION_MARKER = "\n[... Observation truncated due to length ...]\n"
 _UNTRUNCATED = frozenset({"read", "browse", "browse_interactive"})
 # Agent actions that ran a tool; without tool_call_metadata (older CodeAct) they are still calls.
