@@ -15,6 +15,10 @@ cacheable size and read-backs, so no strategy keeping those rounds can bill less
 ``share_of_saving = (1 - ours) / (1 - bound)``, both as ratios to ``none`` on the same traces:
 the part of the achievable saving a strategy gets.
 
+The cache rules are the trace's own (:func:`benchmarks.pricing.rules_for`: none where the recording
+shows no cache read), and the header includes what the recording omits
+(:attr:`benchmarks.trace.Trace.header_tokens`), as in the replay.
+
 Tokens: the request's header and messages are counted with the replay's counter; a vanished
 result saves the tokens of its block minus those of the same block with empty content.
 """
@@ -25,6 +29,7 @@ from collections.abc import Callable
 from typing import Any
 
 from benchmarks.cache import CacheRules, Segmenter
+from benchmarks.pricing import rules_for
 from benchmarks.strategies._common import result_text
 from benchmarks.trace import Trace
 from budget import BudgetConfig
@@ -70,10 +75,14 @@ def bound_billed(
     tools: Any = (),
 ) -> float:
     """The bound's billed tokens (base-price equivalents) on ``trace``."""
-    rules = rules if rules is not None else CacheRules()
+    rules = rules if rules is not None else rules_for(trace)
     write = rules.write_price if trace.provider == "anthropic" else 1.0
     starts, round_of = _rounds(trace)
-    header = Segmenter(count).segments([], system=trace.system, tools=tools)[0].tokens
+    header = (
+        Segmenter(count)
+        .segments([], system=trace.system, tools=tools, header_tokens=trace.header_tokens)[0]
+        .tokens
+    )
     msg_tokens = [count(m) for m in trace.messages]
     # (message index, round, tokens saved when the result vanishes, tokens saved by the cap).
     savings: list[tuple[int, int, int, int]] = []
@@ -121,7 +130,11 @@ def bound_billed(
             and request.timestamp is not None
             and request.timestamp - prev_time >= rules.ttl
         )
-        cached = 0 if prev_size is None or expired else max(0, min(size, prev_size - newly))
+        cached = (
+            0
+            if prev_size is None or expired or not rules.enabled
+            else max(0, min(size, prev_size - newly))
+        )
         billed += cached * rules.read_price + (size - cached) * write
         prev_size = size
         prev_time = request.timestamp if request.timestamp is not None else prev_time

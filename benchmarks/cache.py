@@ -10,18 +10,24 @@ ends inside a changed message is counted only up to the last unchanged message):
 
 Anthropic (explicit breakpoints)
     The breakpoint sits at the end of every request, so a request that reaches the minimum size
-    (default 1,024 tokens) writes its whole prompt to the cache. A later request reads the longest
-    earlier *breakpoint* prefix (the whole of some earlier request) that is a prefix of it, is
-    still alive, and ends at most ``lookback`` segments (default 20) before the request's own end,
-    as the API looks back at most about 20 blocks from a breakpoint for an earlier cache entry.
-    What is not read is written (1.25x the base price); what is read costs 0.1x. A request below
-    the minimum is neither read nor written and is billed at the base price.
+    (default 1,024 tokens; per model in :mod:`benchmarks.pricing`) writes its whole prompt to the
+    cache. A later request reads the longest earlier *breakpoint* prefix (the whole of some
+    earlier request) that is a prefix of it, is still alive, and ends at most ``lookback``
+    *content blocks* (default 20) before the request's own end, as the API looks back at most 20
+    blocks from a breakpoint for an earlier cache entry (a message with a string content is one
+    block; one with a list of blocks counts each). What is not read is written (1.25x the base
+    price, 2x for 1-hour entries); what is read costs 0.1x. A request below the minimum is
+    neither read nor written and is billed at the base price.
 
 OpenAI (automatic; also used for Google)
     Every request leaves its prefixes in the cache. The cached part of a request is the longest
     prefix it shares with any earlier request still alive, counted only from the minimum (1,024
     tokens) and rounded down to the minimum plus a multiple of 128 tokens. Reads cost 0.1x; there
     is no write surcharge.
+
+No caching
+    ``CacheRules(enabled=False)``: nothing is read or written, every token is billed at the base
+    price (a provider or deployment that recorded no cache read at all).
 
 TTL
     An entry lives ``ttl`` seconds (default 300) after it was last written or read, when both
@@ -62,12 +68,19 @@ class Segment:
     digest: bytes
     """xxh3-128 of the canonical JSON bytes (16 bytes)."""
     tokens: int
+    blocks: int = 1
+    """Content blocks it holds, what Anthropic's lookback counts (a string content is one)."""
+
+
+def _blocks(obj: Any) -> int:
+    content = obj.get("content") if isinstance(obj, dict) else None
+    return max(1, len(content)) if isinstance(content, list) else 1
 
 
 def segment_of(obj: Any, count: Counter) -> Segment:
     """The segment of one JSON-like object (a message, or the system-and-tools header)."""
     data = orjson.dumps(obj, option=orjson.OPT_SORT_KEYS)
-    return Segment(xxhash.xxh3_128_digest(data), count(obj))
+    return Segment(xxhash.xxh3_128_digest(data), count(obj), _blocks(obj))
 
 
 class Segmenter:
@@ -88,10 +101,18 @@ class Segmenter:
         *,
         system: Any = "",
         tools: Any = (),
+        header_tokens: int = 0,
     ) -> list[Segment]:
-        """The segments of one request: ``{system, tools}`` first, then one per message."""
-        header = {"system": system, "tools": list(tools)}
-        out = [segment_of(header, self._count)]
+        """The segments of one request: ``{system, tools}`` first, then one per message.
+
+        ``header_tokens`` are added to the first segment: the part of the system prompt and tool
+        definitions the recording omits (:attr:`benchmarks.trace.Trace.header_tokens`).
+        """
+        first = segment_of({"system": system, "tools": list(tools)}, self._count)
+        if header_tokens:
+            digest = xxhash.xxh3_128_digest(first.digest + header_tokens.to_bytes(8, "little"))
+            first = Segment(digest, first.tokens + header_tokens, first.blocks)
+        out = [first]
         memo: dict[int, tuple[Any, Segment]] = {}
         for message in messages:
             key = id(message)
@@ -116,13 +137,15 @@ class CacheRules:
     min_tokens: int = 1024
     """Smallest cacheable prefix (Anthropic: smallest request written or read)."""
     lookback: int | None = 20
-    """Anthropic: how many segments before the request's end an earlier breakpoint may sit."""
+    """Anthropic: how many content blocks before the request's end an earlier breakpoint may sit."""
     step: int = 128
     """OpenAI: cached tokens above the minimum are counted in steps of this size."""
     write_price: float = 1.25
     """Anthropic cache write, as a multiple of the base input price."""
     read_price: float = 0.1
     """Cache read, as a multiple of the base input price."""
+    enabled: bool = True
+    """False: the provider caches nothing (every token at the base price)."""
 
     def __post_init__(self) -> None:
         if self.ttl is not None and self.ttl <= 0:
@@ -133,6 +156,11 @@ class CacheRules:
             raise ConfigError(f"CacheRules.lookback must be >= 0 or None, got {self.lookback}")
         if self.step < 1:
             raise ConfigError(f"CacheRules.step must be >= 1, got {self.step}")
+        if self.write_price < 0 or self.read_price < 0:
+            raise ConfigError(
+                f"CacheRules prices must be >= 0, got write {self.write_price}, "
+                f"read {self.read_price}"
+            )
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,8 +221,13 @@ class CacheSim:
             prefix_break = prev_n > n or chain[prev_n] != prev_digest
         self._prev = (n, chain[n])
 
-        if self.provider == "anthropic":
-            cached, written = self._anthropic(chain, cum, timestamp)
+        if not self.rules.enabled:
+            cached, written = 0, 0
+        elif self.provider == "anthropic":
+            blocks = [0]
+            for seg in segments:
+                blocks.append(blocks[-1] + seg.blocks)
+            cached, written = self._anthropic(chain, cum, blocks, timestamp)
         else:
             cached, written = self._openai(chain, cum, timestamp)
         uncached = total - cached - written
@@ -202,15 +235,19 @@ class CacheSim:
         billed = uncached + rules.write_price * written + rules.read_price * cached
         return CacheResult(total, cached, written, uncached, billed, prefix_break)
 
-    def _anthropic(self, chain: list[bytes], cum: list[int], now: float | None) -> tuple[int, int]:
+    def _anthropic(
+        self, chain: list[bytes], cum: list[int], blocks: list[int], now: float | None
+    ) -> tuple[int, int]:
         n = len(chain) - 1
         total = cum[n]
         if total < self.rules.min_tokens or total == 0:
             return 0, 0
         lookback = self.rules.lookback
-        lowest = 1 if lookback is None else max(1, n - lookback)
         cached = 0
-        for k in range(n, lowest - 1, -1):
+        for k in range(n, 0, -1):
+            # blocks[n] - blocks[k]: content blocks between an entry ending at k and this end.
+            if lookback is not None and blocks[n] - blocks[k] > lookback:
+                break
             entry = self._entries.get(chain[k])
             if entry is not None and self._alive(entry, now):
                 entry.touched = now if now is not None else entry.touched

@@ -3,8 +3,10 @@
 For request ``i`` of a trace the strategy gets the history ``trace.messages[:n_i]``, the usage the
 provider recorded for request ``i - 1`` (the anchor an agent would have) and the request's time.
 Its request copy is serialized deterministically and counted by :class:`~benchmarks.cache.Segmenter`
-(canonical JSON per message, reused for message objects seen in the previous request), then fed to
-the :class:`~benchmarks.cache.CacheSim` of the trace's provider with the *recorded* timestamp.
+(canonical JSON per message, reused for message objects seen in the previous request), with the
+trace's reconstructed header (:attr:`~benchmarks.trace.Trace.header_tokens`) in its first segment,
+then fed to the :class:`~benchmarks.cache.CacheSim` of the trace's provider, under the cache rules
+of its model (:func:`benchmarks.pricing.rules_for`), with the *recorded* timestamp.
 
 Clock: strategies always get a time. A request without a recorded timestamp is placed
 :data:`SYNTHETIC_STEP_S` (30 s) after the previous one (the first at 0), so a cold-cache trigger
@@ -50,6 +52,7 @@ from benchmarks import strategies
 from benchmarks._count import Counter as TokenCounter
 from benchmarks._count import counter_for
 from benchmarks.cache import CacheRules, CacheSim, Segmenter
+from benchmarks.pricing import rules_for
 from benchmarks.readbacks import Quotes, ReadbackTracker
 from benchmarks.strategies._base import Strategy, StrategySession
 from benchmarks.strategies._common import result_text, safe_name
@@ -339,7 +342,7 @@ def _replay(
     quotes: Quotes,
 ) -> Replay:
     segmenter = Segmenter(count)
-    sim = CacheSim(trace.provider, rules)
+    sim = CacheSim(trace.provider, rules if rules is not None else rules_for(trace))
     tracker = ReadbackTracker(
         quotes,
         count,
@@ -369,7 +372,10 @@ def _replay(
         spent.append(time.perf_counter() - started)
 
         result = sim.feed(
-            segmenter.segments(out, system=trace.system, tools=tools), request.timestamp
+            segmenter.segments(
+                out, system=trace.system, tools=tools, header_tokens=trace.header_tokens
+            ),
+            request.timestamp,
         )
         sizes.append(result.input_tokens)
         cached += result.cached_tokens

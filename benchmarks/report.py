@@ -1,9 +1,12 @@
 """What ``toolbudget bench`` shows: a progress bar, terminal tables, a JSON file, PNG charts.
 
-The JSON file is ``{"summary": [...], "traces": [...], "skipped": [...]}``: one summary object per
-strategy over all traces (exactly :data:`benchmarks.replay.ROW_KEYS`), one object per trace and
-strategy (the same keys plus ``trace``, ``file`` and ``format``), and the files under the traces
-directory that gave no trace (``path``, ``reason``), and ``bound``: the hindsight bound of
+The JSON file is ``{"summary": [...], "traces": [...], "skipped": [...], "calibration": [...],
+"bound": {...}}``: one summary object per strategy over all traces (exactly
+:data:`benchmarks.replay.ROW_KEYS`), one object per trace and strategy (the same keys plus
+``trace``, ``file`` and ``format``), the files or traces under the traces directory that were
+not scored (``path``, ``reason``), for each trace with recorded usage the baseline's simulated
+cache against the recording, with the header tokens added to its requests
+(:class:`benchmarks.calibration.Calibration`), and ``bound``: the hindsight bound of
 :mod:`benchmarks.bound` (``protect_rounds``, ``billed_tokens``, ``billed_ratio`` over ``none``,
 ``shares``: each strategy's ``(1 - ratio) / (1 - bound)``, and ``traces``: the bound per trace).
 Shares are fractions in [0, 1]; a figure that has no value (the share of nothing) is ``null``.
@@ -25,6 +28,7 @@ from rich.table import Table
 from benchmarks._count import Counter as TokenCounter
 from benchmarks._count import counter_for
 from benchmarks.bound import PROTECT_ROUNDS, bound_billed, share_of_saving
+from benchmarks.calibration import Calibration, calibrate, calibration_table
 from benchmarks.importers import Skipped
 from benchmarks.replay import (
     BASELINE,
@@ -72,6 +76,8 @@ class BenchResult:
             "shares": shares,
             "traces": dict(self.bounds),
         }
+
+    calibration: tuple[Calibration, ...] = ()
 
 
 def run_bench(
@@ -133,6 +139,7 @@ def run_bench(
         skipped=tuple(skipped),
         window=window,
         bounds=bounds,
+        calibration=tuple(calibrate(traces, replays)),
     )
 
 
@@ -221,8 +228,10 @@ def render(result: BenchResult, console: Console) -> None:
             f"bound: {bound['billed_ratio']:.3f}× {BASELINE} if every result outside the last "
             f"{bound['protect_rounds']} rounds vanished at no cache cost{reached}."
         )
-    if result.skipped:
-        console.print(f"[yellow]{len(result.skipped)} file(s) skipped[/] (listed in the JSON).")
+    if result.calibration:
+        console.print(calibration_table(result.calibration))
+    for s in result.skipped:
+        console.print(f"[yellow]skipped[/] {s.path}: {s.reason}")
 
 
 # -- JSON ---------------------------------------------------------------------------------------
@@ -235,6 +244,7 @@ def as_json(result: BenchResult) -> dict[str, Any]:
         "traces": trace_rows(result.replays),
         "skipped": [{"path": s.path, "reason": s.reason} for s in result.skipped],
         "bound": result.bound(),
+        "calibration": [c.as_dict() for c in result.calibration],
     }
 
 

@@ -22,6 +22,9 @@ class Usage:
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
     output_tokens: int = 0
+    cache_write_1h_tokens: int = 0
+    """Of ``cache_write_tokens``, those written with a 1-hour TTL (Anthropic
+    ``cache_creation.ephemeral_1h_input_tokens``), billed 2x instead of 1.25x."""
 
     @property
     def prompt_tokens(self) -> int:
@@ -55,6 +58,10 @@ class Trace:
     system: str = ""
     model: str | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+    header_tokens: int = 0
+    """Tokens of the system prompt and tool definitions the agent sent but the recording omits,
+    reconstructed from the recorded usage (:mod:`benchmarks.header`); every strategy's requests
+    carry them, unchanged, in their first segment."""
 
     def request_messages(self, i: int) -> list[dict[str, Any]]:
         """The messages the model saw on request ``i`` (a new list sharing the message dicts)."""

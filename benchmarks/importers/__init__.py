@@ -3,6 +3,12 @@
 One private module per recording format, each with ``load(path, root) -> list[Trace]``; this
 package recognizes formats (:func:`detect`) and loads a file or a whole directory, where a file it
 cannot read is reported as :class:`Skipped` instead of stopping the run.
+
+An import never silently shrinks a session: :func:`shrunk` names a trace that replays as at most
+one request, or as far fewer requests than it has tool calls (a recording whose request
+boundaries the importer could not find), and :func:`load_dir` lists it as skipped with that
+reason instead of scoring it. The traces it keeps get the header the recording omits
+(:func:`benchmarks.header.with_header`).
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 
+from benchmarks.header import with_header
 from benchmarks.importers import (
     _anthropic,
     _claude_code,
@@ -36,6 +43,7 @@ __all__ = [
     "detect",
     "load_dir",
     "load_file",
+    "shrunk",
 ]
 
 Loader = Callable[[Path, Path], list[Trace]]
@@ -52,6 +60,10 @@ LOADERS: Mapping[str, Loader] = MappingProxyType(
     }
 )
 FORMATS: tuple[str, ...] = tuple(LOADERS)
+
+CALLS_PER_REQUEST_MAX = 5
+"""More tool calls per request than this, on average, means the request boundaries were lost
+(the public traces have at most 2.8: a Claude Code subagent's parallel reads)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +106,30 @@ def load_file(path: Path, root: Path, format: str | None = None) -> list[Trace]:
         ) from exc
 
 
+def shrunk(trace: Trace) -> str | None:
+    """Why ``trace`` cannot be scored as a session (too few requests for it), or None."""
+    requests = len(trace.requests)
+    calls = sum(
+        1
+        for m in trace.messages
+        if m.get("role") == "assistant"
+        for b in m.get("content") or ()
+        if isinstance(b, dict) and b.get("type") == "tool_use"
+    )
+    if requests <= 1:
+        why = f"{requests} request{'' if requests == 1 else 's'} found"
+    elif calls > CALLS_PER_REQUEST_MAX * requests:
+        why = f"only {requests} requests for {calls} tool calls"
+    else:
+        return None
+    notes = trace.meta.get("import_notes") or {}
+    detail = f" (import notes: {', '.join(f'{k} {v}' for k, v in notes.items())})" if notes else ""
+    return (
+        f"{trace.name}: {why} in {len(trace.messages)} messages; the request boundaries of "
+        f"this recording were not recognized, so it is not scored{detail}"
+    )
+
+
 def _ignored(rel: Path) -> bool:
     name = rel.name.lower()
     return (
@@ -107,7 +143,8 @@ def load_dir(root: Path) -> tuple[list[Trace], list[Skipped]]:
     """Every trace under ``root`` (recursively), sorted by path then name, and the files skipped.
 
     Hidden files, READMEs and ``*.meta.json`` sidecars are not traces and are passed over quietly;
-    any other file that yields no trace is listed in the skipped files with the reason.
+    any other file that yields no trace is listed in the skipped files with the reason, and so is
+    each trace that :func:`shrunk` refuses. Kept traces carry their reconstructed header.
     """
     if not root.is_dir():
         raise InputError(f"traces directory {root} does not exist or is not a directory")
@@ -118,10 +155,20 @@ def load_dir(root: Path) -> tuple[list[Trace], list[Skipped]]:
         if _ignored(rel):
             continue
         try:
-            traces.extend(load_file(path, root))
+            found = load_file(path, root)
         except BudgetError as exc:
             skipped.append(Skipped(rel.as_posix(), str(exc)))
-    return sorted(_unique_names(traces), key=lambda t: (t.path, t.name)), skipped
+            continue
+        for trace in found:
+            why = shrunk(trace)
+            if why is None:
+                traces.append(trace)
+            else:
+                skipped.append(Skipped(rel.as_posix(), why))
+        if not found:
+            skipped.append(Skipped(rel.as_posix(), "no trace in this file"))
+    kept = with_header(_unique_names(traces))
+    return sorted(kept, key=lambda t: (t.path, t.name)), skipped
 
 
 def _unique_names(traces: list[Trace]) -> list[Trace]:

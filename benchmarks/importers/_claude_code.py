@@ -48,11 +48,14 @@ _AGENT_NAME = re.compile(r"^agent-([0-9a-f]{8})")
 def _usage(raw: Any) -> Usage | None:
     if not isinstance(raw, dict):
         return None
+    creation = raw.get("cache_creation")
+    one_hour = creation.get("ephemeral_1h_input_tokens") if isinstance(creation, dict) else 0
     return Usage(
         input_tokens=int(raw.get("input_tokens") or 0),
         cache_read_tokens=int(raw.get("cache_read_input_tokens") or 0),
         cache_write_tokens=int(raw.get("cache_creation_input_tokens") or 0),
         output_tokens=int(raw.get("output_tokens") or 0),
+        cache_write_1h_tokens=int(one_hour or 0),
     )
 
 

@@ -2,7 +2,9 @@
 
 ``response_item`` lines are what the model saw or emitted. A model call is the run of output items
 (reasoning, assistant message, function and custom tool calls, web searches) up to the
-``token_count`` event that closes it with ``last_token_usage``. Encrypted reasoning is skipped, and
+``token_count`` event that closes it with ``last_token_usage``, or, in rollouts without
+``token_count`` events, up to the next tool output or user turn (each answer to new input is a
+request, with no usage recorded). Encrypted reasoning is skipped, and
 so are web searches: the provider ran them inside the response, and their results are not in the
 recording.
 """
@@ -59,14 +61,25 @@ def load(path: Path, root: Path) -> list[Trace]:
     models: list[str] = []
     calls = 0
     current: str | None = None  # the open model call, until its token_count arrives
+    # A call closed by its tool outputs before any token_count: a late token_count is its usage.
+    unpaid: str | None = None
 
     def open_call(stamp: float | None) -> str:
-        nonlocal calls, current
+        nonlocal calls, current, unpaid
         if current is None:
             calls += 1
             current = f"response-{calls}"
+            unpaid = None
             builder.begin_request(current, stamp)
         return current
+
+    def close_call() -> None:
+        # Input for the model (a tool output, a user turn) ends its answer even when the rollout
+        # has no token_count events (older CLIs): the next output item is a new request.
+        nonlocal current, unpaid
+        if current is not None:
+            unpaid = current
+            current = None
 
     for n, line in enumerate(lines, start=1):
         kind = line.get("type")
@@ -91,16 +104,17 @@ def load(path: Path, root: Path) -> list[Trace]:
         elif kind == "event_msg" and item == "token_count":
             info = payload.get("info")
             last = info.get("last_token_usage") if isinstance(info, dict) else None
-            if current is not None and isinstance(last, dict):
+            target = current if current is not None else unpaid
+            if target is not None and isinstance(last, dict):
                 builder.set_usage(
-                    current,
+                    target,
                     openai_usage(
                         last.get("input_tokens"),
                         last.get("cached_input_tokens"),
                         last.get("output_tokens"),
                     ),
                 )
-                current = None
+                current = unpaid = None
         elif kind == "response_item":
             if item == "message":
                 role = payload.get("role")
@@ -108,6 +122,7 @@ def load(path: Path, root: Path) -> list[Trace]:
                 if role == "assistant":
                     builder.assistant(open_call(stamp), text_blocks(text))
                 elif role in ("user", "developer", "system"):
+                    close_call()
                     builder.user(text_blocks(text))
                 else:
                     raise fail(path, f"line {n}: message role {role!r}")
@@ -126,6 +141,7 @@ def load(path: Path, root: Path) -> list[Trace]:
                 }
                 builder.assistant(open_call(stamp), [block])
             elif item in ("function_call_output", "custom_tool_call_output"):
+                close_call()
                 builder.user(
                     [
                         {

@@ -2,10 +2,22 @@
 
 An action carrying ``tool_call_metadata`` is a tool call; the actions of one model response (same
 ``model_response.id``) share one assistant message, whose text is the response's content. An
-observation whose ``cause`` is such an action is its result. Results are kept in full: OpenHands
-recorded them whole but cut them to ``max_message_chars`` when building prompts, and the replay
-is meant to show what budgeting does with the full outputs. An error observation without a cause
+observation whose ``cause`` is such an action is its result. An error observation without a cause
 (a call that failed validation) is sent to the model as a user message, as OpenHands does.
+
+Results are what the model was sent: OpenHands records observations whole but cuts them to the
+LLM config's ``max_message_chars`` (:data:`DEFAULT_MAX_MESSAGE_CHARS` when the recording has no
+config) when it builds the prompt. :func:`truncate_content` does what OpenHands'
+``openhands/events/serialization/event.py::truncate_content`` does (All-Hands-AI/OpenHands at
+commit 04e28400): a content longer than ``max_chars`` keeps its first ``max_chars // 2`` and last
+``max_chars // 2`` characters around the line ``\n[... Observation truncated due to length
+...]\n``. ``openhands/memory/conversation_memory.py::_process_observation`` (commit 0336a988)
+applies it to every observation except file reads (``FileReadObservation``, already cut by the
+file tool) and browser output; the importer does the same for ``read`` and ``browse``.
+
+Older schemas are accepted: a ``history`` of ``[action, observation]`` pairs (OpenHands before
+0.10), and actions without ``tool_call_metadata`` (CodeAct before function calling), each of
+which is one model request whose call gets the id ``event-<id>``.
 """
 
 from __future__ import annotations
@@ -27,6 +39,36 @@ from benchmarks.importers._common import (
 from benchmarks.trace import Provider, Trace, Usage
 
 FORMAT = "openhands"
+
+DEFAULT_MAX_MESSAGE_CHARS = 30_000
+"""OpenHands' ``LLMConfig.max_message_chars`` default in its pydantic config (2025 releases, and
+the value the shared recordings carry); older dataclass configs used 10,000
+(openhands/core/config/llm_config.py at commit 00ece0cc). Only used when a recording has none."""
+TRUNCATION_MARKER = "\n[... Observation truncated due to length ...]\n"
+_UNTRUNCATED = frozenset({"read", "browse", "browse_interactive"})
+# Agent actions that ran a tool; without tool_call_metadata (older CodeAct) they are still calls.
+_TOOL_ACTIONS = frozenset(
+    {
+        "run",
+        "run_ipython",
+        "read",
+        "write",
+        "edit",
+        "browse",
+        "browse_interactive",
+        "delegate",
+        "call_tool_mcp",
+    }
+)
+
+
+def truncate_content(content: str, max_chars: int | None) -> str:
+    """``content`` as OpenHands put it in the prompt: its middle cut when over ``max_chars``."""
+    if max_chars is None or max_chars < 0 or len(content) <= max_chars:
+        return content
+    half = max_chars // 2
+    return content[:half] + TRUNCATION_MARKER + content[-half:]
+
 
 _INTERNAL_ARGS = frozenset(
     {
@@ -104,8 +146,22 @@ def _trace(
     metrics: dict[str, Any] | None,
     meta: dict[str, Any],
     model: str | None,
+    max_chars: int | None = DEFAULT_MAX_MESSAGE_CHARS,
 ) -> Trace:
     builder = TraceBuilder()
+    events = _flatten(events)
+    for event in events:
+        if _is_legacy_call(event):
+            # No tool_call_metadata: the action was parsed from the model's text (older
+            # CodeAct); one request per action, with a call id derived from the event id.
+            args = event.get("args")
+            thought = args.get("thought") if isinstance(args, dict) else None
+            event["tool_call_metadata"] = {
+                "function_name": event.get("action"),
+                "tool_call_id": f"event-{event.get('id')}",
+                "model_response": {"choices": [{"message": {"content": thought or ""}}]},
+                "legacy": True,
+            }
     by_id = {e.get("id"): e for e in events if isinstance(e, dict)}
     metric_usage = {
         u.get("response_id"): _usage_from_metrics(u)
@@ -123,6 +179,8 @@ def _trace(
         if action is not None and isinstance(call, dict):
             response = call.get("model_response")
             response = response if isinstance(response, dict) else {}
+            if call.get("legacy"):
+                builder.stats["calls_without_tool_call_metadata"] += 1
             key = str(response.get("id") or call.get("tool_call_id"))
             blocks: list[Block] = []
             if not builder.has_request(key):
@@ -159,17 +217,23 @@ def _trace(
             cause = by_id.get(event.get("cause"))
             cause_call = cause.get("tool_call_metadata") if isinstance(cause, dict) else None
             if isinstance(cause_call, dict):
+                text = _observation_text(event)
+                if observation not in _UNTRUNCATED:
+                    cut = truncate_content(text, max_chars)
+                    if cut != text:
+                        builder.stats["results_truncated_to_max_message_chars"] += 1
+                    text = cut
                 result: Block = {
                     "type": "tool_result",
                     "tool_use_id": str(cause_call.get("tool_call_id")),
-                    "content": text_blocks(_observation_text(event)),
+                    "content": text_blocks(text),
                 }
                 if observation == "error":
                     result["is_error"] = True
                 builder.user([result])
             elif observation == "error" and event.get("cause") is None:
                 builder.stats["errors_as_user_messages"] += 1
-                builder.user(text_blocks(_observation_text(event)))
+                builder.user(text_blocks(truncate_content(_observation_text(event), max_chars)))
             else:
                 builder.stats[f"skipped_{observation}_observations"] += 1
     model = model or (sorted(models)[0] if models else None)
@@ -183,6 +247,36 @@ def _trace(
         model=model,
         meta=meta,
     )
+
+
+def _is_legacy_call(event: Any) -> bool:
+    return (
+        isinstance(event, dict)
+        and event.get("action") in _TOOL_ACTIONS
+        and event.get("source", "agent") == "agent"
+        and not isinstance(event.get("tool_call_metadata"), dict)
+    )
+
+
+def _flatten(history: list[Any]) -> list[Any]:
+    """Events in order; ``[action, observation]`` pairs (the pre-0.10 schema) become two events.
+
+    Every event is a copy (the ids and links below are added to it, never to the parsed file),
+    pair members without an id get one, and a paired observation without a cause answers its pair.
+    """
+    out: list[Any] = []
+    for n, item in enumerate(history):
+        if isinstance(item, list) and len(item) == 2 and all(isinstance(e, dict) for e in item):
+            action, observation = dict(item[0]), dict(item[1])
+            action.setdefault("id", f"pair-{n}")
+            if observation.get("observation") is not None:
+                observation.setdefault("cause", action["id"])
+            out.extend([action, observation])
+        elif isinstance(item, dict):
+            out.append(dict(item))
+        else:
+            out.append(item)
+    return out
 
 
 def _instance(doc: Any, n: int, path: Path) -> tuple[list[Any], dict[str, Any]]:
@@ -202,7 +296,7 @@ def load(path: Path, root: Path) -> list[Trace]:
                 name=f"{FORMAT}/{path.stem}",
                 rel=rel,
                 metrics=None,
-                meta={"results_untruncated": True},
+                meta={"max_message_chars": DEFAULT_MAX_MESSAGE_CHARS},
                 model=None,
             )
         ]
@@ -211,9 +305,9 @@ def load(path: Path, root: Path) -> list[Trace]:
         history, doc = _instance(raw, n, path)
         llm = (doc.get("metadata") or {}).get("llm_config") or {}
         meta: dict[str, Any] = {"instance_id": doc.get("instance_id")}
-        if llm.get("max_message_chars") is not None:
-            meta["max_message_chars"] = llm["max_message_chars"]
-        meta["results_untruncated"] = True
+        recorded = llm.get("max_message_chars")
+        max_chars = recorded if isinstance(recorded, int) else DEFAULT_MAX_MESSAGE_CHARS
+        meta["max_message_chars"] = max_chars
         metrics = doc.get("metrics")
         traces.append(
             _trace(
@@ -223,6 +317,7 @@ def load(path: Path, root: Path) -> list[Trace]:
                 metrics=metrics if isinstance(metrics, dict) else None,
                 meta=meta,
                 model=llm.get("model") if isinstance(llm.get("model"), str) else None,
+                max_chars=max_chars,
             )
         )
     return traces

@@ -134,7 +134,8 @@ FORMAT_TOTALS = {
     "codex-cli": (1, 66, 102, 40_157),
     "gemini-cli": (1, 11, 10, 13_912),
     "mini-swe-agent": (10, 974, 917, 41_623),  # README: 41,623 excluding the final submit
-    "openhands": (5, 130, 126, 915_640),  # recorded in full, not cut to max_message_chars
+    # Recorded in full (915,640 characters), sent cut to max_message_chars: 15,000 + 47 + 15,000.
+    "openhands": (5, 130, 126, 30_047),
 }
 
 
@@ -308,7 +309,7 @@ def test_shared_details(loaded: tuple[list[Trace], list[Skipped]]) -> None:
     }
     gpt5 = by_name["openhands/alibaba__fastjson2-2775"]
     assert gpt5.meta["max_message_chars"] == 30000
-    assert gpt5.meta["results_untruncated"] is True
+    assert gpt5.meta["import_notes"]["results_truncated_to_max_message_chars"] == 2
     agent = by_name["claude-code/agent-a4ca7529"]
     assert agent.meta["agent"]["agentType"] == "general-purpose"
     for trace in loaded[0]:
@@ -614,7 +615,15 @@ def test_orphan_result_becomes_text(tmp_path: Path) -> None:
 
 def test_load_dir_skips_bad_files_with_reasons(tmp_path: Path) -> None:
     """Corrupt, unknown and ambiguous files are skipped with a reason; others still load."""
-    _write(tmp_path / "a" / "good.json", [{"role": "user", "content": [_result("x")]}])
+    good = [
+        {"role": "user", "content": "task"},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "x", "name": "t", "input": {}}],
+        },
+        {"role": "user", "content": [_result("x")]},
+    ]
+    _write(tmp_path / "a" / "good.json", good)
     (tmp_path / "a" / "corrupt.json").write_text("{not json", encoding="utf-8")
     (tmp_path / "b").mkdir()
     (tmp_path / "b" / "notes.txt").write_text("hello", encoding="utf-8")

@@ -154,7 +154,12 @@ def test_bound_follows_the_cache_rules() -> None:
     """A 380 s pause expires the cache (r3 all written: 375); OpenAI writes at the base price."""
     late = bound_billed(_bound_trace(late=True), chars4, protect_rounds=1)
     assert late == pytest.approx(125 + 260 + 260 + 375)
-    assert bound_billed(_bound_trace("openai"), chars4, protect_rounds=1) == pytest.approx(730.0)
+    plain = CacheRules()
+    assert bound_billed(
+        _bound_trace("openai"), chars4, rules=plain, protect_rounds=1
+    ) == pytest.approx(730.0)
+    # By default the trace's own rules: an unknown OpenAI model reads at 0.5x (100 + 3 * 250).
+    assert bound_billed(_bound_trace("openai"), chars4, protect_rounds=1) == pytest.approx(850.0)
     never = CacheRules(ttl=None)
     assert bound_billed(_bound_trace(late=True), chars4, rules=never, protect_rounds=1) == 905.0
 
@@ -190,3 +195,13 @@ def _count_of(trace: Trace) -> Any:
     from benchmarks._count import counter_for
 
     return counter_for(trace.model)
+
+
+def test_bound_counts_the_omitted_header_and_no_cache_where_none_was_recorded() -> None:
+    """A 40-token header rides every request (175 + 3 * 264); caching off writes all (1,250)."""
+    header = replace(_bound_trace(), header_tokens=40)
+    assert bound_billed(header, chars4, protect_rounds=1) == pytest.approx(175 + 3 * 264)
+    off = CacheRules(enabled=False)
+    assert bound_billed(_bound_trace(), chars4, rules=off, protect_rounds=1) == pytest.approx(
+        1.25 * (100 + 300 + 300 + 300)
+    )
