@@ -37,8 +37,8 @@ from typing import Any, Final, Self
 import orjson
 import xxhash
 
-from budget._errors import ConfigError, QuotaExceeded, RefError, SessionLocked, StoreError
 from spill import _fs
+from spill._errors import ConfigError, QuotaExceeded, RefError, SessionLocked, StoreError
 from spill._log import decode_log, encode_records
 from spill._store import REF_RE, LogRecord, check_quota, events, validate_ref
 from spill._utf8 import utf8_of

@@ -14,7 +14,7 @@ from typing import Any, Self
 import orjson
 import xxhash
 
-from budget._errors import QuotaExceeded, RefError, StoreError
+from spill._errors import QuotaExceeded, RefError, StoreError
 from spill._log import decode_log, encode_records
 from spill._store import LogRecord, check_quota, validate_ref
 from spill._utf8 import utf8_of

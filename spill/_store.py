@@ -15,8 +15,8 @@ from typing import Any, Final, Protocol, Self, TypeAlias, runtime_checkable
 
 import xxhash
 
-from budget._errors import ConfigError, RefError
-from budget._log import get_logger
+from spill._errors import ConfigError, RefError
+from spill._logger import get_logger
 from spill._utf8 import encode_text, utf8_of
 
 __all__ = [
@@ -47,7 +47,7 @@ def events() -> Any:
 
     Looked up at each event rather than once at import, so that an application configuring
     structlog after importing toolbudget still gets every event; while structlog is not
-    configured at all, only warnings and errors are printed, to stderr (see budget._log).
+    configured at all, only warnings and errors are printed, to stderr (see spill._logger).
     """
     return get_logger("toolbudget.spill")
 
