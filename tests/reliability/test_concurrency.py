@@ -23,16 +23,10 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from benchmarks.soak import (
-    CONFIG,
-    conversation,
-    digest,
-    partial_bodies,
-    result_texts,
-    verify_session,
-)
+from benchmarks.soak import partial_bodies, verify_session
 from budget import Budget, SessionLocked
 from spill import ref_for
+from tests.conversations import CONFIG, conversation, digest, result_texts
 from tests.strategies import assistant, results
 
 REPO = Path(__file__).resolve().parents[2]
@@ -224,7 +218,7 @@ def test_a_second_process_gets_session_locked_at_once_or_waits(tmp_path: Path) -
 
 TURN_TAKER = """
 import json, sys
-from benchmarks.soak import CONFIG, conversation, digest
+from tests.conversations import CONFIG, conversation, digest
 from budget import Budget
 cfg = CONFIG.model_copy(update={"staleness": False, "fsync": False})
 msgs, steps = conversation(9, 16)

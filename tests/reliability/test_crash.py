@@ -20,7 +20,8 @@ from typing import Any
 
 import pytest
 
-from benchmarks.soak import conversation, verify_session
+from benchmarks.soak import verify_session
+from tests.conversations import conversation
 
 REPO = Path(__file__).resolve().parents[2]
 ROUNDS = 40

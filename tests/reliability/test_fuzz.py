@@ -24,10 +24,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
-from benchmarks.soak import CONFIG, Step, conversation, result_texts
 from budget import Budget, BudgetError
 from budget._envelope import EMPTY_TEXT
 from spill._log import decode_log, encode_records
+from tests.conversations import CONFIG, Step, conversation, result_texts
 from tests.strategies import conversations
 
 FAST = CONFIG.model_copy(update={"fsync": False})

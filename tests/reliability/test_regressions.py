@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from benchmarks.soak import CONFIG, conversation, digest
 from budget import Budget, InputError, RefError
 from spill import LocalStore, validate_ref
 from spill._log import encode_records
+from tests.conversations import CONFIG, conversation, digest
 from tests.strategies import assistant, results
 
 FAST = CONFIG.model_copy(update={"fsync": False})
