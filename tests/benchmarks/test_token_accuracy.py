@@ -33,6 +33,7 @@ def test_script_mix() -> None:
     assert script_mix([{"role": "user", "content": "naïve →"}]) == "other"
 
 
+@pytest.mark.slow
 @pytest.mark.traces
 def test_estimator_accuracy_on_recorded_usage(shared_traces: Path) -> None:
     """The estimated prompt growth stays within the error measured on the real traces.

@@ -179,6 +179,7 @@ def env() -> dict[str, str]:
     }
 
 
+@pytest.mark.slow
 def test_a_second_process_gets_session_locked_at_once_or_waits(tmp_path: Path) -> None:
     """While another process holds the session, Budget.open raises SessionLocked naming it
     without waiting; with lock_timeout it waits for the holder's close and sees its log."""
@@ -229,6 +230,7 @@ for j in json.loads(sys.argv[2]):
 """
 
 
+@pytest.mark.slow
 def test_processes_taking_turns_on_one_session_keep_it_consistent(tmp_path: Path) -> None:
     """Three processes open, prepare and close one session in turns (waiting on its lock):
     each gets the sequential copy for its prefix, and the log they share has no damaged line."""

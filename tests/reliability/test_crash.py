@@ -23,6 +23,8 @@ import pytest
 from benchmarks.soak import verify_session
 from tests.conversations import conversation
 
+pytestmark = pytest.mark.slow  # the crash soak: forks and SIGKILLs hundreds of sessions
+
 REPO = Path(__file__).resolve().parents[2]
 ROUNDS = 40
 PHASES = {"open", "read_log", "read_meta", "put", "append_log", "get", "close"}

@@ -40,6 +40,8 @@ from budget._envelope import EMPTY_TEXT
 from spill import _fs
 from tests.conversations import CONFIG, Step, conversation, digest, result_texts
 
+pytestmark = pytest.mark.slow  # replays a conversation once per failing store call site
+
 SEED, ROUNDS = 6, 10
 LOCAL = str(Path(_fs.__file__).with_name("_local.py"))
 ERRNOS = {"ENOSPC": errno.ENOSPC, "EIO": errno.EIO, "EACCES": errno.EACCES}

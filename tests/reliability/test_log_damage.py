@@ -29,6 +29,8 @@ from budget._ledger import Decision, Ledger
 from spill._log import decode_log
 from tests.conversations import CONFIG, Step, conversation, digest, result_texts
 
+pytestmark = pytest.mark.slow  # replays a conversation per damaged log line
+
 FAST = CONFIG.model_copy(update={"fsync": False})
 SEED, ROUNDS = 6, 10
 

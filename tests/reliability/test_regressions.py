@@ -29,6 +29,7 @@ def unbroken(path: Path, seed: int, rounds: int) -> list[str]:
         ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [1, 12])
 def test_resumed_and_retried_requests_match_an_unbroken_run(tmp_path: Path, seed: int) -> None:
     """A session closed before request ``at`` (or after it, the agent then retrying it) and
