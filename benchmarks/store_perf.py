@@ -7,10 +7,7 @@ Measures what SPEC §10 sets targets for, on the store alone:
   carrying its ~2,300-character replacement text);
 - opening an existing session holding 10,000 bodies and reading its log (the whole resume);
 - ``put`` of a 10 MB body with fsync on and off, in MB/s (target: spills at >= 300 MB/s to a
-  local disk), and ``get`` of it back (hash-verified);
-- what ``spill._utf8``'s in-place view of a long ASCII text saves on a ``put`` (10 KB to 10 MB,
-  fsync on and off): puts with the view and with ``str.encode`` alternate in one session, and
-  the saving is the share of the encode put's time.
+  local disk), and ``get`` of it back (hash-verified).
 
 Each figure is the best of ``--repeat`` runs, with the median beside it: on a shared machine the
 best run is the one least disturbed by other work. Run from the repository root::
@@ -30,19 +27,16 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from unittest import mock
 
 import orjson
 
-from spill import LocalStore, _utf8, ref_for
+from spill import LocalStore, ref_for
 
 __all__ = ["Figure", "main", "measure"]
 
 RECORDS = 10_000
 BODY_BYTES = 10_000_000
 MB = 1_000_000
-SPILL_SIZES = {"10 KB": 10_000, "100 KB": 100_000, "1 MB": 1_000_000, "10 MB": 10_000_000}
-"""The spill sizes the in-place view is measured at (a spill starts at the 50,000-char cap)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,60 +93,8 @@ def _records(envelope: bool) -> list[dict[str, object]]:
     ]
 
 
-def _saving(name: str, view: list[float], encode: list[float]) -> Figure:
-    """The share of an encode put's time the view saves: from the best runs, and the median of
-    the savings of each pair of neighbouring runs (robust to a load drift during the run)."""
-    best = 1 - min(view) / min(encode)
-    paired = statistics.median(1 - v / e for v, e in zip(view, encode, strict=True))
-    return Figure(name, best * 100, paired * 100, "%")
-
-
-def _view_vs_encode(root: Path, repeat: int) -> list[Figure]:
-    """Puts of long ASCII bodies with the in-place view and with ``str.encode``, alternated.
-
-    Per size and fsync setting: the saving in wall-clock time (what a spill costs the agent,
-    disk included) and in the thread's CPU time (less disturbed by other processes on a shared
-    machine); and, as a bound that load cannot blur, the CPU time of the ``str.encode`` copy the
-    view avoids as a share of an encode put's CPU time.
-    """
-    figures = []
-    for label, size in SPILL_SIZES.items():
-        for fsync in (True, False):
-            bodies = _bodies(2 * repeat, size=size)
-            wall: dict[bool, list[float]] = {True: [], False: []}
-            cpu: dict[bool, list[float]] = {True: [], False: []}
-            copy: list[float] = []
-            with LocalStore(root / f"view-{size}-{fsync}", fsync=fsync, quota_bytes=None) as store:
-                for i in range(repeat):
-                    # Alternate which goes first, so a drift in machine load hits both alike.
-                    for use_view in (True, False) if i % 2 else (False, True):
-                        body = bodies[2 * i + use_view]
-                        with mock.patch.object(_utf8, "_VIEW", _utf8._VIEW if use_view else None):
-                            started, used = time.perf_counter(), time.thread_time()
-                            store.put(body)
-                            cpu[use_view].append(time.thread_time() - used)
-                            wall[use_view].append(time.perf_counter() - started)
-                    used = time.thread_time()
-                    _utf8.encode_text(bodies[2 * i])
-                    copy.append(time.thread_time() - used)
-            state = "on" if fsync else "off"
-            name = f"put {label} ASCII, fsync {state}: view saves"
-            figures.append(_saving(f"{name}, wall", wall[True], wall[False]))
-            figures.append(_saving(f"{name}, CPU", cpu[True], cpu[False]))
-            share = [c / e for c, e in zip(copy, cpu[False], strict=True)]
-            figures.append(
-                Figure(
-                    f"{name} at most (copy/put CPU)",
-                    min(share) * 100,
-                    statistics.median(share) * 100,
-                    "%",
-                )
-            )
-    return figures
-
-
-def _bodies(count: int, *, cjk: bool = False, size: int = BODY_BYTES) -> list[str]:
-    """``count`` different texts of about ``size`` UTF-8 bytes, like a long build log.
+def _bodies(count: int, *, cjk: bool = False) -> list[str]:
+    """``count`` different texts of about BODY_BYTES UTF-8 bytes, like a long build log.
 
     ``cjk`` adds two CJK characters per line: CPython then stores the text as UCS-2 and its
     UTF-8 encoder (needed to hash and write it) is several times slower than for ASCII.
@@ -160,8 +102,8 @@ def _bodies(count: int, *, cjk: bool = False, size: int = BODY_BYTES) -> list[st
     line = (
         "Building wheel for package-{} (pyproject.toml) ... done" + (" 中文" if cjk else "") + "\n"
     )
-    base = "".join(line.format(i) for i in range(size // 50 + 1))
-    base = base.encode()[:size].decode("utf-8", "ignore")
+    base = "".join(line.format(i) for i in range(BODY_BYTES // 50))
+    base = base.encode()[:BODY_BYTES].decode("utf-8", "ignore")
     return [f"{i:08d}" + base[8:] for i in range(count)]
 
 
@@ -210,7 +152,6 @@ def measure(root: Path, repeat: int) -> list[Figure]:
             ref = store.put(bodies[-1])
             seconds = _times(lambda: store.get(ref), repeat)  # noqa: B023 - called right here
         figures.append(_rate(f"get 10 MB {text} (hash-verified)", size, seconds))
-    figures.extend(_view_vs_encode(root, repeat))
     return figures
 
 

@@ -17,7 +17,6 @@ import xxhash
 
 from spill._errors import ConfigError, RefError
 from spill._logger import get_logger
-from spill._utf8 import encode_text, utf8_of
 
 __all__ = [
     "REF_LEN",
@@ -52,13 +51,14 @@ def events() -> Any:
     return get_logger("toolbudget.spill")
 
 
-def ref_for(text: str) -> str:
-    """Return the ref of ``text``: xxh3-128 of its UTF-8 (surrogatepass) bytes, 32 hex chars.
+def encode_text(text: str) -> bytes:
+    """The bytes a body is stored and hashed as (UTF-8, lone surrogates kept)."""
+    return text.encode("utf-8", "surrogatepass")
 
-    A long ASCII text is hashed in place, without an encoded copy (see ``spill._utf8``).
-    """
-    with utf8_of(text) as data:
-        return xxhash.xxh3_128_hexdigest(data)
+
+def ref_for(text: str) -> str:
+    """Return the ref of ``text``: xxh3-128 of its UTF-8 (surrogatepass) bytes, 32 hex chars."""
+    return xxhash.xxh3_128_hexdigest(encode_text(text))
 
 
 def check_quota(quota_bytes: object) -> None:
