@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: bench test lint docs check clean
+.PHONY: bench test test-fast lint docs check clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -17,6 +17,10 @@ bench: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/pytest -n 2 -q $(ARGS)
+
+# Everything but the tests marked slow (crash soak, perf smoke, large hypothesis runs): CI runs `test`.
+test-fast: $(STAMP)
+	$(BIN)/pytest -n 2 -q -m "not slow" $(ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check budget spill benchmarks tests

@@ -16,7 +16,7 @@ How things are timed, so the figures can be read on a shared machine:
 
 Run from the repository root::
 
-    python -m benchmarks.perf [--quick] [--json FILE] [--traces DIR] [--dir DIR]
+    python -m benchmarks perf [--quick] [--json FILE] [--traces DIR] [--dir DIR]
 
 ``--quick`` runs every benchmark at reduced sizes (under a minute) for smoke use; its figures are
 noisier and some are below the sizes the targets name. ``--dir`` picks the filesystem the disk
@@ -25,7 +25,6 @@ benchmarks use (default: the system temporary directory).
 
 from __future__ import annotations
 
-import argparse
 import gc
 import json
 import math
@@ -861,20 +860,21 @@ def _default_traces() -> Path:
     return Path(__file__).resolve().parents[1] / ".." / "shared" / "traces"
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the benchmarks, print the table, optionally write JSON; always exits 0."""
-    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n", 1)[0])
-    parser.add_argument("--quick", action="store_true", help="smaller sizes, under a minute")
-    parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
-    parser.add_argument(
-        "--traces", type=Path, default=None, help="recorded traces (default ../shared/traces)"
-    )
-    parser.add_argument("--dir", type=Path, default=None, help="where to create sessions")
-    args = parser.parse_args(argv)
-    sizes = Sizes.quick() if args.quick else Sizes.full()
-    traces = args.traces if args.traces is not None else _default_traces()
+def main(
+    *,
+    quick: bool = False,
+    json_path: Path | None = None,
+    traces: Path | None = None,
+    workdir: Path | None = None,
+) -> int:
+    """Run the benchmarks, print the table, optionally write JSON; always returns 0.
+
+    The command line is ``python -m benchmarks perf`` (see ``benchmarks/cli.py``).
+    """
+    sizes = Sizes.quick() if quick else Sizes.full()
+    traces = traces if traces is not None else _default_traces()
     started = time.perf_counter()
-    with tempfile.TemporaryDirectory(dir=args.dir, prefix="toolbudget-perf-") as tmp:
+    with tempfile.TemporaryDirectory(dir=workdir, prefix="toolbudget-perf-") as tmp:
         figures = run(
             sizes,
             traces=traces,
@@ -885,12 +885,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     load = os.getloadavg()
     print(format_table(figures))
     print(
-        f"\n{'quick' if args.quick else 'full'} run, {elapsed:.0f} s; Python "
+        f"\n{'quick' if quick else 'full'} run, {elapsed:.0f} s; Python "
         f"{sys.version.split()[0]}; {os.cpu_count()} CPUs, load average {load[0]:.1f}"
     )
-    if args.json is not None:
+    if json_path is not None:
         doc = {
-            "quick": args.quick,
+            "quick": quick,
             "sizes": asdict(sizes),
             "elapsed_s": elapsed,
             "python": sys.version.split()[0],
@@ -898,9 +898,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             "load_average": list(load),
             "figures": [asdict(f) for f in figures],
         }
-        args.json.write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+        json_path.write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from benchmarks.cli import alias
+
+    alias("perf")

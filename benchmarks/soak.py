@@ -29,15 +29,15 @@ The store's filesystem calls are counted through the ``spill._fs`` seam, which t
 performed unless ``--real-fsync``: a killed process loses nothing the page cache holds, so they
 only cost time here (power loss is outside what a process kill can test).
 
-Run from the repository root::
+The conversation and its digests live with the tests that replay it too
+(``tests/conversations.py``), so the soak runs from the repository root::
 
-    python -m benchmarks.soak --trials 500 [--seed 1] [--rounds 40] [--max-crashes 3]
+    python -m benchmarks soak --trials 500 [--seed 1] [--rounds 40] [--max-crashes 3]
                               [--kill ops|timer] [--workdir DIR] [--json out.json]
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import logging
@@ -57,36 +57,13 @@ from typing import Any, Final
 import structlog
 import xxhash
 
-from budget import Budget, BudgetConfig
+from budget import Budget
 from spill import LocalStore, _fs, ref_for
+from tests.conversations import CONFIG, Message, Step, conversation, digest, result_texts
 
-__all__ = [
-    "CONFIG",
-    "Figures",
-    "Step",
-    "conversation",
-    "digest",
-    "main",
-    "partial_bodies",
-    "result_texts",
-    "run_soak",
-    "verify_session",
-]
-
-CONFIG: Final = BudgetConfig(
-    result_cap=4_000,
-    preview_chars=500,
-    group_budget=10_000,
-    protect_rounds=3,
-    stale_floor=800,
-    stub_chars=200,
-    min_reclaim_tokens=1_500,
-    window=200_000,
-)
-"""Small caps so that a short conversation exercises every pass; fsync on, as by default."""
+__all__ = ["Figures", "main", "partial_bodies", "run_soak", "verify_session"]
 
 MODES: Final = ("before", "after", "torn")
-READ_TOOL: Final = "toolbudget_read"
 _STORE_METHODS: Final = (
     "__init__",
     "put",
@@ -98,19 +75,6 @@ _STORE_METHODS: Final = (
     "write_meta",
     "close",
 )
-
-Message = dict[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class Step:
-    """One request of the replay: the history length sent, the clock, the usage passed."""
-
-    length: int
-    now: float
-    usage: dict[str, int] | None
-    read_back: bool
-    """Whether the agent reads back the first spilled output of this request's report."""
 
 
 @dataclass(slots=True)
@@ -144,134 +108,7 @@ class Figures:
     elapsed_s: float = 0.0
 
 
-# -- the conversation -----------------------------------------------------------------------------
-
-_WORDS: Final = (
-    "error",
-    "warning",
-    "passed",
-    "failed",
-    "def",
-    "return",
-    "import",
-    "assert",
-    "构建",
-    "测试",
-    "🎉",
-    "{",
-    "}",
-    "0x1f",
-    "path/to/file.py",
-)
-
-
-def _text(rng: random.Random, chars: int, tag: str) -> str:
-    lines: list[str] = []
-    size = n = 0
-    while size < chars:
-        words = rng.choices(_WORDS, k=64)
-        for width in rng.choices(range(2, 15), k=8):
-            line = f"{tag} {n:05d}: {' '.join(words[:width])}\n"
-            words = words[width:] or rng.choices(_WORDS, k=64)
-            lines.append(line)
-            size += len(line)
-            n += 1
-    return "".join(lines)[:chars]
-
-
-def _size(rng: random.Random) -> int:
-    roll = rng.random()
-    if roll < 0.05:
-        return 0
-    if roll < 0.45:
-        return rng.randint(10, 700)
-    if roll < 0.75:
-        return rng.randint(800, 4_000)
-    if roll < 0.95:
-        return rng.randint(4_001, 30_000)
-    return rng.randint(30_000, 120_000)
-
-
-def conversation(seed: int, rounds: int) -> tuple[list[Message], list[Step]]:
-    """A deterministic conversation and its requests (one per round, after its results)."""
-    rng = random.Random(seed)
-    msgs: list[Message] = [{"role": "user", "content": "Fix the failing build, please."}]
-    steps: list[Step] = []
-    now = 1_000.0
-    last_ref_round = -10
-    cold = {int(rounds * share) for share in (0.35, 0.68, 0.9)}
-    for r in range(rounds):
-        k = rng.choice((1, 1, 2, 3))
-        calls = [
-            (f"toolu_{r:02d}_{j}", rng.choice(("bash", "read", "grep", "web"))) for j in range(k)
-        ]
-        if r - last_ref_round > 7 and r > 3:
-            calls[0] = (calls[0][0], READ_TOOL)  # a read-back call: exempt, pages instead
-            last_ref_round = r
-        msgs.append(
-            {
-                "role": "assistant",
-                "content": [
-                    {"type": "text", "text": f"Round {r}: looking further."},
-                    *[
-                        {"type": "tool_use", "id": cid, "name": tool, "input": {"n": r}}
-                        for cid, tool in calls
-                    ],
-                ],
-            }
-        )
-        blocks: list[dict[str, Any]] = []
-        for j, (cid, tool) in enumerate(calls):
-            text = _text(rng, _size(rng), f"{tool}{r}.{j}")
-            if r == 5 and j == 0:
-                text += "a lone surrogate \ud800 survives\n" * 200
-            content: Any = text
-            if r == 9 and j == 0:
-                content = [
-                    {"type": "text", "text": text or "screenshot"},
-                    {
-                        "type": "image",
-                        "source": {
-                            "type": "base64",
-                            "media_type": "image/png",
-                            "data": "iVBORw0KGgo=",
-                        },
-                    },
-                ]
-            block: dict[str, Any] = {"type": "tool_result", "tool_use_id": cid, "content": content}
-            if rng.random() < 0.1:
-                block["is_error"] = True
-            blocks.append(block)
-        msgs.append({"role": "user", "content": blocks})
-        # Mostly warm; now and then a pause longer than the cache TTL (a cold-cache batch).
-        now += 400.0 if r in cold else rng.choice((3.0, 8.0, 20.0))
-        usage = None
-        if r % 3:
-            usage = {"input_tokens": 900 * r + 500, "output_tokens": 60 + r}
-        steps.append(Step(len(msgs), now, usage, read_back=r % 4 == 1))
-    return msgs, steps
-
-
 # -- digests and checks -----------------------------------------------------------------------------
-
-
-def digest(messages: list[Any]) -> str:
-    """A digest of a request copy's exact JSON bytes (lone surrogates escaped, as SDKs send)."""
-    return xxhash.xxh3_128_hexdigest(json.dumps(messages, ensure_ascii=True).encode())
-
-
-def result_texts(msgs: list[Message]) -> dict[str, str]:
-    """The text of every tool result in ``msgs`` (Anthropic format), by call id."""
-    out: dict[str, str] = {}
-    for m in msgs:
-        if isinstance(m["content"], list):
-            for b in m["content"]:
-                if b.get("type") == "tool_result":
-                    c = b["content"]
-                    if isinstance(c, list):
-                        c = "\n".join(p["text"] for p in c if p.get("type") == "text")
-                    out[b["tool_use_id"]] = c
-    return out
 
 
 def _final_decisions(session: Budget, ids: list[str]) -> dict[str, list[Any]]:
@@ -681,25 +518,24 @@ def _workdir(given: str | None) -> Iterator[Path]:
         yield Path(tmp)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the soak and print its figures; exit status 1 if anything was lost or differed."""
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.soak",
-        description="Crash soak: SIGKILL a session at random points, resume, compare every byte.",
-    )
-    parser.add_argument("--trials", type=int, default=200)
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--rounds", type=int, default=40)
-    parser.add_argument("--max-crashes", type=int, default=3)
-    parser.add_argument("--kill", choices=("ops", "timer"), default="ops")
-    parser.add_argument("--workdir", default=None, help="where sessions go (default: a temp dir)")
-    parser.add_argument("--real-fsync", action="store_true", help="perform fsync calls too")
-    parser.add_argument("--keep", action="store_true", help="keep each trial's session directory")
-    parser.add_argument("--json", default=None, help="also write the figures to this JSON file")
-    parser.add_argument("--quiet", action="store_true")
-    args = parser.parse_args(argv)
-    if args.trials < 1 or args.max_crashes < 1 or args.rounds < 8:
-        parser.error("--trials and --max-crashes must be >= 1, --rounds >= 8")
+def main(
+    *,
+    trials: int = 200,
+    seed: int = 1,
+    rounds: int = 40,
+    max_crashes: int = 3,
+    kill: str = "ops",
+    workdir: str | None = None,
+    real_fsync: bool = False,
+    keep: bool = False,
+    json_path: str | None = None,
+    quiet: bool = False,
+) -> int:
+    """Run the soak and print its figures; 1 if anything was lost or differed, else 0.
+
+    The command line is ``python -m benchmarks soak`` (see ``benchmarks/cli.py``), which checks
+    the bounds (``trials``, ``max_crashes`` >= 1, ``rounds`` >= 8) and the ``kill`` mode.
+    """
     # The parent's own checks reopen damaged logs: their warnings are counted, not printed.
     structlog.configure(
         wrapper_class=structlog.make_filtering_bound_logger(logging.ERROR),
@@ -707,33 +543,35 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     def progress(trial: int, figures: Figures) -> None:
-        if not args.quiet and (trial + 1) % 25 == 0:
+        if not quiet and (trial + 1) % 25 == 0:
             print(
-                f"{trial + 1}/{args.trials} trials, {figures.kills} kills, "
+                f"{trial + 1}/{trials} trials, {figures.kills} kills, "
                 f"{figures.mismatches} mismatches, {figures.lost} lost",
                 file=sys.stderr,
                 flush=True,
             )
 
-    with _workdir(args.workdir) as directory:
+    with _workdir(workdir) as directory:
         figures = run_soak(
-            trials=args.trials,
-            seed=args.seed,
-            rounds=args.rounds,
-            max_crashes=args.max_crashes,
-            kill=args.kill,
+            trials=trials,
+            seed=seed,
+            rounds=rounds,
+            max_crashes=max_crashes,
+            kill=kill,
             workdir=directory,
-            real_fsync=args.real_fsync,
-            keep=args.keep,
+            real_fsync=real_fsync,
+            keep=keep,
             progress=progress,
         )
-    if args.json is not None:
-        Path(args.json).write_text(json.dumps(asdict(figures), indent=2) + "\n")
-    if not args.quiet:
+    if json_path is not None:
+        Path(json_path).write_text(json.dumps(asdict(figures), indent=2) + "\n")
+    if not quiet:
         _print(figures)
     bad = figures.lost + figures.mismatches + figures.final_decision_mismatches
     return 1 if bad or figures.partial_files_visible or figures.errors else 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from benchmarks.cli import alias
+
+    alias("soak")

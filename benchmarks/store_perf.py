@@ -12,7 +12,7 @@ Measures what SPEC §10 sets targets for, on the store alone:
 Each figure is the best of ``--repeat`` runs, with the median beside it: on a shared machine the
 best run is the one least disturbed by other work. Run from the repository root::
 
-    python -m benchmarks.store_perf [--repeat 7] [--dir DIR] [--json out.json]
+    python -m benchmarks store-perf [--repeat 7] [--dir DIR] [--json out.json]
 
 ``--dir`` picks the filesystem measured (default: the system temp directory, which may be a
 RAM disk on some machines; pass a directory on the disk sessions will live on).
@@ -20,13 +20,11 @@ RAM disk on some machines; pass a directory on the disk sessions will live on).
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
-import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -157,23 +155,23 @@ def measure(root: Path, repeat: int) -> list[Figure]:
     return figures
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Measure and print the figures; optionally write them as JSON."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--repeat", type=int, default=7, help="runs per figure (default 7)")
-    parser.add_argument("--dir", type=Path, default=None, help="where to create the sessions")
-    parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
-    args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory(dir=args.dir, prefix="store-perf-") as tmp:
-        figures = measure(Path(tmp), max(1, args.repeat))
+def main(*, repeat: int = 7, workdir: Path | None = None, json_path: Path | None = None) -> int:
+    """Measure and print the figures; optionally write them as JSON.
+
+    The command line is ``python -m benchmarks store-perf`` (see ``benchmarks/cli.py``).
+    """
+    with tempfile.TemporaryDirectory(dir=workdir, prefix="store-perf-") as tmp:
+        figures = measure(Path(tmp), max(1, repeat))
     width = max(len(f.name) for f in figures)
     print(f"{'measure':<{width}}  {'best':>9}  {'median':>9}")
     for f in figures:
         print(f"{f.name:<{width}}  {f.best:>9.1f}  {f.median:>9.1f}  {f.unit}")
-    if args.json is not None:
-        args.json.write_text(json.dumps([asdict(f) for f in figures], indent=2) + "\n")
+    if json_path is not None:
+        json_path.write_text(json.dumps([asdict(f) for f in figures], indent=2) + "\n")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from benchmarks.cli import alias
+
+    alias("store-perf")

@@ -31,15 +31,13 @@ non-ASCII), by size (growth under or over 1,000 tokens: on small growths, a few 
 the trace does not show weigh heavily) and by turn (``user`` when a person's message was
 appended: agents attach context there that their recordings do not hold).
 
-Run: ``python -m benchmarks.tokens [--traces DIR] [--json FILE]``.
+Run: ``python -m benchmarks tokens [--traces DIR] [--json FILE]``.
 """
 
 from __future__ import annotations
 
-import argparse
 import math
 import statistics
-import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -345,25 +343,24 @@ def render(result: TokenAccuracy) -> str:
     return "\n".join(lines)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Command line: measure, print the table, optionally write the JSON."""
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.tokens", description=__doc__.split("\n")[0]
-    )
-    parser.add_argument("--traces", type=Path, default=DEFAULT_TRACES, help="traces directory")
-    parser.add_argument("--json", type=Path, default=None, help="write the results here")
-    args = parser.parse_args(argv)
+def main(*, traces_dir: Path = DEFAULT_TRACES, json_path: Path | None = None) -> int:
+    """Measure, print the table, optionally write the JSON.
+
+    The command line is ``python -m benchmarks tokens`` (see ``benchmarks/cli.py``).
+    """
     from benchmarks.importers import load_dir
 
-    traces, skipped_files = load_dir(args.traces)
+    traces, skipped_files = load_dir(traces_dir)
     result = measure(traces)
     print(render(result))
     if skipped_files:
-        print(f"{len(skipped_files)} files under {args.traces} held no trace.")
-    if args.json is not None:
-        args.json.write_bytes(orjson.dumps(result.to_json(), option=orjson.OPT_INDENT_2))
+        print(f"{len(skipped_files)} files under {traces_dir} held no trace.")
+    if json_path is not None:
+        json_path.write_bytes(orjson.dumps(result.to_json(), option=orjson.OPT_INDENT_2))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from benchmarks.cli import alias
+
+    alias("tokens")

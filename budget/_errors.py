@@ -14,9 +14,22 @@ Every error toolbudget raises on purpose derives from :class:`BudgetError`::
 
 A failed spill is *not* an error for the caller: the text stays inline and the decision is
 frozen as ``kept_unspillable``; the store error is logged as an event instead.
+
+The root, ``ConfigError`` and the store errors are defined in ``spill/_errors.py``, the lower
+layer that raises them (so ``spill`` never imports ``budget``), and re-exported here as the very
+same classes; the errors only ``budget`` raises are defined below.
 """
 
 from __future__ import annotations
+
+from spill._errors import (
+    BudgetError,
+    ConfigError,
+    QuotaExceeded,
+    RefError,
+    SessionLocked,
+    StoreError,
+)
 
 __all__ = [
     "BudgetError",
@@ -31,39 +44,12 @@ __all__ = [
 ]
 
 
-class BudgetError(Exception):
-    """Root of every error toolbudget raises on purpose."""
-
-
-class ConfigError(BudgetError, ValueError):
-    """A setting is invalid; the message names the field."""
-
-
 class InputError(BudgetError, ValueError):
     """The messages passed in are malformed; the message says which one and why."""
 
 
 class FormatError(InputError):
     """The message format is unknown, ambiguous, or not the one that was named."""
-
-
-class StoreError(BudgetError, OSError):
-    """The session store cannot do what was asked."""
-
-
-class RefError(StoreError, KeyError):
-    """A read-back reference is malformed or names nothing in this session."""
-
-    def __str__(self) -> str:  # KeyError would repr() the message
-        return str(self.args[0]) if self.args else ""
-
-
-class SessionLocked(StoreError):
-    """Another process holds the session directory's lock."""
-
-
-class QuotaExceeded(StoreError):
-    """Writing this body would exceed the session's size quota."""
 
 
 class ContextOverflow(BudgetError):

@@ -9,16 +9,16 @@ what keeps request copies byte-identical from turn to turn and across processes.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
+
+from spill import REF_RE
 
 __all__ = ["Decision", "Kind", "Ledger"]
 
 Kind = Literal["kept", "spilled", "trimmed", "kept_unspillable"]
 KINDS: frozenset[str] = frozenset({"kept", "spilled", "trimmed", "kept_unspillable"})
-_REF = re.compile(r"\A[0-9a-f]{32}\Z")  # spill.REF_RE: a logged ref is checked like a model's
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +106,8 @@ def _invalid(rec: Mapping[str, Any]) -> str | None:
         return f"decision record with unknown kind {kind!r}"
     if text is not None and not isinstance(text, str):
         return "decision record whose text is not a string"
-    if ref is not None and not (isinstance(ref, str) and _REF.match(ref)):
+    # A logged ref is checked like a model's: by spill's own pattern.
+    if ref is not None and not (isinstance(ref, str) and REF_RE.match(ref)):
         return "decision record whose ref is not 32 lowercase hex characters"
     chars = get("chars")
     if not isinstance(chars, int) or chars < 0:

@@ -15,15 +15,11 @@ model reaches the filesystem. :func:`gc_sessions` removes old, unused session di
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from spill._gc import gc_sessions
-    from spill._local import DEFAULT_QUOTA_BYTES, LocalStore
-    from spill._log import LOG_VERSION
-    from spill._memory import MemoryStore
-    from spill._store import REF_RE, LogRecord, Store, ref_for, validate_ref
+from spill._gc import gc_sessions
+from spill._local import DEFAULT_QUOTA_BYTES, LocalStore
+from spill._log import LOG_VERSION
+from spill._memory import MemoryStore
+from spill._store import REF_RE, LogRecord, Store, ref_for, validate_ref
 
 __all__ = [
     "DEFAULT_QUOTA_BYTES",
@@ -37,36 +33,3 @@ __all__ = [
     "ref_for",
     "validate_ref",
 ]
-
-# spill's modules need budget._errors, and budget's __init__ imports spill. So that importing
-# either package (or any spill submodule) first works, the names here load on first use
-# (PEP 562), and budget is imported at the very end of this module, before any spill submodule
-# can start loading: budget's own `from spill import ...` then finds __getattr__ ready.
-_WHERE: dict[str, str] = {
-    "gc_sessions": "spill._gc",
-    "DEFAULT_QUOTA_BYTES": "spill._local",
-    "LocalStore": "spill._local",
-    "LOG_VERSION": "spill._log",
-    "MemoryStore": "spill._memory",
-    "REF_RE": "spill._store",
-    "LogRecord": "spill._store",
-    "Store": "spill._store",
-    "ref_for": "spill._store",
-    "validate_ref": "spill._store",
-}
-
-
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'spill' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *__all__])
-
-
-import budget  # noqa: E402, F401  (must come after __getattr__; see the comment above _WHERE)

@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 from typing import Final
 
-from budget._errors import ConfigError, StoreError
 from spill import _fs
+from spill._errors import ConfigError, StoreError
 from spill._local import BODIES_NAME, LOCK_NAME, LOG_NAME, META_NAME, TMP_PREFIX
 from spill._store import events
 

@@ -37,11 +37,10 @@ from typing import Any, Final, Self
 import orjson
 import xxhash
 
-from budget._errors import ConfigError, QuotaExceeded, RefError, SessionLocked, StoreError
 from spill import _fs
+from spill._errors import ConfigError, QuotaExceeded, RefError, SessionLocked, StoreError
 from spill._log import decode_log, encode_records
-from spill._store import REF_RE, LogRecord, check_quota, events, validate_ref
-from spill._utf8 import utf8_of
+from spill._store import REF_RE, LogRecord, check_quota, encode_text, events, validate_ref
 
 __all__ = ["DEFAULT_QUOTA_BYTES", "LocalStore"]
 
@@ -144,9 +143,8 @@ class LocalStore:
         """
         if not isinstance(text, str):
             raise StoreError(f"put takes a str body, got {type(text).__name__}")
-        # One view of the UTF-8 bytes (no copy for a long ASCII text) for the hash and the write.
-        with utf8_of(text) as data:
-            return self._put(data)
+        # Encoded once, for the hash and the write.
+        return self._put(encode_text(text))
 
     def _put(self, data: bytes | memoryview) -> str:
         ref = xxhash.xxh3_128_hexdigest(data)

@@ -24,7 +24,7 @@ from typing import Any, Final
 import orjson
 import xxhash
 
-from budget._errors import StoreError
+from spill._errors import StoreError
 from spill._store import events
 
 __all__ = ["LOG_VERSION", "decode_log", "encode_records"]

@@ -14,10 +14,9 @@ from typing import Any, Self
 import orjson
 import xxhash
 
-from budget._errors import QuotaExceeded, RefError, StoreError
+from spill._errors import QuotaExceeded, RefError, StoreError
 from spill._log import decode_log, encode_records
-from spill._store import LogRecord, check_quota, validate_ref
-from spill._utf8 import utf8_of
+from spill._store import LogRecord, check_quota, encode_text, validate_ref
 
 __all__ = ["MemoryStore"]
 
@@ -48,8 +47,8 @@ class MemoryStore:
         """Store ``text`` once by content hash and return its ref."""
         if not isinstance(text, str):
             raise StoreError(f"put takes a str body, got {type(text).__name__}")
-        with utf8_of(text) as data:  # no copy of a long ASCII text
-            ref, size = xxhash.xxh3_128_hexdigest(data), len(data)
+        data = encode_text(text)
+        ref, size = xxhash.xxh3_128_hexdigest(data), len(data)
         with self._mutex:
             self._check_open()
             if ref in self._bodies:

@@ -15,9 +15,8 @@ from typing import Any, Final, Protocol, Self, TypeAlias, runtime_checkable
 
 import xxhash
 
-from budget._errors import ConfigError, RefError
-from budget._log import get_logger
-from spill._utf8 import encode_text, utf8_of
+from spill._errors import ConfigError, RefError
+from spill._logger import get_logger
 
 __all__ = [
     "REF_LEN",
@@ -47,18 +46,19 @@ def events() -> Any:
 
     Looked up at each event rather than once at import, so that an application configuring
     structlog after importing toolbudget still gets every event; while structlog is not
-    configured at all, only warnings and errors are printed, to stderr (see budget._log).
+    configured at all, only warnings and errors are printed, to stderr (see spill._logger).
     """
     return get_logger("toolbudget.spill")
 
 
-def ref_for(text: str) -> str:
-    """Return the ref of ``text``: xxh3-128 of its UTF-8 (surrogatepass) bytes, 32 hex chars.
+def encode_text(text: str) -> bytes:
+    """The bytes a body is stored and hashed as (UTF-8, lone surrogates kept)."""
+    return text.encode("utf-8", "surrogatepass")
 
-    A long ASCII text is hashed in place, without an encoded copy (see ``spill._utf8``).
-    """
-    with utf8_of(text) as data:
-        return xxhash.xxh3_128_hexdigest(data)
+
+def ref_for(text: str) -> str:
+    """Return the ref of ``text``: xxh3-128 of its UTF-8 (surrogatepass) bytes, 32 hex chars."""
+    return xxhash.xxh3_128_hexdigest(encode_text(text))
 
 
 def check_quota(quota_bytes: object) -> None:

@@ -29,6 +29,7 @@ def _structlog_restored() -> Iterator[None]:
         structlog.reset_defaults()
 
 
+@pytest.mark.slow
 def test_bench_on_the_builtin_set_writes_json_and_charts(tmp_path: Path) -> None:
     """With no --traces the built-in sessions run; the JSON has exactly the keys, charts exist."""
     out, plots = tmp_path / "r.json", tmp_path / "p"

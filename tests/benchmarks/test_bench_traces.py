@@ -20,7 +20,8 @@ from benchmarks.strategies._base import Messages, StrategySession
 from benchmarks.strategies.toolbudget import ToolbudgetSession
 from benchmarks.trace import Trace
 
-pytestmark = pytest.mark.traces
+# Slow: replays every recorded trace under every strategy.
+pytestmark = [pytest.mark.traces, pytest.mark.slow]
 
 
 def _uncounted(obj: Any) -> int:

@@ -32,6 +32,8 @@ TINY = Sizes(
     trace_limit=1,
 )
 
+pytestmark = pytest.mark.slow  # runs every benchmark, at its quick sizes
+
 
 @pytest.fixture(scope="module")
 def figures(tmp_path_factory: pytest.TempPathFactory, shared_traces: Path) -> list[Figure]:

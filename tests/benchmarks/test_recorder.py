@@ -14,6 +14,8 @@ from benchmarks import recorder
 from benchmarks.replay import build_strategies, run
 from benchmarks.trace import Trace
 
+pytestmark = pytest.mark.slow  # records the built-in sessions by running real commands
+
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
 
 

@@ -6,9 +6,11 @@ import json
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from benchmarks.cli import app
 from benchmarks.importers import load_dir
-from benchmarks.tokens import main, measure, script_mix, summarize
+from benchmarks.tokens import measure, script_mix, summarize
 from budget._tokens import estimate_tokens
 
 
@@ -31,6 +33,7 @@ def test_script_mix() -> None:
     assert script_mix([{"role": "user", "content": "naïve →"}]) == "other"
 
 
+@pytest.mark.slow
 @pytest.mark.traces
 def test_estimator_accuracy_on_recorded_usage(shared_traces: Path) -> None:
     """The estimated prompt growth stays within the error measured on the real traces.
@@ -58,13 +61,12 @@ def test_estimator_accuracy_on_recorded_usage(shared_traces: Path) -> None:
 
 
 @pytest.mark.traces
-def test_command_line_writes_json(
-    shared_traces: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """The command prints the table and writes the same figures as JSON."""
+def test_command_line_writes_json(shared_traces: Path, tmp_path: Path) -> None:
+    """``python -m benchmarks tokens`` prints the table and writes the same figures as JSON."""
     out = tmp_path / "tokens.json"
-    assert main(["--traces", str(shared_traces), "--json", str(out)]) == 0
-    printed = capsys.readouterr().out
+    result = CliRunner().invoke(app, ["tokens", "--traces", str(shared_traces), "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    printed = result.output
     assert "anchored" in printed and "format:claude-code" in printed
     data = json.loads(out.read_text())
     assert data["pairs"] > 1000

@@ -11,6 +11,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -148,6 +149,7 @@ def test_very_large_texts_are_estimated_from_samples() -> None:
     assert TextTokens()(large) == sampled
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(
     st.text(st.sampled_from(list("ab \n\nx中😀")), max_size=400),

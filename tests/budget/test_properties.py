@@ -8,11 +8,14 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from budget import Budget, BudgetConfig
 from tests.strategies import chat_conversations, conversations
+
+pytestmark = pytest.mark.slow  # large hypothesis runs over whole conversations
 
 CFG = BudgetConfig(
     result_cap=600,

@@ -244,6 +244,7 @@ def test_overflow_forces_staleness_and_three_in_a_row_raise(tmp_path: Path) -> N
             b.on_overflow(overflow)
 
 
+@pytest.mark.slow
 def test_a_fresh_process_resumes_with_byte_identical_request_copies(tmp_path: Path) -> None:
     """Another Python process opening the session produces exactly the same request bytes."""
     import subprocess

@@ -23,16 +23,10 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from benchmarks.soak import (
-    CONFIG,
-    conversation,
-    digest,
-    partial_bodies,
-    result_texts,
-    verify_session,
-)
+from benchmarks.soak import partial_bodies, verify_session
 from budget import Budget, SessionLocked
 from spill import ref_for
+from tests.conversations import CONFIG, conversation, digest, result_texts
 from tests.strategies import assistant, results
 
 REPO = Path(__file__).resolve().parents[2]
@@ -185,6 +179,7 @@ def env() -> dict[str, str]:
     }
 
 
+@pytest.mark.slow
 def test_a_second_process_gets_session_locked_at_once_or_waits(tmp_path: Path) -> None:
     """While another process holds the session, Budget.open raises SessionLocked naming it
     without waiting; with lock_timeout it waits for the holder's close and sees its log."""
@@ -224,7 +219,7 @@ def test_a_second_process_gets_session_locked_at_once_or_waits(tmp_path: Path) -
 
 TURN_TAKER = """
 import json, sys
-from benchmarks.soak import CONFIG, conversation, digest
+from tests.conversations import CONFIG, conversation, digest
 from budget import Budget
 cfg = CONFIG.model_copy(update={"staleness": False, "fsync": False})
 msgs, steps = conversation(9, 16)
@@ -235,6 +230,7 @@ for j in json.loads(sys.argv[2]):
 """
 
 
+@pytest.mark.slow
 def test_processes_taking_turns_on_one_session_keep_it_consistent(tmp_path: Path) -> None:
     """Three processes open, prepare and close one session in turns (waiting on its lock):
     each gets the sequential copy for its prefix, and the log they share has no damaged line."""

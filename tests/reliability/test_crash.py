@@ -20,7 +20,10 @@ from typing import Any
 
 import pytest
 
-from benchmarks.soak import conversation, verify_session
+from benchmarks.soak import verify_session
+from tests.conversations import conversation
+
+pytestmark = pytest.mark.slow  # the crash soak: forks and SIGKILLs hundreds of sessions
 
 REPO = Path(__file__).resolve().parents[2]
 ROUNDS = 40

@@ -25,6 +25,8 @@ import pytest
 from budget import Budget, BudgetConfig
 from tests.strategies import assistant, results
 
+pytestmark = pytest.mark.slow  # a child process per full disk, quota or read-only session
+
 REPO = Path(__file__).resolve().parents[2]
 CFG = {"result_cap": 5_000, "preview_chars": 500, "fsync": True}
 NOBODY = 65534

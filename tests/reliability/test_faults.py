@@ -34,18 +34,13 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from benchmarks.soak import (
-    CONFIG,
-    Step,
-    conversation,
-    digest,
-    partial_bodies,
-    result_texts,
-    verify_session,
-)
+from benchmarks.soak import partial_bodies, verify_session
 from budget import Budget, StoreError
 from budget._envelope import EMPTY_TEXT
 from spill import _fs
+from tests.conversations import CONFIG, Step, conversation, digest, result_texts
+
+pytestmark = pytest.mark.slow  # replays a conversation once per failing store call site
 
 SEED, ROUNDS = 6, 10
 LOCAL = str(Path(_fs.__file__).with_name("_local.py"))

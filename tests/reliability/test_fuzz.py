@@ -20,15 +20,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
-from benchmarks.soak import CONFIG, Step, conversation, result_texts
 from budget import Budget, BudgetError
 from budget._envelope import EMPTY_TEXT
 from spill._log import decode_log, encode_records
+from tests.conversations import CONFIG, Step, conversation, result_texts
 from tests.strategies import conversations
+
+pytestmark = pytest.mark.slow  # large hypothesis runs
 
 FAST = CONFIG.model_copy(update={"fsync": False})
 # More examples for a longer hunt: TOOLBUDGET_FUZZ_EXAMPLES=5000 pytest tests/reliability/test_fuzz.py

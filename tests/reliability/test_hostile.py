@@ -485,6 +485,7 @@ print(json.dumps({
 """
 
 
+@pytest.mark.slow
 def test_a_100_mb_result_is_spilled_and_paged_fast_and_memory_sane(
     tmp_path: Path, record_property: Any
 ) -> None:

@@ -14,10 +14,10 @@ from typing import Any
 import orjson
 from structlog.testing import capture_logs
 
-from benchmarks.soak import digest
 from budget import Budget, BudgetConfig
 from spill import MemoryStore, ref_for
 from spill._log import encode_records
+from tests.conversations import digest
 from tests.strategies import SMALL, assistant, big, results
 
 Message = dict[str, Any]

@@ -23,11 +23,13 @@ import pytest
 import xxhash
 from structlog.testing import capture_logs
 
-from benchmarks.soak import CONFIG, Step, conversation, digest, result_texts
 from budget import Budget
 from budget._envelope import EMPTY_TEXT
 from budget._ledger import Decision, Ledger
 from spill._log import decode_log
+from tests.conversations import CONFIG, Step, conversation, digest, result_texts
+
+pytestmark = pytest.mark.slow  # replays a conversation per damaged log line
 
 FAST = CONFIG.model_copy(update={"fsync": False})
 SEED, ROUNDS = 6, 10

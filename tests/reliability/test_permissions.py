@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from benchmarks.soak import CONFIG, conversation
 from budget import Budget
+from tests.conversations import CONFIG, conversation
 
 
 @pytest.fixture(params=[0o000, 0o022, 0o077])

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from benchmarks.soak import CONFIG, conversation, digest
 from budget import Budget, InputError, RefError
 from spill import LocalStore, validate_ref
 from spill._log import encode_records
+from tests.conversations import CONFIG, conversation, digest
 from tests.strategies import assistant, results
 
 FAST = CONFIG.model_copy(update={"fsync": False})
@@ -29,6 +29,7 @@ def unbroken(path: Path, seed: int, rounds: int) -> list[str]:
         ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [1, 12])
 def test_resumed_and_retried_requests_match_an_unbroken_run(tmp_path: Path, seed: int) -> None:
     """A session closed before request ``at`` (or after it, the agent then retrying it) and

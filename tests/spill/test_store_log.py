@@ -197,6 +197,7 @@ def test_a_whole_log_is_decoded_in_bulk() -> None:
 DAMAGE = st.sampled_from(["flip", "truncate", "duplicate", "blank", "junk", "version", "reorder"])
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(
     records=st.lists(st.dictionaries(KEYS, JSON_VALUES, max_size=3), min_size=1, max_size=6),

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
@@ -10,7 +9,6 @@ import xxhash
 
 from budget._errors import RefError, StoreError
 from spill import REF_RE, LocalStore, MemoryStore, ref_for, validate_ref
-from spill._utf8 import ZERO_COPY, ZERO_COPY_MIN_CHARS, utf8_of
 
 
 @pytest.mark.parametrize(
@@ -25,7 +23,7 @@ def test_ref_is_xxh3_128_of_utf8_surrogatepass(text: str) -> None:
 
 
 class _LyingStr(str):
-    """A str subclass whose isascii and len lie: the zero-copy path must not trust them."""
+    """A str subclass whose isascii and len lie: a ref must not trust them."""
 
     def isascii(self) -> bool:
         return True
@@ -34,10 +32,10 @@ class _LyingStr(str):
         return 10**9
 
 
-_LONG = ZERO_COPY_MIN_CHARS
+_LONG = 64 * 1024
 LONG_TEXTS = {
-    "ascii at the threshold": "a" * _LONG,
-    "ascii just below it": "b" * (_LONG - 1),
+    "ascii 64 KiB": "a" * _LONG,
+    "ascii 64 KiB minus one": "b" * (_LONG - 1),
     "ascii 1 MB log": "".join(f"{i:7d} build step ok\n" for i in range(50_000)),
     "non-ascii long": "é" * _LONG,
     "non-ascii at the end": "c" * _LONG + "日本",
@@ -48,13 +46,11 @@ LONG_TEXTS = {
 
 @pytest.mark.parametrize("name", list(LONG_TEXTS))
 def test_long_texts_get_the_ref_of_their_encoded_bytes(name: str, tmp_path: Path) -> None:
-    """Long texts hashed in place get the ref of their encoded bytes, and stores agree."""
+    """Long texts get the ref of their encoded bytes, and both stores agree and keep those bytes."""
     text = LONG_TEXTS[name]
     data = str.encode(text, "utf-8", "surrogatepass")
     ref = ref_for(text)
     assert ref == xxhash.xxh3_128_hexdigest(data)
-    with utf8_of(text) as view:
-        assert bytes(view) == data
     with LocalStore(tmp_path / "s", fsync=False) as local, MemoryStore() as memory:
         assert local.put(text) == ref == memory.put(text)
         assert memory.bodies_bytes == len(data)
@@ -67,21 +63,6 @@ def test_refs_of_long_texts_are_pinned() -> None:
     assert ref_for("x" * 65_536) == "02da4b9c5a75caad3688558138047f8a"
     log = "".join(f"{i:7d} build step ok\n" for i in range(50_000))
     assert ref_for(log) == "eaa8849f4d0093b8c01231b3249b31ee"
-
-
-def test_long_ascii_text_is_hashed_in_place_on_cpython() -> None:
-    """On CPython a long ASCII text is read in place (a view), not copied by encode()."""
-    if sys.implementation.name != "cpython":
-        pytest.skip("the zero-copy path is CPython's C API")
-    assert ZERO_COPY
-    text = "f" * _LONG
-    with utf8_of(text) as view:
-        assert isinstance(view, memoryview) and view.readonly
-        assert len(view) == len(text)
-    with pytest.raises(ValueError):
-        len(view)  # released on exit: it cannot outlive the block
-    with utf8_of("short") as short:
-        assert isinstance(short, bytes)
 
 
 def test_refs_differ_for_texts_differing_in_one_surrogate() -> None:

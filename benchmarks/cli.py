@@ -1,0 +1,136 @@
+"""``python -m benchmarks perf|soak|store-perf|tokens``: the benchmarks' one command line.
+
+Each command loads its benchmark module only when it runs, so ``python -m benchmarks tokens``
+does not import the soak or the perf suite. ``python -m benchmarks.perf`` (and ``.soak``,
+``.store_perf``, ``.tokens``) still work: they run the same command on its own (:func:`alias`).
+``toolbudget bench`` (the savings comparison users run) lives in ``budget/cli.py``.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+__all__ = ["COMMANDS", "alias", "app", "main"]
+
+app = typer.Typer(
+    name="python -m benchmarks",
+    help="toolbudget's benchmarks: speed, crash soak, session store, token estimates.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+
+def perf(
+    quick: Annotated[bool, typer.Option(help="Smaller sizes, under a minute.")] = False,
+    json_path: Annotated[
+        Path | None, typer.Option("--json", help="Also write the figures here.")
+    ] = None,
+    traces: Annotated[
+        Path | None, typer.Option(help="Recorded traces (default ../shared/traces).")
+    ] = None,
+    workdir: Annotated[Path | None, typer.Option("--dir", help="Where to create sessions.")] = None,
+) -> None:
+    """Performance against SPEC §10's numbers, side by side with LangChain."""
+    from benchmarks import perf as module
+
+    raise typer.Exit(module.main(quick=quick, json_path=json_path, traces=traces, workdir=workdir))
+
+
+class Kill(StrEnum):
+    """How the soak kills a session: at a numbered store call, or after a random delay."""
+
+    ops = "ops"
+    timer = "timer"
+
+
+def soak(
+    trials: Annotated[int, typer.Option(min=1)] = 200,
+    seed: Annotated[int, typer.Option()] = 1,
+    rounds: Annotated[int, typer.Option(min=8)] = 40,
+    max_crashes: Annotated[int, typer.Option(min=1)] = 3,
+    kill: Annotated[Kill, typer.Option()] = Kill.ops,
+    workdir: Annotated[
+        str | None, typer.Option(help="Where sessions go (default: a temp dir).")
+    ] = None,
+    real_fsync: Annotated[bool, typer.Option(help="Perform fsync calls too.")] = False,
+    keep: Annotated[bool, typer.Option(help="Keep each trial's session directory.")] = False,
+    json_path: Annotated[
+        str | None, typer.Option("--json", help="Also write the figures to this JSON file.")
+    ] = None,
+    quiet: Annotated[bool, typer.Option()] = False,
+) -> None:
+    """Crash soak: SIGKILL a session at random points, resume, compare every byte."""
+    from benchmarks import soak as module
+
+    code = module.main(
+        trials=trials,
+        seed=seed,
+        rounds=rounds,
+        max_crashes=max_crashes,
+        kill=kill.value,
+        workdir=workdir,
+        real_fsync=real_fsync,
+        keep=keep,
+        json_path=json_path,
+        quiet=quiet,
+    )
+    raise typer.Exit(code)
+
+
+def store_perf(
+    repeat: Annotated[int, typer.Option(help="Runs per figure.")] = 7,
+    workdir: Annotated[
+        Path | None, typer.Option("--dir", help="Where to create the sessions.")
+    ] = None,
+    json_path: Annotated[
+        Path | None, typer.Option("--json", help="Also write the figures here.")
+    ] = None,
+) -> None:
+    """Session-store performance: resume from the decision log, and spill throughput."""
+    from benchmarks import store_perf as module
+
+    raise typer.Exit(module.main(repeat=repeat, workdir=workdir, json_path=json_path))
+
+
+def tokens(
+    traces: Annotated[Path | None, typer.Option(help="Traces directory.")] = None,
+    json_path: Annotated[
+        Path | None, typer.Option("--json", help="Write the results here.")
+    ] = None,
+) -> None:
+    """Accuracy of the token estimates against the usage the recorded traces report."""
+    from benchmarks import tokens as module
+
+    if traces is None:
+        raise typer.Exit(module.main(json_path=json_path))
+    raise typer.Exit(module.main(traces_dir=traces, json_path=json_path))
+
+
+COMMANDS: dict[str, Callable[..., Any]] = {
+    "perf": perf,
+    "soak": soak,
+    "store-perf": store_perf,
+    "tokens": tokens,
+}
+"""The commands by name, as typed after ``python -m benchmarks``."""
+
+for _name, _command in COMMANDS.items():
+    app.command(_name)(_command)
+
+
+def alias(name: str) -> None:
+    """Run command ``name`` alone on ``sys.argv``, for ``python -m benchmarks.<module>``."""
+    single = typer.Typer(add_completion=False)
+    single.command()(COMMANDS[name])
+    single(args=sys.argv[1:], prog_name=f"python -m benchmarks.{name.replace('-', '_')}")
+
+
+def main() -> None:
+    """Entry point of ``python -m benchmarks``."""
+    app()
