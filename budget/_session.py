@@ -12,7 +12,9 @@ What a request costs, and what it does not:
   the same list object again (agents append to one list): same list, no shorter, and the same
   message objects at both ends of the previous history. Replacing or deleting an earlier message
   of that list in place is therefore not seen; code that edits its history must pass a new list
-  (``list(messages)``), which is compared in full (by identity first, at C speed).
+  (``list(messages)``), which is compared in full (by identity first, at C speed). The
+  ``cache_control`` markers of earlier messages are compared where agents move them in place
+  (every message that carried one, and the last few: ``_sync_markers``), not all of them.
 * Token estimates of big texts are memoized by the identity of the text for two requests
   (:class:`budget._memo.TextTokens`), so re-scanned messages and staleness candidates are not
   estimated again; very large texts are estimated from samples.

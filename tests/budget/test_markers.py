@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from benchmarks.importers import load_dir
 from budget import Budget, BudgetConfig
@@ -329,3 +331,96 @@ def _responses_result(parts: list[dict[str, Any]]) -> list[Message]:
         {"type": "function_call", "call_id": "c1", "name": "shot", "arguments": "{}"},
         {"type": "function_call_output", "call_id": "c1", "output": parts},
     ]
+
+
+# --- in-place marker moves, any format ----------------------------------------------------------
+
+WINDOW = 8
+"""Messages at the end of a request where markers may be added in place (README, Message formats)."""
+
+
+def _format_round(fmt: str, r: int, output: str) -> list[Message]:
+    """One round in ``fmt``: a call and its result, the result's text in a part list."""
+    cid = f"call_{r}"
+    if fmt == "anthropic":
+        part = {"type": "text", "text": output}
+        return [
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": cid, "name": "sh", "input": {}}],
+            },
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": cid, "content": [part]}],
+            },
+        ]
+    if fmt == "openai_chat":
+        call = {"id": cid, "type": "function", "function": {"name": "sh", "arguments": "{}"}}
+        return [
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": cid, "content": [{"type": "text", "text": output}]},
+        ]
+    return [
+        {"type": "function_call", "call_id": cid, "name": "sh", "arguments": "{}"},
+        {
+            "type": "function_call_output",
+            "call_id": cid,
+            "output": [{"type": "input_text", "text": output}],
+        },
+    ]
+
+
+def _slots(message: Message) -> list[dict[str, Any]]:
+    """The dicts of a message where a marker may sit: the message, its blocks, their parts."""
+    out = [message]
+    content = message.get("content", message.get("output"))
+    for block in content if isinstance(content, list) else []:
+        out.append(block)
+        parts = block.get("content")
+        out += [p for p in parts if isinstance(p, dict)] if isinstance(parts, list) else []
+    return out
+
+
+_outputs = st.sampled_from(["", "short output\n", big(90, "big"), big(40, "mid")])
+_op = st.tuples(
+    st.sampled_from(["history", "copy"]),
+    st.sampled_from(["add", "remove", "move"]),
+    st.floats(0, 1),
+    st.integers(0, 5),
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    fmt=st.sampled_from(["anthropic", "openai_chat", "openai_responses"]),
+    steps=st.lists(
+        st.tuples(st.booleans(), _outputs, st.lists(_op, max_size=4)), min_size=4, max_size=24
+    ),
+)
+def test_markers_moved_in_place_are_the_copys_markers(
+    fmt: str, steps: list[tuple[bool, str, list[tuple[str, str, float, int]]]]
+) -> None:
+    """Random in-place marker moves (history or copy): each copy carries the history's markers."""
+    part = "input_text" if fmt == "openai_responses" else "text"
+    first: Message = {"role": "user", "content": [{"type": part, "text": "Task."}]}
+    live: list[Message] = [first]
+    shown: list[Any] = []
+    with Budget.in_memory(SMALL, format=fmt) as session:
+        for r, (grow, output, ops) in enumerate(steps):
+            if grow or len(live) == 1:
+                live += _format_round(fmt, r, output)
+            for side, kind, where, slot in ops:
+                target = live if side == "history" or not shown else shown
+                # Adding: in the last messages of the next request (the copy's are 2 fewer there).
+                span = WINDOW if target is live else WINDOW - 2
+                if kind in ("remove", "move"):
+                    marked = [d for m in target for d in _slots(m) if "cache_control" in d]
+                    if marked:
+                        marked[int(where * (len(marked) - 1))].pop("cache_control")
+                if kind in ("add", "move"):
+                    recent = target[-min(span, len(target)) :]
+                    spots = [d for m in recent for d in _slots(m)]
+                    spots[(slot + int(where * 97)) % len(spots)]["cache_control"] = dict(EPHEMERAL)
+            req = session.prepare(live, now=float(r))
+            assert marker_places(req.messages) == marker_places(live)
+            shown = req.messages
