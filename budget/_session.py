@@ -535,8 +535,9 @@ class Budget:
                     self._totals.add(d, len(r.text), -1)
         del self._inputs[k:], self._outputs[k:], self._msgs[k:]
         del self._cum_out[k + 1 :], self._cum_in[k + 1 :], self._cum_pre[k + 1 :]
-        for i in [i for i in self._marks if i >= k]:
-            del self._marks[i]
+        if self._marks:
+            for i in [i for i in self._marks if i >= k]:
+                del self._marks[i]
 
     def _scan(self, messages: list[Any], k: int) -> tuple[list[ToolResult], list[ToolResult]]:
         """Scan messages from ``k``: register calls, place results; return (fresh, all new)."""
@@ -817,8 +818,8 @@ class Budget:
                 counted[i] = ready[1]
             else:
                 self._outputs.append(self._render(messages[i], m.results))
-            if i < len(messages) - _RESCAN:  # the last ones are scanned again next time
-                self._note_markers(i, messages[i])
+            if self._outputs[i] is not messages[i] and i < len(messages) - _RESCAN:
+                self._note_markers(i, messages[i])  # the last ones are scanned again next time
             for r in m.results:
                 frozen = self._ledger.get(r.call_id)
                 if frozen is not None:
@@ -847,6 +848,8 @@ class Budget:
                 texts[r.slot] = d.text
         if texts:
             return self._format.rewrite(message, texts)
+        if type(message) is dict:
+            return message
         outgoing = getattr(self._format, "outgoing", None)
         return message if outgoing is None else outgoing(message)
 
@@ -869,10 +872,12 @@ class Budget:
         added); messages from ``k`` on were made again by this request.
         """
         start = max(len(messages) - _MARK_WINDOW, 0)
-        check = [i for i in self._marks if i < start]
-        check += range(start, k)
+        outputs = self._outputs
+        check = [i for i in range(start, k) if outputs[i] is not messages[i]]
+        if self._marks:
+            check += [i for i in self._marks if i < start]
         for i in check:
-            message, out = messages[i], self._outputs[i]
+            message, out = messages[i], outputs[i]
             if out is message:
                 continue  # the caller's own object: its markers are the caller's
             if (markers(message), markers(out)) != self._marks.get(i, _NO_MARKS):
