@@ -216,6 +216,25 @@ def test_markers_put_on_rewritten_messages_of_a_copy_do_not_reach_later_copies(
     assert marked > 20
 
 
+def test_a_marker_added_to_an_older_message_as_a_new_dict_in_a_new_list_is_sent(
+    tmp_path: Path,
+) -> None:
+    """Beyond the last 8 messages, a marker is added by replacing the message: the copy has it."""
+    live = _generated()[:41]
+    with Budget.open(tmp_path / "session", SMALL) as session:
+        first = session.prepare(live)
+        # A result message toolbudget rewrote, far from the end.
+        old = next(i for i in range(1, len(live) - 8) if first.messages[i] is not live[i])
+        block = {**live[old]["content"][-1], "cache_control": dict(EPHEMERAL)}
+        live = [*live[:old], {**live[old], "content": [block]}, *live[old + 1 :]]
+        req = session.prepare(live)
+    assert (
+        marker_places(req.messages)
+        == marker_places(live)
+        == [(old, 0, "block", '{"type": "ephemeral"}')]
+    )
+
+
 def test_a_whole_sdk_message_goes_out_as_role_and_content(tmp_path: Path) -> None:
     """An ``anthropic.types.Message`` appended as the assistant turn is sent as {role, content} only."""
     anthropic = pytest.importorskip("anthropic")
