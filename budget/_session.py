@@ -12,7 +12,9 @@ What a request costs, and what it does not:
   the same list object again (agents append to one list): same list, no shorter, and the same
   message objects at both ends of the previous history. Replacing or deleting an earlier message
   of that list in place is therefore not seen; code that edits its history must pass a new list
-  (``list(messages)``), which is compared in full (by identity first, at C speed).
+  (``list(messages)``), which is compared in full (by identity first, at C speed). The
+  ``cache_control`` markers of earlier messages are compared where agents move them in place
+  (every message that carried one, and the last few: ``_sync_markers``), not all of them.
 * Token estimates of big texts are memoized by the identity of the text for two requests
   (:class:`budget._memo.TextTokens`), so re-scanned messages and staleness candidates are not
   estimated again; very large texts are estimated from samples.
@@ -39,6 +41,7 @@ from budget._envelope import EMPTY_TEXT, envelope_ref
 from budget._errors import ContextOverflow, InputError, StoreError
 from budget._ledger import Decision, Ledger
 from budget._log import get_logger
+from budget._markers import Markers, markers
 from budget._memo import TextTokens
 from budget._overflow import is_context_overflow, overflow_limit
 from budget._readback import ReadBack
@@ -61,6 +64,13 @@ _T = TypeVar("_T")
 
 _RESCAN = 2
 """Trailing messages of the previous history looked at again: callers mutate those in place."""
+
+_MARK_WINDOW = 8
+"""Trailing messages whose ``cache_control`` markers are compared on every request, in the
+caller's history and in the copies handed out: where agents add markers in place (the reference
+loop marks the last three user turns and unmarks the fourth, at most 7 messages back)."""
+
+_NO_MARKS: tuple[Markers, Markers] = ((), ())
 
 
 @dataclass(slots=True)
@@ -393,6 +403,10 @@ class Budget:
         self._cand_results: dict[str, ToolResult] = {}
         self._cand_start = 0
         self._seen: list[Any] | None = None
+        self._marks: dict[int, tuple[Markers, Markers]] = {}
+        """Per rewritten message that carried ``cache_control`` markers when its copy was made
+        (in the caller's message or in the copy): both, as :func:`budget._markers.markers` lists
+        them. Checked on every request, so a marker removed or changed anywhere is seen."""
         self._shown_now: dict[int, tuple[Any, int]] = {}
         """Per message scanned by this request and shown rewritten by earlier decisions: that
         copy and its tokens. _apply takes them for messages this request decides nothing in
@@ -521,6 +535,7 @@ class Budget:
         records.append(req)
         self._append_log(records)
         reports = self._apply(messages, k, made, by_id)
+        self._sync_markers(messages, k)
         since = self._last_n
         self._last_at, self._last_n, self._last_f = now, len(messages), fingerprint
 
@@ -603,6 +618,9 @@ class Budget:
                     self._totals.add(d, len(r.text), -1)
         del self._inputs[k:], self._outputs[k:], self._msgs[k:]
         del self._cum_out[k + 1 :], self._cum_in[k + 1 :], self._cum_pre[k + 1 :]
+        if self._marks:
+            for i in [i for i in self._marks if i >= k]:
+                del self._marks[i]
 
     def _scan(self, messages: list[Any], k: int) -> tuple[list[ToolResult], list[ToolResult]]:
         """Scan messages from ``k``: register calls, place results; return (fresh, all new)."""
@@ -895,6 +913,7 @@ class Budget:
             self._cand_start = max(self._cand_start, end)
         for i in sorted(touched_old):
             self._outputs[i] = self._render(messages[i], self._msgs[i].results)
+            self._note_markers(i, messages[i])
         shown, self._shown_now = self._shown_now, {}
         counted: dict[int, int] = {}
         for i in range(k, len(messages)):
@@ -906,6 +925,8 @@ class Budget:
                 counted[i] = ready[1]
             else:
                 self._outputs.append(self._render(messages[i], m.results))
+            if self._outputs[i] is not messages[i] and i < len(messages) - _RESCAN:
+                self._note_markers(i, messages[i])  # the last ones are scanned again next time
             for r in m.results:
                 frozen = self._ledger.get(r.call_id)
                 if frozen is not None:
@@ -932,7 +953,43 @@ class Budget:
             d = self._ledger.get(r.call_id)
             if d is not None and d.text is not None:
                 texts[r.slot] = d.text
-        return self._format.rewrite(message, texts) if texts else message
+        if texts:
+            return self._format.rewrite(message, texts)
+        if type(message) is dict:
+            return message
+        outgoing = getattr(self._format, "outgoing", None)
+        return message if outgoing is None else outgoing(message)
+
+    def _note_markers(self, i: int, message: Any) -> None:
+        """Remember the markers of message ``i`` and of its copy, as the copy is made."""
+        out = self._outputs[i]
+        seen = _NO_MARKS if out is message else (markers(message), markers(out))
+        if seen[0] or seen[1]:
+            self._marks[i] = seen
+        else:
+            self._marks.pop(i, None)
+
+    def _sync_markers(self, messages: list[Any], k: int) -> None:
+        """Make again the copies of earlier messages whose markers changed in place since.
+
+        The caller may have moved a marker in its message (the copy kept the old ones) or in the
+        copy it was given (which later copies would show): either way the copy made again shows
+        the caller's markers of now. Checked: every message that had a marker (a marker removed
+        or changed anywhere is seen) and the last ``_MARK_WINDOW`` messages (where markers are
+        added); messages from ``k`` on were made again by this request.
+        """
+        start = max(len(messages) - _MARK_WINDOW, 0)
+        outputs = self._outputs
+        check = [i for i in range(start, k) if outputs[i] is not messages[i]]
+        if self._marks:
+            check += [i for i in self._marks if i < start]
+        for i in check:
+            message, out = messages[i], outputs[i]
+            if out is message:
+                continue  # the caller's own object: its markers are the caller's
+            if (markers(message), markers(out)) != self._marks.get(i, _NO_MARKS):
+                self._outputs[i] = self._render(message, self._msgs[i].results)
+                self._note_markers(i, message)
 
     # -- window and overflow --------------------------------------------------------------------
 

@@ -86,22 +86,29 @@ def replace_parts(content: object, text: str, text_type: str) -> object:
     """``content`` showing ``text``: a string stays a string; a list keeps its non-text parts.
 
     In a list, the first text part takes ``text`` and keeps its other keys (a ``cache_control``,
-    say); later text parts are dropped; images and files stay in place. A list without a text part
+    say); later text parts are dropped, their text being in ``text``, and a ``cache_control`` marker
+    one of them carried moves onto the first (the caller's cache breakpoint stays in the result;
+    one marker stands for several); images and files stay in place. A list without a text part
     gets one in front.
     """
     if not isinstance(content, list | tuple):
         return text
     out: list[Any] = []
-    placed = False
+    first: dict[str, Any] | None = None
+    moved: Any = None
     for part in content:
         if field(part, "type") == text_type:
-            if not placed:
-                out.append({**to_dict(part), "text": text})
-                placed = True
+            if first is None:
+                first = {**to_dict(part), "text": text}
+                out.append(first)
+            else:
+                moved = field(part, "cache_control") or moved
             continue
         out.append(part)
-    if not placed:
+    if first is None:
         out.insert(0, {"type": text_type, "text": text})
+    elif moved is not None and first.get("cache_control") is None:
+        first["cache_control"] = moved
     return out
 
 

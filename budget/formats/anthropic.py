@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from pydantic import BaseModel
+
 from budget._errors import InputError
 from budget._view import EMPTY_SCAN, Call, RawResult, Scanned
 from budget.formats._common import (
@@ -42,6 +44,7 @@ class AnthropicFormat:
 
     An assistant message may be a ``{"role": "assistant", "content": response.content}`` dict
     whose blocks are SDK models, or an ``anthropic.types.Message`` itself: both are read as is.
+    A ``Message`` goes out as ``{"role", "content"}`` (see :meth:`outgoing`).
     """
 
     name = "anthropic"
@@ -104,6 +107,20 @@ class AnthropicFormat:
             }
         out["content"] = content
         return out
+
+    def outgoing(self, message: Any) -> Any:
+        """``message`` as a request sends it: itself, but a whole response (``anthropic.types.Message``
+        or ``BetaMessage``) as ``{"role", "content"}``, its blocks as the SDK sends them.
+
+        A response's ``id``, ``model``, ``stop_reason`` and ``usage`` are not request fields: the
+        API refuses a message carrying them. The history keeps the response object.
+        """
+        if type(message) is dict or not isinstance(message, BaseModel):
+            return message
+        if field(message, "type") != "message":
+            return message
+        dumped = to_dict(message)
+        return {"role": dumped.get("role"), "content": dumped.get("content")}
 
     def tool_definition(
         self, name: str, description: str, parameters: Mapping[str, Any]
