@@ -245,3 +245,22 @@ def test_pressure_fires_at_six_tenths_of_the_default_128k_window(tmp_path: Path)
     estimate, at = pressure_request(tmp_path / "at", 43_098)
     assert estimate == 76_800
     assert at.report.staleness_reason == "pressure" and trimmed(at) == ["call_0_0"]
+
+
+# --- Read-back ---------------------------------------------------------------------------------
+
+
+def test_a_read_back_page_holds_909_rows_of_22_characters(tmp_path: Path) -> None:
+    """read_page_chars 20,000: rows of 6-digit number, tab, 14 characters and a newline (22 each).
+
+    909 x 22 = 19,998 fits and 910 x 22 = 20,020 does not, so a read without a limit shows lines
+    1-909 and says where to go on.
+    """
+    text = big(3_334)
+    with Budget.open(tmp_path / "s") as b:
+        b.prepare(conversation([[text]]), now=0)
+        page = b.handle_read_tool({"ref": ref_for(text)})
+    rows = page.splitlines()
+    assert rows[0] == f"[toolbudget] ref {ref_for(text)}: lines 1-909 of 3334"
+    assert rows[-1] == "[more: call again with offset=909]"
+    assert len(rows) == 911 and rows[-2].endswith("\tout line 00908")
