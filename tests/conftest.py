@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests._ci import require_dir
 
 SHARED_TRACES = Path(__file__).resolve().parents[1] / ".." / "shared" / "traces"
 
@@ -15,11 +16,17 @@ SHARED_TRACES = Path(__file__).resolve().parents[1] / ".." / "shared" / "traces"
 @pytest.fixture(scope="session")
 def shared_traces() -> Path:
     """The public recorded traces beside the checkout; skipped when absent, but required under CI."""
-    if not SHARED_TRACES.is_dir():
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI=true but the shared traces are missing at {SHARED_TRACES}")
-        pytest.skip("../shared/traces is absent (a fresh clone without the public trace set)")
-    return SHARED_TRACES.resolve()
+    return require_dir(
+        SHARED_TRACES, "../shared/traces is absent (a fresh clone without the public trace set)"
+    )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test that reads ../shared/traces ``traces``, so ``-m "not traces"`` leaves it out."""
+    for item in items:
+        if "shared_traces" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.traces)
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

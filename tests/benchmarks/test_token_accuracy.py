@@ -10,7 +10,8 @@ from typer.testing import CliRunner
 
 from benchmarks.cli import app
 from benchmarks.importers import load_dir
-from benchmarks.tokens import measure, script_mix, summarize
+from benchmarks.tokens import Skipped, collect_pairs, measure, script_mix, summarize
+from benchmarks.trace import Request, Trace, Usage
 from budget._tokens import estimate_tokens
 
 
@@ -71,4 +72,30 @@ def test_command_line_writes_json(shared_traces: Path, tmp_path: Path) -> None:
     data = json.loads(out.read_text())
     assert data["pairs"] > 1000
     assert data["groups"]["anchored"]["all"]["n"] == data["pairs"]
-    assert data["skipped"]["not_grown"] >= 0
+    skipped = measure(load_dir(shared_traces)[0], estimate_tokens).skipped
+    assert data["skipped"] == {"not_grown": skipped.not_grown, "no_new_messages": 0}
+    # 29 pairs on the public traces shrink between requests (compactions): counted, not measured.
+    assert skipped.not_grown > 20
+
+
+def test_pairs_that_did_not_grow_or_add_nothing_are_counted_not_measured() -> None:
+    """Six requests: a resend, a shrunk prompt, one measured pair, and a gap without usage."""
+    msg = {"role": "user", "content": "go"}
+    trace = Trace(
+        name="hand/1",
+        path="hand.json",
+        format="anthropic",
+        provider="anthropic",
+        messages=(msg,) * 10,
+        requests=(
+            Request(2, Usage(100)),
+            Request(2, Usage(110)),  # no new message: a retry or a resend
+            Request(4, Usage(60, cache_read_tokens=30)),  # 90 < 110: compacted
+            Request(6, Usage(90, cache_read_tokens=60)),  # 150 > 90: measured
+            Request(8),  # no usage recorded: the next request has no pair
+            Request(10, Usage(200)),
+        ),
+    )
+    pairs, skipped = collect_pairs([trace])
+    assert skipped == Skipped(not_grown=1, no_new_messages=1)
+    assert [(pair.delta, pair.next_prompt) for pair in pairs] == [(60, 150)]

@@ -113,8 +113,19 @@ def test_appending_never_lowers_the_estimate(a: str, b: str) -> None:
 
 
 def test_lone_surrogates_do_not_fail() -> None:
-    """Text with lone surrogates (from broken decoding) is estimated, not rejected."""
-    assert estimate_text_tokens("ok \ud800 ok") > 0
+    """A lone surrogate (from broken decoding) counts as the 3-byte character its bytes make.
+
+    Encoded with surrogatepass, U+D800 is ED A0 80: a character of the U+3000-U+FFFF class
+    (14/11). "ok \ud800 ok": 4 letters (12) + 2 spaces (2) + 14 = 28 units -> 2.5 -> 3 tokens,
+    exactly as "ok 가 ok" (U+AC00, the same class).
+    """
+    text = "ok \ud800 ok"
+    assert text_class_counts(text)["cjk"] == 1
+    assert estimate_text_tokens(text, ANTHROPIC_PROFILE) == 3
+    assert text_units(text) == text_units("ok 가 ok")
+    assert estimate_text_tokens(text) == estimate_text_tokens("ok 가 ok")
+    message = {"role": "user", "content": text}
+    assert estimate_tokens(message) == estimate_tokens({"role": "user", "content": "ok 가 ok"})
 
 
 def _png(width: int, height: int) -> str:

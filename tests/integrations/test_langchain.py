@@ -1,5 +1,6 @@
 """LangChain v1: the middleware inside a real ``create_agent`` loop, with a model that reads."""
 
+# ruff: noqa: E402 - the framework is imported after its CI guard (require_module below).
 from __future__ import annotations
 
 import asyncio
@@ -9,7 +10,9 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("langchain.agents", reason="LangChain v1 is not installed (extra: langchain)")
+from tests._ci import require_module
+
+require_module("langchain.agents", extra="langchain")
 
 from langchain.agents import create_agent
 from langchain_core.callbacks import CallbackManagerForLLMRun

@@ -1,5 +1,6 @@
 """OpenAI Agents SDK: the input filter inside a real ``Runner`` loop, with a model that reads."""
 
+# ruff: noqa: E402 - the framework is imported after its CI guard (require_module below).
 from __future__ import annotations
 
 import asyncio
@@ -8,11 +9,9 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import pytest
+from tests._ci import require_module
 
-pytest.importorskip(
-    "agents", reason="the OpenAI Agents SDK is not installed (extra: openai-agents)"
-)
+require_module("agents", extra="openai-agents")
 
 from agents import Agent, ModelResponse, RunConfig, Runner, Usage, function_tool
 from agents.models.interface import Model

@@ -1,5 +1,6 @@
 """pydantic-ai: the capability and the history processor inside real agent runs."""
 
+# ruff: noqa: E402 - the framework is imported after its CI guard (require_module below).
 from __future__ import annotations
 
 import asyncio
@@ -10,7 +11,9 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("pydantic_ai", reason="pydantic-ai is not installed (extra: pydantic-ai)")
+from tests._ci import require_module
+
+require_module("pydantic_ai", extra="pydantic-ai")
 
 from pydantic_ai import Agent
 from pydantic_ai.capabilities import ProcessHistory

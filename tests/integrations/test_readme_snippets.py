@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import runpy
 from pathlib import Path
 
 import pytest
 
+from tests._ci import require_module
+
 ROOT = Path(__file__).resolve().parents[2]
 FRAMEWORKS = {
     "LangChain v1": "langchain.agents",
     "pydantic-ai": "pydantic_ai",
     "OpenAI Agents SDK": "agents",
+}
+EXTRAS = {
+    "LangChain v1": "langchain",
+    "pydantic-ai": "pydantic-ai",
+    "OpenAI Agents SDK": "openai-agents",
 }
 
 
@@ -29,13 +35,6 @@ def _snippet(title: str) -> str:
     raise AssertionError(f"README.md has no {title} section under Integrations")
 
 
-def _importable(module: str) -> bool:
-    try:
-        return importlib.util.find_spec(module) is not None
-    except ModuleNotFoundError:
-        return False
-
-
 @pytest.mark.parametrize(("title", "module"), FRAMEWORKS.items())
 def test_integration_snippet_runs(
     title: str,
@@ -45,8 +44,7 @@ def test_integration_snippet_runs(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """The snippet runs as a script, spills the big tool output and keeps the history in full."""
-    if not _importable(module):
-        pytest.skip(f"{module} is not installed (its extra is needed for the {title} snippet)")
+    require_module(module, extra=EXTRAS[title])
     script = tmp_path / "snippet.py"
     script.write_text(_snippet(title), encoding="utf-8")
     monkeypatch.chdir(tmp_path)

@@ -252,7 +252,10 @@ def test_checksummed_records_of_any_shape_never_break_a_resume(
     record_property: Any, records: list[dict[str, Any]]
 ) -> None:
     """Records with valid checksums but random fields (another writer, a future version) are
-    skipped or used; opening the session raises nothing, and it still budgets its conversation."""
+    skipped or used; opening the session raises nothing, and it still budgets its conversation:
+    with no record that could close a request (req, ovf, void) its request copy is exactly that
+    of a session resumed from the clean log, and with one every result is still shown whole,
+    as a toolbudget envelope or stub within the cap, or as the clean resume shows it."""
     data, msgs, steps = real_log()
     try:
         extra = encode_records(records)
@@ -260,10 +263,34 @@ def test_checksummed_records_of_any_shape_never_break_a_resume(
         return  # not even writable as a record
     RAN["records"] += 1
     record_property("reliability.bad_inputs.fuzz_log_records", RAN["records"])
+    last = steps[-1]
+    clean = result_texts(resumed_copy(data))
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "s"
         Budget.open(path, FAST).close()
         (path / "decisions.jsonl").write_bytes(data + extra)
-        last = steps[-1]
         with capture_logs(), Budget.open(path, FAST) as session:
-            session.prepare(msgs[: last.length], usage=last.usage, now=last.now)
+            req = session.prepare(msgs[: last.length], usage=last.usage, now=last.now)
+    got = result_texts(req.messages)
+    assert got.keys() == clean.keys()
+    if not any(rec.get("t") in ("req", "ovf", "void") for rec in records):
+        # Unclosed records are a cut-off request's: its retry (this request) replaces them.
+        assert req.messages == resumed_copy(data)
+        return
+    texts = result_texts(msgs[: last.length])
+    for cid, shown in got.items():
+        budgeted = shown.startswith("[toolbudget] ") and len(shown) <= FAST.result_cap
+        assert shown in (texts[cid], clean[cid]) or budgeted, cid
+
+
+@functools.cache
+def resumed_copy(data: bytes) -> list[Any]:
+    """The last request's copy in a session resumed from the log ``data`` (no bodies, like above)."""
+    _data, msgs, steps = real_log()
+    last = steps[-1]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "s"
+        Budget.open(path, FAST).close()
+        (path / "decisions.jsonl").write_bytes(data)
+        with capture_logs(), Budget.open(path, FAST) as session:
+            return session.prepare(msgs[: last.length], usage=last.usage, now=last.now).messages
