@@ -113,7 +113,7 @@ def _invalid(rec: Mapping[str, Any]) -> str | None:
     if not isinstance(chars, int) or chars < 0:
         return "decision record without a character count"
     digest = get("h")
-    if digest is not None and not (isinstance(digest, str) and _REF.match(digest)):
+    if digest is not None and not (isinstance(digest, str) and REF_RE.match(digest)):
         return "decision record whose text hash is not 32 lowercase hex characters"
     if kind in ("spilled", "trimmed") and (ref is None or text is None):
         return f"{kind} decision record without its ref and text"

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from benchmarks.importers import load_dir
 from budget import Budget, BudgetConfig
+from tests._ci import require_module
 from tests.strategies import SMALL, big
 
 Message = dict[str, Any]
@@ -237,8 +238,8 @@ def test_a_marker_added_to_an_older_message_as_a_new_dict_in_a_new_list_is_sent(
 
 def test_a_whole_sdk_message_goes_out_as_role_and_content(tmp_path: Path) -> None:
     """An ``anthropic.types.Message`` appended as the assistant turn is sent as {role, content} only."""
-    anthropic = pytest.importorskip("anthropic")
-    httpx = pytest.importorskip("httpx2")
+    anthropic = require_module("anthropic", "sdk")
+    httpx = require_module("httpx2", "sdk")
     response = anthropic.types.Message.model_validate(
         {
             "id": "msg_1",

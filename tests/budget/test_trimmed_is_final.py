@@ -1,4 +1,4 @@
-"""A trimmed decision is final (SPEC §3.4): no later decision replaces it, live or in the ledger."""
+"""A trimmed decision is final for its text (SPEC §3.4): no later decision for it replaces it."""
 
 from __future__ import annotations
 
@@ -19,12 +19,15 @@ def tool_text(msg: dict[str, Any]) -> str:
     return content
 
 
-def test_a_trimmed_result_stays_its_stub_when_the_caller_later_edits_it(tmp_path: Path) -> None:
-    """A host rewrites an old, already trimmed result: the request copy keeps the stub it showed.
+def test_a_trimmed_result_stays_its_stub_when_it_is_decided_again_for_the_same_text(
+    tmp_path: Path,
+) -> None:
+    """A trimmed result re-sent unchanged (a new list of equal copies) keeps the stub it showed.
 
-    The edited result no longer matches its logged size, so the session decides it again (kept,
-    it fits); that decision must not replace the trim, or the prefix the provider cached breaks
-    and the model sees a text it was told was trimmed.
+    The session compares the history afresh and meets the trimmed result again; a later decision
+    for the same text must not replace the trim, or the prefix the provider cached breaks and the
+    model sees a text it was told was trimmed. (An edited text is a new result: see
+    tests/reliability/test_issue11_state.py.)
     """
     msgs = conversation([[big(40, f"r{r}")] for r in range(6)])
     with Budget.open(tmp_path / "s", SMALL) as b:
@@ -34,27 +37,35 @@ def test_a_trimmed_result_stays_its_stub_when_the_caller_later_edits_it(tmp_path
         stub = tool_text(cold.messages[2])
         assert stub.startswith("[toolbudget] Old output of bash trimmed (560 characters")
 
-        edited = copy.deepcopy(msgs)
-        edited[2]["content"][0]["content"] = big(45, "r0")  # 630 characters instead of 560
-        edited += [assistant(("z", "bash")), results(("z", "fine"))]
-        after = b.prepare(edited, now=401)
+        again = copy.deepcopy(msgs)
+        again += [assistant(("z", "bash")), results(("z", "fine"))]
+        after = b.prepare(again, now=401)
         assert tool_text(after.messages[2]) == stub
         assert after.messages[: len(cold.messages)] == cold.messages
-
-        edited += [assistant(("y", "bash")), results(("y", "fine"))]
-        later = b.prepare(edited, now=402)
-        assert tool_text(later.messages[2]) == stub
+        assert after.report.trimmed == cold.report.trimmed
         assert b.read(ref_for(big(40, "r0"))) == big(40, "r0")  # the original is still there
 
 
-def test_the_ledger_keeps_a_trim_over_any_later_decision() -> None:
-    """Recording kept or spilled after trimmed leaves the trimmed decision in place."""
+def test_the_ledger_keeps_a_trim_over_any_later_decision_for_the_same_text() -> None:
+    """Kept or spilled recorded after trimmed, for the same text, leave the trim in place."""
     text = big(300)
     ref = ref_for(text)
-    trimmed = Decision("c1", "trimmed", "cold_cache", len(text), text="stub", ref=ref)
-    ledger = Ledger([Decision("c1", "kept", "fits", len(text))])
+    trimmed = Decision("c1", "trimmed", "cold_cache", len(text), text="stub", ref=ref, digest=ref)
+    ledger = Ledger([Decision("c1", "kept", "fits", len(text), digest=ref)])
     ledger.record(trimmed)
-    ledger.record(Decision("c1", "kept", "fits", 10))
+    ledger.record(Decision("c1", "kept", "fits", len(text), digest=ref))
     ledger.record(Decision("c1", "spilled", "cap", len(text), text="envelope", ref=ref))
     assert ledger.get("c1") == trimmed
     assert list(ledger) == [trimmed]
+
+
+def test_the_ledger_lets_a_decision_for_an_edited_text_replace_a_trim() -> None:
+    """A decision for another text (the caller redacted the result) replaces the trim."""
+    text = big(300)
+    ref = ref_for(text)
+    trimmed = Decision("c1", "trimmed", "cold_cache", len(text), text="stub", ref=ref, digest=ref)
+    ledger = Ledger([trimmed])
+    redacted = "x" * len(text)
+    kept = Decision("c1", "kept", "fits", len(redacted), digest=ref_for(redacted))
+    ledger.record(kept)
+    assert ledger.get("c1") == kept
