@@ -10,8 +10,10 @@ import copy
 import functools
 import re
 import time
+from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Annotated, Any, Final
 
 import orjson
@@ -41,6 +43,8 @@ _MAX_SPAN: Final = 1 << 16
 _NOT_PER_LINE: Final = re.compile(r"\\[Az]|\(\?[imsU]*-")
 """Constructs whose truth differs between a line searched alone and inside a run of lines
 (text anchors, a multi-line flag turned off): such patterns are searched line by line only."""
+_LITERAL: Final = re.compile(r"[^.^$*+?()\[\]{}|\\\n]+")
+"""A pattern without any regex syntax (nor a newline, which no line's text holds)."""
 _MAX_SHOWN_ARGS: Final = 5
 _SCHEMA_REF: Final = r"^[0-9a-f]{32}$"
 
@@ -207,15 +211,25 @@ def _grep(pattern: Any, grep: str, lines: Sequence[str]) -> list[tuple[int, str]
 
     Every search call covers a bounded number of bytes (fewer for a bigger program), and the
     clock is read between calls: InputError once :data:`_GREP_SECONDS` have passed. Short lines
-    are searched in runs first (a run without a match holds no matching line: with ``(?m)`` a
-    line matches alone exactly where it matches inside the run); only the lines of a run that
-    matches are searched one by one. A line longer than a call's span is searched in windows
-    overlapping by half: a match longer than half a window may be missed, and ``^`` and ``$``
-    also match at a window's ends.
+    are searched in runs: with ``(?m)`` a line matches alone exactly where it matches inside
+    the run, so a match within one line's text is that line's, and the search goes on at the
+    next line; only a match crossing a newline needs its first line searched alone. A line
+    longer than a call's span is searched in windows overlapping by half: a match longer than
+    half a window may be missed, and ``^`` and ``$`` also match at a window's ends.
     """
     deadline = time.monotonic() + _GREP_SECONDS
+    if _LITERAL.fullmatch(grep):
+        # A plain word (most greps): a substring test per line, the same lines RE2 would give.
+        hits = []
+        for n, line in enumerate(lines, 1):
+            if grep in line:
+                hits.append((n, line))
+            if not n % 4_096:
+                _check(deadline, n)
+        return hits
     span = max(_MIN_SPAN, min(_MAX_SPAN, _SEARCH_STEPS // max(pattern.programsize, 1)))
-    run_chars = span // 4 if _NOT_PER_LINE.search(grep) is None else 0  # UTF-8: <= 4 bytes
+    most = span // 4 if _NOT_PER_LINE.search(grep) is None else 0  # UTF-8: <= 4 bytes a char
+    run_chars = most
     out: list[tuple[int, str]] = []
     i, n = 0, len(lines)
     while i < n:
@@ -223,18 +237,48 @@ def _grep(pattern: Any, grep: str, lines: Sequence[str]) -> list[tuple[int, str]
         while j < n and size + len(lines[j]) <= run_chars:
             size += len(lines[j])
             j += 1
-        if j - i > 1:
-            run = "".join(lines[i:j]).encode("utf-8", "surrogatepass")
-            found = pattern.search(run) is not None
-            _check(deadline, i + 1)
-            if not found:
-                i = j
-                continue
-        for k in range(i, j):
-            if _line_matches(pattern, lines[k], span, deadline, k + 1):
-                out.append((k + 1, lines[k]))
+        found = len(out)
+        if j - i == 1:
+            if _line_matches(pattern, lines[i], span, deadline, i + 1):
+                out.append((i + 1, lines[i]))
+        else:
+            _run_matches(pattern, lines, i, j, span, deadline, out)
+        # Each search call has a fixed cost and, in a run, copies the run: where matches are
+        # dense, shorter runs (down to single lines) cost less; where sparse, longer ones.
+        run_chars = run_chars // 4 if len(out) > found else min(max(run_chars * 2, 256), most)
         i = j
     return out
+
+
+def _run_matches(
+    pattern: Any,
+    lines: Sequence[str],
+    first: int,
+    end: int,
+    span: int,
+    deadline: float,
+    out: list[tuple[int, str]],
+) -> None:
+    """Append the matching lines among ``lines[first:end]``, searched as one text."""
+    encoded = [line.encode("utf-8", "surrogatepass") for line in lines[first:end]]
+    run = b"".join(encoded)
+    starts = list(accumulate((len(e) for e in encoded), initial=0))
+    pos = 0
+    while pos < len(run):
+        found = pattern.search(run, pos)
+        _check(deadline, first + 1)
+        if found is None:
+            return
+        k = bisect_right(starts, found.start()) - 1
+        if k == len(encoded):  # an empty match at the very end of the run
+            if encoded[-1].endswith(b"\n"):
+                return  # after the last newline: no line's
+            k -= 1  # at the end of a last line without a newline: that line's
+        text_end = starts[k + 1] - encoded[k].endswith(b"\n")
+        n = first + k
+        if found.end() <= text_end or _line_matches(pattern, lines[n], span, deadline, n + 1):
+            out.append((n + 1, lines[n]))
+        pos = starts[k + 1]
 
 
 def _line_matches(pattern: Any, line: str, span: int, deadline: float, n: int) -> bool:

@@ -10,6 +10,8 @@ from typing import Any
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from structlog.testing import capture_logs
 from typer.testing import CliRunner
 
@@ -195,3 +197,47 @@ def test_read_tool_errors_never_show_the_sessions_absolute_path(tmp_path: Path) 
             assert result.is_error
             assert str(tmp_path) not in result.text, result.text
         assert "corrupt" in corrupt.text and "0" * 32 in missing.text
+
+
+GREPS = [
+    "foo",
+    r"\bfoo\b",
+    "^x",
+    "o$",
+    r"a\sb",
+    r"\s$",
+    "[^z]*q",
+    "(?s)q.",
+    r"\Ax",
+    r"b\z",
+    "(?-m)^x",
+    "(?i)FOO|^$",
+    "x*",
+    "a b",
+    "$",
+    "^$",
+    "q$|^f",
+    "\t",
+]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.text(alphabet="ab xqfo\t\u00e9\ud800", max_size=40), max_size=300),
+    st.sampled_from(GREPS),
+)
+def test_grep_in_runs_gives_exactly_the_lines_a_line_by_line_search_gives(
+    texts: list[str], grep: str
+) -> None:
+    """Searching runs of lines at once (and plain words by substring) selects exactly the lines
+    whose text alone matches, whatever anchors, classes or newline-crossing the pattern has."""
+    from budget._readback import _grep, _matcher, split_lines
+
+    lines = split_lines("\n".join(texts))
+    pattern = _matcher(grep)
+    want = [
+        (n, line)
+        for n, line in enumerate(lines, 1)
+        if pattern.search(line.removesuffix("\n").encode("utf-8", "surrogatepass")) is not None
+    ]
+    assert _grep(pattern, grep, lines) == want
