@@ -20,6 +20,7 @@ from budget._errors import (
     StoreError,
 )
 from budget._ledger import Decision
+from budget._readback import ReadToolResult
 from budget._report import DecisionReport, Prepared, Report
 from budget._session import Budget
 from budget._tokens import (
@@ -46,6 +47,7 @@ __all__ = [
     "InputError",
     "Prepared",
     "QuotaExceeded",
+    "ReadToolResult",
     "RefError",
     "Report",
     "SessionLocked",

@@ -32,7 +32,6 @@ import time
 from bisect import bisect_right
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 from types import MappingProxyType, TracebackType
 from typing import Any, ParamSpec, Self, TypeGuard, TypeVar, overload
 
@@ -44,7 +43,7 @@ from budget._log import get_logger
 from budget._markers import Markers, markers
 from budget._memo import TextTokens
 from budget._overflow import is_context_overflow, overflow_limit
-from budget._readback import ReadBack
+from budget._readback import ReadBack, ReadToolResult
 from budget._report import DecisionReport, Prepared, Report
 from budget._tokens import estimate_tokens, tokenizer_profile
 from budget._usage import ProviderUsage, normalize_usage
@@ -161,6 +160,7 @@ class Budget:
         self._discover = discover_window
         self._window: int | None = None
         self._store = store
+        self._closed = False
         self._lock = threading.RLock()
         self._log = get_logger("toolbudget")
         self._reader = ReadBack(store, self.config)
@@ -188,7 +188,7 @@ class Budget:
         self._reset()
         self._restore()
         # The format: given, remembered by a resumed session, or detected on the first request.
-        self._formats = FormatChoice.start(format, self._store.read_meta().get("format"))
+        self._formats = FormatChoice.start(format, self._read_meta().get("format"))
         self._format: Format = self._formats.fixed or ANTHROPIC
 
     # -- construction ---------------------------------------------------------------------------
@@ -213,8 +213,9 @@ class Budget:
         ``lock_timeout`` seconds, then gets SessionLocked.
         """
         cfg = build_config(config)
+        # ``path`` as given: Path("") would be the current directory (LocalStore refuses "").
         store = LocalStore(
-            Path(path), quota_bytes=cfg.quota_bytes, fsync=cfg.fsync, lock_timeout=lock_timeout
+            path, quota_bytes=cfg.quota_bytes, fsync=cfg.fsync, lock_timeout=lock_timeout
         )
         try:
             return cls(
@@ -248,6 +249,7 @@ class Budget:
         The session is not usable afterwards.
         """
         with self._lock:
+            self._closed = True
             try:
                 if self._unlogged:
                     self._append_log([])
@@ -429,6 +431,7 @@ class Budget:
         Once named or detected for sure it is fixed for the session: another one is a FormatError.
         """
         started = time.perf_counter()
+        self._check_open()
         if not isinstance(messages, list):
             raise InputError(f"messages must be a list of messages, not {type(messages).__name__}")
         when = time.time() if now is None else _timestamp(now)
@@ -450,6 +453,11 @@ class Budget:
                         "messages nest too deeply to be budgeted (Python's recursion limit)"
                     ) from None
                 raise
+
+    def _check_open(self) -> None:
+        if self._closed:
+            # Not a copy with every result inline as kept_unspillable: the caller has a bug.
+            raise StoreError("the session is closed; open it again with Budget.open to go on")
 
     def _is_retry(self, length: int) -> bool:
         return self._requests > 0 and length == self._last_n
@@ -1012,9 +1020,19 @@ class Budget:
                 self._write_meta(windows=cache)
         return self._window
 
+    def _read_meta(self) -> dict[str, Any]:
+        """The session metadata, or ``{}`` with an event when it cannot be read (empty, not
+        JSON): it only caches what the log and the next requests give again."""
+        try:
+            return self._store.read_meta()
+        except (StoreError, OSError) as exc:
+            self._log.error("session_meta_failed", error=str(exc))
+            return {}
+
     def _write_meta(self, **fields: Any) -> None:
         try:
-            self._store.write_meta({**self._store.read_meta(), **fields})
+            # _read_meta: a damaged file is replaced by a whole one rather than kept forever.
+            self._store.write_meta({**self._read_meta(), **fields})
         except (StoreError, OSError) as exc:
             self._log.error("session_meta_failed", error=str(exc))
 
@@ -1030,6 +1048,7 @@ class Budget:
             self._log.warning("overflow_ignored", error=str(error)[:200])
             return False
         with self._lock:
+            self._check_open()
             limit = overflow_limit(error) if error is not None else None
             if limit is not None and limit < self.window():
                 # The provider told us the real window: believe it from now on.
@@ -1068,9 +1087,16 @@ class Budget:
         """Run the read-back tool: a page of numbered lines with a hint to read on, or an error.
 
         ``tool_input`` is the call's input: a mapping (Anthropic ``input``) or the JSON string
-        OpenAI formats carry in ``arguments``.
+        OpenAI formats carry in ``arguments``. :meth:`read_tool_result` also says whether the
+        text is an error.
         """
         return self._reader.handle(tool_input)
+
+    def read_tool_result(self, tool_input: Mapping[str, Any] | str) -> ReadToolResult:
+        """:meth:`handle_read_tool`'s text and whether it is an error (``is_error``), to set the
+        provider's error flag on the tool result (Anthropic ``is_error``, a LangChain
+        ``status="error"``) without matching the ``Error:`` prefix."""
+        return self._reader.result(tool_input)
 
     def decision(self, call_id: str) -> Decision | None:
         """The frozen decision for the first result answering a call id, if it was decided."""
@@ -1086,6 +1112,7 @@ class Budget:
         """
         if not isinstance(text, str):
             raise InputError(f"a tool output must be a string, not {type(text).__name__}")
+        self._check_open()
         limit = self.config.cap_for(tool)
         if limit is None or len(text) <= limit or self._envelope_ref(text) is not None:
             return text

@@ -15,7 +15,8 @@ from budget import __version__
 from budget._config import BudgetConfig
 from budget._errors import BudgetError
 from budget._readback import ReadBack
-from spill import LocalStore, gc_sessions
+from spill import gc_sessions
+from spill._readonly import ReadOnlyStore
 
 app = typer.Typer(
     name="toolbudget",
@@ -63,13 +64,20 @@ def read(
     limit: Annotated[int | None, typer.Option(help="Most lines to print.")] = None,
     grep: Annotated[str | None, typer.Option(help="Only lines matching this pattern.")] = None,
 ) -> None:
-    """Print a spilled output (or some of its lines) exactly as the tool produced it."""
-    if not session.is_dir():
-        typer.echo(f"error: no session directory at {session}", err=True)
-        raise typer.Exit(2)
+    """Print a spilled output (or some of its lines) exactly as the tool produced it.
+
+    With --grep, each matching line is printed after its line number and a tab, as the read-back
+    tool shows it to the model. Reading takes no lock and writes nothing: it works beside the
+    agent that has the session open.
+    """
     try:
-        with LocalStore(session, lock_timeout=5.0) as store:
-            text = ReadBack(store, BudgetConfig()).read(ref, offset=offset, limit=limit, grep=grep)
+        with ReadOnlyStore(session) as store:
+            reader = ReadBack(store, BudgetConfig())
+            if grep is None:
+                text = reader.read(ref, offset=offset, limit=limit)
+            else:
+                chosen, _ = reader.lines(ref, offset=offset, limit=limit, grep=grep)
+                text = "".join(f"{n:>6}\t{line.removesuffix(chr(10))}\n" for n, line in chosen)
     except BudgetError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None

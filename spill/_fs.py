@@ -52,8 +52,27 @@ _TAIL_CHUNK: Final = 1 << 16
 
 
 def open_fd(path: str, flags: int, mode: int = 0o600, *, dir_fd: int | None = None) -> int:
-    """os.open with close-on-exec and no symlink following on the last component."""
-    return os.open(path, flags | os.O_CLOEXEC | os.O_NOFOLLOW, mode, dir_fd=dir_fd)
+    """os.open with close-on-exec and no symlink following on the last component.
+
+    A file this call creates gets exactly ``mode`` (fchmod after the create): the umask may
+    have removed bits, even the owner's (0o277 gives 0o400). An existing file keeps its mode.
+    """
+    flags |= os.O_CLOEXEC | os.O_NOFOLLOW
+    if not flags & os.O_CREAT:
+        return os.open(path, flags, mode, dir_fd=dir_fd)
+    try:
+        fd = os.open(path, flags | os.O_EXCL, mode, dir_fd=dir_fd)
+    except FileExistsError:
+        if flags & os.O_EXCL:
+            raise
+        # Created by someone else in between is fine: opening it is what was asked.
+        return os.open(path, flags & ~os.O_CREAT, mode, dir_fd=dir_fd)
+    try:
+        os.fchmod(fd, mode)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def close(fd: int) -> None:
@@ -114,8 +133,13 @@ def rename(src: str, dst: str, *, dir_fd: int) -> None:
 
 
 def mkdir(path: str, mode: int = 0o700, *, dir_fd: int | None = None) -> None:
-    """Create one directory."""
+    """Create one directory with exactly ``mode``, whatever the umask.
+
+    The chmod follows the name: it was created an instant ago inside a directory only this
+    user may write to (or, for the session directory and its parents, a path the author chose).
+    """
     os.mkdir(path, mode, dir_fd=dir_fd)
+    os.chmod(path, mode, dir_fd=dir_fd)
 
 
 def lock(fd: int) -> None:

@@ -90,9 +90,14 @@ class LocalStore:
         fsync: bool = True,
         lock_timeout: float = 0.0,
     ) -> None:
+        if not isinstance(path, str | os.PathLike):
+            raise ConfigError(f"session path must be a str or path, not {type(path).__name__}")
         raw = os.fspath(path)
         if not isinstance(raw, str) or not raw:
+            # "" would make the current directory a session: an unset variable is enough.
             raise ConfigError(f"session path must be a non-empty str path, got {raw!r}")
+        if "\0" in raw:
+            raise ConfigError("session path must not contain a NUL character")
         check_quota(quota_bytes)
         if isinstance(lock_timeout, bool) or not isinstance(lock_timeout, int | float):
             raise ConfigError(f"lock_timeout must be a number of seconds, got {lock_timeout!r}")

@@ -21,6 +21,7 @@ def test_budget_public_names_are_pinned() -> None:
         "InputError",
         "Prepared",
         "QuotaExceeded",
+        "ReadToolResult",
         "RefError",
         "Report",
         "SessionLocked",

@@ -41,7 +41,7 @@ def test_read_prints_the_exact_output_or_some_lines(tmp_path: Path) -> None:
     )
     assert some.stdout == "row 5\nrow 6\n"
     grep = runner.invoke(app, ["read", str(tmp_path / "s"), ref_for(text), "--grep", "^row 1999$"])
-    assert grep.stdout == "row 1999\n"
+    assert grep.stdout == "  2000\trow 1999\n"  # numbered, as the read-back tool shows it
 
 
 def test_read_refuses_bad_refs_and_missing_sessions(tmp_path: Path) -> None:

@@ -53,6 +53,8 @@ class OpenAIResponsesFormat:
                 f"{where} must be a dict (a Responses input item), not {type_name(message)}"
             )
         kind = field(message, "type")
+        if kind is not None and not isinstance(kind, str):  # a list or dict is unhashable too
+            raise InputError(f"{where}.type must be a string, not {type_name(kind)}")
         if kind in CALL_TYPES:
             call_id = require_str(field(message, "call_id"), f"{where}.call_id")
             name = field(message, "name")

@@ -294,3 +294,127 @@ def resumed_copy(data: bytes) -> list[Any]:
         (path / "decisions.jsonl").write_bytes(data)
         with capture_logs(), Budget.open(path, FAST) as session:
             return session.prepare(msgs[: last.length], usage=last.usage, now=last.now).messages
+
+
+
+TYPE_VALUES: list[Any] = [
+    None,
+    True,
+    0,
+    -1.5,
+    "",
+    "text",
+    "function_call",
+    [],
+    ["tool_use"],
+    {},
+    {"type": "text"},
+]
+"""A ``type`` of every JSON kind: null, boolean, integer, number, string, array, object."""
+
+
+def typed_histories() -> dict[str, list[Any]]:
+    """One history per format whose items, blocks and parts carry a ``type`` key."""
+    out = "".join(f"row {i}\n" for i in range(600))
+    anthropic = [
+        {"role": "user", "content": [{"type": "text", "text": "Fix CI"}]},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "Looking."},
+                {"type": "tool_use", "id": "c1", "name": "bash", "input": {}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "c1",
+                    "content": [{"type": "text", "text": out}, {"type": "text", "text": "end"}],
+                }
+            ],
+        },
+    ]
+    chat = [
+        {"role": "user", "content": [{"type": "text", "text": "Fix CI"}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{}"}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": [{"type": "text", "text": out}]},
+    ]
+    responses = [
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Fix"}]},
+        {"type": "reasoning", "id": "rs_0", "summary": []},
+        {"type": "function_call", "call_id": "c1", "name": "bash", "arguments": "{}"},
+        {
+            "type": "function_call_output",
+            "call_id": "c1",
+            "output": [{"type": "input_text", "text": out}],
+        },
+    ]
+    return {"anthropic": anthropic, "openai_chat": chat, "openai_responses": responses}
+
+
+def _typed(value: Any, out: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every dict in a JSON-like tree that has a ``type`` key."""
+    if isinstance(value, dict):
+        if "type" in value:
+            out.append(value)
+        for inner in value.values():
+            _typed(inner, out)
+    elif isinstance(value, list):
+        for inner in value:
+            _typed(inner, out)
+    return out
+
+
+def _refused_or_budgeted(fmt: str, bad: list[Any], intact: list[Any]) -> None:
+    """``bad`` is budgeted or refused with a BudgetError; after a refusal the session budgets
+    ``intact`` as a fresh session does."""
+    session = Budget.in_memory(FAST, format=fmt)
+    with capture_logs():
+        try:
+            session.prepare(bad, now=0)
+        except BudgetError:
+            got = session.prepare(intact, now=10)
+            assert (
+                got.messages == Budget.in_memory(FAST, format=fmt).prepare(intact, now=10).messages
+            )
+
+
+@pytest.mark.parametrize("fmt", ["anthropic", "openai_chat", "openai_responses"])
+def test_a_type_of_any_json_kind_anywhere_is_refused_as_a_budget_error(fmt: str) -> None:
+    """Every item, block and part whose ``type`` is null, a boolean, a number, a string, an array
+    or an object (a list or dict used to escape as ``TypeError: unhashable type``) is budgeted or
+    refused with a BudgetError, in each format, and the session stays usable."""
+    intact = typed_histories()[fmt]
+    slots = len(_typed(intact, []))
+    assert slots >= 3
+    for i in range(slots):
+        for value in TYPE_VALUES:
+            bad = copy.deepcopy(intact)
+            _typed(bad, [])[i]["type"] = copy.deepcopy(value)
+            _refused_or_budgeted(fmt, bad, intact)
+
+
+@FUZZ
+@given(
+    st.sampled_from(["anthropic", "openai_chat", "openai_responses"]),
+    st.lists(st.tuples(st.integers(0, 50), json_values), min_size=1, max_size=3),
+)
+def test_random_types_in_every_format_only_ever_raise_budget_errors(
+    fmt: str, hits: list[tuple[int, Any]]
+) -> None:
+    """Random JSON values as the ``type`` of random items, blocks and parts, in all three
+    formats: prepare returns or raises a BudgetError, and the session stays usable."""
+    intact = typed_histories()[fmt]
+    bad = copy.deepcopy(intact)
+    typed = _typed(bad, [])
+    for where, value in hits:
+        typed[where % len(typed)]["type"] = value
+    _refused_or_budgeted(fmt, bad, intact)

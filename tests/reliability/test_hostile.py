@@ -131,7 +131,7 @@ BAD_ARGS: list[Any] = [
     {"grep": "x" * 501},
     {"grep": 5},
     {"grep": ["a"]},
-    {"grep": "(a+)+$"},
+    {"grep": "["},
     {"grep": "(?P<x>a)(?P=x)"},
     {"path": "/etc/passwd"},
     {"file": "../x"},
@@ -269,7 +269,7 @@ def test_bad_read_back_arguments_are_errors_the_model_can_read(
         for tool_input in (None, "ref", 5, ["ref"], {"ref": ref, "offset": {"$gt": 0}}):
             assert session.handle_read_tool(tool_input).startswith("Error: ")  # type: ignore[arg-type]
             tried += 1
-        for kwargs in ({"offset": -1}, {"limit": 0}, {"grep": "(a*)*b"}, {"grep": ""}):
+        for kwargs in ({"offset": -1}, {"limit": 0}, {"grep": "[a"}, {"grep": ""}):
             with pytest.raises(InputError):
                 session.read(ref, **kwargs)
             tried += 1

@@ -1,0 +1,166 @@
+"""A session directory opened for reading only: no lock, nothing created or changed.
+
+``toolbudget read`` uses it to print a stored body beside a live session (which holds the
+exclusive lock) and on a directory it must not turn into a session. Bodies are immutable once
+renamed into place, so reading one needs no lock. Every name is opened relative to the session
+directory's descriptor with ``O_NOFOLLOW``, as in :class:`spill.LocalStore`.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Mapping, Sequence
+from types import TracebackType
+from typing import Any, Final, Self
+
+import orjson
+import xxhash
+
+from spill import _fs
+from spill._errors import RefError, StoreError
+from spill._local import BODIES_NAME, BODY_SUFFIX, LOG_NAME, META_NAME
+from spill._log import decode_log
+from spill._store import LogRecord, validate_ref
+
+__all__ = ["ReadOnlyStore"]
+
+_DIR_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY
+_READ_FLAGS: Final = os.O_RDONLY | os.O_NONBLOCK  # a FIFO planted as a body must not block us
+
+
+class ReadOnlyStore:
+    """A session directory read without its lock; every write is a StoreError.
+
+    Raises StoreError at once if ``path`` is not a directory holding a session (its decision
+    log), naming what is missing.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        raw = os.fspath(path) if isinstance(path, str | os.PathLike) else None
+        if not isinstance(raw, str) or not raw or "\0" in raw:
+            raise StoreError(f"session path must be a non-empty str path, got {raw!r}")
+        self._path = os.path.abspath(raw)
+        try:
+            self._dir_fd = _fs.open_fd(self._path, _DIR_FLAGS)
+        except OSError as exc:
+            raise StoreError(
+                f"cannot open session directory {self._path}: {exc.strerror or exc}"
+            ) from None
+        try:
+            st = _fs.stat(LOG_NAME, dir_fd=self._dir_fd)
+        except OSError:
+            st = None
+        if st is None or not stat.S_ISREG(st.st_mode):
+            _fs.close(self._dir_fd)
+            raise StoreError(
+                f"{self._path} is not a toolbudget session directory (it has no {LOG_NAME})"
+            )
+
+    @property
+    def path(self) -> str:
+        """The session directory (absolute)."""
+        return self._path
+
+    def _read(self, parts: Sequence[str], what: str) -> bytes:
+        """The bytes of the regular file at ``parts`` below the session; FileNotFoundError."""
+        fds: list[int] = []
+        try:
+            parent = self._dir_fd
+            for name in parts[:-1]:
+                parent = _fs.open_fd(name, _DIR_FLAGS, dir_fd=parent)
+                fds.append(parent)
+            fd = _fs.open_fd(parts[-1], _READ_FLAGS, dir_fd=parent)
+            fds.append(fd)
+            if not stat.S_ISREG(_fs.stat(fd).st_mode):
+                raise StoreError(f"{what} in session {self._path} is not a regular file")
+            return _fs.read(fd)
+        except FileNotFoundError:
+            raise
+        except OSError as exc:
+            raise StoreError(
+                f"cannot read {what} in session {self._path}: {exc.strerror or exc}"
+            ) from None
+        finally:
+            for fd in fds:
+                _fs.close(fd)
+
+    def get(self, ref: str) -> str:
+        """The exact text stored under ``ref``, after checking its content hash."""
+        ref = validate_ref(ref)
+        rel = f"{BODIES_NAME}/{ref[:2]}/{ref}{BODY_SUFFIX}"
+        try:
+            data = self._read((BODIES_NAME, ref[:2], ref + BODY_SUFFIX), rel)
+        except FileNotFoundError:
+            raise RefError(f"no body is stored for ref {ref} in session {self._path}") from None
+        if xxhash.xxh3_128_hexdigest(data) != ref:
+            raise StoreError(f"body {rel} in session {self._path} is corrupt")
+        return data.decode("utf-8", "surrogatepass")
+
+    def has(self, ref: str) -> bool:
+        """Whether a body is stored under ``ref`` (RefError if ``ref`` is malformed)."""
+        ref = validate_ref(ref)
+        try:
+            self.get(ref)
+        except RefError:
+            return False
+        return True
+
+    def path_of(self, ref: str) -> str:
+        """Where the body of ``ref`` is (no file access)."""
+        ref = validate_ref(ref)
+        return os.path.join(self._path, BODIES_NAME, ref[:2], ref + BODY_SUFFIX)
+
+    def read_log(self) -> list[LogRecord]:
+        """Every valid log record in order."""
+        try:
+            data = self._read((LOG_NAME,), LOG_NAME)
+        except FileNotFoundError:
+            return []
+        return decode_log(data, source=os.path.join(self._path, LOG_NAME))
+
+    def read_meta(self) -> dict[str, Any]:
+        """The session metadata; ``{}`` if none was written."""
+        try:
+            meta = orjson.loads(self._read((META_NAME,), META_NAME))
+        except FileNotFoundError:
+            return {}
+        except orjson.JSONDecodeError as exc:
+            raise StoreError(
+                f"{META_NAME} in session {self._path} is not valid JSON: {exc}"
+            ) from None
+        if not isinstance(meta, dict):
+            raise StoreError(f"{META_NAME} in session {self._path} does not hold a JSON object")
+        return meta
+
+    def _refuse(self, what: str) -> StoreError:
+        return StoreError(f"session {self._path} is open read-only: cannot {what}")
+
+    def put(self, text: str) -> str:
+        """Refused: the store is read-only."""
+        raise self._refuse("store a body")
+
+    def append_log(self, records: Sequence[Mapping[str, Any]]) -> None:
+        """Refused: the store is read-only."""
+        raise self._refuse("append to the log")
+
+    def write_meta(self, meta: Mapping[str, Any]) -> None:
+        """Refused: the store is read-only."""
+        raise self._refuse("write the metadata")
+
+    def close(self) -> None:
+        """Release the directory's descriptor; idempotent."""
+        fd, self._dir_fd = self._dir_fd, -1
+        if fd >= 0:
+            _fs.close(fd)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
