@@ -296,7 +296,6 @@ def resumed_copy(data: bytes) -> list[Any]:
             return session.prepare(msgs[: last.length], usage=last.usage, now=last.now).messages
 
 
-
 TYPE_VALUES: list[Any] = [
     None,
     True,

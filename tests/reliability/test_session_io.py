@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 from structlog.testing import capture_logs
 from typer.testing import CliRunner
 
-from benchmarks.soak import CONFIG, conversation
 from budget import Budget, BudgetError, ConfigError, StoreError
 from budget.cli import app
 from spill import ref_for
+from tests.conversations import CONFIG, conversation
 from tests.strategies import assistant, results
 
 runner = CliRunner()
