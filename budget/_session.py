@@ -437,13 +437,15 @@ class Budget:
         when = time.time() if now is None else _timestamp(now)
         with self._lock:
             try:
-                fmt, fixed_now = self._formats.for_request(messages, format)
+                fmt, to_fix = self._formats.for_request(messages, format)
                 if fmt is not self._format:
                     self._reset()  # caches hold another adapter's scans
                     self._format = fmt
-                if fixed_now:
+                prepared = self._prepare(messages, usage, when, started)
+                # Fixed only now: a request refused as bad input does not settle the format.
+                if to_fix and self._formats.hold(fmt):
                     self._write_meta(format=fmt.name)
-                return self._prepare(messages, usage, when, started)
+                return prepared
             except BaseException as exc:
                 # The per-message caches may be half updated: rebuild them from the frozen
                 # decisions next time rather than trust them.

@@ -117,25 +117,32 @@ class FormatChoice:
 
     def hold(self, fmt: Format) -> bool:
         """Fix ``fmt``; True when it was not fixed before. FormatError if another one is."""
+        self._check(fmt)
+        new = self.fixed is None
+        self.fixed, self.fixed_name = fmt, fmt.name
+        return new
+
+    def _check(self, fmt: Format) -> None:
+        """FormatError if the session holds another format than ``fmt``."""
         if self.fixed_name is not None and fmt.name != self.fixed_name:
             raise FormatError(
                 f"this session's messages are in the {self.fixed_name!r} format; "
                 f"they cannot be prepared as {fmt.name!r}"
             )
-        new = self.fixed is None
-        self.fixed, self.fixed_name = fmt, fmt.name
-        return new
 
     def for_request(
         self, messages: Sequence[Any], requested: str | Format | None
     ) -> tuple[Format, bool]:
-        """The format to prepare ``messages`` in, and whether it was fixed just now.
+        """The format to prepare ``messages`` in, and whether to fix it once the request succeeds.
 
-        A named format is fixed; so is a detected one that is certain.
+        A named format is to be fixed; so is a detected one that is certain. Nothing is fixed
+        here: a request refused as bad input must not settle the session's format (the caller
+        calls :meth:`hold` after the request copy is made).
         """
         if requested is not None:
             fmt = get_format(requested)
-            return fmt, self.fixed is not fmt and self.hold(fmt)
+            self._check(fmt)
+            return fmt, self.fixed is not fmt
         if self.fixed is not None:
             return self.fixed, False
         if self.fixed_name is not None:
@@ -144,4 +151,4 @@ class FormatChoice:
                 "built in: pass that Format again (format=...)"
             )
         fmt, certain = detect(messages)
-        return fmt, certain and self.hold(fmt)
+        return fmt, certain

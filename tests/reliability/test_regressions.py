@@ -404,3 +404,29 @@ def test_cut_off_decisions_the_retry_does_not_make_are_withdrawn(tmp_path: Path)
         assert not [d for d in again.report.decisions if d.kind == "trimmed"]
     assert again.messages == shown.messages
     assert b'"t":"void"' in (path / "decisions.jsonl").read_bytes()
+
+
+def test_a_request_refused_as_bad_input_does_not_fix_the_sessions_format(tmp_path: Path) -> None:
+    """A history refused as bad input settles nothing: the next, valid one picks its own format."""
+    bad: list[Any] = [
+        {"role": "user", "content": "Task: investigate."},
+        {"role": "assistant", "content": {"": None, "0": None}},
+        {"role": "user"},
+    ]
+    anthropic: list[Any] = [
+        {"role": "user", "content": "Task: investigate."},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "t1", "name": "ls", "input": {}}],
+        },
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}],
+        },
+    ]
+    with Budget.open(tmp_path / "s") as session:
+        with pytest.raises(InputError):
+            session.prepare(bad)
+        assert session.prepare(anthropic).report.format == "anthropic"
+    with Budget.open(tmp_path / "s") as resumed:
+        assert resumed.prepare(anthropic).report.format == "anthropic"
