@@ -57,7 +57,10 @@ OVERHEAD_BOUNDS: Final = (-500, 2_000)
 """Tokens a request may add or remove on top of the scaled estimate."""
 RECORD: Final = "cal"
 """The decision-log record type (readers that do not know it skip it: they read ``d``, ``req``,
-``ovf`` and ``void`` records only)."""
+``ovf`` and ``void`` records only). Written with the request that learned, before its ``req``
+record; the last one in the log counts, even after the last ``req`` (a request cut off after its
+response came): nothing withdraws it, and the next request's record closes it. Its request number
+keeps two requests' records distinct, so a retry repeats one only when it learned the same."""
 
 
 @dataclass(frozen=True, slots=True)

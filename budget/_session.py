@@ -304,7 +304,9 @@ class Budget:
         if unclosed:
             self._log.warning("log_tail_dropped", records=len(unclosed))
             self._tail = unclosed
-        self._calib, bad = restore(records, self.config.model)
+        # The whole log, tail included: a calibration record is a fact about a response that
+        # came, never withdrawn, and closed by whatever request follows (as in the live session).
+        self._calib, bad = restore(log, self.config.model)
         if bad:
             self._log.warning("log_record_skipped", reason="malformed calibration", records=bad)
         skipped = self._ledger.restore(decisions)

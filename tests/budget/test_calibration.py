@@ -244,3 +244,16 @@ def test_pressure_trigger_uses_the_corrected_estimate() -> None:
     assert not _pressure_run(0).staleness_ran
     report = _pressure_run(HIDDEN)
     assert report.staleness_ran and report.staleness_reason == "pressure"
+
+
+def test_resume_takes_a_calibration_a_crash_left_unclosed(tmp_path: Path) -> None:
+    """A calibration record after the last request record (a request cut off) still counts."""
+    path = tmp_path / "session"
+    with Budget.open(path, {"model": MODEL, "fsync": False}) as session:
+        messages, _, prompt = _drive(session, 8)
+        tail = _fed([(100, 1_000)] * 3)
+        session.store.append_log([tail.to_record(10)])
+    more = [*messages, {"role": "assistant", "content": "Done."}, {"role": "user", "content": "Ok"}]
+    with Budget.open(path, {"model": MODEL, "fsync": False}) as resumed:
+        report = resumed.prepare(more, usage=_usage(prompt), now=100.0).report
+    assert report.tokens_after == prompt + tail.growth(report.tokens_after_raw - prompt)
