@@ -31,6 +31,14 @@ non-ASCII), by size (growth under or over 1,000 tokens: on small growths, a few 
 the trace does not show weigh heavily) and by turn (``user`` when a person's message was
 appended: agents attach context there that their recordings do not hold).
 
+``session`` replays each trace through a real :class:`budget.Budget` (its model named, nothing
+spilled or trimmed, so the request copy is what was recorded), passing each request the usage
+recorded for the one before, as an adopter would. Per tokenizer family it compares the report's
+``tokens_after_raw`` (the anchored estimate) and ``tokens_after`` (corrected by what the session
+learned from earlier pairs, :mod:`budget._calibration`) with the recorded prompt: median |error|
+and the share underestimated by more than 2% of the whole prompt, and the same estimates' error
+relative to the growth (per delta).
+
 Run: ``python -m benchmarks tokens [--traces DIR] [--json FILE]``.
 """
 
@@ -46,15 +54,20 @@ from typing import Any, Final, Literal, Protocol
 import orjson
 
 from benchmarks.trace import Trace
+from budget import Budget
 from budget._tokens import estimate_tokens, text_class_counts, tokenizer_profile
 
 __all__ = [
+    "Calibrated",
     "Pair",
+    "SessionPair",
     "Stats",
     "TokenAccuracy",
+    "calibrated",
     "collect_pairs",
     "main",
     "measure",
+    "replay_session",
     "script_mix",
     "summarize",
 ]
@@ -69,6 +82,8 @@ DEFAULT_TRACES: Final = Path(__file__).resolve().parents[1] / ".." / "shared" / 
 # Import notes meaning the trace's messages lack content the provider counted.
 _DROPPED_NOTES: Final = frozenset({"dropped_thinking_blocks", "skipped_reasoning_items"})
 _UNDER_BY: Final = 0.10
+UNDER_PROMPT_BY: Final = 0.02
+"""An estimate of the whole prompt this much under counts as an underestimate (issue 17)."""
 # Formats whose tool calls are synthetic: the agent wrote its action as text.
 _TEXT_ACTION_FORMATS: Final = frozenset({"mini-swe-agent"})
 LARGE_DELTA: Final = 1000
@@ -322,6 +337,146 @@ def measure(traces: Sequence[Trace], estimator: Estimator = estimate_tokens) -> 
     )
 
 
+@dataclass(frozen=True, slots=True)
+class SessionPair:
+    """One request replayed through a session, and the session's estimates of its prompt."""
+
+    trace: str
+    family: str
+    delta: int
+    """Recorded growth of the prompt since the previous request (positive: others are skipped)."""
+    next_prompt: int
+    """Recorded prompt tokens of this request."""
+    raw: int
+    """The report's ``tokens_after_raw``: the anchored estimate."""
+    corrected: int
+    """The report's ``tokens_after``: the anchored estimate with the learned correction."""
+
+    def prompt_error(self, corrected: bool) -> float:
+        """Relative error of the estimate of the whole prompt."""
+        estimate = self.corrected if corrected else self.raw
+        return (estimate - self.next_prompt) / self.next_prompt
+
+    def delta_error(self, corrected: bool) -> float:
+        """The same estimate's error relative to the growth it estimates."""
+        estimate = self.corrected if corrected else self.raw
+        return (estimate - self.next_prompt) / self.delta
+
+
+def _usage_dict(usage: Any) -> dict[str, int]:
+    """A recorded usage as the Anthropic response shape (cache fields present: read as such)."""
+    return {
+        "input_tokens": usage.input_tokens,
+        "cache_read_input_tokens": usage.cache_read_tokens,
+        "cache_creation_input_tokens": usage.cache_write_tokens,
+        "output_tokens": usage.output_tokens,
+    }
+
+
+_NO_CHANGE: Final[dict[str, Any]] = {
+    "result_cap": 1 << 60,
+    "group_budget": 1 << 60,
+    "staleness": False,
+}
+"""Settings under which the session shows every message as recorded (the usage then fits it)."""
+
+
+def replay_session(traces: Iterable[Trace]) -> list[SessionPair]:
+    """Each trace through a real in-memory session, the recorded usage fed back request by
+    request; the pairs measured as :func:`collect_pairs` takes them (both requests with usage,
+    new messages, a prompt that grew)."""
+    out: list[SessionPair] = []
+    for trace in traces:
+        model = trace.model
+        family = tokenizer_profile(model).name if model else "unknown"
+        text_actions = trace.format in _TEXT_ACTION_FORMATS
+        messages = [_as_sent(m) for m in trace.messages] if text_actions else list(trace.messages)
+        reports = []
+        with Budget.in_memory({**_NO_CHANGE, "model": model}) as session:
+            for i, request in enumerate(trace.requests):
+                before = trace.requests[i - 1].usage if i else None
+                usage = None if before is None else _usage_dict(before)
+                history = messages[: request.n_messages]
+                reports.append(session.prepare(history, usage=usage, now=float(i)).report)
+        for i in range(1, len(trace.requests)):
+            previous, request = trace.requests[i - 1], trace.requests[i]
+            if previous.usage is None or request.usage is None:
+                continue
+            delta = request.usage.prompt_tokens - previous.usage.prompt_tokens
+            if request.n_messages <= previous.n_messages or delta <= 0:
+                continue
+            out.append(
+                SessionPair(
+                    trace=trace.name,
+                    family=family,
+                    delta=delta,
+                    next_prompt=request.usage.prompt_tokens,
+                    raw=reports[i].tokens_after_raw,
+                    corrected=reports[i].tokens_after,
+                )
+            )
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Calibrated:
+    """One family's session estimates before (``raw``) and after the learned correction."""
+
+    n: int
+    prompt_median_abs_raw: float
+    prompt_median_abs: float
+    under_raw: float
+    """Share of requests whose whole prompt was underestimated by more than 2%, before."""
+    under: float
+    """The same share after the correction."""
+    delta_median_abs_raw: float
+    delta_median_abs: float
+
+
+def _figures(group: Sequence[SessionPair], corrected: bool) -> tuple[float, float, float]:
+    """Median |error| of the whole prompt, share under by more than 2%, median |error| per delta."""
+    prompt = [p.prompt_error(corrected) for p in group]
+    return (
+        statistics.median(abs(e) for e in prompt),
+        sum(e < -UNDER_PROMPT_BY for e in prompt) / len(prompt),
+        statistics.median(abs(p.delta_error(corrected)) for p in group),
+    )
+
+
+def calibrated(pairs: Sequence[SessionPair]) -> dict[str, Calibrated]:
+    """The before/after figures of :func:`replay_session`'s pairs, overall and per family."""
+    groups: dict[str, list[SessionPair]] = {"all": list(pairs)}
+    for p in pairs:
+        groups.setdefault(f"family:{p.family}", []).append(p)
+    out: dict[str, Calibrated] = {}
+    for name in sorted(groups, key=lambda k: (k != "all", k)):
+        group = groups[name]
+        if not group:
+            continue
+
+        (med_raw, under_raw, delta_raw), (med, under, delta) = (
+            _figures(group, False),
+            _figures(group, True),
+        )
+        out[name] = Calibrated(len(group), med_raw, med, under_raw, under, delta_raw, delta)
+    return out
+
+
+def render_calibrated(rows: dict[str, Calibrated]) -> str:
+    """The session replay's before/after figures as a plain-text table."""
+    lines = [
+        "Replayed through a session (recorded usage fed back): raw -> corrected estimate",
+        f"{'group':24} {'n':>5} {'prompt med|e|':>17} {'prompt under>2%':>17} {'delta med|e|':>17}",
+    ]
+    for name, r in rows.items():
+        lines.append(
+            f"{name:24} {r.n:5d} {r.prompt_median_abs_raw:7.2%} -> {r.prompt_median_abs:6.2%} "
+            f"{r.under_raw:7.1%} -> {r.under:6.1%} "
+            f"{r.delta_median_abs_raw:7.1%} -> {r.delta_median_abs:6.1%}"
+        )
+    return "\n".join(lines)
+
+
 def render(result: TokenAccuracy) -> str:
     """The result as a plain-text table."""
     lines = [
@@ -352,11 +507,14 @@ def main(*, traces_dir: Path = DEFAULT_TRACES, json_path: Path | None = None) ->
 
     traces, skipped_files = load_dir(traces_dir)
     result = measure(traces)
+    session = calibrated(replay_session(traces))
     print(render(result))
+    print(render_calibrated(session))
     if skipped_files:
         print(f"{len(skipped_files)} files under {traces_dir} held no trace.")
     if json_path is not None:
-        json_path.write_bytes(orjson.dumps(result.to_json(), option=orjson.OPT_INDENT_2))
+        data = {**result.to_json(), "session": {k: asdict(v) for k, v in session.items()}}
+        json_path.write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2))
     return 0
 
 

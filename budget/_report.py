@@ -49,7 +49,11 @@ class Report(BaseModel):
     """Characters of tool-result text in the history and in the request copy."""
     tokens_before: int
     tokens_after: int
-    """Estimated tokens of the history and of the request copy (anchored on reported usage)."""
+    """Estimated tokens of the history and of the request copy (anchored on reported usage,
+    the request copy's corrected by what the session learned from earlier usage)."""
+    tokens_after_raw: int
+    """``tokens_after`` before the session's learned correction (the same until it has learned
+    from three requests' usage)."""
     window: int
     prefix_stable: bool
     """The previous request copy is an exact prefix of this one."""

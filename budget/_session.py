@@ -35,6 +35,7 @@ from dataclasses import dataclass, replace
 from types import MappingProxyType, TracebackType
 from typing import Any, ParamSpec, Self, TypeGuard, TypeVar, overload
 
+from budget._calibration import Anchor, Calibration, learn, restore
 from budget._config import BudgetConfig, build_config
 from budget._envelope import EMPTY_TEXT, envelope_ref
 from budget._errors import ContextOverflow, InputError, StoreError
@@ -185,6 +186,9 @@ class Budget:
         self._before_last: tuple[int, float | None, int, int | None] = (0, None, 0, None)
         """Request count, time, length and history tokens (see ``_last_f``) before the last
         request: what a retry rolls back to."""
+        self._calib = Calibration(self.config.model)
+        self._cal_anchor: Anchor | None = None
+        """The last request's anchored estimate, for the usage the next request reports."""
         self._reset()
         self._restore()
         # The format: given, remembered by a resumed session, or detected on the first request.
@@ -337,6 +341,11 @@ class Budget:
         if unclosed:
             self._log.warning("log_tail_dropped", records=len(unclosed))
             self._tail = unclosed
+        # The whole log, tail included: a calibration record is a fact about a response that
+        # came, never withdrawn, and closed by whatever request follows (as in the live session).
+        self._calib, bad = restore(log, self.config.model)
+        if bad:
+            self._log.warning("log_record_skipped", reason="malformed calibration", records=bad)
         skipped = self._ledger.restore(decisions)
         if skipped:
             self._log.warning(
@@ -475,6 +484,7 @@ class Budget:
             self._before_last = (self._requests, self._last_at, self._last_n, self._last_f)
         prev_len = len(self._inputs)
         k = self._reusable(messages)
+        diverged = k < 0 or len(messages) < self._last_n
         # Until this request completes, the caches may not match the list passed last time.
         self._seen = None
         if k < 0:
@@ -504,6 +514,11 @@ class Budget:
         if reported is not None and not self._anchor_holds(len(messages)):
             self._log.info("usage_anchor_dropped", messages=len(messages), last=self._last_n)
             reported = None
+
+        self._calib, learned = learn(
+            self._calib, self._cal_anchor, reported, len(messages), diverged=diverged
+        )
+        self._cal_anchor = None
         overflowing = self._overflows > 0
         # Results decided before (an earlier process, a rebuilt history) are staleness candidates
         # now, as they would be in a session that had gone on (no-op for known candidates).
@@ -535,6 +550,8 @@ class Budget:
 
         records: list[Mapping[str, Any]] = [d.to_record() for d in made.values()]
         self._requests += 1
+        if learned:
+            records.append(self._calib.to_record(self._requests))
         fingerprint = self._cum_in[max(len(messages) - _RESCAN, 0)]
         req: dict[str, Any] = {"t": "req", "n": self._requests, "at": now, "m": len(messages)}
         # What a resumed session needs to treat the next request as this one would: the
@@ -556,6 +573,11 @@ class Budget:
         end = bisect_right(self._cand_rounds, self._cutoff(overflowing=False))
         end = max(end, self._cand_start)
         t = self._totals
+        raw_after = max(self._cum_out[-1], self._anchor(reported, messages, since, out=True))
+        if reported is not None and not trimmed_now:
+            # What this request's growth is estimated at, for the usage its response reports.
+            growth = raw_after - reported.prompt_tokens
+            self._cal_anchor = Anchor(reported, growth, len(messages))
         report = Report(
             request=self._requests,
             format=self._format.name,
@@ -569,7 +591,8 @@ class Budget:
             chars_before=t.chars_before,
             chars_after=t.chars_after,
             tokens_before=self._cum_in[-1],
-            tokens_after=max(self._cum_out[-1], self._anchor(reported, messages, since, out=True)),
+            tokens_after=self._calib.correct(raw_after, self._cum_out[-1], reported),
+            tokens_after_raw=raw_after,
             window=window,
             prefix_stable=stable,
             staleness_ran=bool(trimmed_now),
@@ -778,7 +801,8 @@ class Budget:
         # Messages before ``k`` as the previous request showed them, the rest as their frozen
         # decisions show them: the same figure whether the session went on or was resumed.
         full_out = self._cum_out[k] + (self._cum_pre[-1] - self._cum_pre[k])
-        estimate = max(full_out, self._anchor(reported, messages, self._last_n, out=False))
+        raw = max(full_out, self._anchor(reported, messages, self._last_n, out=False))
+        estimate = self._calib.correct(raw, full_out, reported)
         first = eligible[0].result.msg_index if eligible else len(messages)
         if first < k:
             before_first = self._cum_out[first]

@@ -10,7 +10,15 @@ from typer.testing import CliRunner
 
 from benchmarks.cli import app
 from benchmarks.importers import load_dir
-from benchmarks.tokens import Skipped, collect_pairs, measure, script_mix, summarize
+from benchmarks.tokens import (
+    Skipped,
+    calibrated,
+    collect_pairs,
+    measure,
+    replay_session,
+    script_mix,
+    summarize,
+)
 from benchmarks.trace import Request, Trace, Usage
 from budget._tokens import estimate_tokens
 
@@ -62,6 +70,27 @@ def test_estimator_accuracy_on_recorded_usage(shared_traces: Path) -> None:
 
 
 @pytest.mark.traces
+def test_learned_correction_cuts_whole_prompt_underestimates(shared_traces: Path) -> None:
+    """Replayed through a session, the corrected estimate is under by >2% in <5% of requests.
+
+    Measured on the 30 public traces (1,689 requests): before -> after the correction, whole
+    prompt under by more than 2% in 4.3% -> 3.6% (Claude), 0.9% -> 0.9% (Gemini), 6.5% -> 3.2%
+    (OpenAI and Llama) of requests; its median |error| 0.107% -> 0.115%, 1.368% -> 1.387%,
+    0.113% -> 0.142%. The correction only ever adds (an underestimate is the costly error), so
+    the median moves up by a few hundredths of a point: pinned within 0.05 points.
+    """
+    traces, _ = load_dir(shared_traces)
+    rows = calibrated(replay_session(traces))
+    assert rows["all"].n > 1000
+    for family in ("anthropic", "google", "openai"):
+        row = rows[f"family:{family}"]
+        assert row.under < 0.05, (family, row)
+        assert row.under <= row.under_raw, (family, row)
+        assert row.prompt_median_abs <= row.prompt_median_abs_raw + 0.0005, (family, row)
+    assert rows["family:openai"].under_raw > 0.05 > rows["family:openai"].under
+
+
+@pytest.mark.traces
 def test_command_line_writes_json(shared_traces: Path, tmp_path: Path) -> None:
     """``python -m benchmarks tokens`` prints the table and writes the same figures as JSON."""
     out = tmp_path / "tokens.json"
@@ -76,6 +105,8 @@ def test_command_line_writes_json(shared_traces: Path, tmp_path: Path) -> None:
     assert data["skipped"] == {"not_grown": skipped.not_grown, "no_new_messages": 0}
     # 29 pairs on the public traces shrink between requests (compactions): counted, not measured.
     assert skipped.not_grown > 20
+    assert "raw -> corrected" in printed
+    assert data["session"]["all"]["n"] > 1000
 
 
 def test_pairs_that_did_not_grow_or_add_nothing_are_counted_not_measured() -> None:
