@@ -6,17 +6,25 @@ STAMP := $(VENV)/.installed
 
 .PHONY: bench test test-fast lint docs check clean
 
+# pip stays quiet (-q) but each step says what it does: the first set-up takes about a minute.
 $(STAMP): pyproject.toml
-	$(PY) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]'
-	touch $(STAMP)
+	@echo "setting up $(VENV) (first run or pyproject.toml changed; about a minute)"
+	@echo "  creating the virtualenv with $(PY)"
+	@$(PY) -m venv $(VENV)
+	@echo "  upgrading pip"
+	@$(BIN)/pip install -q --upgrade pip
+	@echo "  installing toolbudget with every extra (pip install -e '.[dev]')"
+	@$(BIN)/pip install -q -e '.[dev]'
+	@touch $(STAMP)
+	@echo "  $(VENV) is ready"
 
 bench: $(STAMP)
-	$(BIN)/toolbudget bench $(ARGS)
+	@echo "running toolbudget bench $(ARGS)"
+	@$(BIN)/toolbudget bench $(ARGS)
 
 test: $(STAMP)
-	$(BIN)/pytest -n 2 -q $(ARGS)
+	@echo "running the test suite (pytest -n 2)"
+	@$(BIN)/pytest -n 2 -q $(ARGS)
 
 # Everything but the tests marked slow (crash soak, perf smoke, large hypothesis runs): CI runs `test`.
 test-fast: $(STAMP)

@@ -15,14 +15,22 @@ Shares are fractions in [0, 1]; a figure that has no value (the share of nothing
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import orjson
+from rich import box
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 
 from benchmarks._count import Counter as TokenCounter
@@ -102,8 +110,11 @@ def run_bench(
         TextColumn("[bold]bench[/]"),
         BarColumn(),
         MofNCompleteColumn(),
-        TextColumn("{task.description}"),
+        TextColumn("requests"),
         TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        TextColumn("{task.description}"),
         console=console,
         transient=True,
     )
@@ -154,58 +165,128 @@ def _ms(value: float | None) -> str:
     return "—" if value is None else f"{value:.2f}"
 
 
-def _table(title: str, rows: Sequence[Row], window: int) -> Table:
-    table = Table(title=title, title_justify="left", header_style="bold")
-    for header in (
-        "strategy",
-        "requests",
-        "input tok",
-        "cached",
-        "billed tok",
-        f"×{BASELINE}",
-        "peak tok",
-        f">{window // 1000}k",
-        "breaks",
-        "visible",
-        "recoverable",
-        "ms med",
-        "ms p99",
-        "read-backs",
-        "quoted vis",
-    ):
-        table.add_column(header, justify="left" if header == "strategy" else "right")
+_COLUMNS: tuple[tuple[str, Callable[[Row], str]], ...] = (
+    ("strategy", lambda r: f"[bold]{r.strategy}[/]" if r.strategy == "toolbudget" else r.strategy),
+    ("requests", lambda r: f"{r.requests:,}"),
+    ("input tok", lambda r: f"{r.input_tokens:,}"),
+    ("cached", lambda r: _pct(r.cached_share)),
+    ("billed tok", lambda r: f"{r.billed_tokens:,.0f}"),
+    (f"×{BASELINE}", lambda r: "—" if r.billed_ratio is None else f"{r.billed_ratio:.3f}"),
+    ("peak tok", lambda r: f"{r.peak_tokens:,}"),
+    (">window", lambda r: f"{r.overflows:,}"),
+    ("breaks", lambda r: f"{r.prefix_breaks:,}"),
+    ("visible", lambda r: _pct(r.visibility)),
+    ("recoverable", lambda r: _pct(r.recoverable_share)),
+    ("ms med", lambda r: _ms(r.ms_median)),
+    ("ms p99", lambda r: _ms(r.ms_p99)),
+    ("read-backs", lambda r: f"{r.readbacks:,}"),
+    ("quoted vis", lambda r: _pct(r.quoted_visibility)),
+)
+"""Every column of the table, in display order: header and cell."""
+
+_PRIORITY = (
+    "strategy",
+    f"×{BASELINE}",
+    "billed tok",
+    "visible",
+    "breaks",
+    "recoverable",
+    "quoted vis",
+    "read-backs",
+    "cached",
+    ">window",
+    "peak tok",
+    "ms med",
+    "input tok",
+    "requests",
+    "ms p99",
+)
+"""Which columns a narrow terminal keeps first: the cost ratio and what the model still sees."""
+
+LEGEND: Mapping[str, str] = {
+    "requests": "model requests replayed",
+    "input tok": "prompt tokens sent, summed over requests",
+    "cached": "share of those tokens read from the prompt cache",
+    "billed tok": "input tokens at base-price equivalents (cache writes 1.25×, reads 0.1×, "
+    "read-backs included); the cheapest in green",
+    f"×{BASELINE}": f"billed tokens over the {BASELINE} strategy (sends everything): lower is cheaper",
+    "peak tok": "the largest request",
+    ">window": "requests larger than the context window (--window)",
+    "breaks": "requests that do not start with the whole previous request (prompt cache broken)",
+    "visible": f"share of the last {RECENT_ROUNDS} rounds' tool output the model sees in full",
+    "recoverable": "share of replaced output that can be read back exactly",
+    "ms med": "median milliseconds the strategy takes per request",
+    "ms p99": "99th percentile of the same",
+    "read-backs": "reads of hidden output the agent's later quotes of it would need",
+    "quoted vis": "share of the result lines the agent later quoted that it could see when quoting",
+}
+"""What each column means, printed under the table (headers are short)."""
+
+BATCH_WORDS: Mapping[str, str] = {
+    "cold_cache": "the prompt cache had expired (a pause over its TTL): trimming cost nothing",
+    "pressure": "the context passed the pressure share (60%) of the window",
+    "pays": "the tokens saved on the requests still expected outweigh re-writing the cache",
+    "forced": "the provider refused the request as too long",
+}
+"""Why a staleness batch ran (toolbudget's summary line): the triggers of SPEC's staleness pass."""
+
+
+def _fit(rows: Sequence[Row], width: int, console: Console) -> list[int]:
+    """Indexes of the columns that fit ``width`` cells, most useful first, in display order."""
+    order = [next(i for i, (h, _) in enumerate(_COLUMNS) if h == name) for name in _PRIORITY]
+    # Measured on the real table (borders, padding, the widest cell), unclamped by the console.
+    unbounded = console.options.update_width(100_000)
+    kept: list[int] = []
+    for i in order:
+        trial = sorted([*kept, i])
+        if not kept or console.measure(_table("", rows, trial), options=unbounded).maximum <= width:
+            kept = trial
+    return kept
+
+
+def _table(title: str, rows: Sequence[Row], columns: Sequence[int]) -> Table:
+    table = Table(
+        title=title,
+        title_justify="left",
+        title_style="bold",
+        header_style="bold",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        padding=(0, 1),
+        collapse_padding=True,
+    )
+    headers = [_COLUMNS[i][0] for i in columns]
+    for header in headers:
+        if header == "strategy":
+            # Never cut a name: two strategies may share a prefix (opencode, openai-agents).
+            table.add_column(header, justify="left", no_wrap=True)
+        else:
+            table.add_column(header, justify="right", no_wrap=True)
     cheapest = min((r.billed_tokens for r in rows), default=0.0)
     for r in rows:
-        best = r.billed_tokens == cheapest
-        table.add_row(
-            f"[bold]{r.strategy}[/]" if r.strategy == "toolbudget" else r.strategy,
-            f"{r.requests:,}",
-            f"{r.input_tokens:,}",
-            _pct(r.cached_share),
-            f"[green]{r.billed_tokens:,.0f}[/]" if best else f"{r.billed_tokens:,.0f}",
-            "—" if r.billed_ratio is None else f"{r.billed_ratio:.3f}",
-            f"{r.peak_tokens:,}",
-            f"{r.overflows:,}",
-            f"{r.prefix_breaks:,}",
-            _pct(r.visibility),
-            _pct(r.recoverable_share),
-            _ms(r.ms_median),
-            _ms(r.ms_p99),
-            f"{r.readbacks:,}",
-            _pct(r.quoted_visibility),
-        )
+        cells = [_COLUMNS[i][1](r) for i in columns]
+        if r.billed_tokens == cheapest and "billed tok" in headers:
+            at = headers.index("billed tok")
+            cells[at] = f"[green]{cells[at]}[/]"
+        table.add_row(*cells)
     return table
 
 
-def render(result: BenchResult, console: Console) -> None:
-    """The summary over all traces, one table per format, and what toolbudget did."""
+def render(result: BenchResult, console: Console, *, wide: bool = False) -> None:
+    """The summary over all traces, one table per format, what toolbudget did, and a legend.
+
+    The tables keep the columns that fit the console's width (:data:`_PRIORITY` first), or all of
+    them when ``wide``; the legend names what every column shown and every batch trigger means.
+    """
     traces = len({r.trace for r in result.replays})
-    console.print(_table(f"All traces ({traces})", result.summary, result.window))
+    every = [*result.summary, *(r for rows in result.by_format.values() for r in rows)]
+    columns = list(range(len(_COLUMNS))) if wide else _fit(every, console.width, console)
+    console.print(_table(f"All traces ({traces})", result.summary, columns))
     if len(result.by_format) > 1:
         for fmt, rows in result.by_format.items():
             n = len({r.trace for r in result.replays if r.format == fmt})
             plural = "" if n == 1 else "s"
-            console.print(_table(f"{fmt} ({n} trace{plural})", rows, result.window))
+            console.print(_table(f"{fmt} ({n} trace{plural})", rows, columns))
     ours = [r for r in result.replays if r.strategy == "toolbudget"]
     if ours:
         batches = sum(int(r.notes.get("staleness_batches", 0)) for r in ours)
@@ -230,8 +311,32 @@ def render(result: BenchResult, console: Console) -> None:
         )
     if result.calibration:
         console.print(calibration_table(result.calibration))
-    for s in result.skipped:
-        console.print(f"[yellow]skipped[/] {s.path}: {s.reason}")
+    if result.skipped:
+        console.print(
+            f"[yellow]{len(result.skipped)} file(s) skipped[/] (each with its reason on stderr)."
+        )
+    _legend(console, [_COLUMNS[i][0] for i in columns], len(columns) < len(_COLUMNS))
+
+
+def _legend(console: Console, headers: Sequence[str], narrowed: bool) -> None:
+    """What each column shown and each batch trigger means, wrapped under its own name."""
+    columns = Table.grid(padding=(0, 2))
+    columns.add_column(no_wrap=True)
+    columns.add_column()
+    for header in headers:
+        if header in LEGEND:
+            columns.add_row(f"  {header}", LEGEND[header])
+    if narrowed:
+        columns.add_row("", "more columns with --wide")
+    console.print("[bold]columns[/]")
+    console.print(columns, highlight=False)
+    triggers = Table.grid(padding=(0, 2))
+    triggers.add_column(no_wrap=True)
+    triggers.add_column()
+    for word, meaning in BATCH_WORDS.items():
+        triggers.add_row(f"  {word}", meaning)
+    console.print("[bold]why toolbudget's staleness batches ran[/]")
+    console.print(triggers, highlight=False)
 
 
 # -- JSON ---------------------------------------------------------------------------------------
@@ -258,63 +363,240 @@ def write_json(result: BenchResult, path: Path) -> None:
 
 
 def write_plots(result: BenchResult, directory: Path) -> list[Path]:
-    """PNG charts: billed tokens per strategy, request sizes of the longest trace, cost/visibility."""
+    """PNG charts: billed tokens per strategy, request sizes, cost against visibility.
+
+    ``request_sizes.png`` shows the trace where the strategies' total input differs most (the
+    longest trace tends to be the one where they all look alike). ``directory`` is created.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     directory.mkdir(parents=True, exist_ok=True)
-    written: list[Path] = []
     rows = list(result.summary)
-    names = [r.strategy for r in rows]
-    colors = ["tab:red" if n == "toolbudget" else "tab:gray" for n in names]
+    traces = len({r.trace for r in result.replays})
+    return [
+        _save(_billed_chart(plt, rows, traces), directory / "billed_tokens.png", plt),
+        _save(_sizes_chart(plt, result), directory / "request_sizes.png", plt),
+        _save(_cost_chart(plt, rows), directory / "cost_vs_visibility.png", plt),
+    ]
 
-    fig, ax = plt.subplots(figsize=(10, 5))
-    ax.bar(names, [r.billed_tokens for r in rows], color=colors)
-    ax.set_ylabel("billed-equivalent input tokens")
-    ax.set_title(f"Billed tokens over {len({r.trace for r in result.replays})} traces")
-    ax.tick_params(axis="x", labelrotation=35)
-    for label in ax.get_xticklabels():
-        label.set_horizontalalignment("right")
+
+_OURS = "tab:red"
+
+
+def _styles(names: Sequence[str]) -> dict[str, tuple[str, str]]:
+    """A colour and line style per strategy, all pairs distinct; toolbudget is always red."""
+    # tab10 without its red, then black, gold and navy: eleven strong, distinct hues.
+    palette = [f"tab:{c}" for c in ("blue", "orange", "green", "purple", "brown", "pink")]
+    palette += ["tab:gray", "tab:olive", "tab:cyan", "black", "goldenrod", "navy"]
+    dashes = ["-", "--", "-.", ":"]
+    out: dict[str, tuple[str, str]] = {}
+    k = 0
+    for name in names:
+        if name == "toolbudget":
+            out[name] = (_OURS, "-")
+            continue
+        out[name] = (palette[k % len(palette)], dashes[k % len(dashes)])
+        k += 1
+    return out
+
+
+def _billed_chart(plt: Any, rows: Sequence[Row], traces: int) -> Any:
+    """Horizontal bars, cheapest at the top, each labelled with its tokens and ratio."""
+    from matplotlib.ticker import FuncFormatter
+
+    ordered = sorted(rows, key=lambda r: r.billed_tokens, reverse=True)
+    fig, ax = plt.subplots(figsize=(10, 0.45 * len(ordered) + 1.6))
+    colors = [_OURS if r.strategy == "toolbudget" else "tab:gray" for r in ordered]
+    bars = ax.barh([r.strategy for r in ordered], [r.billed_tokens for r in ordered], color=colors)
+    labels = [
+        f"{r.billed_tokens:,.0f}"
+        + ("" if r.billed_ratio is None else f"  ({r.billed_ratio:.2f}× {BASELINE})")
+        for r in ordered
+    ]
+    ax.bar_label(bars, labels=labels, padding=4, fontsize="small")
+    # Plain figures with separators: the default formatter would print 1e7 and an offset.
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+    ax.set_xlim(0, max((r.billed_tokens for r in ordered), default=1.0) * 1.35)
+    ax.set_xlabel("billed-equivalent input tokens (cache writes count 1.25×, reads 0.1×)")
+    ax.set_title(f"Billed input tokens over {traces} traces (lower is better)")
+    for label in ax.get_yticklabels():
+        if label.get_text() == "toolbudget":
+            label.set_fontweight("bold")
+    ax.spines[["top", "right"]].set_visible(False)
     fig.tight_layout()
-    written.append(_save(fig, directory / "billed_tokens.png", plt))
+    return fig
 
-    longest = max(result.replays, key=lambda r: (r.requests, r.input_tokens), default=None)
-    fig, ax = plt.subplots(figsize=(10, 5))
-    if longest is not None:
-        for rep in result.replays:
-            if rep.trace == longest.trace:
-                width = 2.2 if rep.strategy == "toolbudget" else 1.0
-                ax.plot(
-                    range(1, len(rep.sizes) + 1), rep.sizes, label=rep.strategy, linewidth=width
-                )
+
+def _by_trace(result: BenchResult) -> dict[str, list[Replay]]:
+    out: dict[str, list[Replay]] = {}
+    for rep in result.replays:
+        out.setdefault(rep.trace, []).append(rep)
+    return out
+
+
+def _spread(reps: Sequence[Replay]) -> float:
+    """How far apart the strategies' total input is on one trace: 1 - smallest / largest."""
+    totals = [sum(r.sizes) for r in reps]
+    return 1.0 - min(totals) / max(totals) if max(totals) else 0.0
+
+
+def most_different_trace(result: BenchResult) -> str:
+    """The trace where the strategies' total input differs most (ties: the last by name)."""
+    return max(_by_trace(result).items(), key=lambda kv: (_spread(kv[1]), kv[0]))[0]
+
+
+def _sizes_chart(plt: Any, result: BenchResult) -> Any:
+    """Input tokens per request of the trace where the strategies differ most."""
+    by_trace = _by_trace(result)
+    from matplotlib.ticker import FuncFormatter, MaxNLocator
+
+    fig, ax = plt.subplots(figsize=(11, 6))
+    if by_trace:
+        name = most_different_trace(result)
+        reps = by_trace[name]
+        styles = _styles([r.strategy for r in reps])
+        # Strategies that sent exactly the same sizes share one line and one legend entry:
+        # drawn separately, the last would hide the others.
+        same: dict[tuple[int, ...], list[Replay]] = {}
+        for rep in reps:
+            same.setdefault(rep.sizes, []).append(rep)
+        for group in same.values():
+            ours = any(r.strategy == "toolbudget" for r in group)
+            color, dash = styles["toolbudget" if ours else group[0].strategy]
+            ax.plot(
+                range(1, len(group[0].sizes) + 1),
+                group[0].sizes,
+                label=" = ".join(r.strategy for r in group),
+                color=color,
+                linestyle=dash,
+                linewidth=2.6 if ours else 1.5,
+                zorder=3 if ours else 2,
+            )
         ax.axhline(result.window, color="black", linestyle=":", linewidth=1, label="window")
-        ax.set_title(f"Request size per turn: {longest.trace}")
-        ax.legend(fontsize="small", ncol=2)
+        ax.set_title(
+            f"Input tokens per request: {name}\n(the trace where the strategies differ "
+            f"most: the smallest total is {_spread(reps) * 100:.0f}% below the largest)",
+            fontsize="medium",
+        )
+        ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+    ax.set_ylim(bottom=0)
     ax.set_xlabel("request")
     ax.set_ylabel("input tokens")
+    ax.spines[["top", "right"]].set_visible(False)
     fig.tight_layout()
-    written.append(_save(fig, directory / "request_sizes.png", plt))
+    return fig
 
-    fig, ax = plt.subplots(figsize=(8, 6))
-    for row, color in zip(rows, colors, strict=True):
-        if row.billed_ratio is None or row.visibility is None:
-            continue
-        ax.scatter(row.visibility * 100, row.billed_ratio, color=color)
-        ax.annotate(
-            row.strategy,
-            (row.visibility * 100, row.billed_ratio),
-            fontsize="small",
-            xytext=(4, 4),
-            textcoords="offset points",
-        )
+
+def _cost_chart(plt: Any, rows: Sequence[Row]) -> Any:
+    """Billed ratio against visibility on full 0-100% / from-0 axes, every point labelled.
+
+    Strategies near ``none`` (ratio at most :data:`_NEAR`) usually sit in a small cluster at the
+    right: they are labelled in a zoomed inset, marked as such on the full axes.
+    """
+    points = sorted(
+        (r.billed_ratio, r.visibility * 100, r.strategy)
+        for r in rows
+        if r.billed_ratio is not None and r.visibility is not None
+    )
+    fig, ax = plt.subplots(figsize=(9, 6.5))
+    top = max([1.0, *(y for y, _, _ in points)]) * 1.08
+    near = [p for p in points if p[0] <= _NEAR]
+    far = [p for p in points if p[0] > _NEAR]
+    zoom = None
+    if len(near) > 1:
+        x0, x1 = min(p[1] for p in near), max(p[1] for p in near)
+        y0, y1 = min(p[0] for p in near), max(p[0] for p in near)
+        if x1 - x0 < 20 and y1 - y0 < 0.4 * top:
+            zoom = (x0, x1, y0, y1)
+    _label_points(ax, points if zoom is None else far, top, left_of=None)
+    for y, x, name in near if zoom is not None else []:
+        ours = name == "toolbudget"
+        ax.scatter(x, y, color=_OURS if ours else "tab:gray", s=50 if ours else 30, zorder=3)
+    if zoom is not None:
+        x0, x1, y0, y1 = zoom
+        width = max(x1 - x0, 1.0)
+        height = max(y1 - y0, 0.05)
+        inset = ax.inset_axes((0.06, 0.08, 0.6, 0.62))
+        inset.set_xlim(x0 - width * 1.6, x1 + width * 0.15)
+        inset.set_ylim(y0 - height * 0.25, y1 + height * 0.25)
+        _label_points(inset, near, inset.get_ylim()[1], left_of=x0 - width * 0.35, low=y0)
+        inset.axhline(1.0, color="black", linewidth=0.6, linestyle=":")
+        inset.tick_params(labelsize="x-small")
+        inset.set_title("zoom on the cluster (note the scales)", fontsize="small")
+        inset.grid(alpha=0.3)
+        ax.indicate_inset_zoom(inset, edgecolor="black", alpha=0.5)
+    ax.set_xlim(0, 102)
+    ax.set_ylim(0, top)
+    ax.axhline(1.0, color="black", linewidth=0.6, linestyle=":")
     ax.set_xlabel(f"recent tool output shown in full (%), last {RECENT_ROUNDS} rounds")
-    ax.set_ylabel(f"billed tokens relative to {BASELINE}")
-    ax.set_title("Cost against visibility")
+    ax.set_ylabel(f"billed tokens relative to {BASELINE} (lower is cheaper)")
+    ax.set_title("Cost against visibility: best is bottom right")
+    ax.grid(alpha=0.3)
+    ax.spines[["top", "right"]].set_visible(False)
     fig.tight_layout()
-    written.append(_save(fig, directory / "cost_vs_visibility.png", plt))
-    return written
+    return fig
+
+
+_NEAR = 1.2
+"""Billed ratio up to which strategies count as the cluster around ``none``."""
+
+
+def _label_points(
+    ax: Any,
+    points: Sequence[tuple[float, float, str]],
+    top: float,
+    *,
+    left_of: float | None,
+    low: float | None = None,
+) -> None:
+    """Scatter ``(ratio, visibility, name)`` points with labels left of them, never overlapping."""
+    if not points:
+        return
+    span = top - (low if low is not None else 0.0)
+    bottom = (low if low is not None else 0.0) + span * 0.03
+    heights = _spread_labels([y for y, _, _ in points], gap=span * 0.06, low=bottom)
+    left = left_of if left_of is not None else min(p[1] for p in points) - 8
+    for (y, x, name), label_y in zip(points, heights, strict=True):
+        ours = name == "toolbudget"
+        color = _OURS if ours else "tab:gray"
+        ax.scatter(x, y, color=color, s=50 if ours else 30, zorder=3)
+        ax.annotate(
+            name,
+            (x, y),
+            xytext=(left, label_y),
+            textcoords="data",
+            ha="right",
+            va="center",
+            fontsize="small",
+            fontweight="bold" if ours else "normal",
+            color=color if ours else "black",
+            arrowprops={"arrowstyle": "-", "color": color, "linewidth": 0.6, "alpha": 0.7},
+        )
+
+
+def _spread_labels(ys: Sequence[float], *, gap: float, low: float) -> list[float]:
+    """Label heights for points at sorted heights ``ys``: as close to each point as they can be,
+    in the same order, at least ``gap`` apart (overlapping runs are centred on their points)."""
+    groups: list[list[float]] = []  # each: the targets of a run of labels placed together
+
+    def bottom(group: list[float]) -> float:
+        return max(low, sum(group) / len(group) - gap * (len(group) - 1) / 2)
+
+    for y in ys:
+        groups.append([y])
+        while len(groups) > 1 and bottom(groups[-2]) + gap * len(groups[-2]) > bottom(groups[-1]):
+            last = groups.pop()
+            groups[-1].extend(last)
+    out: list[float] = []
+    for group in groups:
+        start = bottom(group)
+        out.extend(start + gap * k for k in range(len(group)))
+    return out
 
 
 def _save(fig: Any, path: Path, plt: Any) -> Path:

@@ -1,10 +1,19 @@
-"""Settings: one validated, frozen model per session, with SPEC defaults."""
+"""Settings: one validated, frozen model per session, with SPEC defaults.
+
+:class:`BudgetConfig` is a pydantic-settings ``BaseSettings``: a setting not passed explicitly is
+read from the environment variable ``TOOLBUDGET_<FIELD>`` (``TOOLBUDGET_RESULT_CAP=80000``,
+``TOOLBUDGET_MODEL=claude-sonnet-4-5``; case-insensitive; ``tools`` as JSON), then falls back to
+its default. Explicit arguments always win (pydantic-settings' source order: init arguments,
+then the environment, then defaults).
+"""
 
 from __future__ import annotations
 
+import os
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from budget._errors import ConfigError
 
@@ -33,10 +42,17 @@ class ToolPolicy(BaseModel):
     preview: PreviewShape | None = None
 
 
-class BudgetConfig(BaseModel):
-    """Every setting of a session; refused when built if any value is out of range."""
+ENV_PREFIX = "TOOLBUDGET_"
+"""Environment variables named ``TOOLBUDGET_<FIELD>`` set the fields not passed explicitly."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+
+class BudgetConfig(BaseSettings):
+    """Every setting of a session; refused when built if any value is out of range.
+
+    Fields not given are read from ``TOOLBUDGET_<FIELD>`` environment variables, then defaulted.
+    """
+
+    model_config = SettingsConfigDict(frozen=True, extra="forbid", env_prefix=ENV_PREFIX)
 
     # Pass 1: per-result cap.
     result_cap: PositiveInt = 50_000
@@ -101,7 +117,7 @@ class BudgetConfig(BaseModel):
         try:
             super().__init__(**data)
         except ValidationError as exc:
-            raise ConfigError(_describe(exc)) from None
+            raise ConfigError(_describe(exc, explicit=data)) from None
 
     @model_validator(mode="after")
     def _coherent(self) -> BudgetConfig:
@@ -146,9 +162,21 @@ def build_config(config: BudgetConfig | dict[str, object] | None) -> BudgetConfi
     return BudgetConfig(**config)
 
 
-def _describe(exc: ValidationError) -> str:
+def _describe(exc: ValidationError, explicit: dict[str, Any] | None = None) -> str:
     parts = []
     for err in exc.errors():
         field = ".".join(str(p) for p in err["loc"]) or "config"
-        parts.append(f"{field}: {err['msg']}")
+        top = str(err["loc"][0]) if err["loc"] else ""
+        env = f"{ENV_PREFIX}{top}".upper()
+        # A value from the environment is named as such: the caller did not pass it.
+        origin = (
+            f" (from the environment variable {env})"
+            if explicit is not None and top and top not in explicit and _in_env(env)
+            else ""
+        )
+        parts.append(f"{field}{origin}: {err['msg']}")
     return "invalid toolbudget setting: " + "; ".join(parts)
+
+
+def _in_env(name: str) -> bool:
+    return any(key.upper() == name for key in os.environ)

@@ -27,7 +27,15 @@ class DecisionReport(BaseModel):
 
 
 class Report(BaseModel):
-    """What the model saw on one request, and why (SPEC §8)."""
+    """What the model saw on one request, and why (SPEC §8).
+
+    Two scopes, not to be confused: :attr:`decisions` lists only what *this* request decided or
+    changed (empty on a request that added no result and ran no batch), while :attr:`kept`,
+    :attr:`spilled`, :attr:`trimmed` and :attr:`unspillable` count *every* result of the request
+    copy by its current decision, including those decided by earlier requests (a result spilled
+    on request 1 still counts in ``spilled`` on request 9). :attr:`spilled_now` and
+    :attr:`trimmed_now` count this request's decisions only.
+    """
 
     model_config = ConfigDict(frozen=True)
 
@@ -38,12 +46,16 @@ class Report(BaseModel):
     results: int
     """Tool results in the request."""
     decisions: tuple[DecisionReport, ...]
-    """Results decided or changed by this request."""
+    """Results decided or changed by this request only (earlier decisions are not repeated)."""
     kept: int
+    """Results of the whole request copy shown unchanged (decided now or earlier)."""
     spilled: int
+    """Results of the whole request copy shown as an envelope, whenever they were spilled:
+    a running total over the copy, not this request's spills (see :attr:`spilled_now`)."""
     trimmed: int
+    """Results of the whole request copy shown as a stub, whenever they were trimmed."""
     unspillable: int
-    """Counts over the whole request copy, by each result's current decision."""
+    """Results of the whole request copy kept in full because they could not be spilled."""
     chars_before: int
     chars_after: int
     """Characters of tool-result text in the history and in the request copy."""
@@ -62,6 +74,16 @@ class Report(BaseModel):
     reclaimable_tokens: int
     """Tokens a staleness batch could still reclaim (eligible results left untrimmed)."""
     elapsed_s: float
+
+    @property
+    def spilled_now(self) -> int:
+        """Results this request spilled (the ``spilled`` entries of :attr:`decisions`)."""
+        return sum(1 for d in self.decisions if d.kind == "spilled")
+
+    @property
+    def trimmed_now(self) -> int:
+        """Results this request trimmed to stubs (the ``trimmed`` entries of :attr:`decisions`)."""
+        return sum(1 for d in self.decisions if d.kind == "trimmed")
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,7 @@ in Anthropic). Without either, both readings agree: nothing was cached.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -63,6 +64,9 @@ def _fields(obj: object) -> Mapping[str, Any] | None:
         dumped = dump()
         if isinstance(dumped, Mapping):
             return dumped
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        # Slotted dataclasses have no __dict__.
+        return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
     attrs = getattr(obj, "__dict__", None)
     if isinstance(attrs, Mapping):
         return attrs
@@ -95,16 +99,26 @@ _NESTED = ("usage", "usage_metadata", "usageMetadata")
 def normalize_usage(usage: Mapping[str, Any] | object | None) -> ProviderUsage | None:
     """Normalize a provider's usage report (a dict or an SDK object) to :class:`ProviderUsage`.
 
-    Accepts the Anthropic, OpenAI Chat, OpenAI Responses and Gemini shapes, and also a whole
-    response carrying one under ``usage``/``usage_metadata``. Returns ``None`` for ``None`` or a
-    value with no recognizable token counts; raises :class:`~budget.InputError` when a count is
-    present but not a non-negative integer.
+    Accepts, as a mapping or an object with those attributes (a pydantic model, an SDK object):
+
+    * the Anthropic, OpenAI Chat, OpenAI Responses and Gemini usage shapes (module docstring);
+    * LangChain's ``usage_metadata`` and pydantic-ai's ``RequestUsage`` (``input_tokens``...);
+    * a whole response carrying one of them under ``usage``, ``usage_metadata`` or
+      ``usageMetadata``.
+
+    Returns ``None`` for ``None`` and for a response whose usage is ``None`` (nothing reported).
+    Raises :class:`~budget.InputError` for anything else: a value that is no mapping or object
+    (``usage=123``), one with none of the fields above, or a count that is not a non-negative
+    integer.
     """
     if usage is None:
         return None
     fields = _fields(usage)
-    if fields is None:
-        return None
+    if fields is None or isinstance(usage, str | bytes):
+        raise InputError(
+            f"usage must be a provider's usage report (a dict or SDK object with token counts) "
+            f"or None, not {type(usage).__name__}"
+        )
     if _has(fields, "prompt_tokens"):  # OpenAI Chat Completions
         prompt = _count(fields, "prompt_tokens")
         details = _fields(fields.get("prompt_tokens_details"))
@@ -138,9 +152,13 @@ def normalize_usage(usage: Mapping[str, Any] | object | None) -> ProviderUsage |
             + _count(fields, "thoughts_token_count", "thoughtsTokenCount"),
         )
     for key in _NESTED:
-        if fields.get(key) is not None:
+        if key in fields:
             return normalize_usage(fields[key])
-    return None
+    known = ", ".join(("input_tokens", "prompt_tokens", "prompt_token_count", *_NESTED))
+    raise InputError(
+        f"usage has no token counts this library knows (expected one of {known}); "
+        f"its fields: {', '.join(sorted(map(str, fields))[:8]) or 'none'}"
+    )
 
 
 def _split(prompt: int, cached: int, written: int, output: int) -> ProviderUsage:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import time
 from pathlib import Path
-from typing import Annotated, TextIO, cast
+from typing import TYPE_CHECKING, Annotated, NoReturn, TextIO, cast
 
 import structlog
 import typer
@@ -17,6 +18,9 @@ from budget._errors import BudgetError
 from budget._readback import ReadBack
 from spill import gc_sessions
 from spill._readonly import ReadOnlyStore
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 app = typer.Typer(
     name="toolbudget",
@@ -100,10 +104,27 @@ def gc(
     older_than: Annotated[str, typer.Option(help="Age, like 12h or 7d.")] = "7d",
 ) -> None:
     """Remove session directories not used for a while (locked ones are left alone)."""
-    removed = gc_sessions(root, older_than_s=_duration(older_than), now=time.time())
+    age = _duration(older_than)
+    if not root.is_dir():
+        # gc_sessions treats a missing root as nothing to do; on the command line it is a typo.
+        typer.echo(f"error: no directory at {root}", err=True)
+        raise typer.Exit(2)
+    skipped: list[tuple[Path, str]] = []
+    try:
+        removed = gc_sessions(
+            root,
+            older_than_s=age,
+            now=time.time(),
+            on_skip=lambda path, why: skipped.append((path, why)),
+        )
+    except BudgetError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
     for path in removed:
         typer.echo(f"removed {path}")
-    typer.echo(f"{len(removed)} session(s) removed")
+    for path, why in skipped:
+        typer.echo(f"skipped {path}: {why}", err=True)
+    typer.echo(f"{len(removed)} session(s) removed, {len(skipped)} skipped")
 
 
 @app.command()
@@ -123,14 +144,24 @@ def bench(
         int, typer.Option(min=1, help="Context window in tokens: overflows are counted above it.")
     ] = 128_000,
     json_path: Annotated[
-        Path | None, typer.Option("--json", help="Write every figure to this JSON file.")
+        Path | None,
+        typer.Option(
+            "--json", help="Write every figure to this JSON file (its directory must exist)."
+        ),
     ] = None,
     plots: Annotated[
-        Path | None, typer.Option(help="Write PNG charts into this directory.")
+        Path | None,
+        typer.Option(help="Write PNG charts into this directory (created if missing)."),
     ] = None,
     limit: Annotated[
         int | None, typer.Option(min=1, help="Replay only the first N traces (sorted by path).")
     ] = None,
+    wide: Annotated[
+        bool,
+        typer.Option(
+            "--wide", help="Every column of the table, however wide the terminal (default: fit)."
+        ),
+    ] = False,
 ) -> None:
     """Replay recorded agent traces under toolbudget and other agents' strategies, side by side."""
     # Imported here: the benchmarks (and matplotlib, langchain) are not needed by other commands.
@@ -146,16 +177,21 @@ def bench(
         names = [n.strip() for n in strategies.split(",") if n.strip()]
         unknown = [n for n in names if n not in registry.STRATEGIES]
         if unknown or not names:
-            typer.echo(
-                f"error: unknown strategy {', '.join(unknown) or '(none given)'}; "
-                f"known: {', '.join(registry.names())}",
-                err=True,
+            _fail(
+                f"unknown strategy {', '.join(unknown) or '(none given)'}; "
+                f"known: {', '.join(registry.names())}"
             )
-            raise typer.Exit(2)
-    console = Console()
-    if not console.is_terminal:
-        # Piped or captured: rich would fold the 13 columns into 80; keep every figure readable.
-        console = Console(width=max(console.width, 160))
+    # Every output is checked before the replay, which can take minutes: fail now, not after.
+    _check_outputs(json_path, plots)
+    runnable = []
+    for name in names:
+        why = registry.missing(name)
+        if why is None:
+            runnable.append(name)
+        else:
+            typer.echo(f"skipping {name}: {why}", err=True)
+    names = runnable
+    console = _table_console(Console, wide=wide)
     err = Console(stderr=True)
     try:
         if traces is None:
@@ -164,22 +200,56 @@ def bench(
                 found = record_builtin()
         else:
             found, skipped = load_dir(traces)
+        for s in skipped:
+            typer.echo(f"skipped {s.path}: {s.reason}", err=True)
         if limit is not None:
             found = found[:limit]
         if not found:
-            typer.echo(f"error: no trace found under {traces}", err=True)
-            raise typer.Exit(2)
+            why = f" ({len(skipped)} file(s) skipped, reasons above)" if skipped else ""
+            _fail(f"no trace found under {traces}{why}")
         result = run_bench(found, names, skipped=skipped, window=window, console=err)
     except BudgetError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
-    render(result, console)
+        _fail(str(exc))
+    render(result, console, wide=wide)
     if json_path is not None:
         write_json(result, json_path)
         console.print(f"wrote {json_path}")
     if plots is not None:
         for path in write_plots(result, plots):
             console.print(f"wrote {path}")
+
+
+def _fail(message: str) -> NoReturn:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(2)
+
+
+def _check_outputs(json_path: Path | None, plots: Path | None) -> None:
+    """Refuse outputs that could not be written, before anything runs."""
+    if json_path is not None:
+        if json_path.is_dir():
+            _fail(f"--json {json_path} is a directory; name a file")
+        if not json_path.parent.is_dir():
+            # Refused rather than created: a typo in the path should not leave directories behind.
+            _fail(f"--json {json_path}: no directory {json_path.parent} (create it first)")
+    if plots is not None:
+        if plots.exists() and not plots.is_dir():
+            _fail(f"--plots {plots} is a file; name a directory for the PNG charts")
+        try:
+            import matplotlib  # noqa: F401, PLC0415
+        except ImportError:
+            _fail(
+                "--plots needs matplotlib: pip install 'toolbudget[bench]' (or matplotlib itself)"
+            )
+
+
+def _table_console(console_type: type[Console], *, wide: bool) -> Console:
+    """Standard output's console: the terminal's width (or ``COLUMNS``), unbounded when piped."""
+    console = console_type()
+    if wide or (not console.is_terminal and "COLUMNS" not in os.environ):
+        # Nothing folds a pipe: keep every column whole (rich would otherwise assume 80).
+        console = console_type(width=max(console.width, 400))
+    return console
 
 
 def main() -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import stat
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
@@ -28,12 +29,21 @@ _DIR_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY
 _KNOWN: Final = frozenset({BODIES_NAME, LOCK_NAME, LOG_NAME, META_NAME})
 
 
-def gc_sessions(root: Path, *, older_than_s: float, now: float | None = None) -> list[Path]:
+def gc_sessions(
+    root: Path,
+    *,
+    older_than_s: float,
+    now: float | None = None,
+    on_skip: Callable[[Path, str], None] | None = None,
+) -> list[Path]:
     """Remove the sessions under ``root`` untouched for more than ``older_than_s`` seconds.
 
     Sessions held open by a LocalStore are skipped. Symlinks are never followed (a symlinked
-    ``root`` is refused). Returns the removed directories, in name order.
+    ``root`` is refused). Returns the removed directories, in name order. ``on_skip`` is called
+    with each session left in place and why (open, recently used, holding foreign files, no lock
+    file, or an OS error); directories that are no session at all are not reported.
     """
+    skip = on_skip if on_skip is not None else _ignore
     if isinstance(older_than_s, bool) or not isinstance(older_than_s, int | float):
         raise ConfigError(f"older_than_s must be a number of seconds, got {older_than_s!r}")
     if not older_than_s >= 0:
@@ -54,18 +64,30 @@ def gc_sessions(root: Path, *, older_than_s: float, now: float | None = None) ->
             raise StoreError(f"cannot list gc root {root}: {exc.strerror or exc}") from exc
         for name in names:
             try:
-                if _collect(root_fd, name, root / name, current, older_than_s):
+                if _collect(root_fd, name, root / name, current, older_than_s, skip):
                     removed.append(root / name)
             except OSError as exc:
                 events().warning(
                     "spill.gc.failed", session=str(root / name), error=exc.strerror or str(exc)
                 )
+                skip(root / name, exc.strerror or str(exc))
     finally:
         _fs.close(root_fd)
     return removed
 
 
-def _collect(root_fd: int, name: str, path: Path, now: float, older_than_s: float) -> bool:
+def _ignore(path: Path, why: str) -> None:
+    """The default ``on_skip``: the events already say why."""
+
+
+def _collect(
+    root_fd: int,
+    name: str,
+    path: Path,
+    now: float,
+    older_than_s: float,
+    skip: Callable[[Path, str], None],
+) -> bool:
     """Remove one candidate session if it qualifies; True if it was removed."""
     st = _fs.stat(name, dir_fd=root_fd)
     if not stat.S_ISDIR(st.st_mode):  # symlinks included: never followed
@@ -76,6 +98,7 @@ def _collect(root_fd: int, name: str, path: Path, now: float, older_than_s: floa
             return False
         if not _is_regular(dir_fd, LOCK_NAME):
             events().warning("spill.gc.skipped", session=str(path), reason="no lock file")
+            skip(path, "no lock file (a damaged session?)")
             return False
         foreign = [
             n for n in _fs.listdir(dir_fd) if n not in _KNOWN and not n.startswith(TMP_PREFIX)
@@ -86,6 +109,7 @@ def _collect(root_fd: int, name: str, path: Path, now: float, older_than_s: floa
                 session=str(path),
                 reason=f"holds files a session does not: {sorted(foreign)[:5]}",
             )
+            skip(path, f"holds files a session does not: {', '.join(sorted(foreign)[:5])}")
             return False
         lock_fd = _fs.open_fd(LOCK_NAME, os.O_RDWR, dir_fd=dir_fd)
         try:
@@ -93,10 +117,12 @@ def _collect(root_fd: int, name: str, path: Path, now: float, older_than_s: floa
                 _fs.lock(lock_fd)
             except BlockingIOError:
                 events().info("spill.gc.skipped", session=str(path), reason="open (locked)")
+                skip(path, "open in another process (locked)")
                 return False
             # Measured under the lock, so a store that wrote just before closing counts.
             newest = max(st.st_mtime, _newest_mtime(dir_fd))
             if now - newest <= older_than_s:
+                skip(path, f"used {_age(now - newest)} ago")
                 return False
             for entry in (LOG_NAME, BODIES_NAME):
                 _remove(dir_fd, entry)
@@ -112,6 +138,13 @@ def _collect(root_fd: int, name: str, path: Path, now: float, older_than_s: floa
     _fs.rmdir(name, dir_fd=root_fd)
     events().info("spill.gc.removed", session=str(path), idle_s=round(now - newest, 1))
     return True
+
+
+def _age(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.0f}{unit}"
+    return f"{max(seconds, 0):.0f}s"
 
 
 def _is_regular(dir_fd: int, name: str) -> bool:

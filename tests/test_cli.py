@@ -69,3 +69,34 @@ def test_gc_removes_only_old_sessions(tmp_path: Path) -> None:
     assert (tmp_path / "new").exists()
     bad = runner.invoke(app, ["gc", str(tmp_path), "--older-than", "soon"])
     assert bad.exit_code != 0
+
+
+def test_gc_on_a_missing_root_is_an_error(tmp_path: Path) -> None:
+    """gc on a directory that does not exist exits 2 naming it, instead of removing nothing."""
+    result = runner.invoke(app, ["gc", str(tmp_path / "nope")])
+    assert result.exit_code == 2
+    assert "error: no directory at" in result.stderr
+    assert "nope" in result.stderr
+
+
+def test_gc_says_which_sessions_it_skipped_and_why(tmp_path: Path) -> None:
+    """gc names each session it left in place with its reason: open (locked), foreign files."""
+    from spill import LocalStore
+
+    _session_with_spill(tmp_path / "open")
+    _session_with_spill(tmp_path / "foreign")
+    (tmp_path / "foreign" / "notes.txt").write_text("mine")
+    past = time.time() - 10 * 86400
+    for session in ("open", "foreign"):
+        for root, dirs, files in os.walk(tmp_path / session):
+            for name in dirs + files:
+                os.utime(Path(root) / name, (past, past))
+    with LocalStore(tmp_path / "open"):
+        result = runner.invoke(app, ["gc", str(tmp_path), "--older-than", "7d"])
+    assert result.exit_code == 0, result.output
+    assert f"skipped {tmp_path / 'open'}: open in another process (locked)" in result.stderr
+    assert f"skipped {tmp_path / 'foreign'}: holds files a session does not: notes.txt" in (
+        result.stderr
+    )
+    assert "0 session(s) removed, 2 skipped" in result.stdout
+    assert (tmp_path / "open").exists() and (tmp_path / "foreign").exists()

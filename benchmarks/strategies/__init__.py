@@ -7,6 +7,7 @@ Each entry of :data:`STRATEGIES` builds a :class:`Strategy` from keyword overrid
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
@@ -27,7 +28,16 @@ from benchmarks.strategies import (
 from benchmarks.strategies._base import Messages, Strategy, StrategySession
 from budget._errors import ConfigError
 
-__all__ = ["STRATEGIES", "Messages", "Strategy", "StrategySession", "get", "names"]
+__all__ = [
+    "REQUIRES",
+    "STRATEGIES",
+    "Messages",
+    "Strategy",
+    "StrategySession",
+    "get",
+    "missing",
+    "names",
+]
 
 STRATEGIES: Mapping[str, Callable[..., Strategy]] = MappingProxyType(
     {
@@ -46,6 +56,30 @@ STRATEGIES: Mapping[str, Callable[..., Strategy]] = MappingProxyType(
     }
 )
 """Strategy name -> factory taking config overrides as keywords."""
+
+
+REQUIRES: Mapping[str, tuple[tuple[str, ...], str]] = MappingProxyType(
+    {
+        "langchain": (("langchain", "langchain_core"), "langchain"),
+        "openai-agents": (("agents",), "openai-agents"),
+    }
+)
+"""Strategy name -> (the modules it runs, the extra that installs them): the peers that run the
+real package rather than a re-implementation. ``[bench]`` installs every one of them."""
+
+
+def missing(name: str) -> str | None:
+    """Why the strategy ``name`` cannot run here (a module it needs is not installed), or None."""
+    modules, extra = REQUIRES.get(name, ((), ""))
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            return (
+                f"needs the {module!r} package: pip install 'toolbudget[{extra}]' "
+                "(or 'toolbudget[bench]' for every peer)"
+            )
+    return None
 
 
 def names() -> list[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -135,3 +136,107 @@ def test_bench_refuses_unknown_strategies_and_missing_traces(tmp_path: Path) -> 
     result = CliRunner().invoke(app, ["bench", "--traces", str(tmp_path / "absent")])
     assert result.exit_code == 2
     assert "absent" in result.output
+
+
+def _traces(tmp_path: Path) -> Path:
+    """A traces directory with two small Anthropic traces."""
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    _anthropic_file(traces / "a.json", 4)
+    _anthropic_file(traces / "b.json", 6)
+    return traces
+
+
+def test_bench_refuses_unwritable_outputs_before_the_replay(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--plots naming a file, --plots without matplotlib, --json into a missing directory: one
+    error line and exit 2 before any trace is replayed."""
+    traces = _traces(tmp_path)
+    a_file = tmp_path / "taken.png"
+    a_file.write_bytes(b"x")
+    base = ["bench", "--traces", str(traces), "--strategies", "toolbudget"]
+    cases = {
+        "is a file": [*base, "--plots", str(a_file)],
+        "no directory": [*base, "--json", str(tmp_path / "nope" / "dir" / "r.json")],
+    }
+    for expected, args in cases.items():
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 2, result.output
+        assert result.stderr.count("\n") == 1 and expected in result.stderr
+        assert "All traces" not in result.stdout
+    assert not (tmp_path / "nope").exists()
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib raises ImportError
+    result = CliRunner().invoke(app, [*base, "--plots", str(tmp_path / "p")])
+    assert result.exit_code == 2
+    assert "--plots needs matplotlib: pip install 'toolbudget[bench]'" in result.stderr
+    assert "All traces" not in result.stdout
+
+
+def test_bench_skips_a_peer_whose_package_is_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A peer whose package is not importable is skipped with one line naming its extra."""
+    monkeypatch.setitem(sys.modules, "langchain", None)
+    out = tmp_path / "r.json"
+    result = CliRunner().invoke(
+        app,
+        [
+            "bench",
+            *("--traces", str(_traces(tmp_path)), "--strategies", "toolbudget,langchain"),
+            *("--json", str(out)),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert (
+        "skipping langchain: needs the 'langchain' package: pip install 'toolbudget[langchain]'"
+        in result.stderr
+    )
+    assert [r["strategy"] for r in orjson.loads(out.read_bytes())["summary"]] == [
+        "none",
+        "toolbudget",
+    ]
+
+
+def test_bench_table_fits_100_columns_with_a_legend(tmp_path: Path) -> None:
+    """At COLUMNS=100 every line fits, every strategy name is whole, and a legend explains the
+    columns and the batch triggers; --wide shows every column."""
+    from benchmarks.strategies import names
+
+    args = ["bench", "--traces", str(_traces(tmp_path)), "--window", "2000"]
+    args += ["--strategies", "toolbudget,opencode,openai-agents,anthropic-context-editing"]
+    result = CliRunner().invoke(app, args, env={"COLUMNS": "100"})
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 100
+    for name in ("opencode", "openai-agents", "anthropic-context-editing"):
+        assert any(f" {name} " in line for line in lines), name
+    assert "…" not in result.stdout
+    for word in ("visible", "breaks", "recoverable", "×none", "pays", "pressure", "cold_cache"):
+        assert any(line.lstrip().startswith(word + " ") for line in lines), word
+    assert "ms p99" not in result.stdout
+    assert "more columns with --wide" in result.stdout
+    wide = CliRunner().invoke(app, [*args, "--wide"], env={"COLUMNS": "100"})
+    assert wide.exit_code == 0, wide.output
+    assert "ms p99" in wide.stdout and "quoted vis" in wide.stdout
+    assert len(names()) >= 12
+
+
+def test_bench_prints_each_skipped_file_with_its_reason(tmp_path: Path) -> None:
+    """Each unreadable file is named on stderr with its reason, also when no trace is left."""
+    traces = _traces(tmp_path)
+    (traces / "broken.json").write_text("{not json")
+    result = CliRunner().invoke(
+        app, ["bench", "--traces", str(traces), "--strategies", "toolbudget"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "skipped broken.json:" in result.stderr and "not valid JSON" in result.stderr
+    only_bad = tmp_path / "bad"
+    only_bad.mkdir()
+    (only_bad / "x.json").write_text("{not json")
+    (only_bad / "y.json").write_text("[1, 2]")
+    result = CliRunner().invoke(app, ["bench", "--traces", str(only_bad)])
+    assert result.exit_code == 2
+    assert "skipped x.json:" in result.stderr and "not valid JSON" in result.stderr
+    assert "skipped y.json:" in result.stderr
+    assert "2 file(s) skipped" in result.stderr

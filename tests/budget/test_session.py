@@ -285,3 +285,15 @@ def test_envelopes_can_name_the_spilled_file(tmp_path: Path) -> None:
     path = Path(line.removeprefix("File: "))
     assert path.is_relative_to((tmp_path / "s").resolve()) or path.is_relative_to(tmp_path / "s")
     assert path.read_text() == text
+
+
+def test_report_spilled_counts_the_copy_while_decisions_cover_this_request(
+    tmp_path: Path,
+) -> None:
+    """report.spilled counts every spilled result of the copy; spilled_now only this request's."""
+    first = conversation([["x" * 60_000]])
+    with Budget.open(tmp_path / "s") as session:
+        one = session.prepare(first, now=0).report
+        two = session.prepare([*first, {"role": "assistant", "content": "done"}], now=1).report
+    assert (one.spilled, one.spilled_now, len(one.decisions)) == (1, 1, 1)
+    assert (two.spilled, two.spilled_now, two.decisions) == (1, 0, ())

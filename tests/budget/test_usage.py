@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -107,12 +109,34 @@ def test_gemini_usage_metadata() -> None:
 
 
 def test_unrecognized_and_invalid_usage() -> None:
-    """None and unknown shapes give None; a negative count is an InputError naming the field."""
+    """None and a response without usage give None; a negative count is an InputError naming
+    the field."""
     assert normalize_usage(None) is None
-    assert normalize_usage({"foo": 1}) is None
-    assert normalize_usage(42) is None
+    assert normalize_usage({"id": "msg_1", "usage": None}) is None
     with pytest.raises(InputError, match="output_tokens"):
         normalize_usage({"input_tokens": 1, "output_tokens": -3})
+
+
+def test_usage_that_is_no_usage_shape_is_refused(tmp_path: Path) -> None:
+    """usage=123, a string or a dict with no token counts is an InputError, not silently ignored
+    (also through prepare)."""
+    for bad, says in ((123, "not int"), ("100 tokens", "not str"), ({"foo": 1}, "fields: foo")):
+        with pytest.raises(InputError, match=says):
+            normalize_usage(bad)
+    messages = [{"role": "user", "content": "hi"}]
+    with Budget.open(tmp_path / "s") as session, pytest.raises(InputError, match="usage"):
+        session.prepare(messages, usage=123)
+
+
+def test_usage_from_a_slotted_dataclass() -> None:
+    """A dataclass with slots (no __dict__) is read by its fields, like an SDK object."""
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Counts:
+        input_tokens: int
+        output_tokens: int
+
+    assert normalize_usage(Counts(10, 2)) == ProviderUsage(input_tokens=10, output_tokens=2)
 
 
 def test_anchored_estimate_is_pessimistic() -> None:

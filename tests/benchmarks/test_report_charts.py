@@ -1,0 +1,71 @@
+"""The bench's charts and table helpers: the trace shown, distinct styles, readable axes."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import pytest
+
+from benchmarks import strategies
+from benchmarks.report import (
+    _billed_chart,
+    _spread_labels,
+    _styles,
+    most_different_trace,
+    run_bench,
+)
+from tests.benchmarks.test_replay import build
+
+pytest.importorskip("matplotlib")
+
+
+def test_request_sizes_shows_the_trace_where_strategies_differ_most(tmp_path: Path) -> None:
+    """The chart's trace is the one whose totals differ most, not the longest."""
+    long_small = build([100] * 12, name="hand/long")  # nothing to cut: every strategy alike
+    short_big = build([120_000, 300, 300, 300, 300, 300, 300], name="hand/big")
+    result = run_bench([long_small, short_big], ["toolbudget", "claude-code"], workdir=tmp_path)
+    assert max(result.replays, key=lambda r: r.requests).trace == "hand/long"
+    assert most_different_trace(result) == "hand/big"
+
+
+def test_every_strategy_gets_its_own_colour_and_line_style() -> None:
+    """All registered strategies (eleven and more) get distinct colours; toolbudget is red."""
+    styles = _styles(strategies.names())
+    assert len(styles) >= 11
+    assert len({colour for colour, _ in styles.values()}) == len(styles)
+    assert styles["toolbudget"][0] == "tab:red"
+
+
+def test_labels_never_overlap_and_keep_the_points_order() -> None:
+    """Labels of near-equal points are spread at least a gap apart, in the points' order."""
+    ys = [0.82, 0.93, 0.95, 0.95, 0.96, 0.97, 1.0, 1.0, 1.04, 1.06, 2.15, 2.74]
+    heights = _spread_labels(ys, gap=0.1, low=0.05)
+    assert all(b - a >= 0.1 - 1e-9 for a, b in itertools.pairwise(heights))
+    assert heights[-1] == pytest.approx(2.74)  # a lone point keeps its own height
+    assert min(heights) >= 0.05
+
+
+def test_billed_chart_prints_plain_numbers_and_values_on_the_bars(tmp_path: Path) -> None:
+    """The billed axis has no scientific offset, every bar carries its value, lower is better."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    result = run_bench(
+        [build([120_000, 300, 300, 300, 300, 300], name="hand/big")],
+        ["toolbudget"],
+        workdir=tmp_path,
+    )
+    fig = _billed_chart(plt, result.summary, 1)
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    assert ax.xaxis.get_offset_text().get_text() == ""
+    ticks = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+    assert any("," in t for t in ticks) and not any("e" in t for t in ticks)
+    values = [t.get_text() for t in ax.texts]
+    for row in result.summary:
+        assert any(v.startswith(f"{row.billed_tokens:,.0f}") for v in values)
+    assert "lower is better" in ax.get_title()
+    plt.close(fig)

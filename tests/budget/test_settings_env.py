@@ -1,0 +1,47 @@
+"""Settings from the environment: TOOLBUDGET_<FIELD> variables, explicit arguments winning."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from budget import Budget, BudgetConfig
+from budget._errors import ConfigError
+
+
+def test_environment_sets_what_is_not_passed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """TOOLBUDGET_RESULT_CAP and TOOLBUDGET_MODEL set a session's config when not passed."""
+    monkeypatch.setenv("TOOLBUDGET_RESULT_CAP", "80000")
+    monkeypatch.setenv("TOOLBUDGET_MODEL", "claude-sonnet-4-5")
+    monkeypatch.setenv("toolbudget_protect_rounds", "7")  # case-insensitive, as pydantic-settings
+    with Budget.open(tmp_path / "s") as session:
+        assert session.config.result_cap == 80_000
+        assert session.config.model == "claude-sonnet-4-5"
+        assert session.config.protect_rounds == 7
+    assert BudgetConfig().result_cap == 80_000
+
+
+def test_explicit_arguments_win_over_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A setting passed as an argument or in a config dict beats its environment variable."""
+    monkeypatch.setenv("TOOLBUDGET_RESULT_CAP", "80000")
+    monkeypatch.setenv("TOOLBUDGET_STUB_CHARS", "500")
+    assert BudgetConfig(result_cap=9_000).result_cap == 9_000
+    with Budget.open(tmp_path / "s", config={"result_cap": 12_000}) as session:
+        assert session.config.result_cap == 12_000
+        assert session.config.stub_chars == 500
+
+
+def test_a_bad_environment_value_is_a_config_error_naming_the_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An invalid TOOLBUDGET_ value is a ConfigError that names the variable it came from."""
+    monkeypatch.setenv("TOOLBUDGET_RESULT_CAP", "lots")
+    with pytest.raises(ConfigError, match="TOOLBUDGET_RESULT_CAP"):
+        BudgetConfig()
+    monkeypatch.setenv("TOOLBUDGET_TOOLS", '{"bash": {"cap": 1000}}')
+    assert BudgetConfig(result_cap=5_000).tools["bash"].cap == 1000
