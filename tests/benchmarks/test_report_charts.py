@@ -15,9 +15,10 @@ from benchmarks.report import (
     most_different_trace,
     run_bench,
 )
+from tests._ci import require_module
 from tests.benchmarks.test_replay import build
 
-pytest.importorskip("matplotlib")
+require_module("matplotlib", "bench")
 
 
 def test_request_sizes_shows_the_trace_where_strategies_differ_most(tmp_path: Path) -> None:
