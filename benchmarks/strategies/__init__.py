@@ -1,14 +1,16 @@
 """The budgeting strategies ``toolbudget bench`` replays side by side, by name.
 
-Each entry of :data:`STRATEGIES` builds a :class:`Strategy` from keyword overrides of its config
-(``get("opencode", protect=10_000)``); every module's docstring names the source it follows.
-``toolbudget`` is this project's library, its overrides are ``BudgetConfig`` settings.
+Each strategy module declares itself once (``STRATEGY = Declaration(name, config, session)``) and
+:data:`STRATEGIES` lists the declarations; :func:`get` builds a :class:`Strategy` from keyword
+overrides of its config (``get("opencode", protect=10_000)``). Every module's docstring names the
+source it follows. ``toolbudget`` is this project's library, its overrides are ``BudgetConfig``
+settings.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
@@ -25,12 +27,13 @@ from benchmarks.strategies import (
     swe_agent,
     toolbudget,
 )
-from benchmarks.strategies._base import Messages, Strategy, StrategySession
+from benchmarks.strategies._base import Declaration, Messages, Strategy, StrategySession
 from budget._errors import ConfigError
 
 __all__ = [
     "REQUIRES",
     "STRATEGIES",
+    "Declaration",
     "Messages",
     "Strategy",
     "StrategySession",
@@ -39,23 +42,26 @@ __all__ = [
     "names",
 ]
 
-STRATEGIES: Mapping[str, Callable[..., Strategy]] = MappingProxyType(
+STRATEGIES: Mapping[str, Declaration[Any]] = MappingProxyType(
     {
-        "none": none.make,
-        "toolbudget": toolbudget.make,
-        "claude-code": claude_code.make,
-        "anthropic-context-editing": anthropic_context_editing.make,
-        "langchain": langchain_editing.make,
-        "swe-agent": swe_agent.make,
-        "swe-agent-0.7": swe_agent.make_07,
-        "observation-masking": observation_masking.make,
-        "opencode": opencode.make,
-        "gemini-cli": gemini_cli.make,
-        "codex": codex.make,
-        "openai-agents": openai_agents.make,
+        declared.name: declared
+        for declared in (
+            none.STRATEGY,
+            toolbudget.STRATEGY,
+            claude_code.STRATEGY,
+            anthropic_context_editing.STRATEGY,
+            langchain_editing.STRATEGY,
+            swe_agent.STRATEGY,
+            swe_agent.STRATEGY_07,
+            observation_masking.STRATEGY,
+            opencode.STRATEGY,
+            gemini_cli.STRATEGY,
+            codex.STRATEGY,
+            openai_agents.STRATEGY,
+        )
     }
 )
-"""Strategy name -> factory taking config overrides as keywords."""
+"""Strategy name -> its module's declaration, in the order of the report."""
 
 
 REQUIRES: Mapping[str, tuple[tuple[str, ...], str]] = MappingProxyType(
@@ -89,11 +95,11 @@ def names() -> list[str]:
 
 def get(name: str, **overrides: Any) -> Strategy:
     """The strategy registered as ``name``, its config fields overridden by ``overrides``."""
-    factory = STRATEGIES.get(name)
-    if factory is None:
+    declared = STRATEGIES.get(name)
+    if declared is None:
         known = ", ".join(STRATEGIES)
         raise ConfigError(f"unknown strategy {name!r}; known strategies: {known}")
     try:
-        return factory(**overrides)
+        return declared.make(**overrides)
     except TypeError as exc:
         raise ConfigError(f"strategy {name!r}: invalid setting ({exc})") from exc

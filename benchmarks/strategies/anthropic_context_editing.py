@@ -22,17 +22,17 @@ with the model's own tokenizer), or with the injected ``count``; tool definition
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from benchmarks._count import counter_for
-from benchmarks.strategies._base import Messages, StrategySession
+from benchmarks.strategies._base import Declaration, Messages, Unrecoverable
 from benchmarks.strategies._common import apply_edits, tool_calls, tool_results, with_content
 from benchmarks.trace import Trace, Usage
 from budget._errors import ConfigError
 
-__all__ = ["AnthropicContextEditing", "AnthropicContextEditingConfig", "make"]
+__all__ = ["STRATEGY", "AnthropicContextEditingConfig"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,13 +58,16 @@ class AnthropicContextEditingConfig:
             raise ConfigError("AnthropicContextEditingConfig.trigger/clear_at_least must be >= 0")
 
 
-class _Session:
-    def __init__(
-        self, config: AnthropicContextEditingConfig, system: str, count: Callable[[Any], int]
-    ) -> None:
+class _Session(Unrecoverable):
+    """``clear_tool_uses_20250919``, applied from scratch to every request (the server computes
+    the edit each time), counting with the trace model's tokenizer profile unless a counter was
+    given."""
+
+    def __init__(self, config: AnthropicContextEditingConfig, trace: Trace, workdir: Path) -> None:
+        count = config.count if config.count is not None else counter_for(trace.model)
         self.config = config
         self.count = count
-        self.system_tokens = count(system) if system else 0
+        self.system_tokens = count(trace.system) if trace.system else 0
         # Token counts of message objects met in the previous request (the server re-counts the
         # whole prompt each time; caching by identity only saves the replay's own time).
         self._memo: dict[int, tuple[dict[str, Any], int]] = {}
@@ -117,24 +120,5 @@ class _Session:
                         edits.setdefault(i, {})[j] = {**block, "input": {}}
         return apply_edits(messages, edits)
 
-    def recover(self, call_id: str) -> str | None:
-        return None
 
-
-@dataclass(slots=True)
-class AnthropicContextEditing:
-    """``clear_tool_uses_20250919``, applied from scratch to every request."""
-
-    config: AnthropicContextEditingConfig = field(default_factory=AnthropicContextEditingConfig)
-    name: str = "anthropic-context-editing"
-
-    def open(self, trace: Trace, workdir: Path) -> StrategySession:
-        """A stateless session (the edit is computed by the server on each request), counting
-        with the trace model's tokenizer profile unless a counter was given."""
-        count = self.config.count if self.config.count is not None else counter_for(trace.model)
-        return _Session(self.config, trace.system, count)
-
-
-def make(**overrides: Any) -> AnthropicContextEditing:
-    """The ``anthropic-context-editing`` strategy, with config fields overridden by keyword."""
-    return AnthropicContextEditing(AnthropicContextEditingConfig(**overrides))
+STRATEGY = Declaration("anthropic-context-editing", AnthropicContextEditingConfig, _Session)

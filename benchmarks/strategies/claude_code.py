@@ -35,13 +35,13 @@ its texts joined by newlines (the real tool may write a JSON dump). Sizes are Py
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from benchmarks.strategies._base import Messages, StrategySession
+from benchmarks.strategies._base import Declaration, Messages
 from benchmarks.strategies._common import (
     PrefixMemo,
     content_chars,
@@ -57,7 +57,7 @@ from benchmarks.strategies._common import (
 from benchmarks.trace import Trace, Usage
 from budget._errors import ConfigError
 
-__all__ = ["ClaudeCode", "ClaudeCodeConfig", "build_message", "format_file_size", "make", "preview"]
+__all__ = ["STRATEGY", "ClaudeCodeConfig", "build_message", "format_file_size", "preview"]
 
 PERSISTED_OUTPUT_TAG = "<persisted-output>"
 PERSISTED_OUTPUT_CLOSING_TAG = "</persisted-output>"
@@ -160,7 +160,10 @@ class _Candidate:
 
 
 class _Session:
-    def __init__(self, config: ClaudeCodeConfig, workdir: Path) -> None:
+    """Claude Code's per-result cap and per-group budget, frozen per call id; spills into
+    ``workdir/tool-results``."""
+
+    def __init__(self, config: ClaudeCodeConfig, trace: Trace, workdir: Path) -> None:
         self.config = config
         self.workdir = workdir
         self.replacements: dict[str, str] = {}
@@ -262,18 +265,4 @@ class _Session:
         return path.read_text(encoding="utf-8") if path is not None else None
 
 
-@dataclass(slots=True)
-class ClaudeCode:
-    """Claude Code's per-result cap and per-group budget, frozen per call id."""
-
-    config: ClaudeCodeConfig = field(default_factory=ClaudeCodeConfig)
-    name: str = "claude-code"
-
-    def open(self, trace: Trace, workdir: Path) -> StrategySession:
-        """A session that spills into ``workdir/tool-results``."""
-        return _Session(self.config, workdir)
-
-
-def make(**overrides: Any) -> ClaudeCode:
-    """The ``claude-code`` strategy, with config fields overridden by keyword."""
-    return ClaudeCode(ClaudeCodeConfig(**overrides))
+STRATEGY = Declaration("claude-code", ClaudeCodeConfig, _Session)

@@ -29,20 +29,19 @@ Nothing is recoverable (Codex keeps no copy for the model).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from benchmarks.strategies._base import Messages, StrategySession
+from benchmarks.strategies._base import Declaration, Messages, Unrecoverable
 from benchmarks.strategies._common import PrefixMemo, tool_results, with_content
 from benchmarks.trace import Trace, Usage
 from budget._errors import ConfigError
 
 __all__ = [
-    "Codex",
+    "STRATEGY",
     "CodexConfig",
     "is_codex_model",
-    "make",
     "truncate_bytes",
     "truncate_content",
     "truncate_text",
@@ -163,10 +162,13 @@ def truncate_content(
     return out if out != content else content
 
 
-class _Session:
-    def __init__(self, config: CodexConfig, model: str | None) -> None:
+class _Session(Unrecoverable):
+    """Head+tail truncation of each tool output at record time: each result's recorded form is
+    remembered, its policy chosen by the trace's model."""
+
+    def __init__(self, config: CodexConfig, trace: Trace, workdir: Path) -> None:
         self.config = config
-        self.policy = config.policy(model)
+        self.policy = config.policy(trace.model)
         self.recorded: dict[str, Any] = {}
         """The truncated content of each result that changed when it was recorded."""
         self.seen: set[str] = set()
@@ -188,22 +190,5 @@ class _Session:
                 edits.setdefault(ref.msg, {})[ref.block] = with_content(ref.data, recorded)
         return self.memo.finish(messages, start, edits)
 
-    def recover(self, call_id: str) -> str | None:
-        return None
 
-
-@dataclass(slots=True)
-class Codex:
-    """Head+tail truncation of each tool output at record time."""
-
-    config: CodexConfig = field(default_factory=CodexConfig)
-    name: str = "codex"
-
-    def open(self, trace: Trace, workdir: Path) -> StrategySession:
-        """A session remembering each result's recorded form, its policy chosen by the model."""
-        return _Session(self.config, trace.model)
-
-
-def make(**overrides: Any) -> Codex:
-    """The ``codex`` strategy, with config fields overridden by keyword."""
-    return Codex(CodexConfig(**overrides))
+STRATEGY = Declaration("codex", CodexConfig, _Session)

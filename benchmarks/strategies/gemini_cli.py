@@ -47,12 +47,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from benchmarks._count import count_tokens
-from benchmarks.strategies._base import Messages, StrategySession
+from benchmarks.strategies._base import Declaration, Messages
 from benchmarks.strategies._common import (
     PrefixMemo,
     is_error,
@@ -70,9 +70,8 @@ from budget._errors import ConfigError
 
 __all__ = [
     "SHELL_TOOLS",
-    "GeminiCli",
+    "STRATEGY",
     "GeminiCliConfig",
-    "make",
     "masked_snippet",
     "truncated_output",
 ]
@@ -179,7 +178,10 @@ def _masked_content(block: dict[str, Any], snippet: str) -> Any:
 
 
 class _Session:
-    def __init__(self, config: GeminiCliConfig, workdir: Path) -> None:
+    """Gemini CLI's shell output truncation, and masking run before every request, persistent;
+    masked outputs are offloaded into ``workdir/tool-outputs``."""
+
+    def __init__(self, config: GeminiCliConfig, trace: Trace, workdir: Path) -> None:
         self.config = config
         self.workdir = workdir
         self.masked: dict[str, str] = {}
@@ -298,18 +300,4 @@ class _Session:
         return str(response.get("output", response.get("error", "")))
 
 
-@dataclass(slots=True)
-class GeminiCli:
-    """Gemini CLI's shell output truncation, and masking run before every request, persistent."""
-
-    config: GeminiCliConfig = field(default_factory=GeminiCliConfig)
-    name: str = "gemini-cli"
-
-    def open(self, trace: Trace, workdir: Path) -> StrategySession:
-        """A session that offloads masked outputs into ``workdir/tool-outputs``."""
-        return _Session(self.config, workdir)
-
-
-def make(**overrides: Any) -> GeminiCli:
-    """The ``gemini-cli`` strategy, with config fields overridden by keyword."""
-    return GeminiCli(GeminiCliConfig(**overrides))
+STRATEGY = Declaration("gemini-cli", GeminiCliConfig, _Session)

@@ -18,17 +18,17 @@ work is untouched. Nothing is recoverable.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from benchmarks.strategies._base import Messages, StrategySession
+from benchmarks.strategies._base import Declaration, Messages, Unrecoverable
 from benchmarks.strategies._common import apply_edits, with_content
 from benchmarks.trace import Trace, Usage
 
-__all__ = ["LangChainContextEditing", "LangChainContextEditingConfig", "make"]
+__all__ = ["STRATEGY", "LangChainContextEditingConfig"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,8 +93,11 @@ def _content_back(content: Any) -> Any:
     return content if isinstance(content, str | list) else orjson.dumps(content).decode()
 
 
-class _Session:
-    def __init__(self, config: LangChainContextEditingConfig, system: str) -> None:
+class _Session(Unrecoverable):
+    """The installed LangChain ``ContextEditingMiddleware``, driven on each request (one
+    middleware instance; it keeps no state between calls)."""
+
+    def __init__(self, config: LangChainContextEditingConfig, trace: Trace, workdir: Path) -> None:
         from langchain.agents.middleware.context_editing import (
             ClearToolUsesEdit,
             ContextEditingMiddleware,
@@ -118,7 +121,7 @@ class _Session:
         )
         # The approximate counter never calls the model; the request type still requires one.
         self.model = FakeListChatModel(responses=[""])
-        self.system = SystemMessage(content=system) if system else None
+        self.system = SystemMessage(content=trace.system) if trace.system else None
         self._memo: dict[int, tuple[dict[str, Any], list[Any]]] = {}
 
     def _convert(self, messages: Messages) -> list[Any]:
@@ -175,22 +178,5 @@ class _Session:
                     edits.setdefault(i, {})[j] = {**block, "input": {}}
         return apply_edits(messages, edits)
 
-    def recover(self, call_id: str) -> str | None:
-        return None
 
-
-@dataclass(slots=True)
-class LangChainContextEditing:
-    """The installed LangChain ``ContextEditingMiddleware``, driven on each request."""
-
-    config: LangChainContextEditingConfig = field(default_factory=LangChainContextEditingConfig)
-    name: str = "langchain"
-
-    def open(self, trace: Trace, workdir: Path) -> StrategySession:
-        """A session holding one middleware instance (it keeps no state between calls)."""
-        return _Session(self.config, trace.system)
-
-
-def make(**overrides: Any) -> LangChainContextEditing:
-    """The ``langchain`` strategy, with config fields overridden by keyword."""
-    return LangChainContextEditing(LangChainContextEditingConfig(**overrides))
+STRATEGY = Declaration("langchain", LangChainContextEditingConfig, _Session)

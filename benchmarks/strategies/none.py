@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from benchmarks.strategies._base import Messages, StrategySession
+from benchmarks.strategies._base import Declaration, Messages, Unrecoverable
 from benchmarks.trace import Trace, Usage
 
-__all__ = ["NoBudget", "NoBudgetConfig", "make"]
+__all__ = ["STRATEGY", "NoBudgetConfig", "Passthrough"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -17,26 +16,15 @@ class NoBudgetConfig:
     """Nothing to configure."""
 
 
-class _Session:
+class Passthrough(Unrecoverable):
+    """A session that returns each history as it is."""
+
+    def __init__(self, config: object, trace: Trace, workdir: Path) -> None:
+        """Takes a declared session's arguments; sending the history whole needs none of them."""
+
     def prepare(self, messages: Messages, *, usage: Usage | None, now: float | None) -> Messages:
+        """A shallow copy of ``messages``."""
         return list(messages)
 
-    def recover(self, call_id: str) -> str | None:
-        return None
 
-
-@dataclass(slots=True)
-class NoBudget:
-    """Passthrough."""
-
-    config: NoBudgetConfig = field(default_factory=NoBudgetConfig)
-    name: str = "none"
-
-    def open(self, trace: Trace, workdir: Path) -> StrategySession:
-        """A session that returns each history as it is."""
-        return _Session()
-
-
-def make(**overrides: Any) -> NoBudget:
-    """The ``none`` strategy."""
-    return NoBudget(NoBudgetConfig(**overrides))
+STRATEGY = Declaration("none", NoBudgetConfig, Passthrough)

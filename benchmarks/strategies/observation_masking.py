@@ -14,17 +14,16 @@ is re-evaluated on every request (the window slides each turn). Nothing is recov
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from benchmarks.strategies._base import Messages, StrategySession
+from benchmarks.strategies._base import Declaration, Messages, Unrecoverable
 from benchmarks.strategies._common import tool_calls, tool_results
 from benchmarks.strategies.swe_agent import elide
 from benchmarks.trace import Trace, Usage
 from budget._errors import ConfigError
 
-__all__ = ["ObservationMasking", "ObservationMaskingConfig", "make"]
+__all__ = ["STRATEGY", "ObservationMaskingConfig"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,8 +38,10 @@ class ObservationMaskingConfig:
             raise ConfigError(f"ObservationMaskingConfig.window must be >= 0, got {self.window}")
 
 
-class _Session:
-    def __init__(self, config: ObservationMaskingConfig) -> None:
+class _Session(Unrecoverable):
+    """Mask the observations of turns older than the window, re-evaluated on every request."""
+
+    def __init__(self, config: ObservationMaskingConfig, trace: Trace, workdir: Path) -> None:
         self.config = config
 
     def prepare(self, messages: Messages, *, usage: Usage | None, now: float | None) -> Messages:
@@ -60,22 +61,5 @@ class _Session:
         )
         return elide(messages, old)
 
-    def recover(self, call_id: str) -> str | None:
-        return None
 
-
-@dataclass(slots=True)
-class ObservationMasking:
-    """Mask the observations of turns older than the window, every turn."""
-
-    config: ObservationMaskingConfig = field(default_factory=ObservationMaskingConfig)
-    name: str = "observation-masking"
-
-    def open(self, trace: Trace, workdir: Path) -> StrategySession:
-        """A stateless session."""
-        return _Session(self.config)
-
-
-def make(**overrides: Any) -> ObservationMasking:
-    """The ``observation-masking`` strategy, with config fields overridden by keyword."""
-    return ObservationMasking(ObservationMaskingConfig(**overrides))
+STRATEGY = Declaration("observation-masking", ObservationMaskingConfig, _Session)

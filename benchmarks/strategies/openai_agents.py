@@ -19,17 +19,17 @@ the SDK, so a single-task session is never trimmed. Nothing is recoverable.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from benchmarks.strategies._base import Messages, StrategySession
+from benchmarks.strategies._base import Declaration, Messages, Unrecoverable
 from benchmarks.strategies._common import apply_edits, is_prompt, with_content
 from benchmarks.trace import Trace, Usage
 
-__all__ = ["OpenAIAgents", "OpenAIAgentsConfig", "make", "to_items"]
+__all__ = ["STRATEGY", "OpenAIAgentsConfig", "to_items"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,8 +114,11 @@ def to_items(messages: Iterable[dict[str, Any]]) -> list[tuple[dict[str, Any], s
     return items
 
 
-class _Session:
-    def __init__(self, config: OpenAIAgentsConfig) -> None:
+class _Session(Unrecoverable):
+    """The installed Agents SDK ``ToolOutputTrimmer``, run on each request (stateless: one
+    trimmer)."""
+
+    def __init__(self, config: OpenAIAgentsConfig, trace: Trace, workdir: Path) -> None:
         from agents.extensions import ToolOutputTrimmer
 
         self.config = config
@@ -158,22 +161,5 @@ class _Session:
                     edits.setdefault(i, {})[j] = with_content(block, new)
         return apply_edits(messages, edits)
 
-    def recover(self, call_id: str) -> str | None:
-        return None
 
-
-@dataclass(slots=True)
-class OpenAIAgents:
-    """The installed Agents SDK ``ToolOutputTrimmer``, run on each request."""
-
-    config: OpenAIAgentsConfig = field(default_factory=OpenAIAgentsConfig)
-    name: str = "openai-agents"
-
-    def open(self, trace: Trace, workdir: Path) -> StrategySession:
-        """A stateless session around one trimmer."""
-        return _Session(self.config)
-
-
-def make(**overrides: Any) -> OpenAIAgents:
-    """The ``openai-agents`` strategy, with config fields overridden by keyword."""
-    return OpenAIAgents(OpenAIAgentsConfig(**overrides))
+STRATEGY = Declaration("openai-agents", OpenAIAgentsConfig, _Session)

@@ -42,12 +42,12 @@ session's ``workdir``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from benchmarks._count import count_tokens
-from benchmarks.strategies._base import Messages, StrategySession
+from benchmarks.strategies._base import Declaration, Messages
 from benchmarks.strategies._common import (
     PrefixMemo,
     is_error,
@@ -62,7 +62,7 @@ from benchmarks.strategies._common import (
 from benchmarks.trace import Trace, Usage
 from budget._errors import ConfigError
 
-__all__ = ["OpenCode", "OpenCodeConfig", "make", "truncate_output"]
+__all__ = ["STRATEGY", "OpenCodeConfig", "truncate_output"]
 
 PLACEHOLDER = "[Old tool result content cleared]"
 MAX_LINES = 2000
@@ -122,7 +122,10 @@ class OpenCodeConfig:
 
 
 class _Session:
-    def __init__(self, config: OpenCodeConfig, workdir: Path) -> None:
+    """opencode's ``Truncate.output`` on every tool, and ``prune`` at the end of each user turn;
+    truncated outputs are saved in ``workdir/tool-output``, prunes remembered."""
+
+    def __init__(self, config: OpenCodeConfig, trace: Trace, workdir: Path) -> None:
         self.config = config
         self.workdir = workdir
         self.truncated: dict[str, Any] = {}
@@ -235,18 +238,4 @@ class _Session:
         return path.read_text(encoding="utf-8") if path is not None else None
 
 
-@dataclass(slots=True)
-class OpenCode:
-    """opencode's ``Truncate.output`` on every tool, and ``prune`` at the end of each user turn."""
-
-    config: OpenCodeConfig = field(default_factory=OpenCodeConfig)
-    name: str = "opencode"
-
-    def open(self, trace: Trace, workdir: Path) -> StrategySession:
-        """A session saving truncated outputs in ``workdir/tool-output``, remembering prunes."""
-        return _Session(self.config, workdir)
-
-
-def make(**overrides: Any) -> OpenCode:
-    """The ``opencode`` strategy, with config fields overridden by keyword."""
-    return OpenCode(OpenCodeConfig(**overrides))
+STRATEGY = Declaration("opencode", OpenCodeConfig, _Session)

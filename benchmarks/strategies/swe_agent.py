@@ -28,11 +28,11 @@ items. Nothing is recoverable.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.strategies._base import Messages, StrategySession
+from benchmarks.strategies._base import Declaration, Messages, Unrecoverable
 from benchmarks.strategies._common import (
     ResultRef,
     apply_edits,
@@ -40,15 +40,14 @@ from benchmarks.strategies._common import (
     tool_results,
     with_content,
 )
+from benchmarks.strategies.none import NoBudgetConfig, Passthrough
 from benchmarks.trace import Trace, Usage
 from budget._errors import ConfigError
 
 __all__ = [
-    "SweAgent",
+    "STRATEGY",
+    "STRATEGY_07",
     "SweAgentConfig",
-    "SweAgentDefault",
-    "make",
-    "make_07",
     "omitted_text",
     "omitted_text_07",
 ]
@@ -92,8 +91,10 @@ class SweAgentConfig:
             raise ConfigError(f"SweAgentConfig.polling must be positive, got {self.polling}")
 
 
-class _Session:
-    def __init__(self, config: SweAgentConfig) -> None:
+class _Session(Unrecoverable):
+    """SWE-agent 0.7: keep the last ``n`` observations, elide the older ones (stateless)."""
+
+    def __init__(self, config: SweAgentConfig, trace: Trace, workdir: Path) -> None:
         self.config = config
 
     def prepare(self, messages: Messages, *, usage: Usage | None, now: float | None) -> Messages:
@@ -103,46 +104,8 @@ class _Session:
         last_removed = max(0, (observations // polling) * polling - n)
         return elide(messages, refs[: max(0, last_removed - 1)], omitted_text_07)
 
-    def recover(self, call_id: str) -> str | None:
-        return None
 
-
-@dataclass(slots=True)
-class SweAgent:
-    """SWE-agent 0.7: keep the last ``n`` observations, elide the older ones."""
-
-    config: SweAgentConfig = field(default_factory=SweAgentConfig)
-    name: str = "swe-agent-0.7"
-
-    def open(self, trace: Trace, workdir: Path) -> StrategySession:
-        """A stateless session."""
-        return _Session(self.config)
-
-
-class _DefaultSession:
-    def prepare(self, messages: Messages, *, usage: Usage | None, now: float | None) -> Messages:
-        return list(messages)
-
-    def recover(self, call_id: str) -> str | None:
-        return None
-
-
-@dataclass(slots=True)
-class SweAgentDefault:
-    """SWE-agent 1.x as shipped: the ``cache_control`` processor only, nothing elided."""
-
-    name: str = "swe-agent"
-
-    def open(self, trace: Trace, workdir: Path) -> StrategySession:
-        """A stateless session sending the history whole."""
-        return _DefaultSession()
-
-
-def make() -> SweAgentDefault:
-    """The ``swe-agent`` strategy (1.x default); it has no settings."""
-    return SweAgentDefault()
-
-
-def make_07(**overrides: Any) -> SweAgent:
-    """The ``swe-agent-0.7`` strategy, with config fields overridden by keyword."""
-    return SweAgent(SweAgentConfig(**overrides))
+STRATEGY = Declaration("swe-agent", NoBudgetConfig, Passthrough)
+"""SWE-agent 1.x as shipped: the ``cache_control`` processor only, nothing elided (no settings)."""
+STRATEGY_07 = Declaration("swe-agent-0.7", SweAgentConfig, _Session)
+"""SWE-agent 0.7's ``Last5Observations`` (the paper's setting)."""

@@ -22,11 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks.strategies._base import Messages, StrategySession
+from benchmarks.strategies._base import Declaration, Messages
 from benchmarks.trace import Trace, Usage
 from budget import Budget, BudgetConfig, Report
 
-__all__ = ["Toolbudget", "ToolbudgetSession", "make", "usage_dict"]
+__all__ = ["STRATEGY", "ToolbudgetSession", "ToolbudgetSettings", "usage_dict"]
 
 
 def usage_dict(usage: Usage) -> dict[str, int]:
@@ -69,27 +69,31 @@ class ToolbudgetSession:
         self.budget.close()
 
 
-@dataclass(slots=True)
-class Toolbudget:
+@dataclass(frozen=True, slots=True)
+class ToolbudgetSettings:
     """toolbudget with a given configuration (the library's defaults unless overridden)."""
 
-    config: BudgetConfig = field(default_factory=lambda: BudgetConfig(include_path=True))
-    name: str = "toolbudget"
+    budget: BudgetConfig = field(default_factory=lambda: BudgetConfig(include_path=True))
     read_tool: bool = False
-
-    def open(self, trace: Trace, workdir: Path) -> StrategySession:
-        """A Budget session in ``workdir/session``, told the trace's model as an adopter would
-        (it picks the tokenizer family of the estimates; the window stays as configured)."""
-        config = self.config
-        if config.model is None and trace.model:
-            config = config.model_copy(update={"model": trace.model})
-        return ToolbudgetSession(config, workdir / "session", read_tool=self.read_tool)
+    """Add the read-back tool to every request (an agent without file tools)."""
 
 
-def make(*, read_tool: bool = False, **overrides: Any) -> Toolbudget:
-    """The ``toolbudget`` strategy; keyword overrides are :class:`BudgetConfig` settings.
+def _configure(*, read_tool: bool = False, **overrides: Any) -> ToolbudgetSettings:
+    """The strategy's settings; keyword overrides are :class:`BudgetConfig` settings.
 
     Envelopes name the spilled file unless ``include_path=False`` is given; ``read_tool=True``
     adds the read-back tool to every request (an agent without file tools).
     """
-    return Toolbudget(BudgetConfig(**{"include_path": True, **overrides}), read_tool=read_tool)
+    return ToolbudgetSettings(BudgetConfig(**{"include_path": True, **overrides}), read_tool)
+
+
+def _open(settings: ToolbudgetSettings, trace: Trace, workdir: Path) -> ToolbudgetSession:
+    """A Budget session in ``workdir/session``, told the trace's model as an adopter would
+    (it picks the tokenizer family of the estimates; the window stays as configured)."""
+    config = settings.budget
+    if config.model is None and trace.model:
+        config = config.model_copy(update={"model": trace.model})
+    return ToolbudgetSession(config, workdir / "session", read_tool=settings.read_tool)
+
+
+STRATEGY = Declaration("toolbudget", _configure, _open)

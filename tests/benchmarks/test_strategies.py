@@ -7,7 +7,9 @@ of every ``text`` and ``content`` string in an object (a bare string counts whol
 from __future__ import annotations
 
 import copy
+import importlib
 import json
+import pkgutil
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -17,7 +19,7 @@ import pytest
 
 from benchmarks import strategies
 from benchmarks.cache import CacheResult, CacheSim, Segmenter
-from benchmarks.strategies import claude_code, codex, gemini_cli
+from benchmarks.strategies import Declaration, claude_code, codex, gemini_cli
 from benchmarks.trace import Request, Trace
 from budget._errors import ConfigError
 
@@ -198,6 +200,21 @@ def test_strategy_leaves_input_unchanged_and_keeps_pairing(name: str, tmp_path: 
         assert twin.prepare(history, usage=None, now=request.timestamp) == out
     assert trace.messages == pristine
     assert changed_any == (name not in ("none", "swe-agent"))
+
+
+def test_each_strategy_is_one_declaration_in_its_module() -> None:
+    """The registry is exactly the modules' ``STRATEGY`` declarations, each building its name."""
+    declared: dict[str, Declaration[Any]] = {}
+    for info in pkgutil.iter_modules(strategies.__path__):
+        module = importlib.import_module(f"{strategies.__name__}.{info.name}")
+        for attr, value in vars(module).items():
+            if attr.startswith("STRATEGY") and isinstance(value, Declaration):
+                assert value.name not in declared, f"{value.name} declared twice"
+                declared[value.name] = value
+    assert sorted(declared) == sorted(strategies.names())
+    for name in strategies.names():
+        assert strategies.STRATEGIES[name] is declared[name]
+        assert strategies.get(name).name == name
 
 
 def test_registry_names_and_errors() -> None:
