@@ -10,10 +10,11 @@ then the environment, then defaults).
 from __future__ import annotations
 
 import os
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
 from budget._errors import ConfigError
 
@@ -118,6 +119,14 @@ class BudgetConfig(BaseSettings):
             super().__init__(**data)
         except ValidationError as exc:
             raise ConfigError(_describe(exc, explicit=data)) from None
+        except SettingsError as exc:
+            # An environment value that is not even JSON (TOOLBUDGET_TOOLS='{bad'): pydantic-
+            # settings fails before validation, with its own exception.
+            field = re.search(r'field "([^"]+)"', str(exc))
+            name = f"{ENV_PREFIX}{field.group(1).upper()}" if field else f"a {ENV_PREFIX}* variable"
+            raise ConfigError(
+                f"config: {name} from the environment cannot be parsed: {exc}"
+            ) from None
 
     @model_validator(mode="after")
     def _coherent(self) -> BudgetConfig:

@@ -103,6 +103,20 @@ def _read_hint(ref: str, read_tool: str) -> str:
     )
 
 
+_LABEL_CHARS = 100
+"""A tool name longer than this is cut in envelopes and stubs (it comes from the host's tool
+list, or a model's call: it must not make an envelope larger than what it replaces)."""
+
+
+def _label(tool: str) -> str:
+    """``tool`` as an envelope names it: one line, at most :data:`_LABEL_CHARS` characters."""
+    if len(tool) <= _LABEL_CHARS and tool.isprintable():
+        return tool
+    flat = "".join(c if c.isprintable() else " " for c in tool)
+    flat = " ".join(flat.split())
+    return flat if len(flat) <= _LABEL_CHARS else flat[: _LABEL_CHARS - 1] + "…"
+
+
 def _n(k: int, word: str) -> str:
     return f"{k:,} {word}" if k == 1 else f"{k:,} {word}s"
 
@@ -120,7 +134,7 @@ def envelope(
     """The text that replaces a spilled result: size, reference, how to read on, and a preview."""
     newlines = text.count("\n")
     lines = newlines + (0 if text.endswith("\n") else 1) if text else 0
-    what = f"Output of {tool}" if tool else "Output"
+    what = f"Output of {_label(tool)}" if tool else "Output"
     out = [
         f"[toolbudget] {what} was too large for the context ({_n(len(text), 'character')}, "
         f"{_n(lines, 'line')}); it is stored in full as ref {ref}.",
@@ -164,7 +178,7 @@ def envelope(
 
 def stub(text: str, *, ref: str, tool: str, chars: int, read_tool: str) -> str:
     """The short text that replaces an old result: what it was, its size, a glimpse, the ref."""
-    what = f"output of {tool}" if tool else "output"
+    what = f"output of {_label(tool)}" if tool else "output"
     head = (
         f"[toolbudget] Old {what} trimmed ({len(text):,} characters, {count_lines(text):,} lines); "
         f'read it back with {read_tool} {{"ref": "{ref}"}}.'

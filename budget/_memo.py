@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Final
 
+from budget._errors import ConfigError
 from budget._tokens import DEFAULT_PROFILE, TokenizerProfile
 
 __all__ = ["MEMO_MIN_CHARS", "SAMPLE_ABOVE_CHARS", "TextTokens", "sampled_text_tokens"]
@@ -59,7 +60,7 @@ class TextTokens:
         profile: TokenizerProfile = DEFAULT_PROFILE,
         exact: Callable[[str], int] | None = None,
     ) -> None:
-        self._count = exact if exact is not None else profile.text_tokens
+        self._count = _checked(exact) if exact is not None else profile.text_tokens
         self._cur: dict[int, tuple[str, int]] = {}
         self._prev: dict[int, tuple[str, int]] = {}
 
@@ -89,3 +90,22 @@ class TextTokens:
         """Forget everything (the session rebuilt its caches)."""
         self._cur = {}
         self._prev = {}
+
+
+_MAX_TOKENS: Final = 2**53
+"""The largest count a text may have (as for a usage: exact as a JSON number in the log)."""
+
+
+def _checked(count: Callable[[str], int]) -> Callable[[str], int]:
+    """``count`` refusing what is no token count: the caller's counter is code we do not own,
+    and a string, a negative or a 65-bit number would corrupt every estimate and the log."""
+
+    def checked(text: str) -> int:
+        n = count(text)
+        if type(n) is not int or not 0 <= n <= _MAX_TOKENS:
+            raise ConfigError(
+                f"text_tokens must return a whole number of tokens from 0 to 2**53, got {n!r}"
+            )
+        return n
+
+    return checked

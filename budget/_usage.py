@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -31,16 +31,21 @@ from budget._errors import InputError
 __all__ = ["ProviderUsage", "anchored_estimate", "normalize_usage"]
 
 
+MAX_TOKENS: Final = 2**53
+"""The largest token count a usage may report: far above any real one, and exact as a JSON number
+everywhere (the decision log keeps the last usage; a count orjson cannot write would stop it)."""
+
+
 class ProviderUsage(BaseModel):
     """Token usage one provider response reported, in one shape whatever the provider."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    input_tokens: int = Field(ge=0)
+    input_tokens: int = Field(ge=0, le=MAX_TOKENS)
     """Prompt tokens neither read from nor written to the cache (billed at the base price)."""
-    cache_read_tokens: int = Field(default=0, ge=0)
-    cache_write_tokens: int = Field(default=0, ge=0)
-    output_tokens: int = Field(default=0, ge=0)
+    cache_read_tokens: int = Field(default=0, ge=0, le=MAX_TOKENS)
+    cache_write_tokens: int = Field(default=0, ge=0, le=MAX_TOKENS)
+    output_tokens: int = Field(default=0, ge=0, le=MAX_TOKENS)
     """The answer's tokens, reasoning included."""
 
     @property
@@ -81,8 +86,10 @@ def _count(fields: Mapping[str, Any] | None, *keys: str) -> int:
         value = fields.get(key)
         if value is None:
             continue
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise InputError(f"usage field {key!r} is {value!r}, not a non-negative integer")
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_TOKENS:
+            raise InputError(
+                f"usage field {key!r} is {value!r}, not a whole number of tokens from 0 to 2**53"
+            )
         return value
     return 0
 

@@ -104,6 +104,13 @@ class LocalStore:
         if not lock_timeout >= 0:
             raise ConfigError(f"lock_timeout must be >= 0 seconds, got {lock_timeout!r}")
         self._path = os.path.abspath(raw)
+        if self._path == os.getcwd():
+            # Path("") is Path("."): an unset variable wrapped in a Path names the current
+            # directory, whose files a session would lock, write and clean up.
+            raise ConfigError(
+                f"session path {raw!r} is the current directory; a session needs a directory "
+                "of its own (e.g. sessions/<id>)"
+            )
         self._quota = quota_bytes
         self._fsync = bool(fsync)
         self._mutex = threading.Lock()
