@@ -373,7 +373,7 @@ class ReadBack:
         except (InputError, RefError) as exc:
             return ReadToolResult(f"Error: {exc}", is_error=True)
         except BudgetError as exc:
-            get_logger("toolbudget").error("readback_failed", error=str(exc))
+            get_logger("toolbudget").error("toolbudget.readback.failed", error=str(exc))
             return ReadToolResult(f"Error: {self._for_model(str(exc))}", is_error=True)
 
     def _for_model(self, message: str) -> str:

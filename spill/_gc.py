@@ -58,7 +58,7 @@ def gc_sessions(root: Path, *, older_than_s: float, now: float | None = None) ->
                     removed.append(root / name)
             except OSError as exc:
                 events().warning(
-                    "spill.gc.failed", session=str(root / name), error=exc.strerror or str(exc)
+                    "toolbudget.gc.failed", session=str(root / name), error=exc.strerror or str(exc)
                 )
     finally:
         _fs.close(root_fd)
@@ -75,14 +75,14 @@ def _collect(root_fd: int, name: str, path: Path, now: float, older_than_s: floa
         if not _is_regular(dir_fd, META_NAME):
             return False
         if not _is_regular(dir_fd, LOCK_NAME):
-            events().warning("spill.gc.skipped", session=str(path), reason="no lock file")
+            events().warning("toolbudget.gc.skipped", session=str(path), reason="no lock file")
             return False
         foreign = [
             n for n in _fs.listdir(dir_fd) if n not in _KNOWN and not n.startswith(TMP_PREFIX)
         ]
         if foreign:
             events().warning(
-                "spill.gc.skipped",
+                "toolbudget.gc.skipped",
                 session=str(path),
                 reason=f"holds files a session does not: {sorted(foreign)[:5]}",
             )
@@ -92,7 +92,7 @@ def _collect(root_fd: int, name: str, path: Path, now: float, older_than_s: floa
             try:
                 _fs.lock(lock_fd)
             except BlockingIOError:
-                events().info("spill.gc.skipped", session=str(path), reason="open (locked)")
+                events().info("toolbudget.gc.skipped", session=str(path), reason="open (locked)")
                 return False
             # Measured under the lock, so a store that wrote just before closing counts.
             newest = max(st.st_mtime, _newest_mtime(dir_fd))
@@ -110,7 +110,7 @@ def _collect(root_fd: int, name: str, path: Path, now: float, older_than_s: floa
     finally:
         _fs.close(dir_fd)
     _fs.rmdir(name, dir_fd=root_fd)
-    events().info("spill.gc.removed", session=str(path), idle_s=round(now - newest, 1))
+    events().info("toolbudget.gc.removed", session=str(path), idle_s=round(now - newest, 1))
     return True
 
 
