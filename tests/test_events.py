@@ -58,10 +58,18 @@ class _Records(logging.Handler):
 
 
 @pytest.fixture
-def records() -> Iterator[_Records]:
-    """structlog unconfigured, a handler on the ``toolbudget`` logger; both restored afterwards."""
-    configured, saved = structlog.is_configured(), structlog.get_config()
-    structlog.reset_defaults()
+def unconfigured(structlog_defaults: None) -> Iterator[None]:
+    """structlog at its defaults; the levels set on the ``toolbudget`` loggers unset afterwards."""
+    try:
+        yield
+    finally:
+        for name in _AREAS:
+            logging.getLogger(name).setLevel(logging.NOTSET)
+
+
+@pytest.fixture
+def records(unconfigured: None) -> Iterator[_Records]:
+    """A handler on the stdlib ``toolbudget`` logger, removed afterwards."""
     handler = _Records()
     root = logging.getLogger("toolbudget")
     root.addHandler(handler)
@@ -69,12 +77,6 @@ def records() -> Iterator[_Records]:
         yield handler
     finally:
         root.removeHandler(handler)
-        for name in _AREAS:
-            logging.getLogger(name).setLevel(logging.NOTSET)
-        if configured:
-            structlog.configure(**saved)
-        else:
-            structlog.reset_defaults()
 
 
 def test_stdlib_level_on_toolbudget_silences_and_enables_events(
@@ -166,7 +168,7 @@ def test_app_configuring_structlog_receives_events_and_stdlib_level_filters_them
     assert [e["event"] for e in seen if not e["event"].startswith("toolbudget.log.")] == []
 
 
-def test_capture_logs_still_collects_debug_events(tmp_path: Path) -> None:
+def test_capture_logs_still_collects_debug_events(unconfigured: None, tmp_path: Path) -> None:
     """``structlog.testing.capture_logs`` sees every event, debug decisions included, by name."""
     with capture_logs() as events:
         _stale_then_decided(tmp_path / "s")

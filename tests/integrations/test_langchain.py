@@ -302,6 +302,7 @@ def _threads_through_one_agent(root: Path, files: dict[str, Path], *, run_async:
 
 
 @pytest.mark.parametrize("run_async", [False, True], ids=["invoke", "ainvoke"])
+@pytest.mark.usefixtures("structlog_defaults")
 def test_each_thread_gets_its_own_session_under_root(tmp_path: Path, run_async: bool) -> None:
     """Two threads through one agent: a session directory each, no ``decision_stale``."""
     files = {"ticket 1/a": tmp_path / "a.log", "ticket-2": tmp_path / "b.log"}
@@ -319,6 +320,7 @@ def test_each_thread_gets_its_own_session_under_root(tmp_path: Path, run_async: 
             assert session.read(decision.ref) == text
 
 
+@pytest.mark.usefixtures("structlog_defaults")
 def test_resuming_a_thread_reuses_its_session(tmp_path: Path) -> None:
     """A thread resumed (same middleware, then a new one) is budgeted by its own session again."""
     first, other = tmp_path / "a.log", tmp_path / "b.log"
