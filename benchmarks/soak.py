@@ -417,7 +417,7 @@ def _account(
         elif "final" in m:
             figures.final_decision_mismatches += m["final"] != ref.final
         elif "opened" in m:
-            figures.damaged_lines_skipped += m["opened"].get("spill.log.line_skipped", 0)
+            figures.damaged_lines_skipped += m["opened"].get("toolbudget.log.line_skipped", 0)
     return [m["start"] for m in said if "start" in m]
 
 

@@ -27,7 +27,7 @@ from budget._log import get_logger
 from spill import LocalStore, Store, validate_ref
 from spill._readonly import ReadOnlyStore
 
-__all__ = ["ReadArgs", "ReadBack", "ReadToolResult", "split_lines"]
+__all__ = ["ReadArgs", "ReadBack", "ReadToolResult", "read_tool_definition", "split_lines"]
 
 _MAX_GREP: Final = 500
 _GREP_SECONDS: Final = 2.0
@@ -305,6 +305,20 @@ def _check(deadline: float, n: int) -> None:
         )
 
 
+def read_tool_definition(config: BudgetConfig) -> dict[str, Any]:
+    """The read-back tool in the Anthropic format (``input_schema``): it depends on the config
+    only, so an integration can register it before any session is open."""
+    return {
+        "name": config.read_tool_name,
+        "description": (
+            "Read a tool output that was too large to show in full. Pass the ref given in "
+            "the [toolbudget] notice; page with offset (lines to skip) and limit, or pass "
+            "grep (a regular expression) to see only the matching lines, with line numbers."
+        ),
+        "input_schema": _input_schema(),
+    }
+
+
 class ReadBack:
     """Reads spilled outputs back by lines; keeps the last one read, for paging."""
 
@@ -352,15 +366,7 @@ class ReadBack:
 
     def tool_definition(self) -> dict[str, Any]:
         """The read-back tool in the Anthropic format (``input_schema``)."""
-        return {
-            "name": self._config.read_tool_name,
-            "description": (
-                "Read a tool output that was too large to show in full. Pass the ref given in "
-                "the [toolbudget] notice; page with offset (lines to skip) and limit, or pass "
-                "grep (a regular expression) to see only the matching lines, with line numbers."
-            ),
-            "input_schema": _input_schema(),
-        }
+        return read_tool_definition(self._config)
 
     def handle(self, tool_input: Mapping[str, Any] | str) -> str:
         """One page of numbered lines, with a hint to read on; an error text the model can act on."""
@@ -373,7 +379,7 @@ class ReadBack:
         except (InputError, RefError) as exc:
             return ReadToolResult(f"Error: {exc}", is_error=True)
         except BudgetError as exc:
-            get_logger("toolbudget").error("readback_failed", error=str(exc))
+            get_logger("toolbudget").error("toolbudget.readback.failed", error=str(exc))
             return ReadToolResult(f"Error: {self._for_model(str(exc))}", is_error=True)
 
     def _for_model(self, message: str) -> str:

@@ -297,7 +297,7 @@ class Budget:
             self._store.append_log(pending)
         except (StoreError, OSError) as exc:
             self._unlogged = pending
-            self._log.error("decision_log_failed", error=str(exc), records=len(pending))
+            self._log.error("toolbudget.log.append_failed", error=str(exc), records=len(pending))
             return
         self._unlogged = []
 
@@ -339,17 +339,21 @@ class Budget:
             records, unclosed = log[:end], log[end:]
             decisions = [rec for rec, kind in zip(records, kinds, strict=False) if kind == "d"]
         if unclosed:
-            self._log.warning("log_tail_dropped", records=len(unclosed))
+            self._log.warning("toolbudget.log.tail_dropped", records=len(unclosed))
             self._tail = unclosed
         # The whole log, tail included: a calibration record is a fact about a response that
         # came, never withdrawn, and closed by whatever request follows (as in the live session).
         self._calib, bad = restore(log, self.config.model)
         if bad:
-            self._log.warning("log_record_skipped", reason="malformed calibration", records=bad)
+            self._log.warning(
+                "toolbudget.log.record_skipped", reason="malformed calibration", records=bad
+            )
         skipped = self._ledger.restore(decisions)
         if skipped:
             self._log.warning(
-                "log_record_skipped", reason="decision record without a call id", records=skipped
+                "toolbudget.log.record_skipped",
+                reason="decision record without a call id",
+                records=skipped,
             )
         # The request counters come from the last request record, the overflow streak from the
         # overflow records after it (a request record ends a streak). A retry repeats its
@@ -364,13 +368,15 @@ class Budget:
                     overflows = count
                 else:
                     self._log.warning(
-                        "log_record_skipped", reason="overflow record without a count"
+                        "toolbudget.log.record_skipped", reason="overflow record without a count"
                     )
             elif kind == "req":
                 n, m = rec.get("n"), rec.get("m", 0)
                 if not (_count(n) and _count(m)):
                     # Checksummed yet malformed (another writer): skipped, like a damaged line.
-                    self._log.warning("log_record_skipped", reason="request record without counts")
+                    self._log.warning(
+                        "toolbudget.log.record_skipped", reason="request record without counts"
+                    )
                 elif last is None:
                     last = (n, _finite(rec.get("at")), m, _tokens_field(rec.get("f")))
                     # The streak and the last usage as that request left them (logs written
@@ -386,10 +392,12 @@ class Budget:
         self._overflows = overflows or 0
         restored = len(decisions) - skipped
         if restored:
-            self._log.info("session_resumed", decisions=restored, requests=self._requests)
+            self._log.info(
+                "toolbudget.session.resumed", decisions=restored, requests=self._requests
+            )
 
     def _invalid_record(self, call_id: str, reason: str) -> None:
-        self._log.warning("log_record_skipped", call_id=call_id, reason=reason)
+        self._log.warning("toolbudget.log.record_skipped", call_id=call_id, reason=reason)
 
     def _reset(self) -> None:
         """Forget the per-message caches (not the decisions): the next request rebuilds them."""
@@ -512,7 +520,9 @@ class Budget:
         # measured on this history: not after the caller shortened or rewrote it (compaction).
         reported = self._reported_usage(usage)
         if reported is not None and not self._anchor_holds(len(messages)):
-            self._log.info("usage_anchor_dropped", messages=len(messages), last=self._last_n)
+            self._log.info(
+                "toolbudget.session.usage_anchor_dropped", messages=len(messages), last=self._last_n
+            )
             reported = None
 
         self._calib, learned = learn(
@@ -705,7 +715,7 @@ class Budget:
                 ):
                     # Edited after it was decided (a redaction): a new result, decided anew.
                     self._log.warning(
-                        "decision_stale",
+                        "toolbudget.session.decision_stale",
                         call_id=result.call_id,
                         logged_chars=prior.chars,
                         chars=len(result.text),
@@ -881,24 +891,28 @@ class Budget:
                 ref = self._store.put(by_id[call_id].text)
             except (StoreError, OSError) as exc:
                 self._log.error(
-                    "spill_failed", call_id=call_id, kind=d.kind, chars=d.chars, error=str(exc)
+                    "toolbudget.spill.failed",
+                    call_id=call_id,
+                    kind=d.kind,
+                    chars=d.chars,
+                    error=str(exc),
                 )
                 out[call_id] = Decision(
-                    call_id, "kept_unspillable", "spill_failed", d.chars, tool=d.tool
+                    call_id, "kept_unspillable", "toolbudget.spill.failed", d.chars, tool=d.tool
                 )
                 continue
             if ref != d.ref:
                 # A store that hashes differently, or a ref that is not this text's: prepare
                 # never raises for the store, so the text stays inline, whole.
                 self._log.error(
-                    "spill_failed",
+                    "toolbudget.spill.failed",
                     call_id=call_id,
                     kind=d.kind,
                     chars=d.chars,
                     error=f"store returned ref {ref} for a body hashed {d.ref}",
                 )
                 out[call_id] = Decision(
-                    call_id, "kept_unspillable", "spill_failed", d.chars, tool=d.tool
+                    call_id, "kept_unspillable", "toolbudget.spill.failed", d.chars, tool=d.tool
                 )
                 continue
             self._stored.add(ref)
@@ -934,7 +948,7 @@ class Budget:
                 )
             )
             self._log.debug(
-                "decision",
+                "toolbudget.session.decision",
                 call_id=call_id,
                 kind=d.kind,
                 reason=d.reason,
@@ -1034,7 +1048,7 @@ class Budget:
                 known = self._store.read_meta().get("windows")
             except (StoreError, OSError) as exc:
                 # Only a cache of discovered windows: work without it rather than fail.
-                self._log.error("session_meta_failed", error=str(exc))
+                self._log.error("toolbudget.session.meta_failed", error=str(exc))
                 known = None
             known = known if isinstance(known, dict) else {}
             cache = {k: v for k, v in known.items() if isinstance(v, int)}
@@ -1052,7 +1066,7 @@ class Budget:
         try:
             return self._store.read_meta()
         except (StoreError, OSError) as exc:
-            self._log.error("session_meta_failed", error=str(exc))
+            self._log.error("toolbudget.session.meta_failed", error=str(exc))
             return {}
 
     def _write_meta(self, **fields: Any) -> None:
@@ -1060,7 +1074,7 @@ class Budget:
             # _read_meta: a damaged file is replaced by a whole one rather than kept forever.
             self._store.write_meta({**self._read_meta(), **fields})
         except (StoreError, OSError) as exc:
-            self._log.error("session_meta_failed", error=str(exc))
+            self._log.error("toolbudget.session.meta_failed", error=str(exc))
 
     def on_overflow(self, error: object = None) -> bool:
         """The provider refused the last request as too long: budget the next one harder.
@@ -1071,7 +1085,7 @@ class Budget:
         that is not a prompt-too-long error is ignored and False returned.
         """
         if error is not None and not is_context_overflow(error):
-            self._log.warning("overflow_ignored", error=str(error)[:200])
+            self._log.warning("toolbudget.session.overflow_ignored", error=str(error)[:200])
             return False
         with self._lock:
             self._check_open()
@@ -1081,7 +1095,9 @@ class Budget:
                 self._window = limit
             self._overflows += 1
             self._append_log([{"t": "ovf", "count": self._overflows}])
-            self._log.warning("context_overflow", count=self._overflows, error=str(error))
+            self._log.warning(
+                "toolbudget.session.context_overflow", count=self._overflows, error=str(error)
+            )
             if self._overflows >= 3:
                 raise ContextOverflow(
                     f"the provider refused the prompt as too long {self._overflows} times in a "
@@ -1148,7 +1164,9 @@ class Budget:
                 try:
                     self._store.put(text)
                 except (StoreError, OSError) as exc:
-                    self._log.error("spill_failed", tool=tool, chars=len(text), error=str(exc))
+                    self._log.error(
+                        "toolbudget.spill.failed", tool=tool, chars=len(text), error=str(exc)
+                    )
                     return text
                 self._stored.add(ref)
         return self._envelope(text, ref, tool, is_error=False)

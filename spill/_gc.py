@@ -68,7 +68,7 @@ def gc_sessions(
                     removed.append(root / name)
             except OSError as exc:
                 events().warning(
-                    "spill.gc.failed", session=str(root / name), error=exc.strerror or str(exc)
+                    "toolbudget.gc.failed", session=str(root / name), error=exc.strerror or str(exc)
                 )
                 skip(root / name, exc.strerror or str(exc))
     finally:
@@ -97,7 +97,7 @@ def _collect(
         if not _is_regular(dir_fd, META_NAME):
             return False
         if not _is_regular(dir_fd, LOCK_NAME):
-            events().warning("spill.gc.skipped", session=str(path), reason="no lock file")
+            events().warning("toolbudget.gc.skipped", session=str(path), reason="no lock file")
             skip(path, "no lock file (a damaged session?)")
             return False
         foreign = [
@@ -105,7 +105,7 @@ def _collect(
         ]
         if foreign:
             events().warning(
-                "spill.gc.skipped",
+                "toolbudget.gc.skipped",
                 session=str(path),
                 reason=f"holds files a session does not: {sorted(foreign)[:5]}",
             )
@@ -116,7 +116,7 @@ def _collect(
             try:
                 _fs.lock(lock_fd)
             except BlockingIOError:
-                events().info("spill.gc.skipped", session=str(path), reason="open (locked)")
+                events().info("toolbudget.gc.skipped", session=str(path), reason="open (locked)")
                 skip(path, "open in another process (locked)")
                 return False
             # Measured under the lock, so a store that wrote just before closing counts.
@@ -136,7 +136,7 @@ def _collect(
     finally:
         _fs.close(dir_fd)
     _fs.rmdir(name, dir_fd=root_fd)
-    events().info("spill.gc.removed", session=str(path), idle_s=round(now - newest, 1))
+    events().info("toolbudget.gc.removed", session=str(path), idle_s=round(now - newest, 1))
     return True
 
 

@@ -129,7 +129,7 @@ class LocalStore:
             self._close_fds()
             raise
         self._closed = False
-        events().debug("spill.store.opened", path=self._path)
+        events().debug("toolbudget.spill.opened", path=self._path)
 
     # -- public API -----------------------------------------------------------------------
 
@@ -176,7 +176,7 @@ class LocalStore:
                         return ref
                     if existing is not None:
                         events().warning(
-                            "spill.body.size_mismatch",
+                            "toolbudget.spill.size_mismatch",
                             path=self._path,
                             ref=ref,
                             size=existing.st_size,
@@ -323,7 +323,7 @@ class LocalStore:
             error = self._close_fds()
         if error is not None:
             raise self._error("close the session", error) from error
-        events().debug("spill.store.closed", path=self._path)
+        events().debug("toolbudget.spill.closed", path=self._path)
 
     def __enter__(self) -> Self:
         return self
@@ -368,7 +368,9 @@ class LocalStore:
         except OSError as exc:
             raise self._error(f"write {LOCK_NAME}", exc) from exc
         if not created and mode & 0o077:
-            events().warning("spill.store.permissive_mode", path=self._path, mode=oct(mode & 0o777))
+            events().warning(
+                "toolbudget.spill.permissive_mode", path=self._path, mode=oct(mode & 0o777)
+            )
         self._bodies_fd = self._open_subdir(self._dir_fd, BODIES_NAME, BODIES_NAME)
         self._clean_temps(self._dir_fd, "")
         self._log_fd = self._open_file(LOG_NAME, os.O_RDWR | os.O_APPEND | os.O_CREAT)
@@ -477,7 +479,7 @@ class LocalStore:
                 shard_fd = _fs.open_fd(shard, _DIR_FLAGS, dir_fd=self._bodies_fd)
             except OSError as exc:
                 events().warning(
-                    "spill.store.shard_skipped",
+                    "toolbudget.spill.shard_skipped",
                     path=self._path,
                     shard=shard,
                     reason=self._error("open", exc, name=shard, parent_fd=self._bodies_fd).args[0],
@@ -694,13 +696,15 @@ class LocalStore:
         except FileNotFoundError:
             pass
         except OSError as exc:
-            events().warning("spill.store.temp_left", path=self._path, name=name, error=str(exc))
+            events().warning(
+                "toolbudget.spill.temp_left", path=self._path, file=name, error=str(exc)
+            )
 
     def _close_quietly(self, fd: int) -> None:
         try:
             _fs.close(fd)
         except OSError as exc:
-            events().warning("spill.store.close_failed", path=self._path, error=str(exc))
+            events().warning("toolbudget.spill.close_failed", path=self._path, error=str(exc))
 
     def _close_fds(self) -> OSError | None:
         """Close every descriptor, the lock last; return the first error."""

@@ -264,7 +264,7 @@ def _decode_lines(data: bytes, *, source: str) -> list[dict[str, Any]]:
         reason = str(checked)
         if torn:
             reason += " (torn last line: no final newline)"
-        events().warning("spill.log.line_skipped", source=source, line=number, reason=reason)
+        events().warning("toolbudget.log.line_skipped", source=source, line=number, reason=reason)
     return records
 
 

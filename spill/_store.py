@@ -16,7 +16,7 @@ from typing import Any, Final, Protocol, Self, TypeAlias, runtime_checkable
 import xxhash
 
 from spill._errors import ConfigError, RefError
-from spill._logger import get_logger
+from spill._logger import Events, get_logger
 
 __all__ = [
     "REF_LEN",
@@ -41,14 +41,10 @@ _MAX_SHOWN_CHARS = 5
 _SCANNED_PREFIX = 256
 
 
-def events() -> Any:
-    """The structlog logger for spill's events (``toolbudget.spill``).
-
-    Looked up at each event rather than once at import, so that an application configuring
-    structlog after importing toolbudget still gets every event; while structlog is not
-    configured at all, only warnings and errors are printed, to stderr (see spill._logger).
-    """
-    return get_logger("toolbudget.spill")
+def events() -> Events:
+    """toolbudget's event emitter, for spill's events (``toolbudget.spill.*``, ``toolbudget.gc.*``,
+    ``toolbudget.log.*``): each goes to the stdlib logger of its area (see spill._logger)."""
+    return get_logger()
 
 
 def encode_text(text: str) -> bytes:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 
 from tests._ci import require_dir
 
@@ -19,6 +21,20 @@ def shared_traces() -> Path:
     return require_dir(
         SHARED_TRACES, "../shared/traces is absent (a fresh clone without the public trace set)"
     )
+
+
+@pytest.fixture
+def structlog_defaults() -> Iterator[None]:
+    """structlog at its defaults (a CLI test may have configured a level), restored afterwards."""
+    configured, saved = structlog.is_configured(), structlog.get_config()
+    structlog.reset_defaults()
+    try:
+        yield
+    finally:
+        if configured:
+            structlog.configure(**saved)
+        else:
+            structlog.reset_defaults()
 
 
 @pytest.hookimpl(tryfirst=True)

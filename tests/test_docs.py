@@ -236,13 +236,17 @@ def test_settings_page_lists_every_field_with_its_default(
         assert _literal(rows[name][0]) == getattr(defaults, name), f"the default of {name}"
 
 
-_EVENT_CALL = re.compile(r"\.(debug|info|warning|error|exception)\(\s*\"([a-z_.]+)\"")
+_EVENT_CALL = re.compile(r"\.(debug|info|warning|error|exception|critical)\(\s*\"([^\"]*)\"")
+_EVENT_NAME = re.compile(r"toolbudget\.(session|spill|log|gc|readback)\.[a-z_]+")
 
 
 def _emitted_events() -> dict[str, set[str]]:
     found: dict[str, set[str]] = {}
     for source in [*ROOT.joinpath("budget").rglob("*.py"), *ROOT.joinpath("spill").rglob("*.py")]:
         for level, name in _EVENT_CALL.findall(source.read_text(encoding="utf-8")):
+            assert _EVENT_NAME.fullmatch(name), (
+                f"{source.name}: {name!r} is not toolbudget.<area>.*"
+            )
             found.setdefault(name, set()).add(level)
     return found
 

@@ -7,6 +7,11 @@
     session = Budget.open("sessions/<id>")
     agent = create_agent(model, tools=[...], middleware=[ToolBudgetMiddleware(session)])
 
+    # or one session per conversation: sessions/<thread_id>, by the run's LangGraph thread_id
+    agent = create_agent(model, tools=[...], middleware=[ToolBudgetMiddleware(root="sessions")],
+                         checkpointer=InMemorySaver())
+    agent.invoke({"messages": [...]}, {"configurable": {"thread_id": "ticket-42"}})
+
 The middleware hands the model a budgeted copy of ``request.messages`` (the agent state keeps the
 full messages) and registers the read-back tool with the agent, so the model can read spilled
 outputs back. It prepares every request in the :data:`LANGCHAIN` format, which fixes the
@@ -17,19 +22,26 @@ Requires the ``langchain`` extra (``pip install 'toolbudget[langchain]'``).
 from __future__ import annotations
 
 import asyncio
+import os
+import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 try:
     from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
     from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
     from langchain_core.tools import StructuredTool
+    from langgraph.config import get_config
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError(
         "budget.integrations.langchain needs LangChain v1: pip install 'toolbudget[langchain]'"
     ) from exc
 
-from budget._errors import InputError
+from budget._config import BudgetConfig, build_config
+from budget._errors import ConfigError, InputError
+from budget._readback import read_tool_definition
 from budget._report import Report
 from budget._session import Budget
 from budget._view import EMPTY_SCAN, Call, RawResult, Scanned
@@ -123,12 +135,17 @@ LANGCHAIN = LangChainFormat()
 
 def session_read_tool(session: Budget) -> StructuredTool:
     """The read-back tool as a LangChain tool (its JSON schema is the session's own)."""
-    spec = session.read_tool(format="anthropic")
+    return _read_tool(session.read_tool(format="anthropic"), lambda: session)
+
+
+def _read_tool(spec: Mapping[str, Any], resolve: Callable[[], Budget]) -> StructuredTool:
+    """The read-back tool reading from the session ``resolve`` gives at each call."""
 
     def read(**kwargs: Any) -> str:
-        return session.handle_read_tool(kwargs)
+        return resolve().handle_read_tool(kwargs)
 
     async def aread(**kwargs: Any) -> str:
+        session = resolve()  # here: the run's config is a context variable of this task
         # Reading a body is file I/O: keep it off the event loop.
         return await asyncio.to_thread(session.handle_read_tool, kwargs)
 
@@ -149,28 +166,101 @@ def _last_usage(messages: Sequence[Any]) -> Any:
     return None
 
 
+def _thread_dir(thread_id: object) -> str:
+    """The directory name of a thread's session: its id, percent-encoded (no ``/``, reversible)."""
+    name = quote(str(thread_id), safe="")
+    if name in ("", ".", "..") or len(name) > 200:
+        raise ConfigError(
+            f"thread_id {str(thread_id)[:80]!r} cannot name a session directory "
+            "(empty, '.', '..' or over 200 characters once percent-encoded)"
+        )
+    return name
+
+
 class ToolBudgetMiddleware(AgentMiddleware):
     """Budgets each model call's messages; registers the read-back tool with the agent.
 
     One session per conversation: the session keeps per-message state of the last history it saw
-    and freezes each result's decision, so the same history gives the same request bytes. When
-    the provider refuses a request as too long, the middleware tells the session and retries
+    and freezes each result's decision, so the same history gives the same request bytes. Give
+    it either one ``session`` (one conversation), or a ``root`` directory: each LangGraph thread
+    (the run's ``config["configurable"]["thread_id"]``) then gets its own session,
+    ``root/<thread_id>`` (percent-encoded), opened with ``config`` on the thread's first model
+    call and kept open, so resuming the thread, in this process or after a restart, resumes its
+    session. A run without a ``thread_id`` is refused (ConfigError). :meth:`close` closes them.
+
+    When the provider refuses a request as too long, the middleware tells the session and retries
     with a harder budget (at most twice; the third refusal raises ContextOverflow).
     """
 
     def __init__(
-        self, session: Budget, *, read_tool: bool = True, retry_on_overflow: bool = True
+        self,
+        session: Budget | None = None,
+        *,
+        root: str | os.PathLike[str] | None = None,
+        config: BudgetConfig | dict[str, Any] | None = None,
+        read_tool: bool = True,
+        retry_on_overflow: bool = True,
     ) -> None:
         super().__init__()
-        self.session = require_session(session, "ToolBudgetMiddleware")
+        if (session is None) == (root is None):
+            raise ConfigError("ToolBudgetMiddleware needs either a session or root=, not both")
+        if session is not None and config is not None:
+            raise ConfigError("ToolBudgetMiddleware: config= applies to root= sessions only")
+        self.session = None if session is None else require_session(session, "ToolBudgetMiddleware")
+        """The one session (None with ``root``: see :meth:`session_for`)."""
+        self.root = None if root is None else Path(root)
+        """The directory holding one session per thread (None with a single session)."""
+        self._config = build_config(config)
+        self._sessions: dict[str, Budget] = {}
+        self._lock = threading.Lock()
         self.retry_on_overflow = retry_on_overflow
-        self.tools = [session_read_tool(session)] if read_tool else []
+        if not read_tool:
+            self.tools = []
+        elif self.session is not None:
+            self.tools = [session_read_tool(self.session)]
+        else:
+            self.tools = [_read_tool(read_tool_definition(self._config), self._current)]
         self.last_report: Report | None = None
-        """The report of the last model call budgeted."""
+        """The report of the last model call budgeted (of any thread)."""
 
-    def _budget(self, request: ModelRequest) -> ModelRequest:
+    def session_for(self, thread_id: object) -> Budget:
+        """The session of a thread: ``root/<thread_id>``, opened on first use (with ``root``), or
+        the one session."""
+        if self.root is None:
+            assert self.session is not None
+            return self.session
+        name = _thread_dir(thread_id)
+        with self._lock:
+            session = self._sessions.get(name)
+            if session is None:
+                session = Budget.open(self.root / name, self._config)
+                self._sessions[name] = session
+            return session
+
+    def _current(self) -> Budget:
+        """The session of the run being executed (its thread's, with ``root``)."""
+        if self.root is None:
+            assert self.session is not None
+            return self.session
+        configurable = get_config().get("configurable") or {}
+        thread_id = configurable.get("thread_id")
+        if thread_id is None:
+            raise ConfigError(
+                "ToolBudgetMiddleware(root=...) gives each thread its own session: run the agent "
+                "with config={'configurable': {'thread_id': ...}}"
+            )
+        return self.session_for(thread_id)
+
+    def close(self) -> None:
+        """Close the sessions opened for threads (a single ``session`` stays the caller's)."""
+        with self._lock:
+            sessions, self._sessions = list(self._sessions.values()), {}
+        for session in sessions:
+            session.close()
+
+    def _budget(self, request: ModelRequest, session: Budget) -> ModelRequest:
         messages = request.messages
-        prepared = self.session.prepare(messages, usage=_last_usage(messages), format=LANGCHAIN)
+        prepared = session.prepare(messages, usage=_last_usage(messages), format=LANGCHAIN)
         self.last_report = prepared.report
         return request.override(messages=prepared.messages)
 
@@ -180,12 +270,13 @@ class ToolBudgetMiddleware(AgentMiddleware):
         handler: Callable[[ModelRequest], ModelResponse],
     ) -> ModelResponse:
         """Call the model with the budgeted messages (again, harder, after an overflow)."""
+        session = self._current()
         while True:
-            budgeted = self._budget(request)
+            budgeted = self._budget(request, session)
             try:
                 return handler(budgeted)
             except Exception as exc:
-                if not (self.retry_on_overflow and is_overflow(self.session, exc)):
+                if not (self.retry_on_overflow and is_overflow(session, exc)):
                     raise
 
     async def awrap_model_call(
@@ -194,10 +285,11 @@ class ToolBudgetMiddleware(AgentMiddleware):
         handler: Callable[[ModelRequest], Awaitable[ModelResponse]],
     ) -> ModelResponse:
         """The async form: budgeting (it may write spilled bodies) runs in a worker thread."""
+        session = await asyncio.to_thread(self._current)  # opening a session is file I/O
         while True:
-            budgeted = await asyncio.to_thread(self._budget, request)
+            budgeted = await asyncio.to_thread(self._budget, request, session)
             try:
                 return await handler(budgeted)
             except Exception as exc:
-                if not (self.retry_on_overflow and is_overflow(self.session, exc)):
+                if not (self.retry_on_overflow and is_overflow(session, exc)):
                     raise

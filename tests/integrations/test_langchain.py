@@ -7,6 +7,7 @@ import asyncio
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 
@@ -22,7 +23,9 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable
 from langchain_core.tools import tool
 from langchain_core.utils.function_calling import convert_to_openai_tool
+from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import Field
+from structlog.testing import capture_logs
 
 from budget import Budget, ConfigError, FormatError
 from budget.integrations.langchain import LANGCHAIN, ToolBudgetMiddleware, session_read_tool
@@ -267,3 +270,94 @@ def test_read_tool_pages_and_reports_errors(big_file: tuple[Path, str]) -> None:
     page = read.invoke({"ref": ref, "offset": PAGE_OFFSET, "limit": PAGE_LIMIT})
     assert page_rows(page) == expected_rows(text)
     assert read.invoke({"ref": "nope"}).startswith("Error:")
+
+
+class ThreadModel(ReadingModel):
+    """A ReadingModel that reads the file its conversation's first message names, then answers."""
+
+    def _decide(self, messages: list[BaseMessage]) -> AIMessage:
+        self.paths = [messages[0].text]
+        return super()._decide(messages)
+
+
+def _threads_through_one_agent(root: Path, files: dict[str, Path], *, run_async: bool) -> None:
+    """Run one conversation per thread id through one agent; the middleware is closed after."""
+    model = ThreadModel(paths=[])
+    middleware = ToolBudgetMiddleware(root=root)
+    agent = create_agent(model, tools=[read_file], middleware=[middleware])
+    try:
+        for thread, path in files.items():
+            run: Any = {"messages": [HumanMessage(str(path))]}
+            config: Any = {"configurable": {"thread_id": thread}}
+            if run_async:
+                state = asyncio.run(agent.ainvoke(run, config))
+            else:
+                state = agent.invoke(run, config)
+            page = state["messages"][-2]  # the page read back from this thread's own session
+            assert isinstance(page, ToolMessage)
+            assert page.name == "toolbudget_read"
+            assert page_rows(page.text) == expected_rows(path.read_text(encoding="utf-8"))
+    finally:
+        middleware.close()
+
+
+@pytest.mark.parametrize("run_async", [False, True], ids=["invoke", "ainvoke"])
+@pytest.mark.usefixtures("structlog_defaults")
+def test_each_thread_gets_its_own_session_under_root(tmp_path: Path, run_async: bool) -> None:
+    """Two threads through one agent: a session directory each, no ``decision_stale``."""
+    files = {"ticket 1/a": tmp_path / "a.log", "ticket-2": tmp_path / "b.log"}
+    texts = {t: write_big_file(p, seed=n) for n, (t, p) in enumerate(files.items())}
+    root = tmp_path / "sessions"
+    with capture_logs() as events:
+        _threads_through_one_agent(root, files, run_async=run_async)
+    names = [e["event"] for e in events]
+    assert "toolbudget.session.decision_stale" not in names
+    assert sorted(p.name for p in root.iterdir()) == ["ticket%201%2Fa", "ticket-2"]
+    for thread, text in texts.items():
+        with Budget.open(root / quote(thread, safe="")) as session:
+            decision = session.decision("call_read_1")  # the same call id in both threads
+            assert decision is not None and decision.ref is not None
+            assert session.read(decision.ref) == text
+
+
+@pytest.mark.usefixtures("structlog_defaults")
+def test_resuming_a_thread_reuses_its_session(tmp_path: Path) -> None:
+    """A thread resumed (same middleware, then a new one) is budgeted by its own session again."""
+    first, other = tmp_path / "a.log", tmp_path / "b.log"
+    write_big_file(first)
+    write_big_file(other, seed=7)
+    model = ThreadModel(paths=[])
+    saver = InMemorySaver()
+    root = tmp_path / "sessions"
+    a: Any = {"configurable": {"thread_id": "a"}}
+    with capture_logs() as events:
+        middleware = ToolBudgetMiddleware(root=root)
+        agent = create_agent(model, tools=[read_file], middleware=[middleware], checkpointer=saver)
+        agent.invoke({"messages": [HumanMessage(str(first))]}, a)
+        envelope = model.received[1][-1].text
+        agent.invoke({"messages": [HumanMessage(str(other))]}, {"configurable": {"thread_id": "b"}})
+        agent.invoke({"messages": [HumanMessage("And now?")]}, a)
+        assert model.received[-1][2].text == envelope  # the frozen decision, byte for byte
+        middleware.close()
+        # After a restart: a new middleware on the same root resumes thread a's session.
+        again = ToolBudgetMiddleware(root=root)
+        agent = create_agent(model, tools=[read_file], middleware=[again], checkpointer=saver)
+        agent.invoke({"messages": [HumanMessage("Still there?")]}, a)
+        again.close()
+    assert model.received[-1][2].text == envelope
+    names = [e["event"] for e in events]
+    assert "toolbudget.session.decision_stale" not in names
+    assert names.count("toolbudget.session.resumed") == 1
+    assert sorted(p.name for p in root.iterdir()) == ["a", "b"]
+
+
+def test_root_middleware_refuses_a_run_without_thread_id(tmp_path: Path) -> None:
+    """With ``root=`` a run without a thread id is refused with a ConfigError saying what to pass."""
+    middleware = ToolBudgetMiddleware(root=tmp_path / "sessions")
+    agent = create_agent(ThreadModel(paths=[]), tools=[read_file], middleware=[middleware])
+    with pytest.raises(ConfigError, match="thread_id"):
+        agent.invoke({"messages": [HumanMessage(str(tmp_path))]})
+    with pytest.raises(ConfigError, match="cannot name a session directory"):
+        middleware.session_for("..")
+    with pytest.raises(ConfigError, match="either a session or root"):
+        ToolBudgetMiddleware()

@@ -125,7 +125,7 @@ def test_wrapped_tools_spill_from_threads_and_asyncio_at_once(
         Budget.open(path, {"result_cap": CAP, "preview_chars": 300}) as again,
     ):
         assert digest(again.prepare(history, now=100).messages) == digest(first.messages)
-    assert not [e for e in logs if e["event"] == "spill.log.line_skipped"]
+    assert not [e for e in logs if e["event"] == "toolbudget.log.line_skipped"]
     record_property("reliability.concurrency.spills_from_threads_and_tasks", spilled)
 
 
@@ -261,7 +261,7 @@ def test_processes_taking_turns_on_one_session_keep_it_consistent(tmp_path: Path
     assert seen == sum(map(len, shares))
     with capture_logs() as logs, Budget.open(path, NO_STALENESS) as session:
         final = session.prepare(msgs, now=steps[-1].now)
-    assert not [e for e in logs if e["event"] == "spill.log.line_skipped"]
+    assert not [e for e in logs if e["event"] == "toolbudget.log.line_skipped"]
     assert digest(final.messages) == expected[-1]
     assert verify_session(path, msgs)[2] == 0
     assert result_texts(final.messages)

@@ -144,11 +144,11 @@ def test_a_spill_that_cannot_be_written_keeps_the_text_inline(
     )
     first, second = out["copies"]
     assert shown(first, "a") == FIRST_BIG
-    assert ["a", "kept_unspillable", "spill_failed"] in out["decisions"][0]
-    failures = [e for e in out["events"] if e[0] == "spill_failed"]
+    assert ["a", "kept_unspillable", "toolbudget.spill.failed"] in out["decisions"][0]
+    failures = [e for e in out["events"] if e[0] == "toolbudget.spill.failed"]
     assert failures and all(cause in e[2] for e in failures), out["events"]
     if case == "fsize" and limit == 1:
-        assert any(e[0] == "decision_log_failed" and cause in e[2] for e in out["events"])
+        assert any(e[0] == "toolbudget.log.append_failed" and cause in e[2] for e in out["events"])
     assert second[: len(first)] == first  # frozen: the next request shows it the same way
     later = {cid: kind for cid, kind, _ in out["decisions"][1]}
     if case != "quota":

@@ -126,7 +126,7 @@ def run_session(path: Path, injector: Injector) -> Run:
             run.copies.append(req.messages)
             shown = result_texts(req.messages)
             for event in logs[before:]:
-                if event["event"] == "spill_failed":
+                if event["event"] == "toolbudget.spill.failed":
                     cid = event["call_id"]
                     assert shown[cid] == originals[cid], f"{cid} not kept inline"
                     decision = session.decision(cid)

@@ -92,7 +92,7 @@ class _RehashingStore(MemoryStore):
 
 def test_a_store_returning_another_ref_keeps_the_text_inline_instead_of_raising() -> None:
     """When the store files a body under another ref than the decision names, prepare keeps
-    the text whole as ``kept_unspillable`` with a ``spill_failed`` event (it used to raise
+    the text whole as ``kept_unspillable`` with a ``toolbudget.spill.failed`` event (it used to raise
     StoreError, which prepare must never do for the store)."""
     text = big(200, "rehash")
     msgs = [{"role": "user", "content": "go"}, assistant(("c", "bash")), results(("c", text))]
@@ -100,10 +100,10 @@ def test_a_store_returning_another_ref_keeps_the_text_inline_instead_of_raising(
     with capture_logs() as events:
         req = session.prepare(msgs, now=0)
     assert [(d.kind, d.reason) for d in req.report.decisions] == [
-        ("kept_unspillable", "spill_failed")
+        ("kept_unspillable", "toolbudget.spill.failed")
     ]
     assert shown_results(req.messages) == [text]
-    assert [e["event"] for e in events if e["log_level"] == "error"] == ["spill_failed"]
+    assert [e["event"] for e in events if e["log_level"] == "error"] == ["toolbudget.spill.failed"]
 
 
 # -- item 2 ---------------------------------------------------------------------------------------
@@ -254,7 +254,7 @@ def test_a_log_written_before_sequence_numbers_restores_as_it_did(tmp_path: Path
     with capture_logs() as events, Budget.open(tmp_path / "old", SMALL) as session:
         got = digest(session.prepare(history, now=10_000).messages)
     assert got == expected
-    assert [e["reason"] for e in events if e["event"] == "spill.log.line_skipped"] == [
+    assert [e["reason"] for e in events if e["event"] == "toolbudget.log.line_skipped"] == [
         "duplicate of an earlier record"
     ]
 

@@ -3,7 +3,7 @@
 A real session's decision log is damaged at every one of its lines in turn: truncated in the
 middle of the record (as a crash mid-append leaves it), one byte flipped, the record duplicated,
 the record rewritten under an unknown version (with a valid checksum). Each time the session
-must open with a ``spill.log.line_skipped`` warning naming that line, restore every other
+must open with a ``toolbudget.log.line_skipped`` warning naming that line, restore every other
 decision, budget the conversation, lose nothing, keep appending valid records after the damage,
 and resume from there showing the same bytes.
 """
@@ -121,7 +121,7 @@ def test_every_damaged_line_is_skipped_by_number_and_the_rest_restored(
         (path / "decisions.jsonl").write_bytes(b"".join(damaged))
         where = f"{kind} line {i + 1}"
         with capture_logs() as logs, Budget.open(path, FAST) as session:
-            skipped = [e for e in logs if e["event"] == "spill.log.line_skipped"]
+            skipped = [e for e in logs if e["event"] == "toolbudget.log.line_skipped"]
             assert [e["line"] for e in skipped] == [warned], where
             assert reason in skipped[0]["reason"] and skipped[0]["log_level"] == "warning", where
             expected = expected_ledger(lines, keep)
@@ -135,7 +135,9 @@ def test_every_damaged_line_is_skipped_by_number_and_the_rest_restored(
                 assert d is not None and d.ref is not None, (where, cid)
                 assert session.read(d.ref) == texts[cid], (where, cid)
         with capture_logs() as logs, Budget.open(path, FAST) as session:
-            assert [e["line"] for e in logs if e["event"] == "spill.log.line_skipped"] == [warned]
+            assert [e["line"] for e in logs if e["event"] == "toolbudget.log.line_skipped"] == [
+                warned
+            ]
             again = session.prepare(msgs[: last.length], usage=last.usage, now=last.now + 1)
         assert digest(again.messages) == digest(req.messages), where
         tail = (path / "decisions.jsonl").read_bytes().splitlines()[len(damaged) :]

@@ -136,7 +136,7 @@ def test_records_a_failed_append_left_are_written_by_the_next(tmp_path: Path) ->
                 assert req.report.staleness_ran
                 trimmed = {d.call_id for d in req.report.decisions if d.kind == "trimmed"}
                 assert [e["event"] for e in logs if e["log_level"] == "error"] == [
-                    "decision_log_failed"
+                    "toolbudget.log.append_failed"
                 ]
             else:
                 last = b.prepare(msgs[: s.length], usage=s.usage, now=s.now)
@@ -201,7 +201,7 @@ def test_checksummed_but_malformed_records_are_skipped_on_resume(
         log.write(encode_records([record, closing] if record["t"] == "d" else [record]))
     with capture_logs() as logs, Budget.open(tmp_path / "s", FAST) as b:
         again = b.prepare(msgs[: steps[-1].length], usage=steps[-1].usage, now=steps[-1].now + 1)
-    assert any(e["event"] == "log_record_skipped" for e in logs)
+    assert any(e["event"] == "toolbudget.log.record_skipped" for e in logs)
     assert again.messages == last.messages
 
 
@@ -375,7 +375,7 @@ def test_a_request_cut_off_mid_append_is_made_again_the_same_way(tmp_path: Path,
     expected = unbroken(tmp_path / "ref", 1, 20)
     path, msgs, steps = cut_off(tmp_path, keep)
     with capture_logs() as logs, Budget.open(path, FAST) as b:
-        assert [e["records"] for e in logs if e["event"] == "log_tail_dropped"] == [keep]
+        assert [e["records"] for e in logs if e["event"] == "toolbudget.log.tail_dropped"] == [keep]
         got = [
             digest(b.prepare(msgs[: s.length], usage=s.usage, now=s.now).messages)
             for s in steps[13:16]
@@ -385,9 +385,9 @@ def test_a_request_cut_off_mid_append_is_made_again_the_same_way(tmp_path: Path,
         s = steps[15]
         again = b.prepare(msgs[: s.length], usage=s.usage, now=s.now)
     assert digest(again.messages) == expected[15]
-    skipped = [e["reason"] for e in logs if e["event"] == "spill.log.line_skipped"]
+    skipped = [e["reason"] for e in logs if e["event"] == "toolbudget.log.line_skipped"]
     assert len(skipped) == 1  # the torn line itself, never a repeated record
-    assert not [e for e in logs if e["event"] == "log_tail_dropped"]
+    assert not [e for e in logs if e["event"] == "toolbudget.log.tail_dropped"]
 
 
 def test_cut_off_decisions_the_retry_does_not_make_are_withdrawn(tmp_path: Path) -> None:

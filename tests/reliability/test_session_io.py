@@ -116,7 +116,7 @@ def test_cli_grep_prints_line_numbers_and_refuses_an_invalid_regex(tmp_path: Pat
 def test_an_empty_or_corrupt_session_json_is_an_event_and_the_session_resumes(
     tmp_path: Path, content: bytes
 ) -> None:
-    """A damaged ``session.json`` does not stop ``Budget.open``: a ``session_meta_failed``
+    """A damaged ``session.json`` does not stop ``Budget.open``: a ``toolbudget.session.meta_failed``
     event, every logged decision restored, the same request copy as the live session, and a
     whole ``session.json`` written again."""
     msgs, steps = conversation(3, 10)
@@ -134,7 +134,7 @@ def test_an_empty_or_corrupt_session_json_is_an_event_and_the_session_resumes(
         step = steps[-1]
         retry = again.prepare(msgs[: step.length], usage=step.usage, now=step.now)
         assert retry.messages == last.messages
-    assert any(e["event"] == "session_meta_failed" for e in logs)
+    assert any(e["event"] == "toolbudget.session.meta_failed" for e in logs)
     assert isinstance(orjson.loads((path / "session.json").read_bytes()), dict)
 
 

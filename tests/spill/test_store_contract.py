@@ -151,7 +151,7 @@ def test_duplicate_records_are_skipped_with_a_warning(
     store.append_log([{"call_id": "toolu_1"}])
     store.append_log([{"call_id": "toolu_1"}, {"call_id": "toolu_2"}])
     assert store.read_log() == [{"call_id": "toolu_1"}, {"call_id": "toolu_2"}]
-    warnings = [e for e in logs if e["event"] == "spill.log.line_skipped"]
+    warnings = [e for e in logs if e["event"] == "toolbudget.log.line_skipped"]
     assert [(e["line"], e["log_level"]) for e in warnings] == [(2, "warning")]
     assert "duplicate" in warnings[0]["reason"]
 

@@ -77,7 +77,7 @@ def test_directories_that_are_not_sessions_are_left_alone(
     assert gc_sessions(tmp_path, older_than_s=DAY, now=now) == []
     assert (plain / "notes.txt").exists()
     assert (lookalike / "thesis.tex").exists()
-    reasons = [e["reason"] for e in logs if e["event"] == "spill.gc.skipped"]
+    reasons = [e["reason"] for e in logs if e["event"] == "toolbudget.gc.skipped"]
     assert reasons == ["holds files a session does not: ['thesis.tex']"]
 
 

@@ -252,7 +252,9 @@ def test_truncated_body_is_rewritten_by_put(tmp_path: Path, logs: list[dict[str,
         assert store.put("complete body") == ref
         assert store.get(ref) == "complete body"
         assert store.bodies_bytes == len("complete body")
-    assert [e["event"] for e in logs if e["log_level"] == "warning"] == ["spill.body.size_mismatch"]
+    assert [e["event"] for e in logs if e["log_level"] == "warning"] == [
+        "toolbudget.spill.size_mismatch"
+    ]
 
 
 def test_fifo_in_place_of_a_body_is_refused_without_blocking(tmp_path: Path) -> None:
@@ -328,7 +330,7 @@ def test_symlinked_shard_directory_is_refused(tmp_path: Path, logs: list[dict[st
         for call in (lambda: store.get(ref), lambda: store.has(ref), lambda: store.put(text)):
             with pytest.raises(StoreError, match="symbolic link"):
                 call()
-    assert "spill.store.shard_skipped" in [e["event"] for e in logs]
+    assert "toolbudget.spill.shard_skipped" in [e["event"] for e in logs]
     assert (moved / f"{ref}.txt").read_text() == text
 
 
@@ -347,7 +349,7 @@ def test_permissive_existing_directory_is_reported(
     session.mkdir(mode=0o755)
     session.chmod(0o755)
     LocalStore(session).close()
-    warnings = [e for e in logs if e["event"] == "spill.store.permissive_mode"]
+    warnings = [e for e in logs if e["event"] == "toolbudget.spill.permissive_mode"]
     assert [w["mode"] for w in warnings] == ["0o755"]
 
 

@@ -23,7 +23,7 @@ def skipped(events: list[dict[str, Any]]) -> list[tuple[int, str]]:
     return [
         (e["line"], e["reason"])
         for e in events
-        if e["event"] == "spill.log.line_skipped" and e["log_level"] == "warning"
+        if e["event"] == "toolbudget.log.line_skipped" and e["log_level"] == "warning"
     ]
 
 
