@@ -8,13 +8,14 @@ was decided.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import orjson
 from structlog.testing import capture_logs
 
-from budget import Budget, BudgetConfig
+from budget import Budget, BudgetConfig, StoreError
 from spill import MemoryStore, ref_for
 from spill._log import encode_records
 from tests.conversations import digest
@@ -88,6 +89,9 @@ class _RehashingStore(MemoryStore):
     def put(self, text: str) -> str:
         super().put(text[::-1])
         return ref_for(text[::-1])
+
+    def put_many(self, texts: Sequence[str]) -> list[str | StoreError]:
+        return [self.put(text) for text in texts]
 
 
 def test_a_store_returning_another_ref_keeps_the_text_inline_instead_of_raising() -> None:
