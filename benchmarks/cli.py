@@ -60,6 +60,10 @@ def soak(
     ] = None,
     real_fsync: Annotated[bool, typer.Option(help="Perform fsync calls too.")] = False,
     keep: Annotated[bool, typer.Option(help="Keep each trial's session directory.")] = False,
+    phase: Annotated[
+        str | None,
+        typer.Option(help="Draw each first kill among this store method's calls (e.g. put_many)."),
+    ] = None,
     json_path: Annotated[
         str | None, typer.Option("--json", help="Also write the figures to this JSON file.")
     ] = None,
@@ -77,6 +81,7 @@ def soak(
         workdir=workdir,
         real_fsync=real_fsync,
         keep=keep,
+        phase=phase,
         json_path=json_path,
         quiet=quiet,
     )

@@ -33,7 +33,8 @@ The conversation and its digests live with the tests that replay it too
 (``tests/conversations.py``), so the soak runs from the repository root::
 
     python -m benchmarks soak --trials 500 [--seed 1] [--rounds 40] [--max-crashes 3]
-                              [--kill ops|timer] [--workdir DIR] [--json out.json]
+                              [--kill ops|timer] [--phase put_many] [--workdir DIR]
+                              [--json out.json]
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ import shutil
 import signal
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, MutableMapping
@@ -67,6 +69,7 @@ MODES: Final = ("before", "after", "torn")
 _STORE_METHODS: Final = (
     "__init__",
     "put",
+    "put_many",
     "get",
     "has",
     "append_log",
@@ -199,6 +202,8 @@ class _Hook:
     phase: str = "other"
     request: int = -1
     log: list[tuple[str, str, int]] = field(default_factory=list)
+    mutex: threading.Lock = field(default_factory=threading.Lock)
+    """A group commit makes its calls from several threads: each is counted once."""
 
     def install(self, out: int) -> None:
         self.out = out
@@ -221,10 +226,12 @@ class _Hook:
 
     def _wrap(self, name: str, real: Callable[..., Any]) -> Callable[..., Any]:
         def wrapped(*args: Any, **kwargs: Any) -> Any:
-            self.calls += 1
-            if self.record:
-                self.log.append((name, self.phase, self.request))
-            if self.calls == self.kill_at:
+            with self.mutex:
+                self.calls += 1
+                number = self.calls
+                if self.record:
+                    self.log.append((name, self.phase, self.request))
+            if number == self.kill_at:
                 self._die(name, real, args, kwargs)
             if name == "fsync" and not self.real_fsync:
                 return None
@@ -357,12 +364,14 @@ class _Reference:
     fs_log: list[tuple[str, str, int]]
     duration_s: float
 
-    def kill_point(self, rng: random.Random, trial: int, start: int) -> tuple[int, str]:
-        """A call number to die at and a mode: a first kill stratified by store phase, later
-        ones uniform over the calls a child resuming at ``start`` makes."""
+    def kill_point(
+        self, rng: random.Random, trial: int, start: int, only: str | None = None
+    ) -> tuple[int, str]:
+        """A call number to die at and a mode: a first kill stratified by store phase (or in
+        phase ``only``), later ones uniform over the calls a child resuming at ``start`` makes."""
         if start == 0:
             phases = sorted({phase for _, phase, _ in self.fs_log})
-            phase = phases[trial % len(phases)]
+            phase = phases[trial % len(phases)] if only is None else only
             calls = [i + 1 for i, e in enumerate(self.fs_log) if e[1] == phase]
             writes = [i for i in calls if self.fs_log[i - 1][0] == "write"]
             if writes and rng.random() < 0.6:
@@ -431,21 +440,28 @@ def run_soak(
     workdir: Path,
     real_fsync: bool = False,
     keep: bool = False,
+    phase: str | None = None,
     progress: Callable[[int, Figures], None] | None = None,
 ) -> Figures:
-    """Run ``trials`` crash trials under ``workdir`` and return the figures."""
+    """Run ``trials`` crash trials under ``workdir`` and return the figures.
+
+    ``phase`` (a store method, e.g. ``put_many``) draws every first kill among that method's
+    calls instead of stratifying over all of them.
+    """
     started = time.perf_counter()
     msgs, steps = conversation(seed, rounds)
     figures = Figures(rounds=rounds, requests_per_run=len(steps))
     ref = _reference(workdir, msgs, steps, real_fsync)
     figures.reference_fs_calls = len(ref.fs_log)
+    if phase is not None and not any(p == phase for _, p, _ in ref.fs_log):
+        raise ValueError(f"the reference run made no filesystem call in phase {phase!r}")
     tally = _Tally()
     for trial in range(trials):
         rng = random.Random(seed * 1_000_003 + trial)
         path = workdir / f"trial-{trial:05d}"
         start = 0
         for crash in range(rng.randint(1, max_crashes)):
-            kill_at, mode = ref.kill_point(rng, trial, start)
+            kill_at, mode = ref.kill_point(rng, trial, start, phase)
             if kill == "timer":
                 kill_at = 0
             hook = _Hook(kill_at=kill_at, mode=mode, real_fsync=real_fsync, record=False)
@@ -528,6 +544,7 @@ def main(
     workdir: str | None = None,
     real_fsync: bool = False,
     keep: bool = False,
+    phase: str | None = None,
     json_path: str | None = None,
     quiet: bool = False,
 ) -> int:
@@ -561,6 +578,7 @@ def main(
             workdir=directory,
             real_fsync=real_fsync,
             keep=keep,
+            phase=phase,
             progress=progress,
         )
     if json_path is not None:

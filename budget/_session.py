@@ -874,10 +874,10 @@ class Budget:
     def _materialize(
         self, made: dict[str, Decision], by_id: Mapping[str, ToolResult]
     ) -> dict[str, Decision]:
-        """Store the bodies the decisions need, durably, before they are logged."""
-        out: dict[str, Decision] = {}
+        """Store the bodies the decisions need, durably and as one group, before they are logged."""
+        out = dict(made)
+        todo: dict[str, Decision] = {}
         for call_id, d in made.items():
-            out[call_id] = d
             if not d.needs_body or d.ref is None or d.ref in self._stored:
                 continue
             prev = self._ledger.get(call_id)
@@ -887,35 +887,35 @@ class Budget:
                 # of the envelope, so it must not be stored again from the result's text.
                 self._stored.add(d.ref)
                 continue
-            try:
-                ref = self._store.put(by_id[call_id].text)
-            except (StoreError, OSError) as exc:
-                self._log.error(
-                    "toolbudget.spill.failed",
-                    call_id=call_id,
-                    kind=d.kind,
-                    chars=d.chars,
-                    error=str(exc),
-                )
-                out[call_id] = Decision(
-                    call_id, "kept_unspillable", "toolbudget.spill.failed", d.chars, tool=d.tool
-                )
-                continue
-            if ref != d.ref:
+            todo[call_id] = d
+        if not todo:
+            return out
+        # One group commit for the request: a batch that spills hundreds of bodies pays a few
+        # fsyncs, not two per body.
+        got: list[str | BaseException]
+        try:
+            got = list(self._store.put_many([by_id[call_id].text for call_id in todo]))
+        except (StoreError, OSError) as exc:
+            got = [exc] * len(todo)
+        if len(got) != len(todo):
+            got = [StoreError(f"put_many returned {len(got)} results for {len(todo)} bodies")]
+            got *= len(todo)
+        for (call_id, d), ref in zip(todo.items(), got, strict=True):
+            if isinstance(ref, BaseException):
+                error = str(ref)
+            elif ref != d.ref:
                 # A store that hashes differently, or a ref that is not this text's: prepare
                 # never raises for the store, so the text stays inline, whole.
-                self._log.error(
-                    "toolbudget.spill.failed",
-                    call_id=call_id,
-                    kind=d.kind,
-                    chars=d.chars,
-                    error=f"store returned ref {ref} for a body hashed {d.ref}",
-                )
-                out[call_id] = Decision(
-                    call_id, "kept_unspillable", "toolbudget.spill.failed", d.chars, tool=d.tool
-                )
+                error = f"store returned ref {ref} for a body hashed {d.ref}"
+            else:
+                self._stored.add(ref)
                 continue
-            self._stored.add(ref)
+            self._log.error(
+                "toolbudget.spill.failed", call_id=call_id, kind=d.kind, chars=d.chars, error=error
+            )
+            out[call_id] = Decision(
+                call_id, "kept_unspillable", "spill_failed", d.chars, tool=d.tool
+            )
         return out
 
     def _apply(

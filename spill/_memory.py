@@ -16,7 +16,7 @@ import xxhash
 
 from spill._errors import QuotaExceeded, RefError, StoreError
 from spill._log import decode_log, encode_records
-from spill._store import LogRecord, check_quota, encode_text, validate_ref
+from spill._store import LogRecord, PutResult, check_quota, encode_text, validate_ref
 
 __all__ = ["MemoryStore"]
 
@@ -47,20 +47,40 @@ class MemoryStore:
         """Store ``text`` once by content hash and return its ref."""
         if not isinstance(text, str):
             raise StoreError(f"put takes a str body, got {type(text).__name__}")
-        data = encode_text(text)
-        ref, size = xxhash.xxh3_128_hexdigest(data), len(data)
         with self._mutex:
             self._check_open()
-            if ref in self._bodies:
-                return ref
-            new_total = self._total + size
-            if self._quota is not None and new_total > self._quota:
-                raise QuotaExceeded(
-                    f"storing a body of {size} bytes would bring the in-memory session to "
-                    f"{new_total} bytes of bodies, above its quota of {self._quota} bytes"
-                )
-            self._bodies[ref] = text
-            self._total = new_total
+            return self._store(text)
+
+    def put_many(self, texts: Sequence[str]) -> list[PutResult]:
+        """Store each text in turn (nothing to sync); one that fails does not stop the rest."""
+        if isinstance(texts, str | bytes) or not isinstance(texts, Sequence):
+            raise StoreError(f"put_many takes a sequence of str bodies, got {type(texts).__name__}")
+        for text in texts:
+            if not isinstance(text, str):
+                raise StoreError(f"put_many takes str bodies, got {type(text).__name__}")
+        out: list[PutResult] = []
+        with self._mutex:
+            self._check_open()
+            for text in texts:
+                try:
+                    out.append(self._store(text))
+                except StoreError as exc:
+                    out.append(exc)
+        return out
+
+    def _store(self, text: str) -> str:
+        data = encode_text(text)
+        ref, size = xxhash.xxh3_128_hexdigest(data), len(data)
+        if ref in self._bodies:
+            return ref
+        new_total = self._total + size
+        if self._quota is not None and new_total > self._quota:
+            raise QuotaExceeded(
+                f"storing a body of {size} bytes would bring the in-memory session to "
+                f"{new_total} bytes of bodies, above its quota of {self._quota} bytes"
+            )
+        self._bodies[ref] = text
+        self._total = new_total
         return ref
 
     def get(self, ref: str) -> str:

@@ -21,7 +21,7 @@ from spill import _fs
 from spill._errors import RefError, StoreError
 from spill._local import BODIES_NAME, BODY_SUFFIX, LOG_NAME, META_NAME
 from spill._log import decode_log
-from spill._store import LogRecord, validate_ref
+from spill._store import LogRecord, PutResult, validate_ref
 
 __all__ = ["ReadOnlyStore"]
 
@@ -139,6 +139,10 @@ class ReadOnlyStore:
     def put(self, text: str) -> str:
         """Refused: the store is read-only."""
         raise self._refuse("store a body")
+
+    def put_many(self, texts: Sequence[str]) -> list[PutResult]:
+        """Refused: the store is read-only."""
+        raise self._refuse("store bodies")
 
     def append_log(self, records: Sequence[Mapping[str, Any]]) -> None:
         """Refused: the store is read-only."""

@@ -15,13 +15,14 @@ from typing import Any, Final, Protocol, Self, TypeAlias, runtime_checkable
 
 import xxhash
 
-from spill._errors import ConfigError, RefError
+from spill._errors import ConfigError, RefError, StoreError
 from spill._logger import Events, get_logger
 
 __all__ = [
     "REF_LEN",
     "REF_RE",
     "LogRecord",
+    "PutResult",
     "Store",
     "check_quota",
     "encode_text",
@@ -36,6 +37,9 @@ REF_RE: Final = re.compile(r"\A[0-9a-f]{32}\Z")
 
 LogRecord: TypeAlias = dict[str, Any]
 """One decision record as the caller appended it (JSON-serializable, without ``v``/``crc``)."""
+
+PutResult: TypeAlias = str | StoreError
+"""What :meth:`Store.put_many` gives for one body: its ref once durable, or why it was not stored."""
 
 _MAX_SHOWN_CHARS = 5
 _SCANNED_PREFIX = 256
@@ -103,6 +107,15 @@ class Store(Protocol):
 
     def put(self, text: str) -> str:
         """Store ``text`` once by content hash and return its ref; durable before returning."""
+        ...
+
+    def put_many(self, texts: Sequence[str]) -> list[PutResult]:
+        """Store several bodies as one group; for each, its ref or the StoreError it met.
+
+        Every returned ref is durable before the call returns, as after :meth:`put`; a body
+        that fails (quota, disk) does not stop the others. Raises StoreError for the whole call
+        only when nothing can be tried (a closed store, a text that is not a str).
+        """
         ...
 
     def get(self, ref: str) -> str:

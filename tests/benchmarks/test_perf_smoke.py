@@ -26,6 +26,8 @@ TINY = Sizes(
     output_bytes=200_000,
     output_repeats=2,
     spill_repeats=2,
+    batch_rounds=12,
+    batch_repeats=2,
     resume_decisions=40,
     resume_repeats=2,
     memory_bytes=200_000,
@@ -53,6 +55,7 @@ def test_every_benchmark_reports_its_rows(figures: list[Figure]) -> None:
     assert len(_named(figures, "vs LangChain")) == 1
     assert len(_named(figures, "hash + preview + envelope")) == 1
     assert len(_named(figures, "to local disk")) == 2  # fsync on and off
+    assert len(_named(figures, "batch request trimming")) == 1
     assert len(_named(figures, "resume a session")) == 1
     assert len(_named(figures, "extra memory")) == 2
     assert len(_named(figures, "replay")) == 3
@@ -111,3 +114,12 @@ def test_table_and_json_carry_every_row(figures: list[Figure], tmp_path: Path) -
     path.write_text(json.dumps([asdict(f) for f in figures], ensure_ascii=False))
     loaded = json.loads(path.read_text())
     assert [row["name"] for row in loaded] == [f.name for f in figures]
+
+
+def test_the_batch_row_times_a_request_that_stored_its_bodies(figures: list[Figure]) -> None:
+    """The batch row times a request that trimmed (and so durably stored) results, next to a
+    floor that wrote those same bytes."""
+    [row] = _named(figures, "batch request trimming")
+    assert row.extra["trimmed"] > 0
+    assert row.extra["bytes"] > 0
+    assert row.peer is not None and row.ratio == pytest.approx(row.peer / row.ours)

@@ -179,7 +179,7 @@ def test_a_failed_spill_keeps_the_text_inline(tmp_path: Path) -> None:
         req = b.prepare(conversation([[text]]), now=0)
     assert shown(req.messages, "call_0_0") == text
     [d] = req.report.decisions
-    assert (d.kind, d.reason) == ("kept_unspillable", "toolbudget.spill.failed")
+    assert (d.kind, d.reason) == ("kept_unspillable", "spill_failed")
 
 
 def test_session_directory_and_files_are_private(tmp_path: Path) -> None:

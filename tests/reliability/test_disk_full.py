@@ -144,7 +144,7 @@ def test_a_spill_that_cannot_be_written_keeps_the_text_inline(
     )
     first, second = out["copies"]
     assert shown(first, "a") == FIRST_BIG
-    assert ["a", "kept_unspillable", "toolbudget.spill.failed"] in out["decisions"][0]
+    assert ["a", "kept_unspillable", "spill_failed"] in out["decisions"][0]
     failures = [e for e in out["events"] if e[0] == "toolbudget.spill.failed"]
     assert failures and all(cause in e[2] for e in failures), out["events"]
     if case == "fsize" and limit == 1:

@@ -329,7 +329,7 @@ def test_a_symlink_planted_where_a_body_goes_is_never_followed(
     with audited(path), capture_logs() as logs, Budget.open(path, CFG) as session:
         req = session.prepare(msgs, now=0)
         [d] = req.report.decisions
-        assert (d.kind, d.reason) == ("kept_unspillable", "toolbudget.spill.failed")
+        assert (d.kind, d.reason) == ("kept_unspillable", "spill_failed")
         assert req.messages[2]["content"][0]["content"] == text
         with pytest.raises(StoreError, match="symbolic link"):
             session.read(ref)

@@ -8,13 +8,14 @@ was decided.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import orjson
 from structlog.testing import capture_logs
 
-from budget import Budget, BudgetConfig
+from budget import Budget, BudgetConfig, StoreError
 from spill import MemoryStore, ref_for
 from spill._log import encode_records
 from tests.conversations import digest
@@ -89,6 +90,9 @@ class _RehashingStore(MemoryStore):
         super().put(text[::-1])
         return ref_for(text[::-1])
 
+    def put_many(self, texts: Sequence[str]) -> list[str | StoreError]:
+        return [self.put(text) for text in texts]
+
 
 def test_a_store_returning_another_ref_keeps_the_text_inline_instead_of_raising() -> None:
     """When the store files a body under another ref than the decision names, prepare keeps
@@ -100,7 +104,7 @@ def test_a_store_returning_another_ref_keeps_the_text_inline_instead_of_raising(
     with capture_logs() as events:
         req = session.prepare(msgs, now=0)
     assert [(d.kind, d.reason) for d in req.report.decisions] == [
-        ("kept_unspillable", "toolbudget.spill.failed")
+        ("kept_unspillable", "spill_failed")
     ]
     assert shown_results(req.messages) == [text]
     assert [e["event"] for e in events if e["log_level"] == "error"] == ["toolbudget.spill.failed"]

@@ -11,23 +11,47 @@ import pytest
 from structlog.testing import capture_logs
 
 from spill import LocalStore, MemoryStore, Store, _fs
+from spill._errors import StoreError
 
 StoreFactory = Callable[..., Store]
 
 
-@pytest.fixture(params=["local", "memory"])
+class _LocalViaPutMany(LocalStore):
+    """A LocalStore whose ``put`` is a group commit of one body: the contract run on put_many."""
+
+    def put(self, text: str) -> str:
+        [got] = self.put_many([text])
+        if isinstance(got, StoreError):
+            raise got
+        return got
+
+
+class _MemoryViaPutMany(MemoryStore):
+    """A MemoryStore whose ``put`` goes through put_many, as :class:`_LocalViaPutMany`."""
+
+    def put(self, text: str) -> str:
+        [got] = self.put_many([text])
+        if isinstance(got, StoreError):
+            raise got
+        return got
+
+
+@pytest.fixture(params=["local", "memory", "local-put_many", "memory-put_many"])
 def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreFactory]:
-    """A factory of fresh stores of one kind (LocalStore under tmp_path, or MemoryStore)."""
+    """A factory of fresh stores of one kind (LocalStore under tmp_path, or MemoryStore), whose
+    ``put`` is their own or (``-put_many``) a group commit of one body through put_many."""
     opened: list[Store] = []
     counter = iter(range(1_000_000))
+    many = request.param.endswith("-put_many")
 
     def factory(**kwargs: Any) -> Store:
         store: Store
-        if request.param == "local":
-            store = LocalStore(tmp_path / f"session-{next(counter)}", **kwargs)
+        if request.param.startswith("local"):
+            local = _LocalViaPutMany if many else LocalStore
+            store = local(tmp_path / f"session-{next(counter)}", **kwargs)
         else:
             kwargs.pop("fsync", None)
-            store = MemoryStore(**kwargs)
+            store = (_MemoryViaPutMany if many else MemoryStore)(**kwargs)
         opened.append(store)
         return store
 
