@@ -35,6 +35,7 @@ from dataclasses import dataclass, replace
 from types import MappingProxyType, TracebackType
 from typing import Any, ParamSpec, Self, TypeGuard, TypeVar, overload
 
+from budget._compactor import Compactor
 from budget._config import BudgetConfig, build_config
 from budget._envelope import EMPTY_TEXT, envelope_ref
 from budget._errors import ContextOverflow, InputError, StoreError
@@ -155,6 +156,7 @@ class Budget:
         format: Format | str | None = None,
         discover_window: Callable[[], int | None] | None = None,
         text_tokens: Callable[[str], int] | None = None,
+        summarizer: Callable[[Sequence[Any]], Any] | None = None,
     ) -> None:
         self.config = build_config(config)
         self._discover = discover_window
@@ -185,6 +187,7 @@ class Budget:
         self._before_last: tuple[int, float | None, int, int | None] = (0, None, 0, None)
         """Request count, time, length and history tokens (see ``_last_f``) before the last
         request: what a retry rolls back to."""
+        self._compactor = Compactor(self.config, summarizer, self._log)
         self._reset()
         self._restore()
         # The format: given, remembered by a resumed session, or detected on the first request.
@@ -203,6 +206,7 @@ class Budget:
         discover_window: Callable[[], int | None] | None = None,
         text_tokens: Callable[[str], int] | None = None,
         lock_timeout: float = 0.0,
+        summarizer: Callable[[Sequence[Any]], Any] | None = None,
     ) -> Budget:
         """Open or create the session directory at ``path``, resuming from its decision log.
 
@@ -210,7 +214,8 @@ class Budget:
         answer is kept in the session). ``text_tokens`` counts texts exactly (e.g.
         :func:`budget.tiktoken_text_tokens`), in place of the model family's character weights;
         message framing is kept. A second opener of a locked session waits up to
-        ``lock_timeout`` seconds, then gets SessionLocked.
+        ``lock_timeout`` seconds, then gets SessionLocked. ``summarizer`` (see
+        :mod:`budget.summarizers`) makes compaction possible (the ``compaction`` setting).
         """
         cfg = build_config(config)
         # ``path`` as given: Path("") would be the current directory (LocalStore refuses "").
@@ -219,7 +224,12 @@ class Budget:
         )
         try:
             return cls(
-                store, cfg, format=format, discover_window=discover_window, text_tokens=text_tokens
+                store,
+                cfg,
+                format=format,
+                discover_window=discover_window,
+                text_tokens=text_tokens,
+                summarizer=summarizer,
             )
         except BaseException:
             store.close()
@@ -233,6 +243,7 @@ class Budget:
         format: Format | str | None = None,
         discover_window: Callable[[], int | None] | None = None,
         text_tokens: Callable[[str], int] | None = None,
+        summarizer: Callable[[Sequence[Any]], Any] | None = None,
     ) -> Budget:
         """A session kept in memory only: nothing survives the process."""
         return cls(
@@ -241,6 +252,7 @@ class Budget:
             format=format,
             discover_window=discover_window,
             text_tokens=text_tokens,
+            summarizer=summarizer,
         )
 
     def close(self) -> None:
@@ -316,6 +328,7 @@ class Budget:
         # off: left to its retry, which makes them again; a "void" record it writes withdraws
         # those it did not make again, so they are never closed by a later record.
         log = self._store.read_log()
+        self._compactor.restore(log)
         for rec in reversed(log):
             seq = rec.get("s")
             if _count(seq):
@@ -441,6 +454,9 @@ class Budget:
                 if fmt is not self._format:
                     self._reset()  # caches hold another adapter's scans
                     self._format = fmt
+                messages = self._compactor.request_view(
+                    messages, fmt, self._message_tokens, self._append_log, self.window
+                )
                 prepared = self._prepare(messages, usage, when, started)
                 # Fixed only now: a request refused as bad input does not settle the format.
                 if to_fix and self._formats.hold(fmt):
@@ -455,6 +471,27 @@ class Budget:
                         "messages nest too deeply to be budgeted (Python's recursion limit)"
                     ) from None
                 raise
+
+    def compact(self, messages: list[Any], *, format: Format | str | None = None) -> bool:
+        """Summarize the history's prefix now (the manual margin); False if too little to gain.
+
+        The next ``prepare`` of the same history sends the summary and the retained tail.
+        """
+        self._check_open()
+        with self._lock:
+            fmt, _ = self._formats.for_request(messages, format)
+            return self._compactor.compact(
+                messages, fmt, self._message_tokens, self._append_log, self.window, manual=True
+            )
+
+    def uncompact(self) -> bool:
+        """Clear the compaction checkpoint: requests show the full history again."""
+        self._check_open()
+        with self._lock:
+            return self._compactor.clear(self._append_log)
+
+    def _message_tokens(self, message: Any) -> int:
+        return estimate_tokens(message, model=self._profile)
 
     def _check_open(self) -> None:
         if self._closed:

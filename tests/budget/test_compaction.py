@@ -3,13 +3,25 @@
 from __future__ import annotations
 
 import copy
+import json
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from budget import BudgetConfig, ConfigError, estimate_tokens, get_format
+from budget import (
+    Budget,
+    BudgetConfig,
+    ConfigError,
+    InputError,
+    Prepared,
+    estimate_tokens,
+    get_format,
+    summarizers,
+)
 from budget._compaction import (
     anchor_of,
     attachments,
@@ -27,6 +39,7 @@ from tests.strategies import (
     chat_assistant,
     chat_conversations,
     chat_tool,
+    conversation,
     conversations,
     results,
 )
@@ -312,3 +325,131 @@ def test_the_copy_carries_summary_constraints_and_stale_marked_snapshots_in_orde
     assert anchor_of(msgs, f, 5) == "call:b1"
     assert resolve_anchor(msgs, f, "call:b1", 2) == 5
     assert resolve_anchor(msgs[:4], f, "call:b1", 5) is None
+
+
+# --- In a session: Budget.compact / uncompact, resume, automatic compaction, the breaker -------
+
+SESSION = BudgetConfig(
+    fsync=False,
+    window=4_000,
+    compact_reserve_tokens=500,
+    compact_margin_tokens=500,
+    compact_manual_margin_tokens=200,
+    compact_tail_tokens=400,
+    compact_tail_messages=2,
+    compact_tail_max_tokens=1_500,
+    compact_min_reclaim_tokens=300,
+)
+
+
+def history(rounds: int) -> list[dict[str, Any]]:
+    """A task with its rules, then ``rounds`` rounds of one bash call with 40 lines of output."""
+    msgs = conversation([[big(40, f"r{r}")] for r in range(rounds)])
+    msgs[0] = {"role": "user", "content": "Fix the parser.\nNever edit tests/."}
+    return msgs
+
+
+class Counting:
+    """A summarizer wrapper counting its calls (and failing when told to)."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.calls: list[int] = []
+        self.fail = fail
+
+    def __call__(self, messages: Sequence[Any]) -> str:
+        self.calls.append(len(messages))
+        if self.fail:
+            raise RuntimeError("the summary model is down")
+        text = summarizers.extractive()(messages)
+        assert isinstance(text, str)
+        return text
+
+
+def _bytes(req: Prepared) -> bytes:
+    return json.dumps(req.messages, sort_keys=True).encode()
+
+
+def test_manual_compaction_projects_summary_and_tail_and_survives_resume(tmp_path: Path) -> None:
+    """compact() makes the next copies summary + tail; a resumed session sends the same bytes without summarizing."""
+    msgs = history(12)
+    before = copy.deepcopy(msgs)
+    summarize = Counting()
+    with Budget.open(tmp_path / "s", SESSION, summarizer=summarize) as b:
+        full = b.prepare(msgs)
+        assert len(full.messages) == len(msgs)
+        assert b.compact(msgs) is True
+        req = b.prepare(msgs)
+        assert msgs == before
+        first = req.messages[0]
+        assert first["role"] == "user"
+        assert "<summary>" in first["content"]
+        assert "Never edit tests/." in first["content"]
+        tail = req.messages[1:]
+        assert tail[0]["role"] == "assistant"
+        assert tail == msgs[len(msgs) - len(tail) :]
+        assert len(summarize.calls) == 1
+        again = b.prepare([*msgs, {"role": "assistant", "content": "Done."}])
+        assert again.messages[: len(req.messages)] == req.messages
+    never = Counting(fail=True)
+    with Budget.open(tmp_path / "s", SESSION, summarizer=never) as b:
+        assert _bytes(b.prepare(msgs)) == _bytes(req)
+        assert never.calls == []
+        assert b.uncompact() is True
+        assert len(b.prepare(msgs).messages) == len(msgs)
+    with Budget.open(tmp_path / "s", SESSION) as b:
+        assert len(b.prepare(msgs).messages) == len(msgs)
+
+
+def test_a_short_history_is_not_compacted(tmp_path: Path) -> None:
+    """When the prefix holds less than the minimum reclaim, compact() declines and calls no model."""
+    summarize = Counting()
+    with Budget.open(tmp_path / "s", SESSION, summarizer=summarize) as b:
+        assert b.compact(history(1)) is False
+    assert summarize.calls == []
+
+
+def test_compacting_without_a_summarizer_is_a_clear_error(tmp_path: Path) -> None:
+    """compact() on a session opened without a summarizer raises InputError saying what to pass."""
+    with Budget.open(tmp_path / "s", SESSION) as b, pytest.raises(InputError, match="summarizer"):
+        b.compact(history(12))
+
+
+def test_auto_compaction_runs_in_prepare_near_the_window(tmp_path: Path) -> None:
+    """In auto mode prepare compacts once the estimate passes window - reserve - margin, and not before."""
+    cfg = SESSION.model_copy(update={"compaction": "auto"})
+    summarize = Counting()
+    with Budget.open(tmp_path / "s", cfg, summarizer=summarize) as b:
+        short = history(3)
+        assert len(b.prepare(short).messages) == len(short)
+        assert summarize.calls == []
+        long = history(20)
+        req = b.prepare(long)
+        assert len(summarize.calls) == 1
+        assert "<summary>" in req.messages[0]["content"]
+        assert sum(estimate_tokens(m) for m in req.messages) < 3_000
+
+
+def test_the_breaker_opens_after_three_failures_and_prepare_goes_on(tmp_path: Path) -> None:
+    """A failing summarizer is tried 3 times, then no more; every prepare still returns the full copy."""
+    cfg = SESSION.model_copy(update={"compaction": "auto"})
+    broken = Counting(fail=True)
+    msgs = history(20)
+    with Budget.open(tmp_path / "s", cfg, summarizer=broken) as b:
+        for _ in range(5):
+            assert len(b.prepare(msgs).messages) == len(msgs)
+        assert len(broken.calls) == 3
+        # A manual call still tries, and says why it failed.
+        with pytest.raises(RuntimeError, match="down"):
+            b.compact(msgs)
+        broken.fail = False
+        assert b.compact(msgs) is True
+        assert "<summary>" in b.prepare(msgs).messages[0]["content"]
+
+
+def test_an_empty_summary_counts_as_a_failure(tmp_path: Path) -> None:
+    """A summarizer returning blank text makes no checkpoint; the full history is still sent."""
+    with Budget.open(tmp_path / "s", SESSION, summarizer=lambda _m: "  ") as b:
+        msgs = history(12)
+        with pytest.raises(InputError, match="no summary"):
+            b.compact(msgs)
+        assert len(b.prepare(msgs).messages) == len(msgs)
