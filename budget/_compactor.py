@@ -27,6 +27,7 @@ from budget._compaction import (
 )
 from budget._config import BudgetConfig
 from budget._errors import InputError
+from budget._report import Prepared
 from budget._view import Format
 
 __all__ = ["Checkpoint", "Compactor"]
@@ -105,6 +106,8 @@ class Compactor:
         so the session's per-message caches see an unchanged prefix between compactions."""
         self.failures = 0
         self.compactions = 0
+        self._unreported: int | None = None
+        """Prefix tokens of a compaction no request has reported yet."""
 
     @property
     def breaker_open(self) -> bool:
@@ -140,6 +143,14 @@ class Compactor:
             self._log.warning("compaction_anchor_lost", anchor=cp.anchor)
             return messages
         return project(messages, cp.head, at, self._message)
+
+    def reported(self, prepared: Prepared) -> Prepared:
+        """``prepared`` with its report saying a compaction ran, once per compaction."""
+        if self._unreported is None:
+            return prepared
+        update = {"compacted": True, "summarized_tokens": self._unreported}
+        self._unreported = None
+        return Prepared(prepared.messages, prepared.report.model_copy(update=update))
 
     def clear(self, append: Append) -> bool:
         """Drop the checkpoint: the next request shows the full history. False if none held."""
@@ -261,6 +272,7 @@ class Compactor:
         self._set(cp)
         self.failures = 0
         self.compactions += 1
+        self._unreported = tail.prefix_tokens
         self._log.info(
             "compaction",
             prefix_tokens=tail.prefix_tokens,

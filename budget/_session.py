@@ -457,7 +457,7 @@ class Budget:
                 messages = self._compactor.request_view(
                     messages, fmt, self._message_tokens, self._append_log, self.window
                 )
-                prepared = self._prepare(messages, usage, when, started)
+                prepared = self._compactor.reported(self._prepare(messages, usage, when, started))
                 # Fixed only now: a request refused as bad input does not settle the format.
                 if to_fix and self._formats.hold(fmt):
                     self._write_meta(format=fmt.name)

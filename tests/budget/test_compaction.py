@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -379,6 +380,8 @@ def test_manual_compaction_projects_summary_and_tail_and_survives_resume(tmp_pat
         assert len(full.messages) == len(msgs)
         assert b.compact(msgs) is True
         req = b.prepare(msgs)
+        assert req.report.compacted
+        assert req.report.summarized_tokens > SESSION.compact_min_reclaim_tokens
         assert msgs == before
         first = req.messages[0]
         assert first["role"] == "user"
@@ -390,6 +393,9 @@ def test_manual_compaction_projects_summary_and_tail_and_survives_resume(tmp_pat
         assert len(summarize.calls) == 1
         again = b.prepare([*msgs, {"role": "assistant", "content": "Done."}])
         assert again.messages[: len(req.messages)] == req.messages
+        assert again.report.prefix_stable
+        assert not again.report.compacted
+        assert not full.report.compacted
     never = Counting(fail=True)
     with Budget.open(tmp_path / "s", SESSION, summarizer=never) as b:
         assert _bytes(b.prepare(msgs)) == _bytes(req)
@@ -425,6 +431,7 @@ def test_auto_compaction_runs_in_prepare_near_the_window(tmp_path: Path) -> None
         long = history(20)
         req = b.prepare(long)
         assert len(summarize.calls) == 1
+        assert req.report.compacted
         assert "<summary>" in req.messages[0]["content"]
         assert sum(estimate_tokens(m) for m in req.messages) < 3_000
 
@@ -453,3 +460,31 @@ def test_an_empty_summary_counts_as_a_failure(tmp_path: Path) -> None:
         with pytest.raises(InputError, match="no summary"):
             b.compact(msgs)
         assert len(b.prepare(msgs).messages) == len(msgs)
+
+
+@pytest.mark.parametrize("fmt", ["anthropic", "openai_chat", "openai_responses"])
+@settings(max_examples=15, deadline=None)
+@given(data=st.data())
+def test_a_resumed_session_sends_the_same_bytes_after_compaction(
+    fmt: str, data: st.DataObject
+) -> None:
+    """In each format, a compacted copy is byte-identical after a resume, with no summary call, and pairs stay whole."""
+    msgs = data.draw(conversations_in(fmt))
+    cfg = SESSION.model_copy(update={"compact_tail_tokens": 50, "compact_min_reclaim_tokens": 1})
+    with tempfile.TemporaryDirectory() as root:
+        with Budget.open(Path(root) / "s", cfg, format=fmt, summarizer=Counting()) as b:
+            b.compact(msgs)
+            req = b.prepare(msgs)
+        never = Counting(fail=True)
+        with Budget.open(Path(root) / "s", cfg, format=fmt, summarizer=never) as b:
+            assert _bytes(b.prepare(msgs)) == _bytes(req)
+        assert never.calls == []
+    if req.report.compacted:
+        f = get_format(fmt)
+        made = {
+            c.call_id for i in range(len(req.messages)) for c in scan_at(f, req.messages, i).calls
+        }
+        answered = {
+            r.call_id for i in range(len(req.messages)) for r in scan_at(f, req.messages, i).results
+        }
+        assert answered <= made
