@@ -21,6 +21,7 @@ from budget._errors import ConfigError
 __all__ = ["BudgetConfig", "PreviewShape", "ToolPolicy", "build_config"]
 
 PreviewShape = Literal["head_tail", "head"]
+CompactionMode = Literal["off", "auto", "manual"]
 PositiveInt = Annotated[int, Field(gt=0)]
 Share = Annotated[float, Field(ge=0.0, le=1.0)]
 
@@ -109,6 +110,37 @@ class BudgetConfig(BaseSettings):
     """Most characters one read-back page returns (it pages instead of spilling)."""
     tools: dict[str, ToolPolicy] = Field(default_factory=dict)
 
+    # Compaction (SPEC §11): summarize the old prefix, keep the recent tail. Defaults follow
+    # Claude Code's published behaviour as the seed in ../shared/seeds describes it: a summary
+    # output reserve of min(max output, 20k), an auto-compact margin of 13k and a manual one of
+    # 3k, a tail of at least 10k tokens and 5 messages under a 40k cap, a breaker after 3
+    # consecutive failures.
+    compaction: CompactionMode = "off"
+    """``"auto"``: ``prepare`` compacts when the request nears the window; ``"manual"``: only
+    ``Budget.compact()`` does; ``"off"``: never."""
+    compact_reserve_tokens: PositiveInt = 20_000
+    """Window tokens kept for the summary call's output (Claude Code: min(max output, 20k))."""
+    compact_margin_tokens: Annotated[int, Field(ge=0)] = 13_000
+    """Safety margin under the window for automatic compaction."""
+    compact_manual_margin_tokens: Annotated[int, Field(ge=0)] = 3_000
+    """The smaller margin of a manual ``Budget.compact()``: the caller chose the moment."""
+    compact_tail_tokens: Annotated[int, Field(ge=0)] = 10_000
+    """The retained tail grows from the end until it holds at least this many tokens..."""
+    compact_tail_messages: Annotated[int, Field(ge=1)] = 5
+    """...and at least this many messages..."""
+    compact_tail_max_tokens: PositiveInt = 40_000
+    """...but never more tokens than this (a tool call and its results still stay together)."""
+    compact_min_reclaim_tokens: Annotated[int, Field(ge=0)] = 10_000
+    """Compaction runs only when the summarizable prefix holds at least this many tokens."""
+    compact_breaker_failures: PositiveInt = 3
+    """Consecutive failed compactions after which automatic compaction stops (the breaker)."""
+    compact_files: Annotated[int, Field(ge=0)] = 5
+    """Most recently read files attached as snapshots after a compaction."""
+    compact_file_chars: Annotated[int, Field(ge=0)] = 20_000
+    """Most characters of one file snapshot."""
+    compact_constraint_chars: Annotated[int, Field(ge=0)] = 4_000
+    """Most characters of user constraints carried verbatim after a compaction."""
+
     # Store.
     quota_bytes: PositiveInt | None = 1 << 30
     fsync: bool = True
@@ -139,6 +171,16 @@ class BudgetConfig(BaseSettings):
             raise ValueError(
                 f"stub_chars ({self.stub_chars}) must be smaller than stale_floor "
                 f"({self.stale_floor}), or a trim could grow a result"
+            )
+        if self.compact_tail_tokens > self.compact_tail_max_tokens:
+            raise ValueError(
+                f"compact_tail_tokens ({self.compact_tail_tokens}) must not exceed "
+                f"compact_tail_max_tokens ({self.compact_tail_max_tokens})"
+            )
+        if self.compact_manual_margin_tokens > self.compact_margin_tokens:
+            raise ValueError(
+                f"compact_manual_margin_tokens ({self.compact_manual_margin_tokens}) must not "
+                f"exceed compact_margin_tokens ({self.compact_margin_tokens})"
             )
         return self
 

@@ -74,6 +74,11 @@ class Report(BaseModel):
     reclaimable_tokens: int
     """Tokens a staleness batch could still reclaim (eligible results left untrimmed)."""
     elapsed_s: float
+    compacted: bool = False
+    """A compaction ran since the last request (in this ``prepare`` or a ``compact()`` call):
+    this is the first copy with its summary, the one intended prefix break."""
+    summarized_tokens: int = 0
+    """When ``compacted``: estimated tokens of the prefix the summary stands for."""
 
     @property
     def spilled_now(self) -> int:

@@ -36,6 +36,7 @@ from types import MappingProxyType, TracebackType
 from typing import Any, ParamSpec, Self, TypeGuard, TypeVar, overload
 
 from budget._calibration import Anchor, Calibration, learn, restore
+from budget._compactor import Compactor
 from budget._config import BudgetConfig, build_config
 from budget._envelope import EMPTY_TEXT, envelope_ref
 from budget._errors import ContextOverflow, InputError, StoreError
@@ -156,6 +157,7 @@ class Budget:
         format: Format | str | None = None,
         discover_window: Callable[[], int | None] | None = None,
         text_tokens: Callable[[str], int] | None = None,
+        summarizer: Callable[[Sequence[Any]], Any] | None = None,
     ) -> None:
         self.config = build_config(config)
         self._discover = discover_window
@@ -189,6 +191,7 @@ class Budget:
         self._calib = Calibration(self.config.model)
         self._cal_anchor: Anchor | None = None
         """The last request's anchored estimate, for the usage the next request reports."""
+        self._compactor = Compactor(self.config, summarizer, self._log)
         self._reset()
         self._restore()
         # The format: given, remembered by a resumed session, or detected on the first request.
@@ -207,6 +210,7 @@ class Budget:
         discover_window: Callable[[], int | None] | None = None,
         text_tokens: Callable[[str], int] | None = None,
         lock_timeout: float = 0.0,
+        summarizer: Callable[[Sequence[Any]], Any] | None = None,
     ) -> Budget:
         """Open or create the session directory at ``path``, resuming from its decision log.
 
@@ -214,7 +218,8 @@ class Budget:
         answer is kept in the session). ``text_tokens`` counts texts exactly (e.g.
         :func:`budget.tiktoken_text_tokens`), in place of the model family's character weights;
         message framing is kept. A second opener of a locked session waits up to
-        ``lock_timeout`` seconds, then gets SessionLocked.
+        ``lock_timeout`` seconds, then gets SessionLocked. ``summarizer`` (see
+        :mod:`budget.summarizers`) makes compaction possible (the ``compaction`` setting).
         """
         cfg = build_config(config)
         # ``path`` as given: Path("") would be the current directory (LocalStore refuses "").
@@ -223,7 +228,12 @@ class Budget:
         )
         try:
             return cls(
-                store, cfg, format=format, discover_window=discover_window, text_tokens=text_tokens
+                store,
+                cfg,
+                format=format,
+                discover_window=discover_window,
+                text_tokens=text_tokens,
+                summarizer=summarizer,
             )
         except BaseException:
             store.close()
@@ -237,6 +247,7 @@ class Budget:
         format: Format | str | None = None,
         discover_window: Callable[[], int | None] | None = None,
         text_tokens: Callable[[str], int] | None = None,
+        summarizer: Callable[[Sequence[Any]], Any] | None = None,
     ) -> Budget:
         """A session kept in memory only: nothing survives the process."""
         return cls(
@@ -245,6 +256,7 @@ class Budget:
             format=format,
             discover_window=discover_window,
             text_tokens=text_tokens,
+            summarizer=summarizer,
         )
 
     def close(self) -> None:
@@ -320,6 +332,7 @@ class Budget:
         # off: left to its retry, which makes them again; a "void" record it writes withdraws
         # those it did not make again, so they are never closed by a later record.
         log = self._store.read_log()
+        self._compactor.restore(log)
         for rec in reversed(log):
             seq = rec.get("s")
             if _count(seq):
@@ -458,7 +471,10 @@ class Budget:
                 if fmt is not self._format:
                     self._reset()  # caches hold another adapter's scans
                     self._format = fmt
-                prepared = self._prepare(messages, usage, when, started)
+                messages = self._compactor.request_view(
+                    messages, fmt, self._message_tokens, self._append_log, self.window
+                )
+                prepared = self._compactor.reported(self._prepare(messages, usage, when, started))
                 # Fixed only now: a request refused as bad input does not settle the format.
                 if to_fix and self._formats.hold(fmt):
                     self._write_meta(format=fmt.name)
@@ -472,6 +488,27 @@ class Budget:
                         "messages nest too deeply to be budgeted (Python's recursion limit)"
                     ) from None
                 raise
+
+    def compact(self, messages: list[Any], *, format: Format | str | None = None) -> bool:
+        """Summarize the history's prefix now (the manual margin); False if too little to gain.
+
+        The next ``prepare`` of the same history sends the summary and the retained tail.
+        """
+        self._check_open()
+        with self._lock:
+            fmt, _ = self._formats.for_request(messages, format)
+            return self._compactor.compact(
+                messages, fmt, self._message_tokens, self._append_log, self.window, manual=True
+            )
+
+    def uncompact(self) -> bool:
+        """Clear the compaction checkpoint: requests show the full history again."""
+        self._check_open()
+        with self._lock:
+            return self._compactor.clear(self._append_log)
+
+    def _message_tokens(self, message: Any) -> int:
+        return estimate_tokens(message, model=self._profile)
 
     def _check_open(self) -> None:
         if self._closed:
