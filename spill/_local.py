@@ -348,7 +348,7 @@ class LocalStore:
             return None
         if existing is not None:
             events().warning(
-                "spill.body.size_mismatch",
+                "toolbudget.spill.size_mismatch",
                 path=self._path,
                 ref=ref,
                 size=existing.st_size,

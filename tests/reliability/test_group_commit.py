@@ -81,7 +81,7 @@ def test_a_body_that_fails_in_a_batch_stays_inline_and_the_others_are_trimmed(
         if block.get("tool_use_id") == "toolu_00000007"
     ]
     assert shown == [victim]
-    errors = [e for e in events if e["event"] == "spill_failed"]
+    errors = [e for e in events if e["event"] == "toolbudget.spill.failed"]
     assert [e["call_id"] for e in errors] == ["toolu_00000007"]
     assert "disk full" in errors[0]["error"]
     others = [d for cid, d in by_id.items() if d.kind == "trimmed"]
