@@ -519,6 +519,7 @@ class Budget:
         return self._requests > 0 and length == self._last_n
 
     def _prepare(self, messages: list[Any], usage: Any, now: float, started: float) -> Prepared:
+        before = (self._requests, self._last_at, self._last_n, self._last_f)
         retry = self._is_retry(len(messages))
         if retry:
             # The last request's history again (a retry after an error or a crash, in this
@@ -548,6 +549,12 @@ class Budget:
             self._reset()
             k = 0
             fresh, new_results = self._scan(messages, k)
+        if retry and not self._same_history(len(messages), before[3]):
+            # As many messages as the last request but other ones (a history compacted to a
+            # fixed size, first message plus the last N): a new request, not a retry of it.
+            retry = False
+            self._before_last = before
+            self._requests, self._last_at, self._last_n, self._last_f = before
         wrapped = wrapped_decisions(fresh, self._envelope_ref)
         if wrapped:  # envelopes made by wrap_tool: small results already, frozen as they are
             for d in wrapped.values():
@@ -666,6 +673,13 @@ class Budget:
             # Equal by identity (or by value): the previous history is a prefix of this one.
             return max(n - _RESCAN, 0)
         return -1
+
+    def _same_history(self, length: int, last_f: int | None) -> bool:
+        """Whether this history of the last request's length is that history: its tokens but
+        the last messages (which callers edit in place) are the ones the last request logged."""
+        if last_f is None:
+            return True  # a log written before the tokens were recorded: the length only
+        return self._cum_in[max(length - _RESCAN, 0)] == last_f
 
     def _anchor_holds(self, length: int) -> bool:
         """Whether a usage reported now was measured on a prefix of this history: the last

@@ -90,3 +90,35 @@ def test_a_huge_or_multiline_tool_name_is_cut_to_one_short_line_in_envelopes_and
         text, ref="0" * 32, tool="cat", preview_chars=2_000, tail_share=0.5, read_tool="read"
     )
     assert ordinary.startswith("[toolbudget] Output of cat was too large")
+
+
+def _cat(i: int, lines: int) -> list[dict[str, Any]]:
+    return _round(i, "".join(f"r{i} l{k}\n" for k in range(lines)))
+
+
+def test_a_history_compacted_to_a_fixed_length_is_no_retry_and_still_gets_batches() -> None:
+    """First message plus the last 16, an hour apart: each request is new, and cold batches run."""
+    session = Budget.in_memory()
+    rounds: list[dict[str, Any]] = []
+    ran = []
+    for i in range(12):
+        rounds += _cat(i, 4_000 if i % 2 else 600)
+        history = [{"role": "user", "content": "go"}, *rounds[-16:]]
+        report = session.prepare(list(history), now=1_000 + i * 3_600).report
+        ran.append(report.staleness_reason)
+        assert report.request == i + 1
+    assert "cold_cache" in ran[9:]  # the history has had 17 messages since request 8
+
+
+def test_a_retry_of_the_same_history_is_still_a_retry() -> None:
+    """The same 17 messages again (new dicts, equal content) count as the last request, no batch."""
+    session = Budget.in_memory()
+    rounds: list[dict[str, Any]] = []
+    for i in range(9):
+        rounds += _cat(i, 4_000 if i % 2 else 600)
+    history = [{"role": "user", "content": "go"}, *rounds[-16:]]
+    first = session.prepare(list(history), now=1_000)
+    again = session.prepare([dict(m) for m in history], now=9_000)
+    assert again.report.request == first.report.request == 1
+    assert not again.report.staleness_ran
+    assert again.messages == first.messages
