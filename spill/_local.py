@@ -34,8 +34,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
-from types import TracebackType
-from typing import Any, Final, Self, TypeVar
+from typing import Any, Final, TypeVar
 
 import orjson
 import xxhash
@@ -47,6 +46,7 @@ from spill._store import (
     REF_RE,
     LogRecord,
     PutResult,
+    StoreBase,
     check_quota,
     encode_text,
     events,
@@ -90,7 +90,7 @@ class _Body:
     error: StoreError | None = None
 
 
-class LocalStore:
+class LocalStore(StoreBase):
     """A session directory: bodies by content hash, a decision log, metadata, one lock.
 
     ``LocalStore(path)`` creates the directory (mode 0700, missing parents too) or opens an
@@ -206,22 +206,12 @@ class LocalStore:
                         self._sync_entries(shard_fd, ref)
                         return ref
                     if existing is not None:
-                        events().warning(
-                            "toolbudget.spill.size_mismatch",
-                            path=self._path,
-                            ref=ref,
-                            size=existing.st_size,
-                            expected=len(data),
-                        )
+                        self._size_mismatch(ref, existing.st_size, len(data))
                         # Changed behind our back, so our running total is stale too.
                         self._total = self._scan_bodies()
                 old_size = existing.st_size if existing is not None else 0
                 new_total = self._bodies_total() - old_size + len(data)
-                if self._quota is not None and new_total > self._quota:
-                    raise QuotaExceeded(
-                        f"storing a body of {len(data)} bytes would bring session {self._path} "
-                        f"to {new_total} bytes of bodies, above its quota of {self._quota} bytes"
-                    )
+                self._check_quota(len(data), new_total)
                 if shard_fd is None:
                     shard_fd = self._open_shard(shard, create=True)
                     assert shard_fd is not None
@@ -329,6 +319,19 @@ class LocalStore:
                 for ref in slots:
                     fail(ref, exc)
 
+    def _size_mismatch(self, ref: str, size: int, expected: int) -> None:
+        events().warning(
+            "toolbudget.spill.size_mismatch", path=self._path, ref=ref, size=size, expected=expected
+        )
+
+    def _check_quota(self, size: int, new_total: int) -> None:
+        """QuotaExceeded when storing ``size`` more bytes brings the bodies to ``new_total``."""
+        if self._quota is not None and new_total > self._quota:
+            raise QuotaExceeded(
+                f"storing a body of {size} bytes would bring session {self._path} "
+                f"to {new_total} bytes of bodies, above its quota of {self._quota} bytes"
+            )
+
     def _group_check(
         self, ref: str, data: bytes, shards: dict[str, int], new: dict[str, list[_Body]]
     ) -> _Body | None:
@@ -347,24 +350,14 @@ class LocalStore:
         if existing is not None and existing.st_size == len(data):
             return None
         if existing is not None:
-            events().warning(
-                "toolbudget.spill.size_mismatch",
-                path=self._path,
-                ref=ref,
-                size=existing.st_size,
-                expected=len(data),
-            )
+            self._size_mismatch(ref, existing.st_size, len(data))
             # Changed behind our back: recounted (no temp file of this group exists yet), plus
             # the group's bodies checked so far.
             waiting = sum(len(b.data) - b.old_size for bodies in new.values() for b in bodies)
             self._total = self._scan_bodies() + waiting
         old_size = existing.st_size if existing is not None else 0
         new_total = self._bodies_total() - old_size + len(data)
-        if self._quota is not None and new_total > self._quota:
-            raise QuotaExceeded(
-                f"storing a body of {len(data)} bytes would bring session {self._path} "
-                f"to {new_total} bytes of bodies, above its quota of {self._quota} bytes"
-            )
+        self._check_quota(len(data), new_total)
         self._total = new_total
         return _Body(ref, data, old_size)
 
@@ -540,17 +533,6 @@ class LocalStore:
         if error is not None:
             raise self._error("close the session", error) from error
         events().debug("toolbudget.spill.closed", path=self._path)
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def __del__(self) -> None:
         if getattr(self, "_closed", True):

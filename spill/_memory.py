@@ -8,20 +8,19 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping, Sequence
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 import orjson
 import xxhash
 
 from spill._errors import QuotaExceeded, RefError, StoreError
 from spill._log import decode_log, encode_records
-from spill._store import LogRecord, PutResult, check_quota, encode_text, validate_ref
+from spill._store import LogRecord, PutResult, StoreBase, check_quota, encode_text, validate_ref
 
 __all__ = ["MemoryStore"]
 
 
-class MemoryStore:
+class MemoryStore(StoreBase):
     """The store contract without files: no lock, no durability, ``path_of`` is None.
 
     Args:
@@ -141,17 +140,6 @@ class MemoryStore:
         """Mark the store closed; idempotent."""
         with self._mutex:
             self._closed = True
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"

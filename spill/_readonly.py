@@ -11,8 +11,7 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Mapping, Sequence
-from types import TracebackType
-from typing import Any, Final, Self
+from typing import Any, Final
 
 import orjson
 import xxhash
@@ -21,7 +20,7 @@ from spill import _fs
 from spill._errors import RefError, StoreError
 from spill._local import BODIES_NAME, BODY_SUFFIX, LOG_NAME, META_NAME
 from spill._log import decode_log
-from spill._store import LogRecord, PutResult, validate_ref
+from spill._store import LogRecord, PutResult, StoreBase, validate_ref
 
 __all__ = ["ReadOnlyStore"]
 
@@ -29,7 +28,7 @@ _DIR_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY
 _READ_FLAGS: Final = os.O_RDONLY | os.O_NONBLOCK  # a FIFO planted as a body must not block us
 
 
-class ReadOnlyStore:
+class ReadOnlyStore(StoreBase):
     """A session directory read without its lock; every write is a StoreError.
 
     Raises StoreError at once if ``path`` is not a directory holding a session (its decision
@@ -157,14 +156,3 @@ class ReadOnlyStore:
         fd, self._dir_fd = self._dir_fd, -1
         if fd >= 0:
             _fs.close(fd)
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

@@ -24,6 +24,7 @@ __all__ = [
     "LogRecord",
     "PutResult",
     "Store",
+    "StoreBase",
     "check_quota",
     "encode_text",
     "events",
@@ -162,3 +163,25 @@ class Store(Protocol):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None: ...
+
+
+class StoreBase:
+    """What every store shares: a store is its own context manager, closed on exit.
+
+    A store implements the :class:`Store` methods; this base gives it ``with`` once, as httpx's
+    ``BaseTransport`` gives its transports theirs.
+    """
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
