@@ -162,6 +162,8 @@ class Budget:
         self.config = build_config(config)
         self._discover = discover_window
         self._window: int | None = None
+        self._window_cap: int | None = None
+        """The smallest window a prompt-too-long error stated (logged, so a resume keeps it)."""
         self._store = store
         self._closed = False
         self._lock = threading.RLock()
@@ -373,6 +375,8 @@ class Budget:
         # request's length: the state before it is that of the last record with another length.
         overflows: int | None = None
         last: tuple[int, float | None, int, int | None] | None = None
+        stated = [rec["w"] for rec in records if rec.get("t") == "ovf" and _count(rec.get("w"))]
+        self._window_cap = min((w for w in stated if w > 0), default=None)
         for rec in reversed(records):
             kind = rec.get("t")
             if kind == "ovf" and overflows is None and last is None:
@@ -1109,6 +1113,8 @@ class Budget:
             )
             if cache != before:
                 self._write_meta(windows=cache)
+            if self._window_cap is not None:
+                self._window = min(self._window, self._window_cap)
         return self._window
 
     def _read_meta(self) -> dict[str, Any]:
@@ -1141,11 +1147,14 @@ class Budget:
         with self._lock:
             self._check_open()
             limit = overflow_limit(error) if error is not None else None
-            if limit is not None and limit < self.window():
-                # The provider told us the real window: believe it from now on.
-                self._window = limit
+            record: dict[str, Any] = {"t": "ovf", "count": self._overflows + 1}
+            if limit is not None and 0 < limit < self.window():
+                # The provider told us the real window: believe it from now on, also after a
+                # resume (the record keeps it).
+                self._window = self._window_cap = limit
+                record["w"] = limit
             self._overflows += 1
-            self._append_log([{"t": "ovf", "count": self._overflows}])
+            self._append_log([record])
             self._log.warning(
                 "toolbudget.session.context_overflow", count=self._overflows, error=str(error)
             )

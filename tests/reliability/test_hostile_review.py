@@ -122,3 +122,42 @@ def test_a_retry_of_the_same_history_is_still_a_retry() -> None:
     assert again.report.request == first.report.request == 1
     assert not again.report.staleness_ran
     assert again.messages == first.messages
+
+
+def _words(i: int, lines: int) -> list[dict[str, Any]]:
+    return _round(i, "".join(f"r{i} line {k}: some words here\n" for k in range(lines)))
+
+
+def test_a_window_stated_by_an_overflow_is_kept_after_a_resume(tmp_path: Path) -> None:
+    """A prompt-too-long error stating 60,000 tokens lowers the window live and after a resume."""
+    error = "prompt is too long: 900000 tokens > 60000 maximum"
+    history: list[Any] = [{"role": "user", "content": "go"}, *_words(0, 100)]
+    live = Budget.open(tmp_path / "live")
+    live.prepare(history, now=1_000)
+    live.on_overflow(error)
+    live.prepare(history, now=1_001)
+    with Budget.open(tmp_path / "resumed") as session:
+        session.prepare(history, now=1_000)
+        session.on_overflow(error)
+        session.prepare(history, now=1_001)
+    reasons = []
+    for i in range(1, 7):
+        history = [*history, *_words(i, 1_000)]
+        usage = {"input_tokens": 5_000 * i, "output_tokens": 20}
+        went_on = live.prepare(history, now=1_001 + i, usage=usage)
+        with Budget.open(tmp_path / "resumed") as session:  # restarted before each request
+            resumed = session.prepare(history, now=1_001 + i, usage=usage)
+        assert resumed.report.window == went_on.report.window == 60_000
+        assert resumed.messages == went_on.messages
+        reasons.append(went_on.report.staleness_reason)
+    live.close()
+    assert "pressure" in reasons
+
+
+def test_an_overflow_stating_a_zero_limit_leaves_the_window_alone(tmp_path: Path) -> None:
+    """``... 3 tokens > 0 maximum`` is no window: the session keeps its own."""
+    with Budget.open(tmp_path / "s") as session:
+        session.prepare([{"role": "user", "content": "go"}])
+        before = session.window()
+        session.on_overflow("prompt is too long: 3 tokens > 0 maximum")
+        assert session.window() == before > 0
