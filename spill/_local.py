@@ -53,7 +53,7 @@ from spill._store import (
     validate_ref,
 )
 
-__all__ = ["DEFAULT_QUOTA_BYTES", "LocalStore"]
+__all__ = ["DEFAULT_QUOTA_BYTES", "LocalStore", "decode_meta"]
 
 _R = TypeVar("_R")
 
@@ -506,15 +506,7 @@ class LocalStore(StoreBase):
                 raise self._error(f"read {META_NAME}", exc) from exc
             finally:
                 self._close_quietly(fd)
-        try:
-            meta = orjson.loads(data)
-        except orjson.JSONDecodeError as exc:
-            raise StoreError(
-                f"{META_NAME} in session {self._path} is not valid JSON: {exc}"
-            ) from exc
-        if not isinstance(meta, dict):
-            raise StoreError(f"{META_NAME} in session {self._path} does not hold a JSON object")
-        return meta
+        return decode_meta(data, self._path)
 
     def write_meta(self, meta: Mapping[str, Any]) -> None:
         """Replace the session metadata atomically (temp file, fsync, rename)."""
@@ -939,6 +931,18 @@ class LocalStore(StoreBase):
             reason += " (disk full)"
         suffix = f" [{code}]" if code else ""
         return StoreError(f"cannot {action} in session {self._path}: {reason}{suffix}")
+
+
+def decode_meta(data: bytes, path: str) -> dict[str, Any]:
+    """The session metadata in ``data`` (``session.json`` of session ``path``); StoreError when it
+    is not a JSON object."""
+    try:
+        meta = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise StoreError(f"{META_NAME} in session {path} is not valid JSON: {exc}") from None
+    if not isinstance(meta, dict):
+        raise StoreError(f"{META_NAME} in session {path} does not hold a JSON object")
+    return meta
 
 
 def _encode_meta(meta: Mapping[str, Any]) -> bytes:

@@ -13,12 +13,11 @@ import stat
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-import orjson
 import xxhash
 
 from spill import _fs
 from spill._errors import RefError, StoreError
-from spill._local import BODIES_NAME, BODY_SUFFIX, LOG_NAME, META_NAME
+from spill._local import BODIES_NAME, BODY_SUFFIX, LOG_NAME, META_NAME, decode_meta
 from spill._log import decode_log
 from spill._store import LogRecord, PutResult, StoreBase, validate_ref
 
@@ -121,16 +120,10 @@ class ReadOnlyStore(StoreBase):
     def read_meta(self) -> dict[str, Any]:
         """The session metadata; ``{}`` if none was written."""
         try:
-            meta = orjson.loads(self._read((META_NAME,), META_NAME))
+            data = self._read((META_NAME,), META_NAME)
         except FileNotFoundError:
             return {}
-        except orjson.JSONDecodeError as exc:
-            raise StoreError(
-                f"{META_NAME} in session {self._path} is not valid JSON: {exc}"
-            ) from None
-        if not isinstance(meta, dict):
-            raise StoreError(f"{META_NAME} in session {self._path} does not hold a JSON object")
-        return meta
+        return decode_meta(data, self._path)
 
     def _refuse(self, what: str) -> StoreError:
         return StoreError(f"session {self._path} is open read-only: cannot {what}")
