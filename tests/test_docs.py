@@ -175,6 +175,46 @@ def test_python_block_runs_as_written(block: Block, output: Block | None, tmp_pa
             )
 
 
+@pytest.mark.parametrize(
+    ("page", "heading", "expected"),
+    [
+        (
+            "formats/openai-chat.md",
+            "# OpenAI Chat",
+            ["openai_chat 1 spilled", "6001\terror: undef"],
+        ),
+        ("formats/openai-responses.md", "# OpenAI Responses", ["function toolbudget_read"]),
+        (
+            "formats/index.md",
+            "## Spilling at execution",
+            ["read_file was too large", "kept wrapped"],
+        ),
+    ],
+)
+def test_format_example_spills_and_reads_back(
+    page: str, heading: str, expected: list[str], tmp_path: Path
+) -> None:
+    """The first example under ``heading`` (moved there from README) prints the spill it shows."""
+    text = (DOCS / page).read_text(encoding="utf-8")
+    assert heading in text, f"{page} has no {heading!r} section"
+    block = re.search(r"```python\n(.*?)```", text[text.index(heading) :], flags=re.S)
+    assert block is not None, f"{page} has no python block under {heading!r}"
+    script = tmp_path / "snippet.py"
+    script.write_text(block.group(1), encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}  # this checkout, not an installed copy
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    for needle in expected:
+        assert needle in done.stdout
+
+
 MAX_COLUMNS = 88
 """Widest line of a python block: wider ones scroll sideways beside the sidebars."""
 

@@ -1,4 +1,4 @@
-"""The documented defaults (SPEC §3, README "Settings") run end to end with ``BudgetConfig()``.
+"""The documented defaults (SPEC §3, docs/settings.md) run end to end with ``BudgetConfig()``.
 
 Every other budget test passes small explicit limits; these open sessions with the shipped
 defaults and sit on each one's boundary, so a changed default fails here. The figures are worked

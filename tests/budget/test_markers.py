@@ -356,7 +356,7 @@ def _responses_result(parts: list[dict[str, Any]]) -> list[Message]:
 # --- in-place marker moves, any format ----------------------------------------------------------
 
 WINDOW = 8
-"""Messages at the end of a request where markers may be added in place (README, Message formats)."""
+"""Messages at the end of a request where markers may be added in place (docs/formats/index.md, Cache markers)."""
 
 
 def _format_round(fmt: str, r: int, output: str) -> list[Message]:

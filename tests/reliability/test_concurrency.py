@@ -1,6 +1,6 @@
 """Concurrency: spills from threads and asyncio at once; processes sharing one session by its lock.
 
-Lock behaviour (documented in the README): a session directory is open in one place at a time.
+Lock behaviour (documented in docs/reliability.md): a session directory is open in one place at a time.
 ``Budget.open`` on a session another process (or another open session object) holds raises
 ``SessionLocked`` at once, naming the holder's pid; with ``lock_timeout=seconds`` it waits for
 the holder to close, then opens the session with everything the holder logged.
