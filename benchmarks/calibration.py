@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from rich import box
 from rich.table import Table
 
 from benchmarks.pricing import pricing_for
@@ -129,33 +130,45 @@ def _pct(value: float | None) -> str:
     return "—" if value is None else f"{value * 100:.1f}%"
 
 
-def calibration_table(rows: Sequence[Calibration]) -> Table:
-    """The calibration table: each trace, then each format's total (header: mean per trace)."""
-    table = Table(
-        title=f"Calibration: {BASELINE} replayed vs recorded ({len(rows)} traces with usage)",
-        title_justify="left",
-        header_style="bold",
-    )
-    for header in (
-        "trace",
-        "cache rules",
-        "header tok",
-        "recorded prompt",
-        "replayed prompt",
-        "recorded cached",
-        "simulated cached",
-        "recorded misses",
-    ):
+def calibration_table(rows: Sequence[Calibration], *, per_trace: bool = True) -> Table:
+    """The calibration table: each trace, then each format's total (header: mean per trace).
+
+    ``per_trace=False`` gives the format totals alone, without the cache-rules column: the form
+    that fits a terminal of about 100 columns, where the full table would cut every number.
+    """
+    title = f"Calibration: {BASELINE} replayed vs recorded ({len(rows)} traces with usage)"
+    if not per_trace:
+        table = Table(
+            title=title,
+            caption="per trace: --wide, or the JSON's calibration",
+            caption_justify="left",
+            title_justify="left",
+            title_style="bold",
+            header_style="bold",
+            box=box.SIMPLE_HEAD,
+            show_edge=False,
+            padding=(0, 1),
+            collapse_padding=True,
+        )
+        # Two-line headers: a figure's column is no wider than the figure.
+        headers: tuple[str, ...] = ("format\n(traces)", *(h.replace(" ", "\n") for h in _FIGURES))
+    else:
+        table = Table(title=title, title_justify="left", header_style="bold")
+        headers = ("trace", "cache rules", *_FIGURES)
+    for header in headers:
         if header == "trace":
             # Whole names: two mini-swe-agent traces differ only after 30 characters.
             table.add_column(header, no_wrap=True, min_width=38)
+        elif header == "cache rules":
+            table.add_column(header, justify="left")
+        elif header == "format\n(traces)":
+            table.add_column(header, justify="left", no_wrap=True)
         else:
-            table.add_column(header, justify="left" if header == "cache rules" else "right")
+            # A figure is never cut: the header wraps over two lines instead.
+            table.add_column(header, justify="right", no_wrap=not per_trace)
 
     def add(row: Calibration, bold: bool = False) -> None:
         cells = [
-            row.trace,
-            row.cache_rules,
             f"{row.header_tokens:,}",
             f"{row.recorded_prompt_tokens:,}",
             f"{row.replayed_prompt_tokens:,}",
@@ -163,13 +176,26 @@ def calibration_table(rows: Sequence[Calibration]) -> Table:
             _pct(row.simulated_cached_share),
             f"{row.recorded_misses:,}/{row.requests_with_usage:,}",
         ]
+        cells = [row.trace, row.cache_rules, *cells] if per_trace else [row.trace, *cells]
         table.add_row(*(f"[bold]{c}[/]" if bold else c for c in cells))
 
-    for row in rows:
-        add(row)
     totals = format_totals(rows)
-    if totals:
-        table.add_section()
+    if per_trace:
+        for row in rows:
+            add(row)
+        if totals:
+            table.add_section()
     for row in totals:
-        add(row, bold=True)
+        add(row, bold=per_trace)
     return table
+
+
+_FIGURES = (
+    "header tok",
+    "recorded prompt",
+    "replayed prompt",
+    "recorded cached",
+    "simulated cached",
+    "recorded misses",
+)
+"""The figure columns of the calibration table, after its trace (or format) columns."""

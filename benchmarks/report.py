@@ -244,6 +244,11 @@ def _fit(rows: Sequence[Row], width: int, console: Console) -> list[int]:
     return kept
 
 
+def _width(table: Table, console: Console) -> int:
+    """Cells ``table`` takes printed whole: measured unclamped by the console's own width."""
+    return console.measure(table, options=console.options.update_width(100_000)).maximum
+
+
 def _table(title: str, rows: Sequence[Row], columns: Sequence[int]) -> Table:
     table = Table(
         title=title,
@@ -310,26 +315,34 @@ def render(result: BenchResult, console: Console, *, wide: bool = False) -> None
             f"{bound['protect_rounds']} rounds vanished at no cache cost{reached}."
         )
     if result.calibration:
-        console.print(calibration_table(result.calibration))
+        calibration = calibration_table(result.calibration)
+        if not wide and _width(calibration, console) > console.width:
+            # Cut to fit, every number would read "15,9…": give the format totals whole instead.
+            calibration = calibration_table(result.calibration, per_trace=False)
+        console.print(calibration)
     if result.skipped:
         console.print(
             f"[yellow]{len(result.skipped)} file(s) skipped[/] (each with its reason on stderr)."
         )
-    _legend(console, [_COLUMNS[i][0] for i in columns], len(columns) < len(_COLUMNS))
+    hidden = [header for i, (header, _) in enumerate(_COLUMNS) if i not in columns]
+    _legend(console, [_COLUMNS[i][0] for i in columns], hidden)
 
 
-def _legend(console: Console, headers: Sequence[str], narrowed: bool) -> None:
-    """What each column shown and each batch trigger means, wrapped under its own name."""
+def _legend(console: Console, headers: Sequence[str], hidden: Sequence[str]) -> None:
+    """What each column shown and each batch trigger means, and which columns --wide adds."""
     columns = Table.grid(padding=(0, 2))
     columns.add_column(no_wrap=True)
     columns.add_column()
     for header in headers:
         if header in LEGEND:
             columns.add_row(f"  {header}", LEGEND[header])
-    if narrowed:
-        columns.add_row("", "more columns with --wide")
     console.print("[bold]columns[/]")
     console.print(columns, highlight=False)
+    if hidden:
+        # Named, so a reader knows whether --wide has what they look for.
+        console.print(
+            f"  {len(hidden)} more columns with --wide: {', '.join(hidden)}", highlight=False
+        )
     triggers = Table.grid(padding=(0, 2))
     triggers.add_column(no_wrap=True)
     triggers.add_column()

@@ -214,8 +214,9 @@ def test_bench_table_fits_100_columns_with_a_legend(tmp_path: Path) -> None:
     assert "…" not in result.stdout
     for word in ("visible", "breaks", "recoverable", "×none", "pays", "pressure", "cold_cache"):
         assert any(line.lstrip().startswith(word + " ") for line in lines), word
-    assert "ms p99" not in result.stdout
-    assert "more columns with --wide" in result.stdout
+    header = next(line for line in lines if line.lstrip().startswith("strategy "))
+    assert "ms p99" not in header
+    assert "more columns with --wide: " in result.stdout
     wide = CliRunner().invoke(app, [*args, "--wide"], env={"COLUMNS": "100"})
     assert wide.exit_code == 0, wide.output
     assert "ms p99" in wide.stdout and "quoted vis" in wide.stdout
@@ -240,3 +241,23 @@ def test_bench_prints_each_skipped_file_with_its_reason(tmp_path: Path) -> None:
     assert "skipped x.json:" in result.stderr and "not valid JSON" in result.stderr
     assert "skipped y.json:" in result.stderr
     assert "2 file(s) skipped" in result.stderr
+
+
+def test_calibration_fits_100_columns_with_every_figure_whole(shared_traces: Path) -> None:
+    """At COLUMNS=100 the calibration of real traces shows whole figures, never a cut cell."""
+    args = ["bench", "--traces", str(shared_traces), "--limit", "3", "--strategies", "toolbudget"]
+    result = CliRunner().invoke(app, args, env={"COLUMNS": "100"})
+    assert result.exit_code == 0, result.output
+    assert "Calibration:" in result.stdout
+    assert max(len(line) for line in result.stdout.splitlines()) <= 100
+    assert "…" not in result.stdout, result.stdout
+    assert "claude-code (3)" in result.stdout
+    lines = result.stdout.splitlines()
+    header = next(line for line in lines if line.lstrip().startswith("strategy "))
+    hidden = next(line for line in lines if "more columns with --wide: " in line)
+    named = hidden.split(": ", 1)[1].split(", ")
+    assert "ms p99" in named
+    assert not [name for name in named if f" {name} " in f"{header} "]
+    wide = CliRunner().invoke(app, [*args, "--wide"], env={"COLUMNS": "100"})
+    assert wide.exit_code == 0, wide.output
+    assert "cache rules" in wide.stdout and "claude-code/" in wide.stdout
