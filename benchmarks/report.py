@@ -15,6 +15,7 @@ Shares are fractions in [0, 1]; a figure that has no value (the share of nothing
 from __future__ import annotations
 
 import tempfile
+import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -466,7 +467,7 @@ def _sizes_chart(plt: Any, result: BenchResult) -> Any:
     by_trace = _by_trace(result)
     from matplotlib.ticker import FuncFormatter, MaxNLocator
 
-    fig, ax = plt.subplots(figsize=(11, 6))
+    fig, ax = plt.subplots(figsize=(11, 7))
     if by_trace:
         name = most_different_trace(result)
         reps = by_trace[name]
@@ -482,22 +483,44 @@ def _sizes_chart(plt: Any, result: BenchResult) -> Any:
             ax.plot(
                 range(1, len(group[0].sizes) + 1),
                 group[0].sizes,
-                label=" = ".join(r.strategy for r in group),
+                # A long merged label wraps: one legend column must not squeeze the plot.
+                label=textwrap.fill(" = ".join(r.strategy for r in group), 44),
                 color=color,
                 linestyle=dash,
                 linewidth=2.6 if ours else 1.5,
                 zorder=3 if ours else 2,
             )
         ax.axhline(result.window, color="black", linestyle=":", linewidth=1, label="window")
+        # Named on the line itself, with room above it: at the top edge the line disappears.
+        ax.annotate(
+            f"window {result.window:,}",
+            xy=(1.0, result.window),
+            xycoords=("axes fraction", "data"),
+            xytext=(0, 3),
+            textcoords="offset points",
+            ha="right",
+            va="bottom",
+            fontsize="small",
+        )
+        top = max(result.window, *(max(r.sizes, default=0) for r in reps))
+        ax.set_ylim(0, top * 1.1)
         ax.set_title(
             f"Input tokens per request: {name}\n(the trace where the strategies differ "
             f"most: the smallest total is {_spread(reps) * 100:.0f}% below the largest)",
             fontsize="medium",
         )
-        ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+        # Below the plot, in columns: at its right, eleven names took half the figure's width.
+        ax.legend(
+            fontsize="small",
+            loc="upper center",
+            bbox_to_anchor=(0.5, -0.12),
+            ncol=3,
+            frameon=False,
+        )
+    else:
+        ax.set_ylim(bottom=0)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
-    ax.set_ylim(bottom=0)
     ax.set_xlabel("request")
     ax.set_ylabel("input tokens")
     ax.spines[["top", "right"]].set_visible(False)

@@ -10,6 +10,7 @@ import pytest
 from benchmarks import strategies
 from benchmarks.report import (
     _billed_chart,
+    _sizes_chart,
     _spread_labels,
     _styles,
     most_different_trace,
@@ -69,4 +70,25 @@ def test_billed_chart_prints_plain_numbers_and_values_on_the_bars(tmp_path: Path
     for row in result.summary:
         assert any(v.startswith(f"{row.billed_tokens:,.0f}") for v in values)
     assert "lower is better" in ax.get_title()
+    plt.close(fig)
+
+
+def test_request_sizes_keeps_the_plot_wide_and_names_the_window(tmp_path: Path) -> None:
+    """Strategies that tie share one wrapped legend entry below the plot, which keeps most of
+    the figure's width, and the window line sits under the top edge with its size written on it."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    tied = ["toolbudget", "claude-code", "swe-agent", "opencode", "gemini-cli", "codex"]
+    result = run_bench([build([100] * 6, name="hand/small")], tied, workdir=tmp_path)
+    fig = _sizes_chart(plt, result)
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    assert ax.get_position().width >= 0.75, "the legend squeezes the plot"
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert any(label.count("=") >= 5 and "\n" in label for label in labels), labels
+    assert ax.get_ylim()[1] >= result.window * 1.05
+    assert f"window {result.window:,}" in [t.get_text() for t in ax.texts]
     plt.close(fig)
