@@ -325,6 +325,19 @@ def test_errors_page_tree_is_the_class_tree() -> None:
         assert f"`{name}`" in text, f"errors.md does not describe {name}"
 
 
+def test_report_table_names_every_field_of_report() -> None:
+    """The report table of docs/getting-started.md names each field and property of Report."""
+    rows = _table("getting-started.md", "field")
+    named = {name for cell in rows for name in re.findall(r"\w+", cell)}
+    public = set(budget.Report.model_fields) | {
+        name
+        for name, member in vars(budget.Report).items()
+        if isinstance(member, property) and not name.startswith("_")
+    }
+    assert {"spilled_now", "trimmed_now"} <= public
+    assert named == public
+
+
 def test_every_extra_is_on_the_getting_started_page() -> None:
     """Each optional-dependency group of pyproject.toml has a row saying what it brings."""
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
