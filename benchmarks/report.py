@@ -14,9 +14,13 @@ Shares are fractions in [0, 1]; a figure that has no value (the share of nothing
 
 from __future__ import annotations
 
+import secrets
+import shutil
+import string
 import tempfile
 import textwrap
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -89,6 +93,34 @@ class BenchResult:
     calibration: tuple[Calibration, ...] = ()
 
 
+SCRATCH_PREFIX = "toolbudget-bench-"
+
+
+@contextmanager
+def scratch_dir() -> Iterator[Path]:
+    """A new private directory for the replay's sessions, removed afterwards.
+
+    Its random part is lowercase letters only, always 10 of them. The toolbudget strategy's
+    envelopes name the spilled file (``include_path``), and the estimator weighs letters, digits
+    and ``_`` differently: under :func:`tempfile.mkdtemp`'s mixed names the same replay billed a
+    few dozen tokens more or less from one run to the next.
+    """
+    base = Path(tempfile.gettempdir())
+    for _ in range(100):
+        letters = "".join(secrets.choice(string.ascii_lowercase) for _ in range(10))
+        path = base / f"{SCRATCH_PREFIX}{letters}"
+        try:
+            path.mkdir(mode=0o700)
+        except FileExistsError:
+            continue
+        try:
+            yield path
+        finally:
+            shutil.rmtree(path, ignore_errors=True)
+        return
+    raise FileExistsError(f"no free name for a {SCRATCH_PREFIX}* directory under {base}")
+
+
 def run_bench(
     traces: Sequence[Trace],
     names: Sequence[str],
@@ -119,7 +151,7 @@ def run_bench(
         console=console,
         transient=True,
     )
-    with progress, tempfile.TemporaryDirectory(prefix="toolbudget-bench-") as tmp:
+    with progress, scratch_dir() as tmp:
         task = progress.add_task("", total=total)
 
         def advance(trace: Trace, strategy: str, requests: int) -> None:
@@ -128,7 +160,7 @@ def run_bench(
         replays = run(
             traces,
             chosen,
-            workdir if workdir is not None else Path(tmp),
+            workdir if workdir is not None else tmp,
             window=window,
             count=count,
             max_requests=max_requests,
