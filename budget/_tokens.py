@@ -445,27 +445,11 @@ def _mapping_tokens(obj: Mapping[str, Any], text: _TextFn, fr: TokenizerProfile)
     if kind in _IMAGE_TYPES:
         return _image_block_tokens(obj) + fr.block
     if kind == "document":
-        source = obj.get("source")
-        if isinstance(source, Mapping) and isinstance(source.get("data"), str):
-            if source.get("type") == "text":
-                return text(source["data"]) + fr.block
-            return _DOCUMENT_DEFAULT
-        return _DOCUMENT_DEFAULT
+        return _document_tokens(obj, text, fr)
     if kind == "redacted_thinking":
         return _REDACTED_THINKING
     if kind in _TOOL_CALL_TYPES:
-        total = fr.tool_call
-        for key in ("id", "call_id", "name"):
-            value = obj.get(key)
-            if isinstance(value, str):
-                total += text(value)
-        for key in ("input", "arguments"):
-            if key in obj:
-                total += _json_tokens(obj[key], text)
-        fn = obj.get("function")
-        if isinstance(fn, Mapping):
-            total += _mapping_tokens(fn, text, fr)
-        return total
+        return _tool_call_block_tokens(obj, text, fr)
     if kind in _TOOL_RESULT_TYPES:
         total = fr.tool_result
         for key, value in obj.items():
@@ -490,6 +474,32 @@ def _mapping_tokens(obj: Mapping[str, Any], text: _TextFn, fr: TokenizerProfile)
                     total += fr.tool_call + _value_tokens(call, text, fr)
         else:
             total += _value_tokens(value, text, fr)
+    return total
+
+
+def _document_tokens(obj: Mapping[str, Any], text: _TextFn, fr: TokenizerProfile) -> int:
+    """A document block: its text when it carries plain text, else a fixed estimate."""
+    source = obj.get("source")
+    if isinstance(source, Mapping) and isinstance(source.get("data"), str):
+        if source.get("type") == "text":
+            return text(source["data"]) + fr.block
+        return _DOCUMENT_DEFAULT
+    return _DOCUMENT_DEFAULT
+
+
+def _tool_call_block_tokens(obj: Mapping[str, Any], text: _TextFn, fr: TokenizerProfile) -> int:
+    """A tool-call block or item: its ids, name and JSON input."""
+    total = fr.tool_call
+    for key in ("id", "call_id", "name"):
+        value = obj.get(key)
+        if isinstance(value, str):
+            total += text(value)
+    for key in ("input", "arguments"):
+        if key in obj:
+            total += _json_tokens(obj[key], text)
+    fn = obj.get("function")
+    if isinstance(fn, Mapping):
+        total += _mapping_tokens(fn, text, fr)
     return total
 
 
