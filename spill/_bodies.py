@@ -24,7 +24,6 @@ from spill._sessiondir import (
     BODIES_NAME,
     BODY_SUFFIX,
     DIR_FLAGS,
-    TMP_PREFIX,
     SessionDir,
 )
 from spill._store import REF_RE, PutResult, encode_text, events
@@ -73,14 +72,7 @@ class Bodies(SessionDir):
     def _scan_bodies(self) -> int:
         """Total size of the stored bodies; removes temp files left by a crash."""
         total = 0
-        try:
-            shards = _fs.listdir(self._bodies_fd)
-        except OSError as exc:
-            raise self._error(f"list {BODIES_NAME}", exc) from exc
-        for shard in shards:
-            if shard.startswith(TMP_PREFIX):
-                self._discard(self._bodies_fd, shard)
-                continue
+        for shard in self._clean_temps(self._bodies_fd, BODIES_NAME):
             if not _SHARD_RE.match(shard):
                 continue
             try:
@@ -101,14 +93,7 @@ class Bodies(SessionDir):
 
     def _scan_shard(self, shard_fd: int, shard: str) -> int:
         total = 0
-        try:
-            names = _fs.listdir(shard_fd)
-        except OSError as exc:
-            raise self._error(f"list {BODIES_NAME}/{shard}", exc) from exc
-        for name in names:
-            if name.startswith(TMP_PREFIX):
-                self._discard(shard_fd, name)
-                continue
+        for name in self._clean_temps(shard_fd, f"{BODIES_NAME}/{shard}"):
             if not (name.endswith(BODY_SUFFIX) and name.startswith(shard)):
                 continue
             if not REF_RE.match(name[: -len(BODY_SUFFIX)]):

@@ -166,14 +166,19 @@ class SessionDir:
             lock_here.st_ino,
         ) == (mine_lock.st_dev, mine_lock.st_ino)
 
-    def _clean_temps(self, dir_fd: int, rel: str) -> None:
+    def _clean_temps(self, dir_fd: int, rel: str) -> list[str]:
+        """The names in directory ``rel``, less the temp files a crash left there (removed)."""
         try:
             names = _fs.listdir(dir_fd)
         except OSError as exc:
             raise self._error(f"list {rel or 'the session directory'}", exc) from exc
+        kept = []
         for name in names:
             if name.startswith(TMP_PREFIX):
                 self._discard(dir_fd, name)
+            else:
+                kept.append(name)
+        return kept
 
     # -- helpers --------------------------------------------------------------------------
 
