@@ -14,6 +14,7 @@ from budget._errors import StoreError
 from budget._journal import Journal
 from budget._ledger import Decision
 from budget._view import ToolResult
+from budget._wrap import wrapped_decisions
 from budget.passes._context import spill_envelope
 from spill import ref_for
 
@@ -24,6 +25,17 @@ class Bodies(Journal):
     """Spilled bodies: put in the store once, known by ref."""
 
     _stored: set[str]
+
+    def _take_wrapped(
+        self, fresh: list[ToolResult]
+    ) -> tuple[list[ToolResult], dict[str, Decision]]:
+        """(the fresh results left to the passes, the decisions of those ``wrap_tool`` made)."""
+        wrapped = wrapped_decisions(fresh, self._envelope_ref)
+        if wrapped:  # envelopes made by wrap_tool: small results already, frozen as they are
+            for d in wrapped.values():
+                self._ledger.record(d)
+            fresh = [r for r in fresh if r.call_id not in wrapped]
+        return fresh, wrapped
 
     def _materialize(
         self, made: dict[str, Decision], by_id: Mapping[str, ToolResult]

@@ -24,9 +24,6 @@ __all__ = ["Outcome"]
 class Outcome(PassRun):
     """Logs a request and reports it; rolls the counters back for a retry."""
 
-    _cal_anchor: Anchor | None
-    """The last request's anchored estimate, for the usage the next request reports."""
-
     def _roll_back(self, before: Counters, *, retry: bool) -> None:
         """On a retry, the counters as they were before the request it repeats."""
         if retry:
@@ -36,6 +33,17 @@ class Outcome(PassRun):
             self._requests, self._last_at, self._last_n, self._last_f = self._before_last
         else:
             self._before_last = before
+
+    def _still_a_retry(self, length: int, before: Counters) -> bool:
+        """Whether a request of the last one's length, now scanned, repeats that request; if
+        not, the counters are put back as they were before it."""
+        if self._same_history(length, before[3]):
+            return True
+        # As many messages as the last request but other ones (a history compacted to a
+        # fixed size, first message plus the last N): a new request, not a retry of it.
+        self._before_last = before
+        self._requests, self._last_at, self._last_n, self._last_f = before
+        return False
 
     def _log_request(
         self, made: Mapping[str, Decision], length: int, now: float, *, learned: bool

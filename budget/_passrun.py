@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from budget._calibration import Anchor, learn
 from budget._copies import RequestCopy
 from budget._ledger import Decision
 from budget._usage import ProviderUsage, normalize_usage
@@ -41,6 +42,8 @@ class PassRun(RequestCopy):
 
     window: Callable[[], int]
     """The context window in tokens (:meth:`budget.Budget.window`)."""
+    _cal_anchor: Anchor | None
+    """The last request's anchored estimate, for the usage the next request reports."""
 
     def _usage_for(self, usage: Any, length: int) -> ProviderUsage | None:
         """The usage reported with this request, if it anchors this history's estimate."""
@@ -53,6 +56,15 @@ class PassRun(RequestCopy):
             )
             reported = None
         return reported
+
+    def _learn(self, reported: ProviderUsage | None, length: int, *, diverged: bool) -> bool:
+        """Calibrate the estimate on the usage the last request's response reported; whether
+        that taught it something (a calibration record is then logged)."""
+        self._calib, learned = learn(
+            self._calib, self._cal_anchor, reported, length, diverged=diverged
+        )
+        self._cal_anchor = None
+        return learned
 
     def _reported_usage(self, usage: Any) -> ProviderUsage | None:
         if usage is None:

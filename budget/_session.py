@@ -35,7 +35,7 @@ from types import TracebackType
 from typing import Any, ParamSpec, Self, TypeVar, overload
 
 from budget._bodies import Bodies
-from budget._calibration import Anchor, Calibration, learn
+from budget._calibration import Anchor, Calibration
 from budget._compactor import Compactor
 from budget._config import BudgetConfig, build_config
 from budget._errors import ContextOverflow, InputError, StoreError
@@ -52,7 +52,7 @@ from budget._report import Prepared
 from budget._tokens import estimate_tokens, tokenizer_profile
 from budget._view import Format
 from budget._windows import resolve_window
-from budget._wrap import wrap_tool, wrapped_decisions
+from budget._wrap import wrap_tool
 from budget.formats import ANTHROPIC, FormatChoice, get_format
 from spill import LocalStore, MemoryStore, Store, ref_for
 
@@ -284,23 +284,10 @@ class Budget(Outcome, Bodies):
         self._roll_back(before, retry=retry)
         prev_len = len(self._inputs)
         scan = self._scan_history(messages)
-        if retry and not self._same_history(len(messages), before[3]):
-            # As many messages as the last request but other ones (a history compacted to a
-            # fixed size, first message plus the last N): a new request, not a retry of it.
-            retry = False
-            self._before_last = before
-            self._requests, self._last_at, self._last_n, self._last_f = before
-        fresh = scan.fresh
-        wrapped = wrapped_decisions(fresh, self._envelope_ref)
-        if wrapped:  # envelopes made by wrap_tool: small results already, frozen as they are
-            for d in wrapped.values():
-                self._ledger.record(d)
-            fresh = [r for r in fresh if r.call_id not in wrapped]
+        retry = retry and self._still_a_retry(len(messages), before)
+        fresh, wrapped = self._take_wrapped(scan.fresh)
         reported = self._usage_for(usage, len(messages))
-        self._calib, learned = learn(
-            self._calib, self._cal_anchor, reported, len(messages), diverged=scan.diverged
-        )
-        self._cal_anchor = None
+        learned = self._learn(reported, len(messages), diverged=scan.diverged)
         turn = Turn(messages, scan.k, fresh, reported, now, retry)
         made = self._decide(turn, scan.results, wrapped)
         by_id = self._results_of(made, scan.results)
