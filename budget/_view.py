@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 __all__ = ["Call", "Format", "RawResult", "Scanned", "ToolResult", "scan_at"]
 
@@ -74,29 +74,46 @@ class ToolResult:
         return len(self.text) + self.extra_chars
 
 
-class Format(Protocol):
-    """A message format: find the tool calls and results, and rewrite results. One per format."""
+class Format:
+    """A message format: find the tool calls and results, and rewrite results. One per format.
+
+    A format subclasses this and gives ``name``, :meth:`scan` and :meth:`rewrite`; the other
+    methods are optional extension points with their default here, as httpx's ``BaseTransport``
+    leaves one method to implement (encode/httpx, ``httpx/_transports/base.py``).
+    """
 
     name: str
 
     def scan(self, index: int, message: Any) -> Scanned:
         """Validate one message and say what it holds; raise InputError naming what is wrong."""
-        ...
+        raise NotImplementedError(f"{type(self).__name__} must implement Format.scan")
 
     def rewrite(self, message: Any, texts: Mapping[int, str]) -> Any:
         """A new message showing ``texts[slot]`` for each given result; all else kept as is."""
-        ...
+        raise NotImplementedError(f"{type(self).__name__} must implement Format.rewrite")
+
+    def scan_in(self, messages: Sequence[Any], index: int) -> Scanned:
+        """What ``messages[index]`` holds, seen among its neighbours: :meth:`scan` by default.
+
+        A format whose round boundaries depend on neighbouring messages (in the Responses API
+        each call is its own item, and parallel calls are consecutive items) overrides it.
+        """
+        return self.scan(index, messages[index])
+
+    def outgoing(self, message: Any) -> Any:
+        """``message`` as a request sends it when none of its results is rewritten (and it is
+        not a plain dict): itself by default; a format whose histories may hold SDK response
+        objects converts them to what the request takes."""
+        return message
+
+    def tool_definition(
+        self, name: str, description: str, parameters: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """A tool definition as this format's API takes it: the Anthropic shape by default
+        (name, description, input_schema)."""
+        return {"name": name, "description": description, "input_schema": dict(parameters)}
 
 
 def scan_at(fmt: Format, messages: Sequence[Any], index: int) -> Scanned:
-    """What ``messages[index]`` holds, in ``fmt``.
-
-    A format whose round boundaries depend on neighbouring messages (in the Responses API each
-    call is its own item, and parallel calls are consecutive items) may define
-    ``scan_in(messages, index)``; it is used instead of ``scan`` when present.
-    """
-    scan_in = getattr(fmt, "scan_in", None)
-    if scan_in is not None:
-        scanned: Scanned = scan_in(messages, index)
-        return scanned
-    return fmt.scan(index, messages[index])
+    """What ``messages[index]`` holds, in ``fmt`` (its :meth:`Format.scan_in`)."""
+    return fmt.scan_in(messages, index)

@@ -7,7 +7,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn, TextIO, cast
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TextIO, cast
 
 import structlog
 import typer
@@ -167,46 +167,16 @@ def bench(
     # Imported here: the benchmarks (and matplotlib, langchain) are not needed by other commands.
     from rich.console import Console  # noqa: PLC0415
 
-    from benchmarks import strategies as registry  # noqa: PLC0415
-    from benchmarks.importers import Skipped, load_dir  # noqa: PLC0415
-    from benchmarks.recorder import record_builtin  # noqa: PLC0415
     from benchmarks.report import render, run_bench, write_json, write_plots  # noqa: PLC0415
 
-    names = registry.names()
-    if strategies is not None:
-        names = [n.strip() for n in strategies.split(",") if n.strip()]
-        unknown = [n for n in names if n not in registry.STRATEGIES]
-        if unknown or not names:
-            _fail(
-                f"unknown strategy {', '.join(unknown) or '(none given)'}; "
-                f"known: {', '.join(registry.names())}"
-            )
+    names = _chosen_strategies(strategies)
     # Every output is checked before the replay, which can take minutes: fail now, not after.
     _check_outputs(json_path, plots)
-    runnable = []
-    for name in names:
-        why = registry.missing(name)
-        if why is None:
-            runnable.append(name)
-        else:
-            typer.echo(f"skipping {name}: {why}", err=True)
-    names = runnable
+    names = _runnable(names)
     console = _table_console(Console, wide=wide)
     err = Console(stderr=True)
     try:
-        if traces is None:
-            skipped: list[Skipped] = []
-            with err.status("recording the built-in sessions…"):
-                found = record_builtin()
-        else:
-            found, skipped = load_dir(traces)
-        for s in skipped:
-            typer.echo(f"skipped {s.path}: {s.reason}", err=True)
-        if limit is not None:
-            found = found[:limit]
-        if not found:
-            why = f" ({len(skipped)} file(s) skipped, reasons above)" if skipped else ""
-            _fail(f"no trace found under {traces}{why}")
+        found, skipped = _load_traces(traces, limit, err)
         result = run_bench(found, names, skipped=skipped, window=window, console=err)
     except BudgetError as exc:
         _fail(str(exc))
@@ -217,6 +187,57 @@ def bench(
     if plots is not None:
         for path in write_plots(result, plots):
             console.print(f"wrote {path}")
+
+
+def _chosen_strategies(strategies: str | None) -> list[str]:
+    """The strategy names ``--strategies`` gives (all by default); exits on an unknown one."""
+    from benchmarks import strategies as registry  # noqa: PLC0415
+
+    if strategies is None:
+        return registry.names()
+    names = [n.strip() for n in strategies.split(",") if n.strip()]
+    unknown = [n for n in names if n not in registry.STRATEGIES]
+    if unknown or not names:
+        _fail(
+            f"unknown strategy {', '.join(unknown) or '(none given)'}; "
+            f"known: {', '.join(registry.names())}"
+        )
+    return names
+
+
+def _runnable(names: list[str]) -> list[str]:
+    """The strategies whose extra is installed; each other one is skipped with a line why."""
+    from benchmarks import strategies as registry  # noqa: PLC0415
+
+    runnable = []
+    for name in names:
+        why = registry.missing(name)
+        if why is None:
+            runnable.append(name)
+        else:
+            typer.echo(f"skipping {name}: {why}", err=True)
+    return runnable
+
+
+def _load_traces(traces: Path | None, limit: int | None, err: Any) -> tuple[list[Any], list[Any]]:
+    """(the traces to replay, the files skipped): recorded here without ``--traces``."""
+    from benchmarks.importers import Skipped, load_dir  # noqa: PLC0415
+    from benchmarks.recorder import record_builtin  # noqa: PLC0415
+
+    if traces is None:
+        skipped: list[Skipped] = []
+        with err.status("recording the built-in sessions…"):
+            found = record_builtin()
+    else:
+        found, skipped = load_dir(traces)
+    for s in skipped:
+        typer.echo(f"skipped {s.path}: {s.reason}", err=True)
+    if limit is not None:
+        found = found[:limit]
+    if not found:
+        why = f" ({len(skipped)} file(s) skipped, reasons above)" if skipped else ""
+        _fail(f"no trace found under {traces}{why}")
+    return found, skipped
 
 
 def _fail(message: str) -> NoReturn:

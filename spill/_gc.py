@@ -20,7 +20,7 @@ from typing import Final
 
 from spill import _fs
 from spill._errors import ConfigError, StoreError
-from spill._local import BODIES_NAME, LOCK_NAME, LOG_NAME, META_NAME, TMP_PREFIX
+from spill._sessiondir import BODIES_NAME, LOCK_NAME, LOG_NAME, META_NAME, TMP_PREFIX
 from spill._store import events
 
 __all__ = ["gc_sessions"]

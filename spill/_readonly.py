@@ -17,8 +17,8 @@ import xxhash
 
 from spill import _fs
 from spill._errors import RefError, StoreError
-from spill._local import BODIES_NAME, BODY_SUFFIX, LOG_NAME, META_NAME, decode_meta
 from spill._log import decode_log
+from spill._sessiondir import BODIES_NAME, BODY_SUFFIX, LOG_NAME, META_NAME, decode_meta
 from spill._store import LogRecord, PutResult, StoreBase, validate_ref
 
 __all__ = ["ReadOnlyStore"]

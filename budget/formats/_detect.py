@@ -80,9 +80,12 @@ def get_format(name: str | Format) -> Format:
     A Format object is returned as it is, so custom adapters can be passed wherever a name is.
     """
     if not isinstance(name, str):
-        if isinstance(getattr(name, "name", None), str) and callable(getattr(name, "scan", None)):
+        if isinstance(name, Format):
             return name
-        raise FormatError(f"a format must be a name or a Format, not {type_name(name)}")
+        raise FormatError(
+            f"a format must be a name or a Format (a subclass of budget.Format), "
+            f"not {type_name(name)}"
+        )
     fmt = FORMATS.get(name)
     if fmt is None:
         raise FormatError(

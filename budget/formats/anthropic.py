@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from budget._errors import InputError
-from budget._view import EMPTY_SCAN, Call, RawResult, Scanned
+from budget._view import EMPTY_SCAN, Call, Format, RawResult, Scanned
 from budget.formats._common import (
     field,
     is_record,
@@ -39,7 +39,7 @@ def replace_text(content: object, text: str) -> object:
     return replace_parts(content, text, "text")
 
 
-class AnthropicFormat:
+class AnthropicFormat(Format):
     """The Anthropic Messages format: dicts (what the SDK sends) or the SDK's models.
 
     An assistant message may be a ``{"role": "assistant", "content": response.content}`` dict

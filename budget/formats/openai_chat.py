@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from budget._errors import InputError
-from budget._view import EMPTY_SCAN, Call, RawResult, Scanned
+from budget._view import EMPTY_SCAN, Call, Format, RawResult, Scanned
 from budget.formats._common import (
     field,
     is_record,
@@ -31,7 +31,7 @@ _ROLES = ("system", "developer", "user", "assistant", "tool", "function")
 _CALL_KINDS = (None, "function", "custom")  # a tuple: a type may be any value, even unhashable
 
 
-class OpenAIChatFormat:
+class OpenAIChatFormat(Format):
     """The Chat Completions message list, as dicts or as the SDK's models."""
 
     name = "openai_chat"

@@ -16,7 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 from budget._errors import InputError
-from budget._view import EMPTY_SCAN, Call, RawResult, Scanned
+from budget._view import EMPTY_SCAN, Call, Format, RawResult, Scanned
 from budget.formats._common import (
     field,
     is_record,
@@ -36,7 +36,7 @@ _NEUTRAL = "reasoning"
 """Items that may sit between the calls of one turn without ending it."""
 
 
-class OpenAIResponsesFormat:
+class OpenAIResponsesFormat(Format):
     """The Responses API ``input`` list, as dicts or as the SDK's models."""
 
     name = "openai_responses"

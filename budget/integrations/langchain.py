@@ -44,7 +44,7 @@ from budget._errors import ConfigError, InputError
 from budget._readback import read_tool_definition
 from budget._report import Report
 from budget._session import Budget
-from budget._view import EMPTY_SCAN, Call, RawResult, Scanned
+from budget._view import EMPTY_SCAN, Call, Format, RawResult, Scanned
 from budget.integrations._common import is_overflow, require_session
 
 __all__ = ["LANGCHAIN", "LangChainFormat", "ToolBudgetMiddleware", "session_read_tool"]
@@ -94,7 +94,7 @@ def _replace_text(content: object, text: str) -> str | list[Any]:
     return out
 
 
-class LangChainFormat:
+class LangChainFormat(Format):
     """LangChain messages: ``AIMessage.tool_calls`` make calls, ``ToolMessage`` holds a result."""
 
     name = "langchain"

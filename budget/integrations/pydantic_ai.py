@@ -52,7 +52,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 from budget._errors import InputError
 from budget._report import Report
 from budget._session import Budget
-from budget._view import EMPTY_SCAN, Call, RawResult, Scanned
+from budget._view import EMPTY_SCAN, Call, Format, RawResult, Scanned
 from budget.integrations._common import is_overflow, require_session
 
 __all__ = [
@@ -73,7 +73,7 @@ def _return_text(part: ToolReturnPart) -> tuple[str, int]:
     return "\n".join(texts), len(items) - len(texts)
 
 
-class PydanticAIFormat:
+class PydanticAIFormat(Format):
     """pydantic-ai messages: ``ToolCallPart`` in responses, ``ToolReturnPart`` in requests."""
 
     name = "pydantic-ai"

@@ -1,7 +1,8 @@
 """Every filesystem call site of the store fails in turn, under a whole session (SQLite-style).
 
 A 10-round session (spills by cap and aggregate, staleness batches, read-backs) is run once to
-list the store's call sites: each (kind of call, function and line in ``spill/_local.py``)
+list the store's call sites: each (kind of call, function and line in the LocalStore's modules
+``spill/_local.py``, ``spill/_sessiondir.py`` and ``spill/_bodies.py``)
 reached through the ``spill._fs`` seam, with how often. Then, for every site and every errno of
 ENOSPC, EIO and EACCES, the session runs again with that site failing: at its first call, at its
 last (later calls reach later phases), or from its first call until the session is closed (the
@@ -43,7 +44,8 @@ from tests.conversations import CONFIG, Step, conversation, digest, result_texts
 pytestmark = pytest.mark.slow  # replays a conversation once per failing store call site
 
 SEED, ROUNDS = 6, 10
-LOCAL = str(Path(_fs.__file__).with_name("_local.py"))
+LOCAL = {str(Path(_fs.__file__).with_name(f"{m}.py")) for m in ("_local", "_sessiondir", "_bodies")}
+"""The modules LocalStore is written in: call sites elsewhere are lumped together."""
 ERRNOS = {"ENOSPC": errno.ENOSPC, "EIO": errno.EIO, "EACCES": errno.EACCES}
 Site = tuple[str, str]
 
@@ -74,7 +76,8 @@ class Injector:
     def _wrap(self, op: str, real: Callable[..., Any]) -> Callable[..., Any]:
         def call(*args: Any, **kwargs: Any) -> Any:
             caller = sys._getframe(1)
-            where = caller.f_code.co_name if caller.f_code.co_filename == LOCAL else "elsewhere"
+            code = caller.f_code
+            where = code.co_name if code.co_filename in LOCAL else "elsewhere"
             site = (op, f"{where}:{caller.f_lineno}")
             self.seen[site] += 1
             if self._fails(site):

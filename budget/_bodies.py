@@ -1,0 +1,124 @@
+"""The bodies the decisions spill: stored, durably and as one group, before they are logged.
+
+A failed or mismatched store keeps the text inline (``kept_unspillable``): ``prepare`` never
+raises for the store. An envelope made by ``spill_output`` is recognised by its ref and bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+
+from budget._envelope import envelope_ref
+from budget._errors import StoreError
+from budget._journal import Journal
+from budget._ledger import Decision
+from budget._view import ToolResult
+from budget._wrap import wrapped_decisions
+from budget.passes._context import spill_envelope
+from spill import ref_for
+
+__all__ = ["Bodies"]
+
+
+class Bodies(Journal):
+    """Spilled bodies: put in the store once, known by ref."""
+
+    _stored: set[str]
+
+    def _take_wrapped(
+        self, fresh: list[ToolResult]
+    ) -> tuple[list[ToolResult], dict[str, Decision]]:
+        """(the fresh results left to the passes, the decisions of those ``wrap_tool`` made)."""
+        wrapped = wrapped_decisions(fresh, self._envelope_ref)
+        if wrapped:  # envelopes made by wrap_tool: small results already, frozen as they are
+            for d in wrapped.values():
+                self._ledger.record(d)
+            fresh = [r for r in fresh if r.call_id not in wrapped]
+        return fresh, wrapped
+
+    def _materialize(
+        self, made: dict[str, Decision], by_id: Mapping[str, ToolResult]
+    ) -> dict[str, Decision]:
+        """Store the bodies the decisions need, durably and as one group, before they are logged."""
+        out = dict(made)
+        todo = self._to_store(made)
+        if not todo:
+            return out
+        # One group commit for the request: a batch that spills hundreds of bodies pays a few
+        # fsyncs, not two per body.
+        got: list[str | BaseException]
+        try:
+            got = list(self._store.put_many([by_id[call_id].text for call_id in todo]))
+        except (StoreError, OSError) as exc:
+            got = [exc] * len(todo)
+        if len(got) != len(todo):
+            got = [StoreError(f"put_many returned {len(got)} results for {len(todo)} bodies")]
+            got *= len(todo)
+        for (call_id, d), ref in zip(todo.items(), got, strict=True):
+            if isinstance(ref, BaseException):
+                error = str(ref)
+            elif ref != d.ref:
+                # A store that hashes differently, or a ref that is not this text's: prepare
+                # never raises for the store, so the text stays inline, whole.
+                error = f"store returned ref {ref} for a body hashed {d.ref}"
+            else:
+                self._stored.add(ref)
+                continue
+            self._log.error(
+                "toolbudget.spill.failed", call_id=call_id, kind=d.kind, chars=d.chars, error=error
+            )
+            out[call_id] = Decision(
+                call_id, "kept_unspillable", "spill_failed", d.chars, tool=d.tool
+            )
+        return out
+
+    def _to_store(self, made: Mapping[str, Decision]) -> dict[str, Decision]:
+        """The decisions whose bodies are not known to be stored yet."""
+        todo: dict[str, Decision] = {}
+        for call_id, d in made.items():
+            if not d.needs_body or d.ref is None or d.ref in self._stored:
+                continue
+            prev = self._ledger.get(call_id)
+            if prev is not None and prev.ref == d.ref:
+                # Logged after its body was stored (or, made by wrap_tool, found stored): the
+                # body is there already. A trimmed envelope's ref is its body's, not the hash
+                # of the envelope, so it must not be stored again from the result's text.
+                self._stored.add(d.ref)
+                continue
+            todo[call_id] = d
+        return todo
+
+    @staticmethod
+    def _digested(
+        made: dict[str, Decision], by_id: Mapping[str, ToolResult]
+    ) -> dict[str, Decision]:
+        """The decisions, each with the digest of the text it was made for."""
+        # Each decision names the text it was made for: an edit of that text is seen later
+        # (and after a resume) even when it keeps the length, as a redaction does.
+        # A spilled decision's ref is that hash already (the store checked it): not hashed again.
+        return {
+            cid: replace(
+                d, digest=d.ref if d.kind == "spilled" and d.ref else ref_for(by_id[cid].text)
+            )
+            for cid, d in made.items()
+        }
+
+    def _envelope(self, text: str, ref: str, tool: str, *, is_error: bool) -> str:
+        path = self._store.path_of(ref) if self.config.include_path else None
+        return spill_envelope(self.config, text, ref=ref, tool=tool, is_error=is_error, path=path)
+
+    def _envelope_ref(self, text: str) -> str | None:
+        """The ref of ``text`` if it is exactly an envelope of a body of this session."""
+        head = envelope_ref(text)
+        if head is None:
+            return None
+        ref, tool = head
+        try:
+            body = self._store.get(ref)
+        except (StoreError, OSError):
+            return None  # not one of ours (or unreadable): an ordinary result
+        self._stored.add(ref)
+        if any(text == self._envelope(body, ref, tool, is_error=e) for e in (False, True)):
+            return ref
+        return None

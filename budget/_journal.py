@@ -1,0 +1,253 @@
+"""The session's durable record: the decision log it appends to and restores from, its metadata.
+
+Every append ends with a request or overflow record, which closes the records before it; what a
+crash cut off after the last closing record is left to the retry (``void`` withdraws what the
+retry did not make again). Each record gets a sequence number once, when first queued.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any, TypeGuard
+
+from budget._calibration import Calibration, restore
+from budget._compactor import Compactor
+from budget._config import BudgetConfig
+from budget._errors import StoreError
+from budget._ledger import Ledger
+from budget._log import Events
+from spill import Store
+
+__all__ = ["Journal"]
+
+Counters = tuple[int, float | None, int, int | None]
+"""Request count, time, length and history tokens (``_last_f``) as a request record holds them."""
+
+
+class Journal:
+    """The decision log and metadata of a session: append, restore, the request counters."""
+
+    config: BudgetConfig
+    _store: Store
+    _log: Events
+    _ledger: Ledger
+    _compactor: Compactor
+    _calib: Calibration
+    _seq: int
+    _unlogged: list[Mapping[str, Any]]
+    _tail: list[dict[str, Any]]
+    _requests: int
+    _last_at: float | None
+    _last_n: int
+    _last_f: int | None
+    _overflows: int
+    _last_usage: tuple[int, ...] | None
+    _before_last: Counters
+    _window_cap: int | None
+
+    def _append_log(self, records: list[Mapping[str, Any]]) -> None:
+        """Append records after any a failed append left behind; never raises for the store.
+
+        Records a failed append could not write are kept and written, in order, before the next
+        ones: after a passing failure (a full disk, an I/O error) the log is whole again, so a
+        resumed session shows what this one showed. Until then the decisions live in memory.
+        """
+        pending = [*self._unlogged, *records]
+        if self._tail:
+            pending = self._settle_tail(pending)
+        # Every record gets its sequence number once, when first queued: a record that may
+        # legitimately repeat (a second overflow streak, a retry's request record) stays a
+        # line of its own, while the same record written again after a failed append is still
+        # a duplicate line the reader skips.
+        numbered: list[Mapping[str, Any]] = []
+        for r in pending:
+            if "s" not in r:
+                self._seq += 1
+                numbered.append({**r, "s": self._seq})
+            else:
+                numbered.append(r)
+        pending = numbered
+        try:
+            self._store.append_log(pending)
+        except (StoreError, OSError) as exc:
+            self._unlogged = pending
+            self._log.error("toolbudget.log.append_failed", error=str(exc), records=len(pending))
+            return
+        self._unlogged = []
+
+    def _settle_tail(self, pending: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+        """The first append after a request a crash cut off: the decisions made again are in
+        the log already (this append's record closes them); the others are withdrawn."""
+        # Compared without their sequence numbers, which only keep equal records apart.
+        tail, self._tail = [_unnumbered(r) for r in self._tail], []
+        bare = [_unnumbered(r) for r in pending]
+        again = [r for r, b in zip(pending, bare, strict=True) if b not in tail]
+        void = [
+            r["id"]
+            for r in tail
+            if r.get("t") == "d" and isinstance(r.get("id"), str) and r not in bare
+        ]
+        return [{"t": "void", "ids": void}, *again] if void else again
+
+    def _restore(self) -> None:
+        # A request's records count once its own record closes them (every append ends with a
+        # request or overflow record). Those after the last one are from a request a crash cut
+        # off: left to its retry, which makes them again; a "void" record it writes withdraws
+        # those it did not make again, so they are never closed by a later record.
+        log = self._store.read_log()
+        self._compactor.restore(log)
+        for rec in reversed(log):
+            seq = rec.get("s")
+            if _count(seq):
+                self._seq = seq
+                break
+        records, decisions, unclosed = _split_log(log)
+        if unclosed:
+            self._log.warning("toolbudget.log.tail_dropped", records=len(unclosed))
+            self._tail = unclosed
+        # The whole log, tail included: a calibration record is a fact about a response that
+        # came, never withdrawn, and closed by whatever request follows (as in the live session).
+        self._calib, bad = restore(log, self.config.model)
+        if bad:
+            self._log.warning(
+                "toolbudget.log.record_skipped", reason="malformed calibration", records=bad
+            )
+        skipped = self._ledger.restore(decisions)
+        if skipped:
+            self._log.warning(
+                "toolbudget.log.record_skipped",
+                reason="decision record without a call id",
+                records=skipped,
+            )
+        stated = [rec["w"] for rec in records if rec.get("t") == "ovf" and _count(rec.get("w"))]
+        self._window_cap = min((w for w in stated if w > 0), default=None)
+        self._restore_counters(records)
+        restored = len(decisions) - skipped
+        if restored:
+            self._log.info(
+                "toolbudget.session.resumed", decisions=restored, requests=self._requests
+            )
+
+    def _restore_counters(self, records: list[dict[str, Any]]) -> None:
+        """The request counters and the overflow streak, from the closed records."""
+        # The request counters come from the last request record, the overflow streak from the
+        # overflow records after it (a request record ends a streak). A retry repeats its
+        # request's length: the state before it is that of the last record with another length.
+        overflows: int | None = None
+        last: Counters | None = None
+        for rec in reversed(records):
+            kind = rec.get("t")
+            if kind == "ovf" and overflows is None and last is None:
+                count = rec.get("count")
+                if _count(count):
+                    overflows = count
+                else:
+                    self._log.warning(
+                        "toolbudget.log.record_skipped", reason="overflow record without a count"
+                    )
+            elif kind == "req":
+                n, m = rec.get("n"), rec.get("m", 0)
+                if not (_count(n) and _count(m)):
+                    # Checksummed yet malformed (another writer): skipped, like a damaged line.
+                    self._log.warning(
+                        "toolbudget.log.record_skipped", reason="request record without counts"
+                    )
+                elif last is None:
+                    last = (n, finite(rec.get("at")), m, _tokens_field(rec.get("f")))
+                    # The streak and the last usage as that request left them (logs written
+                    # before they were recorded: a request record ended the streak).
+                    if overflows is None and _count(rec.get("o")):
+                        overflows = rec["o"]
+                    self._last_usage = _usage_key(rec.get("u"))
+                elif m != last[2]:
+                    self._before_last = (n, finite(rec.get("at")), m, _tokens_field(rec.get("f")))
+                    break
+        if last is not None:
+            self._requests, self._last_at, self._last_n, self._last_f = last
+        self._overflows = overflows or 0
+
+    def _invalid_record(self, call_id: str, reason: str) -> None:
+        self._log.warning("toolbudget.log.record_skipped", call_id=call_id, reason=reason)
+
+    def _read_meta(self) -> dict[str, Any]:
+        """The session metadata, or ``{}`` with an event when it cannot be read (empty, not
+        JSON): it only caches what the log and the next requests give again."""
+        try:
+            return self._store.read_meta()
+        except (StoreError, OSError) as exc:
+            self._log.error("toolbudget.session.meta_failed", error=str(exc))
+            return {}
+
+    def _write_meta(self, **fields: Any) -> None:
+        try:
+            # _read_meta: a damaged file is replaced by a whole one rather than kept forever.
+            self._store.write_meta({**self._read_meta(), **fields})
+        except (StoreError, OSError) as exc:
+            self._log.error("toolbudget.session.meta_failed", error=str(exc))
+
+
+def _split_log(
+    log: list[dict[str, Any]],
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """(the closed records, the decision records among them, the records after the last
+    closing one)."""
+    kinds = [rec.get("t") for rec in log]
+    # Decisions are queued, not built: each is validated when its call id is first asked
+    # for, so resuming costs a dict insert per record (SPEC §10: 10,000 in under 100 ms).
+    if "void" in kinds:  # ``in`` compares: any value works, even an unhashable one
+        records, unclosed = _closed_records(log)
+        return records, [rec for rec in records if rec.get("t") == "d"], unclosed
+    # Nothing withdrawn (nearly every log): the records up to the last closing one.
+    end = len(log)
+    while end and kinds[end - 1] not in ("req", "ovf"):
+        end -= 1
+    records = log[:end]
+    decisions = [rec for rec, kind in zip(records, kinds, strict=False) if kind == "d"]
+    return records, decisions, log[end:]
+
+
+def _closed_records(
+    log: list[dict[str, Any]],
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(records closed by a request or overflow record, those after the last one), ``void``
+    records applied: each withdraws the unclosed decision records it names."""
+    records: list[dict[str, Any]] = []
+    unclosed: list[dict[str, Any]] = []
+    for rec in log:
+        kind = rec.get("t")
+        if kind == "void":
+            ids = rec.get("ids")
+            if isinstance(ids, list):
+                unclosed = [r for r in unclosed if r.get("t") != "d" or r.get("id") not in ids]
+            continue
+        unclosed.append(rec)
+        if kind in ("req", "ovf"):  # a tuple: any value compares, even an unhashable one
+            records += unclosed
+            unclosed = []
+    return records, unclosed
+
+
+def _unnumbered(record: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in record.items() if k != "s"}
+
+
+def _tokens_field(value: object) -> int | None:
+    return value if _count(value) else None
+
+
+def _usage_key(value: object) -> tuple[int, ...] | None:
+    if isinstance(value, list) and len(value) == 4 and all(_count(v) for v in value):
+        return tuple(value)
+    return None
+
+
+def _count(value: object) -> TypeGuard[int]:
+    return type(value) is int and value >= 0
+
+
+def finite(value: object) -> float | None:
+    """``value`` as a float when it is a finite number (not a bool), else None."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None

@@ -1,0 +1,113 @@
+"""What a request leaves behind: its records in the decision log, and its report.
+
+A request's decisions are logged with the request record that closes them (and a calibration
+record when a usage taught the estimate something); the report sums what the whole history
+shows now, with the usage anchor the next request's response is measured against.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from budget._calibration import Anchor
+from budget._history import Scan
+from budget._journal import Counters
+from budget._ledger import Decision
+from budget._passrun import PassRun, Turn
+from budget._report import DecisionReport, Report
+
+__all__ = ["Outcome"]
+
+
+class Outcome(PassRun):
+    """Logs a request and reports it; rolls the counters back for a retry."""
+
+    def _roll_back(self, before: Counters, *, retry: bool) -> None:
+        """On a retry, the counters as they were before the request it repeats."""
+        if retry:
+            # The last request's history again (a retry after an error or a crash, in this
+            # process or after a resume): counted as that request, and it makes no new batch
+            # (unless an overflow forces one), so it shows what that request showed.
+            self._requests, self._last_at, self._last_n, self._last_f = self._before_last
+        else:
+            self._before_last = before
+
+    def _still_a_retry(self, length: int, before: Counters) -> bool:
+        """Whether a request of the last one's length, now scanned, repeats that request; if
+        not, the counters are put back as they were before it."""
+        if self._same_history(length, before[3]):
+            return True
+        # As many messages as the last request but other ones (a history compacted to a
+        # fixed size, first message plus the last N): a new request, not a retry of it.
+        self._before_last = before
+        self._requests, self._last_at, self._last_n, self._last_f = before
+        return False
+
+    def _log_request(
+        self, made: Mapping[str, Decision], length: int, now: float, *, learned: bool
+    ) -> int:
+        """Log the decisions and the request record that closes them; return the history's
+        fingerprint (its tokens but the last messages)."""
+        records: list[Mapping[str, Any]] = [d.to_record() for d in made.values()]
+        self._requests += 1
+        if learned:
+            records.append(self._calib.to_record(self._requests))
+        fingerprint = self._fingerprint(length)
+        req: dict[str, Any] = {"t": "req", "n": self._requests, "at": now, "m": length}
+        # What a resumed session needs to treat the next request as this one would: the
+        # history it anchors a usage on, the overflow streak and the last usage seen.
+        req.update(f=fingerprint, o=self._overflows)
+        if self._last_usage is not None:
+            req["u"] = list(self._last_usage)
+        records.append(req)
+        self._append_log(records)
+        return fingerprint
+
+    def _report(
+        self,
+        turn: Turn,
+        made: Mapping[str, Decision],
+        reports: list[DecisionReport],
+        since: int,
+        redone: tuple[Scan, int],
+        started: float,
+    ) -> Report:
+        """What this request did, in the totals of the whole history."""
+        messages, reported = turn.messages, turn.reported
+        trimmed_now = [d for d in made.values() if d.kind == "trimmed"]
+        # A batch rewrites results the previous request showed; otherwise compare what was redone.
+        scan, prev_len = redone
+        k, old_outputs = scan.k, scan.old_outputs
+        stable = not trimmed_now and self._outputs[k:prev_len] == old_outputs[: prev_len - k]
+        window = self.window()
+        reclaimable = self._reclaimable()
+        t = self._totals
+        raw_after = max(self._cum_out[-1], self._anchor(reported, messages, since, out=True))
+        if reported is not None and not trimmed_now:
+            # What this request's growth is estimated at, for the usage its response reports.
+            growth = raw_after - reported.prompt_tokens
+            self._cal_anchor = Anchor(reported, growth, len(messages))
+        return Report(
+            request=self._requests,
+            format=self._format.name,
+            messages=len(messages),
+            results=t.results,
+            decisions=tuple(reports),
+            kept=t.kept,
+            spilled=t.spilled,
+            trimmed=t.trimmed,
+            unspillable=t.unspillable,
+            chars_before=t.chars_before,
+            chars_after=t.chars_after,
+            tokens_before=self._cum_in[-1],
+            tokens_after=self._calib.correct(raw_after, self._cum_out[-1], reported),
+            tokens_after_raw=raw_after,
+            window=window,
+            prefix_stable=stable,
+            staleness_ran=bool(trimmed_now),
+            staleness_reason=trimmed_now[0].reason if trimmed_now else None,
+            reclaimable_tokens=reclaimable,
+            elapsed_s=time.perf_counter() - started,
+        )

@@ -1,0 +1,148 @@
+"""The passes' turn: the context they read (staleness candidates, estimates) and their run.
+
+``PIPELINE`` is a frozen ordered tuple of pure callables over one :class:`PassContext`; each
+sees, through ``decided``, the decisions of the passes before it. A fresh result no pass touched
+gets the default decision.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+from budget._calibration import Anchor, learn
+from budget._copies import RequestCopy
+from budget._ledger import Decision
+from budget._usage import ProviderUsage, normalize_usage
+from budget._view import ToolResult
+from budget.passes import PIPELINE, PassContext, Staleness
+from spill import ref_for
+
+__all__ = ["PassRun", "Turn"]
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """What the passes of one request are run for."""
+
+    messages: list[Any]
+    k: int
+    """Leading messages reused from the last request (see ``budget._history.Scan``)."""
+    fresh: list[ToolResult]
+    reported: ProviderUsage | None
+    """The usage reported with this request, if it anchors this history's estimate."""
+    now: float
+    retry: bool
+
+
+class PassRun(RequestCopy):
+    """Runs the passes of a request over its fresh results."""
+
+    window: Callable[[], int]
+    """The context window in tokens (:meth:`budget.Budget.window`)."""
+    _cal_anchor: Anchor | None
+    """The last request's anchored estimate, for the usage the next request reports."""
+
+    def _usage_for(self, usage: Any, length: int) -> ProviderUsage | None:
+        """The usage reported with this request, if it anchors this history's estimate."""
+        # A usage still ends an overflow streak, but anchors the estimate only if it was
+        # measured on this history: not after the caller shortened or rewrote it (compaction).
+        reported = self._reported_usage(usage)
+        if reported is not None and not self._anchor_holds(length):
+            self._log.info(
+                "toolbudget.session.usage_anchor_dropped", messages=length, last=self._last_n
+            )
+            reported = None
+        return reported
+
+    def _learn(self, reported: ProviderUsage | None, length: int, *, diverged: bool) -> bool:
+        """Calibrate the estimate on the usage the last request's response reported; whether
+        that taught it something (a calibration record is then logged)."""
+        self._calib, learned = learn(
+            self._calib, self._cal_anchor, reported, length, diverged=diverged
+        )
+        self._cal_anchor = None
+        return learned
+
+    def _reported_usage(self, usage: Any) -> ProviderUsage | None:
+        if usage is None:
+            return None
+        u = normalize_usage(usage)
+        if u is None:
+            return None
+        key = (u.input_tokens, u.cache_read_tokens, u.cache_write_tokens, u.output_tokens)
+        if key != self._last_usage:
+            # A usage we have not seen is a new successful response: the overflow streak ends.
+            self._last_usage = key
+            self._overflows = 0
+        return u
+
+    def _decide(
+        self, turn: Turn, new_results: list[ToolResult], wrapped: Mapping[str, Decision]
+    ) -> dict[str, Decision]:
+        """Run the passes in order: every fresh result gets a decision (a default at least)."""
+        # Results decided before (an earlier process, a rebuilt history) are staleness candidates
+        # now, as they would be in a session that had gone on (no-op for known candidates).
+        fresh_ids = {r.call_id for r in turn.fresh}
+        self._add_candidates(r for r in new_results if r.call_id not in fresh_ids)
+        made: dict[str, Decision] = dict(wrapped)
+        # ``decided`` is a live view: each pass sees the decisions of the passes before it.
+        ctx = self._context(turn, made)
+        for _name, run in PIPELINE:
+            for d in run(ctx):
+                made[d.call_id] = d
+        for r in turn.fresh:
+            if r.call_id not in made:
+                made[r.call_id] = self._default(r)
+        return made
+
+    def _context(self, turn: Turn, made: dict[str, Decision]) -> PassContext:
+        overflowing = self._overflows > 0
+        messages, k, reported = turn.messages, turn.k, turn.reported
+        frozen = self._group_frozen_chars(turn.fresh)
+        eligible, reclaim = self._eligible(overflowing=overflowing, retry=turn.retry)
+        # Messages before ``k`` as the previous request showed them, the rest as their frozen
+        # decisions show them: the same figure whether the session went on or was resumed.
+        full_out = self._cum_out[k] + (self._cum_pre[-1] - self._cum_pre[k])
+        raw = max(full_out, self._anchor(reported, messages, self._last_n, out=False))
+        estimate = self._calib.correct(raw, full_out, reported)
+        first = eligible[0].result.msg_index if eligible else len(messages)
+        if first < k:
+            before_first = self._cum_out[first]
+        else:
+            before_first = self._cum_out[k] + self._cum_pre[first] - self._cum_pre[k]
+        return PassContext(
+            config=self.config,
+            fresh=tuple(turn.fresh),
+            decided=MappingProxyType(made),
+            group_frozen_chars=frozen,
+            staleness=Staleness(
+                eligible=eligible,
+                reclaim_tokens=reclaim,
+                rewrite_tokens=full_out - before_first,
+                estimate_tokens=estimate,
+                window=self.window(),
+                now=turn.now,
+                last_request_at=self._last_at,
+                requests_so_far=self._requests,
+                forced=overflowing,
+            ),
+            ref_for=ref_for,
+            path_of=self._store.path_of,
+            cap_scale=0.5 ** min(self._overflows, 3),
+            text_tokens=self._tt,
+        )
+
+    def _group_frozen_chars(self, fresh: list[ToolResult]) -> dict[int, int]:
+        """Per group of a fresh result, the characters its results decided before show."""
+        fresh_ids = {r.call_id for r in fresh}
+        frozen: dict[int, int] = {}
+        for g in {r.group for r in fresh}:
+            frozen[g] = sum(
+                d.shown_chars() + r.extra_chars
+                for cid, r in self._members.get(g, {}).items()
+                if cid not in fresh_ids and (d := self._ledger.get(cid)) is not None
+            )
+        return frozen
