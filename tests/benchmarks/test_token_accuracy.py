@@ -93,6 +93,7 @@ def test_learned_correction_cuts_underestimates_and_makes_the_typical_error_no_w
     assert rows["family:openai"].under_raw > 0.05 > rows["family:openai"].under
 
 
+@pytest.mark.slow  # the whole benchmark on the 30 traces once more (the pin test above is fast-lane)
 @pytest.mark.traces
 def test_command_line_writes_json(shared_traces: Path, tmp_path: Path) -> None:
     """``python -m benchmarks tokens`` prints the table and writes the same figures as JSON."""
