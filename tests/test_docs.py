@@ -115,28 +115,9 @@ def _output_pattern(expected: str) -> re.Pattern[str]:
     return re.compile("".join(parts), flags=re.S)
 
 
-def _frameworks(code: str) -> list[str]:
-    """The optional frameworks ``code`` imports."""
-    imported = set(re.findall(r"^(?:from|import) (\w+)", code, flags=re.M))
-    return [m for name, m in FRAMEWORKS.items() if name in imported]
-
-
 def _frameworks_missing(code: str) -> list[str]:
-    return [m for m in _frameworks(code) if not _importable(m)]
-
-
-def _lane_marks(block: Block) -> list[pytest.MarkDecorator]:
-    """``slow`` for a block that loads a whole agent framework in a fresh interpreter (two to four
-    seconds of CPU each): it runs in the full lane only."""
-    return [pytest.mark.slow] if _frameworks(block.body) else []
-
-
-def _run_params() -> list[object]:
-    """Each python block with its Output block, marked for its lane."""
-    return [
-        pytest.param(block, output, marks=_lane_marks(block), id=f"{block.page}:{block.line}")
-        for block, output in PYTHON_BLOCKS
-    ]
+    imported = set(re.findall(r"^(?:from|import) (\w+)", code, flags=re.M))
+    return [m for name, m in FRAMEWORKS.items() if name in imported and not _importable(m)]
 
 
 def _importable(module: str) -> bool:
@@ -164,7 +145,10 @@ def test_every_block_is_python_or_marked_as_not_run(page: Path) -> None:
     assert text.count("```") == 2 * len(_blocks(page)), f"{page.name}: an unmatched fence"
 
 
-@pytest.mark.parametrize(("block", "output"), _run_params())
+@pytest.mark.slow  # a fresh interpreter per block: 0.6 s of CPU each, 2-4 s with a framework
+@pytest.mark.parametrize(
+    ("block", "output"), PYTHON_BLOCKS, ids=[f"{b.page}:{b.line}" for b, _ in PYTHON_BLOCKS]
+)
 def test_python_block_runs_as_written(block: Block, output: Block | None, tmp_path: Path) -> None:
     """The block runs in a fresh interpreter on this checkout, and prints its Output block."""
     missing = _frameworks_missing(block.body)
@@ -190,15 +174,6 @@ def test_python_block_runs_as_written(block: Block, output: Block | None, tmp_pa
             pytest.fail(
                 f"{block.page}:{block.line} prints\n{done.stdout}\nbut its page shows\n{shown}"
             )
-
-
-def test_blocks_that_load_an_agent_framework_run_in_the_slow_lane_only() -> None:
-    """The blocks importing langchain, pydantic_ai or agents are marked slow, and only those."""
-    slow = {f"{b.page}:{b.line}" for b, _ in PYTHON_BLOCKS if _lane_marks(b) == [pytest.mark.slow]}
-    heavy = {f"{b.page}:{b.line}" for b, _ in PYTHON_BLOCKS if _frameworks(b.body)}
-    assert len(heavy) >= 3
-    assert slow == heavy
-    assert all(_lane_marks(b) in ([], [pytest.mark.slow]) for b, _ in PYTHON_BLOCKS)
 
 
 MAX_COLUMNS = 88
