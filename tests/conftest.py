@@ -11,6 +11,9 @@ import pytest
 import structlog
 
 from tests._ci import require_dir
+from tests._lanes import register_profiles
+
+register_profiles()  # before the hypothesis plugin reads --hypothesis-profile
 
 SHARED_TRACES = Path(__file__).resolve().parents[1] / ".." / "shared" / "traces"
 

@@ -98,6 +98,7 @@ def test_every_test_reading_the_shared_traces_is_marked(request: pytest.FixtureR
     assert unmarked == []
 
 
+@pytest.mark.slow  # collects the six trace modules in a child pytest: the slowest fast-lane test
 def test_not_traces_leaves_out_exactly_the_tests_that_read_them() -> None:
     """Collected with -m traces, each of the six modules contributes tests, and only trace tests."""
     cmd = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:randomly"]

@@ -145,6 +145,7 @@ def test_every_block_is_python_or_marked_as_not_run(page: Path) -> None:
     assert text.count("```") == 2 * len(_blocks(page)), f"{page.name}: an unmatched fence"
 
 
+@pytest.mark.slow  # a fresh interpreter per block: 0.6 s of CPU each, 2-4 s with a framework
 @pytest.mark.parametrize(
     ("block", "output"), PYTHON_BLOCKS, ids=[f"{b.page}:{b.line}" for b, _ in PYTHON_BLOCKS]
 )

@@ -70,14 +70,17 @@ def test_estimator_accuracy_on_recorded_usage(shared_traces: Path) -> None:
 
 
 @pytest.mark.traces
-def test_learned_correction_cuts_whole_prompt_underestimates(shared_traces: Path) -> None:
-    """Replayed through a session, the corrected estimate is under by >2% in <5% of requests.
+def test_learned_correction_cuts_underestimates_and_makes_the_typical_error_no_worse(
+    shared_traces: Path,
+) -> None:
+    """Replayed through a session, the corrected estimate is under by >2% in <5% of requests of
+    every family, and its median |error| is no worse than the raw estimate's.
 
-    Measured on the 30 public traces (1,689 requests): before -> after the correction, whole
-    prompt under by more than 2% in 4.3% -> 3.6% (Claude), 0.9% -> 0.9% (Gemini), 6.5% -> 3.2%
-    (OpenAI and Llama) of requests; its median |error| 0.107% -> 0.115%, 1.368% -> 1.387%,
-    0.113% -> 0.142%. The correction only ever adds (an underestimate is the costly error), so
-    the median moves up by a few hundredths of a point: pinned within 0.05 points.
+    Measured on the 30 public traces (1,689 requests), raw -> corrected: whole prompt under by
+    more than 2% in 4.3% -> 4.2% (Claude), 0.9% -> 0.9% (Gemini), 6.5% -> 3.2% (OpenAI and
+    Llama) of requests; its median |error| 0.107% -> 0.093%, 1.368% -> 1.363%, 0.113% -> 0.099%.
+    The median fit that only added (ee5f395) made the median worse in every family (0.115%,
+    1.387%, 0.142%).
     """
     traces, _ = load_dir(shared_traces)
     rows = calibrated(replay_session(traces))
@@ -86,10 +89,11 @@ def test_learned_correction_cuts_whole_prompt_underestimates(shared_traces: Path
         row = rows[f"family:{family}"]
         assert row.under < 0.05, (family, row)
         assert row.under <= row.under_raw, (family, row)
-        assert row.prompt_median_abs <= row.prompt_median_abs_raw + 0.0005, (family, row)
+        assert row.prompt_median_abs <= row.prompt_median_abs_raw, (family, row)
     assert rows["family:openai"].under_raw > 0.05 > rows["family:openai"].under
 
 
+@pytest.mark.slow  # the whole benchmark on the 30 traces once more (the pin test above is fast-lane)
 @pytest.mark.traces
 def test_command_line_writes_json(shared_traces: Path, tmp_path: Path) -> None:
     """``python -m benchmarks tokens`` prints the table and writes the same figures as JSON."""

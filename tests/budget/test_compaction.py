@@ -34,6 +34,7 @@ from budget._compaction import (
     tail_start,
 )
 from budget._view import scan_at
+from tests._lanes import examples
 from tests.strategies import (
     assistant,
     big,
@@ -137,7 +138,7 @@ def _split_check(msgs: list[dict[str, Any]], fmt: str, limits: dict[str, int]) -
 
 
 @pytest.mark.parametrize("fmt", ["anthropic", "openai_chat", "openai_responses"])
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(data=st.data())
 def test_a_tail_never_separates_a_call_from_its_result(fmt: str, data: st.DataObject) -> None:
     """Whatever the limits, no result in the retained tail answers a call left in the prefix."""
@@ -151,7 +152,7 @@ def test_a_tail_never_separates_a_call_from_its_result(fmt: str, data: st.DataOb
 
 
 @pytest.mark.parametrize("fmt", ["anthropic", "openai_chat", "openai_responses"])
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(data=st.data())
 def test_projecting_a_copy_leaves_the_callers_messages_unchanged(
     fmt: str, data: st.DataObject
@@ -172,7 +173,7 @@ def test_projecting_a_copy_leaves_the_callers_messages_unchanged(
 _line = st.text(max_size=40)
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(
     lines=st.lists(
         st.one_of(
@@ -463,7 +464,7 @@ def test_an_empty_summary_counts_as_a_failure(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("fmt", ["anthropic", "openai_chat", "openai_responses"])
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=examples(15), deadline=None)
 @given(data=st.data())
 def test_a_resumed_session_sends_the_same_bytes_after_compaction(
     fmt: str, data: st.DataObject

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from benchmarks.importers import load_dir
 from budget import Budget, BudgetConfig
 from tests._ci import require_module
+from tests._lanes import examples
 from tests.strategies import SMALL, big
 
 Message = dict[str, Any]
@@ -410,7 +411,7 @@ _op = st.tuples(
 )
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     fmt=st.sampled_from(["anthropic", "openai_chat", "openai_responses"]),
     steps=st.lists(

@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 from budget import Budget, BudgetError, ConfigError, StoreError
 from budget.cli import app
 from spill import ref_for
+from tests._lanes import examples
 from tests.conversations import CONFIG, conversation
 from tests.strategies import assistant, results
 
@@ -221,7 +222,7 @@ GREPS = [
 ]
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(
     st.lists(st.text(alphabet="ab xqfo\t\u00e9\ud800", max_size=40), max_size=300),
     st.sampled_from(GREPS),

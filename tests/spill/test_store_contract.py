@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from budget._errors import QuotaExceeded, RefError, StoreError
 from spill import LocalStore, MemoryStore, Store, ref_for
+from tests._lanes import examples
 
 StoreFactory = Callable[..., Store]
 
@@ -235,7 +236,9 @@ def test_store_is_a_context_manager_and_a_store(make_store: StoreFactory) -> Non
 
 
 @settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(40),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(text=st.text(alphabet=st.characters(exclude_categories=()), max_size=300))
 def test_any_text_round_trips(make_store: StoreFactory, text: str) -> None:

@@ -14,6 +14,7 @@ from structlog.testing import capture_logs
 
 from spill import LocalStore
 from spill._log import _decode_lines, _decode_whole, decode_log, encode_records
+from tests._lanes import examples
 
 RECORDS = [{"call_id": f"toolu_{i}", "decision": "spilled", "n": i} for i in range(5)]
 
@@ -171,7 +172,7 @@ JSON_VALUES = st.recursive(
 )
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(records=st.lists(st.dictionaries(KEYS, JSON_VALUES, max_size=4), max_size=3))
 def test_any_json_records_round_trip(records: list[dict[str, Any]]) -> None:
     """Arbitrary JSON records, lone surrogates included, decode to exactly what was encoded."""
