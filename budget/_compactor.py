@@ -12,6 +12,7 @@ calling the summarizer again (SPEC §11.7).
 from __future__ import annotations
 
 import inspect
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -20,19 +21,51 @@ from budget._compaction import (
     Attachments,
     anchor_of,
     attachments,
+    drop_oldest_rounds,
     project,
     resolve_anchor,
     summary_message,
     tail_start,
 )
 from budget._config import BudgetConfig
-from budget._errors import InputError
+from budget._errors import InputError, SummaryTimeout, SummaryTooLong
+from budget._overflow import is_context_overflow
 from budget._report import Prepared
 from budget._view import Format
 
 __all__ = ["Checkpoint", "Compactor"]
 
 Append = Callable[[list[Mapping[str, Any]]], None]
+
+SUMMARY_RETRIES = 3
+"""Retries of a summary request refused as too long, each without the oldest quarter of what
+it summarized (whole rounds), before the compaction counts as failed (SPEC §11.6)."""
+
+
+def _within(summarizer: Callable[[Sequence[Any]], Any], part: list[Any], timeout: float) -> Any:
+    """``summarizer(part)`` in a daemon thread, given ``timeout`` seconds.
+
+    A thread, not a signal: ``prepare`` may run in any thread, and a hung summarizer must not
+    keep the process from exiting (daemon). One past its time is abandoned, not stopped (Python
+    cannot stop a thread); whatever it returns later is dropped.
+    """
+    box: list[Any] = []
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            box.append(summarizer(part))
+        except BaseException as exc:  # handed to the caller's thread
+            errors.append(exc)
+
+    thread = threading.Thread(target=run, name="toolbudget-summarizer", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        raise SummaryTimeout(f"the summarizer did not return within {timeout:g} s")
+    if errors:
+        raise errors[0]
+    return box[0]
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +79,7 @@ class Checkpoint:
     head: int
     constraints: tuple[str, ...]
     files: tuple[tuple[str, str], ...]
+    tools: tuple[str, ...] = ()
 
     def to_record(self) -> dict[str, Any]:
         """The log record (without its sequence number, which the session adds)."""
@@ -57,6 +91,7 @@ class Checkpoint:
             "head": self.head,
             "constraints": list(self.constraints),
             "files": [list(f) for f in self.files],
+            **({"tools": list(self.tools)} if self.tools else {}),
         }
 
     @classmethod
@@ -69,11 +104,14 @@ class Checkpoint:
             rec.get("head"),
         )
         constraints, files = rec.get("constraints", []), rec.get("files", [])
+        tools = rec.get("tools", [])
         if not (isinstance(summary, str) and isinstance(anchor, str)):
             return None
         if not (isinstance(at, int) and isinstance(head, int) and 0 <= head <= at):
             return None
         if not (isinstance(constraints, list) and all(isinstance(c, str) for c in constraints)):
+            return None
+        if not (isinstance(tools, list) and all(isinstance(t, str) for t in tools)):
             return None
         if not (
             isinstance(files, list)
@@ -84,7 +122,13 @@ class Checkpoint:
         ):
             return None
         return cls(
-            summary, anchor, at, head, tuple(constraints), tuple((f[0], f[1]) for f in files)
+            summary,
+            anchor,
+            at,
+            head,
+            tuple(constraints),
+            tuple((f[0], f[1]) for f in files),
+            tuple(tools),
         )
 
 
@@ -106,6 +150,8 @@ class Compactor:
         so the session's per-message caches see an unchanged prefix between compactions."""
         self.failures = 0
         self.compactions = 0
+        self.breaker_openings = 0
+        """Times the breaker opened in this process (each one an event)."""
         self._unreported: int | None = None
         """Prefix tokens of a compaction no request has reported yet."""
 
@@ -130,7 +176,7 @@ class Compactor:
         self._message = (
             None
             if cp is None
-            else summary_message(cp.summary, Attachments(cp.constraints, cp.files))
+            else summary_message(cp.summary, Attachments(cp.constraints, cp.files, cp.tools))
         )
 
     def view(self, messages: list[Any], fmt: Format) -> list[Any]:
@@ -239,34 +285,25 @@ class Compactor:
         )
         if view is not messages and self.checkpoint is not None:
             # The user's constraints were carried by the last summary message, not its text.
-            extra = Attachments(extra.constraints or self.checkpoint.constraints, extra.files)
+            old = self.checkpoint
+            extra = Attachments(
+                extra.constraints or old.constraints,
+                extra.files,
+                tuple(dict.fromkeys((*old.tools, *extra.tools))),
+            )
         margin = cfg.compact_manual_margin_tokens if manual else cfg.compact_margin_tokens
         room = window() - cfg.compact_reserve_tokens - margin
         first_summarized, held = tail.start, 0
         while first_summarized > tail.head and held + tokens(view[first_summarized - 1]) <= room:
             first_summarized -= 1
             held += tokens(view[first_summarized])
+        if manual:
+            # The caller chose to try again: the breaker closes, and counts from this call.
+            self.failures = 0
         try:
-            summary = self.summarizer(view[first_summarized : tail.start])
-            if inspect.isawaitable(summary):
-                close = getattr(summary, "close", None)
-                if close is not None:
-                    close()
-                raise InputError("an async summarizer needs aprepare(), which is not there yet")
-            if not isinstance(summary, str) or not summary.strip():
-                raise InputError("the summarizer returned no summary text")
+            summary = self._summarize(view[first_summarized : tail.start], fmt, tokens, manual)
         except Exception as exc:
-            self.failures += 1
-            self._log.warning(
-                "toolbudget.session.compaction_failed",
-                error=str(exc),
-                failures=self.failures,
-                manual=manual,
-            )
-            if self.breaker_open and not manual:
-                self._log.error(
-                    "toolbudget.session.compaction_breaker_open", failures=self.failures
-                )
+            self._failed(exc, manual)
             if manual:
                 raise
             return False
@@ -278,6 +315,7 @@ class Compactor:
             head=tail.head,
             constraints=extra.constraints,
             files=extra.files,
+            tools=extra.tools,
         )
         append([cp.to_record()])
         self._set(cp)
@@ -291,9 +329,71 @@ class Compactor:
             summary_chars=len(summary),
             constraints=len(cp.constraints),
             files=len(cp.files),
+            tools=len(cp.tools),
             manual=manual,
         )
         return True
+
+    def _summarize(
+        self, part: list[Any], fmt: Format, tokens: Callable[[Any], int], manual: bool
+    ) -> str:
+        """The summary of ``part``; its oldest rounds dropped while the request is too long.
+
+        Raises what the summarizer raised (a SummaryTimeout when it ran past
+        ``compact_timeout_s``, an InputError for no text) once no retry is left.
+        """
+        retries = 0
+        while True:
+            try:
+                return self._call(part)
+            except Exception as exc:
+                if not (isinstance(exc, SummaryTooLong) or is_context_overflow(exc)):
+                    raise
+                cut = drop_oldest_rounds(part, fmt, tokens)
+                if retries >= SUMMARY_RETRIES or cut == 0:
+                    raise
+                retries += 1
+                self._log.warning(
+                    "toolbudget.session.compaction_retry",
+                    retry=retries,
+                    dropped_messages=cut,
+                    summarized_messages=len(part) - cut,
+                    error=str(exc),
+                    manual=manual,
+                )
+                part = part[cut:]
+
+    def _call(self, part: list[Any]) -> str:
+        """One summarizer call, bounded by ``compact_timeout_s``; the text checked."""
+        summarizer = self.summarizer
+        assert summarizer is not None  # checked by compact()
+        timeout = self.config.compact_timeout_s
+        summary = summarizer(part) if timeout is None else _within(summarizer, part, timeout)
+        if inspect.isawaitable(summary):
+            close = getattr(summary, "close", None)
+            if close is not None:
+                close()
+            raise InputError("an async summarizer needs aprepare(), which is not there yet")
+        if not isinstance(summary, str) or not summary.strip():
+            raise InputError("the summarizer returned no summary text")
+        return summary
+
+    def _failed(self, exc: Exception, manual: bool) -> None:
+        """Count a failed compaction; open the breaker (one event) at the threshold."""
+        self.failures += 1
+        self._log.warning(
+            "toolbudget.session.compaction_failed",
+            error=str(exc) or type(exc).__name__,
+            failures=self.failures,
+            manual=manual,
+        )
+        if self.failures == self.config.compact_breaker_failures:
+            self.breaker_openings += 1
+            self._log.error(
+                "toolbudget.session.compaction_breaker_open",
+                failures=self.failures,
+                hint="no automatic compaction until a manual Budget.compact() call succeeds",
+            )
 
     def _source_index(self, messages: list[Any], view: list[Any], start: int, fmt: Format) -> int:
         if view is messages:

@@ -28,6 +28,7 @@ UNDOCUMENTED = {
     "compact_files",
     "compact_file_chars",
     "compact_constraint_chars",
+    "compact_timeout_s",
 }
 """Settings the table leaves out (tuning knobs); a new setting must join the table or this set."""
 
