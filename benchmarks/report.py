@@ -181,6 +181,9 @@ _COLUMNS: tuple[tuple[str, Callable[[Row], str]], ...] = (
     ("ms p99", lambda r: _ms(r.ms_p99)),
     ("read-backs", lambda r: f"{r.readbacks:,}"),
     ("quoted vis", lambda r: _pct(r.quoted_visibility)),
+    ("compactions", lambda r: f"{r.compactions:,}"),
+    ("summary tok", lambda r: f"{r.summary_billed:,.0f}"),
+    ("breakers", lambda r: f"{r.breaker_openings:,}"),
 )
 """Every column of the table, in display order: header and cell."""
 
@@ -200,6 +203,9 @@ _PRIORITY = (
     "input tok",
     "requests",
     "ms p99",
+    "compactions",
+    "summary tok",
+    "breakers",
 )
 """Which columns a narrow terminal keeps first: the cost ratio and what the model still sees."""
 
@@ -219,6 +225,11 @@ LEGEND: Mapping[str, str] = {
     "ms p99": "99th percentile of the same",
     "read-backs": "reads of hidden output the agent's later quotes of it would need",
     "quoted vis": "share of the result lines the agent later quoted that it could see when quoting",
+    "compactions": "summaries a compacting strategy made (toolbudget-compact, langchain-summary, "
+    "claude-code-compact)",
+    "summary tok": "billed tokens of those summary calls (input at cache rates, output at the "
+    "model's output price), included in billed tok",
+    "breakers": "times a compacting strategy's circuit breaker opened (3 failed summaries)",
 }
 """What each column means, printed under the table (headers are short)."""
 

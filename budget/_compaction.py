@@ -352,9 +352,20 @@ def anchor_of(messages: Sequence[Any], fmt: Format, index: int) -> str:
 
 
 def resolve_anchor(messages: Sequence[Any], fmt: Format, anchor: str, hint: int) -> int | None:
-    """Where the message ``anchor`` names is now: tried at ``hint`` first, then everywhere."""
-    order = [hint] if 0 <= hint < len(messages) else []
-    order += [i for i in range(len(messages)) if i != hint]
+    """Where the message ``anchor`` names is now: tried at ``hint`` first, then outwards from it.
+
+    Nearest first: a digest anchor of a message whose content repeats names every copy, and
+    the one nearest where it was is the one meant (histories grow at the end).
+    """
+    n = len(messages)
+    pivot = min(max(hint, 0), n)
+    # Lazily, nearest first: the hint almost always holds, and then nothing else is digested.
+    order = (
+        i
+        for d in range(n + 1)
+        for i in ((pivot - d, pivot + d) if d else (pivot,))
+        if 0 <= i < n and (d == 0 or i != pivot)
+    )
     for i in order:
         if anchor_of(messages, fmt, i) == anchor:
             return i

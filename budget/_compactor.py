@@ -33,13 +33,72 @@ from budget._overflow import is_context_overflow
 from budget._report import Prepared
 from budget._view import Format
 
-__all__ = ["Checkpoint", "Compactor"]
+__all__ = ["Checkpoint", "Compactor", "Limits", "limits"]
 
 Append = Callable[[list[Mapping[str, Any]]], None]
 
 SUMMARY_RETRIES = 3
 """Retries of a summary request refused as too long, each without the oldest quarter of what
-it summarized (whole rounds), before the compaction counts as failed (SPEC §11.6)."""
+it summarized (whole rounds), before the compaction counts as failed (SPEC §11.6). Claude Code
+retries as often (``MAX_PTL_RETRIES = 3`` in ``src/services/compact/compact.ts``, read from the
+public reconstructions of the 2.1.x bundle, e.g. NanmiCoder/cc-haha)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """The compaction settings as they apply under one window and one unseen header.
+
+    The token settings are Claude Code's, made for a 200k window. Under a window where the
+    reserve and margin take more than half of it, they shrink in proportion to half of it (a
+    32k window otherwise has a negative threshold: every request would compact). The tail, the
+    attachments and the minimum reclaim are bounded by what the messages may hold under the
+    threshold once the header (system prompt, tool definitions: what the request carries that
+    toolbudget never sees) is counted: the tail by a quarter of it, the attachments by an eighth,
+    so that a compacted copy leaves room for the summary and the rounds until the next one
+    (a tail of half of it was measured to compact every third round on the public traces at a
+    32k window).
+    """
+
+    threshold: int
+    """Auto compaction when the view's tokens plus the header exceed this."""
+    room: int
+    """Most tokens one summary request may hold (window - reserve - margin)."""
+    tail_tokens: int
+    tail_max_tokens: int
+    min_reclaim_tokens: int
+    constraint_chars: int
+    file_chars: int
+
+
+def limits(config: BudgetConfig, window: int, header: int, *, manual: bool) -> Limits:
+    """The :class:`Limits` of ``config`` under ``window`` with ``header`` unseen tokens."""
+    reserve, margin = config.compact_reserve_tokens, config.compact_margin_tokens
+    manual_margin = config.compact_manual_margin_tokens
+    half = window // 2
+    if reserve + margin > half:
+        scale = half / (reserve + margin)
+        reserve, margin = int(reserve * scale), int(margin * scale)
+        manual_margin = int(manual_margin * scale)
+    threshold = window - reserve - margin
+    room = window - reserve - (manual_margin if manual else margin)
+    messages = max(threshold - header, 0)
+    tail_max = max(1, min(config.compact_tail_max_tokens, messages // 4))
+    # Attachments get an eighth of the messages' tokens, at ~4 characters a token: a quarter
+    # of it for the constraints, the rest shared by the file snapshots.
+    chars = messages // 2
+    constraint_chars = min(config.compact_constraint_chars, chars // 4)
+    files = max(config.compact_files, 1)
+    return Limits(
+        threshold=threshold,
+        room=room,
+        tail_tokens=min(config.compact_tail_tokens, tail_max),
+        tail_max_tokens=tail_max,
+        # A summary must pay for its call even when the header leaves the messages nothing:
+        # never less than a sixteenth of the window.
+        min_reclaim_tokens=min(config.compact_min_reclaim_tokens, max(window // 16, messages // 4)),
+        constraint_chars=constraint_chars,
+        file_chars=min(config.compact_file_chars, (chars - constraint_chars) // files),
+    )
 
 
 def _within(summarizer: Callable[[Sequence[Any]], Any], part: list[Any], timeout: float) -> Any:
@@ -154,6 +213,15 @@ class Compactor:
         """Times the breaker opened in this process (each one an event)."""
         self._unreported: int | None = None
         """Prefix tokens of a compaction no request has reported yet."""
+        self._tokens: Callable[[Any], int] | None = None
+        self._view_len = 0
+        self._last: tuple[int, Checkpoint | None, int] = (0, None, 0)
+        """(view length, checkpoint, copy tokens) of the last request, for :meth:`_estimate`."""
+        self.header = 0
+        """Tokens each request carries beyond its messages (system prompt, tool definitions),
+        learned from the reports: the anchored estimate of a copy minus its messages' estimate.
+        The largest seen is kept: an unanchored report (after a compaction, before the next
+        usage) sees no header, and overestimating it only compacts a little earlier."""
 
     @property
     def breaker_open(self) -> bool:
@@ -193,7 +261,16 @@ class Compactor:
         return project(messages, cp.head, at, self._message)
 
     def reported(self, prepared: Prepared) -> Prepared:
-        """``prepared`` with its report saying a compaction ran, once per compaction."""
+        """``prepared`` with its report saying a compaction ran, once per compaction.
+
+        In ``"auto"`` mode it also learns :attr:`header` from the report, with the estimator
+        the request's :meth:`request_view` was given (one estimate per message of the copy).
+        """
+        tokens = self._tokens
+        if tokens is not None and self.config.compaction == "auto":
+            sent = sum(tokens(m) for m in prepared.messages)
+            self.header = max(self.header, prepared.report.tokens_after - sent)
+            self._last = (self._view_len, self.checkpoint, sent)
         if self._unreported is None:
             return prepared
         update = {"compacted": True, "summarized_tokens": self._unreported}
@@ -225,14 +302,29 @@ class Compactor:
         """
         view = self.view(messages, fmt)
         cfg = self.config
+        self._tokens = tokens
         if cfg.compaction != "auto" or self.summarizer is None or self.breaker_open:
             return view
-        threshold = window() - cfg.compact_reserve_tokens - cfg.compact_margin_tokens
-        if sum(tokens(m) for m in view) <= threshold:
+        threshold = limits(cfg, window(), self.header, manual=False).threshold
+        self._view_len = len(view)
+        if self._estimate(view, tokens) + self.header <= threshold:
             return view
         if self.compact(messages, fmt, tokens, append, window, manual=False):
             return self.view(messages, fmt)
         return view
+
+    def _estimate(self, view: list[Any], tokens: Callable[[Any], int]) -> int:
+        """Tokens the budgeted copy of ``view`` will have, header aside.
+
+        The last copy's size plus the raw size of what was appended since, when the view
+        extends the last one under the same checkpoint: the copy is what the window holds, and
+        a history whose large results were spilled is far larger than its copy. Otherwise
+        the raw size of the whole view (an overestimate: compaction comes early, never late).
+        """
+        n, cp, sent = self._last
+        if cp is self.checkpoint and 0 < n <= len(view):
+            return sent + sum(tokens(m) for m in view[n:])
+        return sum(tokens(m) for m in view)
 
     def compact(
         self,
@@ -256,19 +348,20 @@ class Compactor:
         if self.summarizer is None:
             raise InputError("compaction needs a summarizer: Budget.open(..., summarizer=...)")
         cfg = self.config
+        lim = limits(cfg, window(), self.header, manual=manual)
         view = self.view(messages, fmt)
         tail = tail_start(
             view,
             fmt,
-            min_tokens=cfg.compact_tail_tokens,
+            min_tokens=lim.tail_tokens,
             min_messages=cfg.compact_tail_messages,
-            max_tokens=cfg.compact_tail_max_tokens,
+            max_tokens=lim.tail_max_tokens,
             tokens=tokens,
         )
         # With a checkpoint the view's first message after the head is the summary: a new one
         # must cover more than it, and the retained tail's first message is a caller's message.
         first = tail.head + (1 if view is not messages else 0)
-        if tail.start <= first or tail.prefix_tokens < cfg.compact_min_reclaim_tokens:
+        if tail.start <= first or tail.prefix_tokens < lim.min_reclaim_tokens:
             self._log.info(
                 "toolbudget.session.compaction_skipped",
                 prefix_tokens=tail.prefix_tokens,
@@ -279,9 +372,9 @@ class Compactor:
             view,
             fmt,
             tail.start,
-            constraint_chars=cfg.compact_constraint_chars,
+            constraint_chars=lim.constraint_chars,
             files=cfg.compact_files,
-            file_chars=cfg.compact_file_chars,
+            file_chars=lim.file_chars,
         )
         if view is not messages and self.checkpoint is not None:
             # The user's constraints were carried by the last summary message, not its text.
@@ -291,8 +384,7 @@ class Compactor:
                 extra.files,
                 tuple(dict.fromkeys((*old.tools, *extra.tools))),
             )
-        margin = cfg.compact_manual_margin_tokens if manual else cfg.compact_margin_tokens
-        room = window() - cfg.compact_reserve_tokens - margin
+        room = lim.room
         first_summarized, held = tail.start, 0
         while first_summarized > tail.head and held + tokens(view[first_summarized - 1]) <= room:
             first_summarized -= 1
@@ -396,7 +488,16 @@ class Compactor:
             )
 
     def _source_index(self, messages: list[Any], view: list[Any], start: int, fmt: Format) -> int:
-        if view is messages:
+        """Where ``view[start]`` is in the caller's ``messages``.
+
+        A projected view is ``messages[:head] + [summary] + messages[at:]``: the index maps
+        back by that shape, not by looking the message up (a message whose content repeats,
+        as an agent's "run the tests" turns do, would be found at an earlier copy).
+        """
+        cp = self.checkpoint
+        if view is messages or cp is None:
             return start
-        found = resolve_anchor(messages, fmt, anchor_of(view, fmt, start), start)
-        return start if found is None else found
+        at = resolve_anchor(messages, fmt, cp.anchor, cp.index)
+        if at is None:
+            return start
+        return at + (start - cp.head - 1)
