@@ -24,6 +24,7 @@ from structlog.testing import capture_logs
 
 from budget import Budget, BudgetConfig, ConfigError, estimate_tokens, get_format, summarizers
 from budget._compaction import drop_oldest_rounds, render_transcript, tail_start
+from budget._compactor import limits
 from budget._view import scan_at
 from tests.budget.test_compaction import SESSION, Counting, conversations_in, history
 
@@ -336,3 +337,54 @@ def test_a_responses_tail_never_starts_between_parallel_calls() -> None:
         tokens=estimate_tokens,
     )
     assert tail.start == 1
+
+
+# --- where and when it compacts: repeated messages, the unseen header, small windows ----------
+
+
+def test_a_second_compaction_keeps_its_tail_when_messages_repeat(tmp_path: Path) -> None:
+    """Re-compacting a history whose turns repeat word for word starts the tail where it was chosen."""
+    msgs: list[dict[str, Any]] = [
+        {"role": "user", "content": "Fix the parser.\nNever edit tests/."}
+    ]
+    for _ in range(30):
+        msgs += [
+            {"role": "assistant", "content": "Running the tests again. " * 20},
+            {"role": "user", "content": "Tests still fail, go on."},
+        ]
+    with Budget.open(tmp_path / "s", SESSION, summarizer=Counting()) as b:
+        assert b.compact(msgs[:41]) is True
+        assert b.compact(msgs) is True
+        req = b.prepare(msgs)
+    tail = req.messages[1:]
+    assert tail == msgs[len(msgs) - len(tail) :]
+    assert sum(estimate_tokens(m) for m in tail) <= SESSION.compact_tail_max_tokens
+
+
+def test_auto_compaction_counts_the_header_the_usage_reveals(tmp_path: Path) -> None:
+    """System prompt and tools the usage reports but toolbudget never sees bring compaction earlier."""
+    msgs = history(6)
+    size = sum(estimate_tokens(m) for m in msgs)
+    threshold = AUTO.window - AUTO.compact_reserve_tokens - AUTO.compact_margin_tokens  # type: ignore[operator]
+    assert size < threshold
+    header = threshold - size + 500
+    summarize = Counting()
+    with Budget.open(tmp_path / "s", AUTO, summarizer=summarize) as b:
+        b.prepare(msgs[:-2])
+        usage = {"input_tokens": sum(estimate_tokens(m) for m in msgs[:-2]) + header}
+        b.prepare(msgs, usage={**usage, "output_tokens": 10})
+        req = b.prepare([*msgs, {"role": "assistant", "content": "Done."}])
+    assert summarize.calls
+    assert req.report.compacted
+
+
+def test_a_small_window_scales_the_reserve_and_margin() -> None:
+    """Under a 32k window Claude Code's 20k + 13k would leave a negative threshold: they take half."""
+    small = limits(BudgetConfig(), 32_000, 0, manual=False)
+    assert 16_000 <= small.threshold <= 16_002  # int rounding of the scaled settings
+    assert 0 < small.tail_max_tokens <= small.threshold // 4
+    assert limits(BudgetConfig(), 200_000, 0, manual=False).threshold == 167_000
+    # A header leaving the messages nothing still asks a summary to pay for its call.
+    crowded = limits(BudgetConfig(), 32_000, 30_000, manual=False)
+    assert crowded.min_reclaim_tokens == 2_000
+    assert crowded.file_chars == 0
