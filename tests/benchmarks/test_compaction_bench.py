@@ -119,3 +119,31 @@ def test_the_compacting_peers_run_and_price_their_summaries(
         )
         assert any(f.startswith(opening) for f in firsts), name
         assert not any(MARKER in f for f in firsts)
+
+
+def test_bench_under_a_small_window_adds_the_compacting_strategies(tmp_path: Path) -> None:
+    """`toolbudget bench --window 2000` replays the compacting strategies too, each row with its figures."""
+    import orjson
+    from typer.testing import CliRunner
+
+    from budget.cli import app
+    from tests.benchmarks.test_bench_cli import _anthropic_file
+
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    _anthropic_file(traces / "a.json", 6)
+    out = tmp_path / "r.json"
+    args = ["bench", "--traces", str(traces), "--window", "2000", "--json", str(out)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    rows = {r["strategy"]: r for r in orjson.loads(out.read_bytes())["summary"]}
+    assert set(strategies.compacting_names()) <= set(rows)
+    assert all(
+        {"compactions", "summary_billed", "breaker_openings"} <= set(r) for r in rows.values()
+    )
+    assert rows["none"]["compactions"] == 0
+    default = tmp_path / "d.json"
+    args = ["bench", "--traces", str(traces), "--json", str(default)]
+    assert CliRunner().invoke(app, args).exit_code == 0
+    names = {r["strategy"] for r in orjson.loads(default.read_bytes())["summary"]}
+    assert not names & set(strategies.compacting_names())
