@@ -297,16 +297,28 @@ class Compactor:
         """What ``prepare`` budgets: the view, compacted first when it nears the window.
 
         Automatic compaction runs in ``"auto"`` mode with a summarizer and the breaker closed,
-        when the view's estimate exceeds ``window - compact_reserve_tokens -
-        compact_margin_tokens`` (SPEC §11.2).
+        when the estimate of the request (:meth:`_estimate` plus :attr:`header`) exceeds
+        ``window - compact_reserve_tokens - compact_margin_tokens`` (SPEC §11.2), those two
+        scaled down under a small window (:func:`limits`).
         """
+        view = self._request_view(messages, fmt, tokens, append, window)
+        self._view_len = len(view)
+        return view
+
+    def _request_view(
+        self,
+        messages: list[Any],
+        fmt: Format,
+        tokens: Callable[[Any], int],
+        append: Append,
+        window: Callable[[], int],
+    ) -> list[Any]:
         view = self.view(messages, fmt)
         cfg = self.config
         self._tokens = tokens
         if cfg.compaction != "auto" or self.summarizer is None or self.breaker_open:
             return view
         threshold = limits(cfg, window(), self.header, manual=False).threshold
-        self._view_len = len(view)
         if self._estimate(view, tokens) + self.header <= threshold:
             return view
         if self.compact(messages, fmt, tokens, append, window, manual=False):
