@@ -204,8 +204,15 @@ class CacheSim:
             return True
         return now - entry.touched < ttl
 
-    def feed(self, segments: Sequence[Segment], timestamp: float | None = None) -> CacheResult:
-        """Account one request (its segments, in order) sent at ``timestamp``."""
+    def feed(
+        self, segments: Sequence[Segment], timestamp: float | None = None, *, side: bool = False
+    ) -> CacheResult:
+        """Account one request (its segments, in order) sent at ``timestamp``.
+
+        ``side``: a call beside the conversation (a summary request): priced and cached like any
+        request, but the conversation's next request is still compared with the last request
+        that was not a side call for ``prefix_break``.
+        """
         # chain[k] identifies the prefix of the first k segments; cum[k] is its token count.
         chain = [_ROOT]
         cum = [0]
@@ -216,10 +223,11 @@ class CacheSim:
         total = cum[n]
 
         prefix_break = False
-        if self._prev is not None:
+        if self._prev is not None and not side:
             prev_n, prev_digest = self._prev
             prefix_break = prev_n > n or chain[prev_n] != prev_digest
-        self._prev = (n, chain[n])
+        if not side:
+            self._prev = (n, chain[n])
 
         if not self.rules.enabled:
             cached, written = 0, 0

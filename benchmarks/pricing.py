@@ -34,6 +34,23 @@ Google Gemini (:data:`GEMINI_MIN_TOKENS`)
     price for Gemini 2.5 and newer (25% for 2.0). Hits are counted in tokens, not in 128-token
     steps. Gemini models reached through an OpenAI-compatible router (mini-swe-agent via
     OpenRouter) keep Gemini's rules: the model decides, not the wire format.
+
+Output prices (:data:`OUTPUT_PRICE`), for the summary calls compaction strategies make: a summary's
+output tokens are billed at the model's output price, given here as a multiple of its base input
+price (the unit of every billed figure). Published list prices per million tokens (input /
+output), checked 2026-12-03:
+
+- Anthropic, "Pricing" (platform.claude.com/docs/en/about-claude/pricing): Opus 4.5-4.7 $5 /
+  $25, Sonnet 4-4.6 $3 / $15, Haiku 4.5 $1 / $5, Opus 4-4.1 $15 / $75, Haiku 3.5 $0.80 / $4:
+  **5x** for every Claude model.
+- OpenAI, "Pricing" (platform.openai.com/docs/pricing, as tabulated in the adk-model crate 0.6.0,
+  src/openai/pricing.rs): GPT-5, GPT-5.1 and GPT-5-mini $1.25 / $10 and $0.25 / $2: **8x**;
+  GPT-4.1 $2 / $8, GPT-4o $2.50 / $10, o3 $2 / $8, o4-mini $1.10 / $4.40: **4x**.
+- Google, "Gemini Developer API pricing" (ai.google.dev/gemini-api/docs/pricing): Gemini 2.5 Pro
+  $1.25 / $10 (8x), 2.5 Flash $0.30 / $2.50 (8.3x), Gemini 3 Pro Preview $2 / $12 (6x), Gemini 3
+  Flash Preview $0.50 / $3 (6x).
+- Other models (self-hosted, routed): 4x, the lowest ratio above, so a summary is never
+  overcharged against a peer that makes none.
 """
 
 from __future__ import annotations
@@ -47,8 +64,10 @@ __all__ = [
     "ANTHROPIC_MIN_TOKENS",
     "GEMINI_MIN_TOKENS",
     "OPENAI_READ_PRICE",
+    "OUTPUT_PRICE",
     "Pricing",
     "family_of",
+    "output_price",
     "pricing_for",
     "rules_for",
 ]
@@ -82,6 +101,23 @@ GEMINI_MIN_TOKENS: tuple[tuple[str, int, float], ...] = (
     ("gemini-2.0", 4096, 0.25),
 )
 """(model-name fragment, minimum tokens, read price); 4,096 tokens and 0.1x otherwise."""
+
+OUTPUT_PRICE: tuple[tuple[str, float], ...] = (
+    ("claude", 5.0),
+    ("gpt-5", 8.0),
+    ("gpt-4.1", 4.0),
+    ("gpt-4o", 4.0),
+    ("o1", 4.0),
+    ("o3", 4.0),
+    ("o4", 4.0),
+    ("gemini-3", 6.0),
+    ("gemini-2.5-flash", 2.5 / 0.30),
+    ("gemini-2.5-pro", 8.0),
+)
+"""(model-name fragment, output price as a multiple of the base input price); the first found
+wins, :data:`DEFAULT_OUTPUT_PRICE` otherwise (sources in the module docstring)."""
+
+DEFAULT_OUTPUT_PRICE = 4.0
 
 ONE_HOUR_TTL_S = 3600.0
 ONE_HOUR_WRITE_PRICE = 2.0
@@ -154,3 +190,11 @@ def pricing_for(trace: Trace) -> Pricing:
 def rules_for(trace: Trace) -> CacheRules:
     """The :class:`CacheRules` of ``trace`` (see :func:`pricing_for`)."""
     return pricing_for(trace).rules
+
+
+def output_price(trace: Trace) -> float:
+    """The output price of ``trace``'s model, as a multiple of its base input price."""
+    model = (trace.model or "").lower()
+    if family_of(trace) == "anthropic" and "claude" not in model:
+        return OUTPUT_PRICE[0][1]
+    return next((p for frag, p in OUTPUT_PRICE if frag in model), DEFAULT_OUTPUT_PRICE)

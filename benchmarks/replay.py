@@ -29,6 +29,11 @@ Figures per trace and strategy (:class:`Replay`), and over several traces (:clas
 - ``readbacks``, ``readback_billed``, ``quoted_visibility``: the read-backs the agent's later
   quotes of hidden lines cost, their price (included in ``billed_tokens``), and the share of
   quoted result lines the copy showed when they were quoted (:mod:`benchmarks.readbacks`).
+- ``compactions``, ``summary_billed``, ``breaker_openings``: summaries a compacting strategy made
+  (its side calls, :class:`~benchmarks.strategies._base.SideCall`), what they cost (included in
+  ``billed_tokens``: the summary request through the same cache simulation, before the request
+  it preceded; its output at the model's output price, :func:`benchmarks.pricing.output_price`),
+  and how often its circuit breaker opened.
 
 Strategies must never modify their input: the trace's messages are hashed before and after each
 replay, and a change raises :class:`~budget.BudgetError` naming the strategy.
@@ -52,9 +57,9 @@ from benchmarks import strategies
 from benchmarks._count import Counter as TokenCounter
 from benchmarks._count import counter_for
 from benchmarks.cache import CacheRules, CacheSim, Segmenter
-from benchmarks.pricing import rules_for
+from benchmarks.pricing import output_price, rules_for
 from benchmarks.readbacks import Quotes, ReadbackTracker
-from benchmarks.strategies._base import Strategy, StrategySession
+from benchmarks.strategies._base import Strategy, StrategySession, side_calls
 from benchmarks.strategies._common import result_text, safe_name
 from benchmarks.strategies.toolbudget import ToolbudgetSession
 from benchmarks.trace import Trace
@@ -66,6 +71,7 @@ __all__ = [
     "RECENT_ROUNDS",
     "ROW_KEYS",
     "SYNTHETIC_STEP_S",
+    "WINDOWED",
     "Replay",
     "Row",
     "aggregate",
@@ -86,6 +92,11 @@ SYNTHETIC_STEP_S = 30.0
 """Seconds between requests that have no recorded timestamp (well under a 300 s cache TTL)."""
 RECENT_ROUNDS = 3
 """Rounds whose tool output counts for ``visibility``."""
+WINDOWED = frozenset(
+    {"toolbudget", "toolbudget-compact", "claude-code-compact", "langchain-summary"}
+)
+"""Strategies told the window ``--window`` counts overflows against (they budget or compact
+towards it); the others do what they do whatever the window."""
 
 ROW_KEYS: tuple[str, ...] = (
     "strategy",
@@ -104,6 +115,9 @@ ROW_KEYS: tuple[str, ...] = (
     "readbacks",
     "readback_billed",
     "quoted_visibility",
+    "compactions",
+    "summary_billed",
+    "breaker_openings",
 )
 """The keys of a summary object, in order."""
 
@@ -141,6 +155,12 @@ class Replay:
     quotes: int = 0
     """Result lines the recorded agent quoted later (:mod:`benchmarks.readbacks`)."""
     quotes_visible: int = 0
+    compactions: int = 0
+    """Summaries the strategy made (each one a side call, priced)."""
+    summary_billed: float = 0.0
+    """Part of ``billed_tokens`` that pays for summary calls: input at cache rates, output at
+    the model's output price."""
+    breaker_openings: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +185,9 @@ class Row:
     readback_billed: float = 0.0
     quoted_visibility: float | None = None
     """Share of the quoted result lines the copy showed when quoted; None without quotes."""
+    compactions: int = 0
+    summary_billed: float = 0.0
+    breaker_openings: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         """The row as a JSON object with exactly :data:`ROW_KEYS`."""
@@ -351,6 +374,10 @@ def _replay(
     )
     tools = list(getattr(session, "tools", ()))
     times = clock(trace)
+    out_price = output_price(trace)
+    side_segmenter = Segmenter(count)
+    summary_billed = 0.0
+    summaries = 0
     total = len(trace.requests) if max_requests is None else min(max_requests, len(trace.requests))
     sizes: list[int] = []
     spent: list[float] = []
@@ -370,6 +397,22 @@ def _replay(
         started = time.perf_counter()
         out = session.prepare(history, usage=usage, now=times[i])
         spent.append(time.perf_counter() - started)
+
+        for call in side_calls(session):
+            # A summary request the strategy sent before this request: priced first.
+            paid_side = sim.feed(
+                side_segmenter.segments(
+                    call.messages,
+                    system=call.system,
+                    header_tokens=trace.header_tokens if call.system is trace.system else 0,
+                ),
+                request.timestamp,
+                side=True,
+            )
+            cost = paid_side.billed_tokens + out_price * count(call.output)
+            summary_billed += cost
+            billed += cost
+            summaries += 1
 
         result = sim.feed(
             segmenter.segments(
@@ -455,6 +498,9 @@ def _replay(
         readback_billed=paid.billed,
         quotes=paid.quotes,
         quotes_visible=paid.visible,
+        compactions=int(getattr(session, "compactions", summaries)),
+        summary_billed=summary_billed,
+        breaker_openings=int(getattr(session, "breaker_openings", 0)),
     )
 
 
@@ -472,7 +518,7 @@ def build_strategies(
     out = []
     for name in wanted:
         settings = dict((overrides or {}).get(name, {}))
-        if name == "toolbudget":
+        if name in WINDOWED:
             settings.setdefault("window", window)
         out.append(strategies.get(name, **settings))
     return out
@@ -558,6 +604,9 @@ def aggregate(strategy: str, replays: Sequence[Replay], baseline_billed: float |
         quoted_visibility=_ratio(
             sum(r.quotes_visible for r in replays), sum(r.quotes for r in replays)
         ),
+        compactions=sum(r.compactions for r in replays),
+        summary_billed=sum(r.summary_billed for r in replays),
+        breaker_openings=sum(r.breaker_openings for r in replays),
     )
 
 

@@ -214,6 +214,9 @@ _COLUMNS: tuple[tuple[str, Callable[[Row], str]], ...] = (
     ("ms p99", lambda r: _ms(r.ms_p99)),
     ("read-backs", lambda r: f"{r.readbacks:,}"),
     ("quoted vis", lambda r: _pct(r.quoted_visibility)),
+    ("compactions", lambda r: f"{r.compactions:,}"),
+    ("summary tok", lambda r: f"{r.summary_billed:,.0f}"),
+    ("breakers", lambda r: f"{r.breaker_openings:,}"),
 )
 """Every column of the table, in display order: header and cell."""
 
@@ -233,6 +236,9 @@ _PRIORITY = (
     "input tok",
     "requests",
     "ms p99",
+    "compactions",
+    "summary tok",
+    "breakers",
 )
 """Which columns a narrow terminal keeps first: the cost ratio and what the model still sees."""
 
@@ -252,6 +258,11 @@ LEGEND: Mapping[str, str] = {
     "ms p99": "99th percentile of the same",
     "read-backs": "reads of hidden output the agent's later quotes of it would need",
     "quoted vis": "share of the result lines the agent later quoted that it could see when quoting",
+    "compactions": "summaries a compacting strategy made (toolbudget-compact, langchain-summary, "
+    "claude-code-compact)",
+    "summary tok": "billed tokens of those summary calls (input at cache rates, output at the "
+    "model's output price), included in billed tok",
+    "breakers": "times a compacting strategy's circuit breaker opened (3 failed summaries)",
 }
 """What each column means, printed under the table (headers are short)."""
 
@@ -264,9 +275,20 @@ BATCH_WORDS: Mapping[str, str] = {
 """Why a staleness batch ran (toolbudget's summary line): the triggers of SPEC's staleness pass."""
 
 
-def _fit(rows: Sequence[Row], width: int, console: Console) -> list[int]:
-    """Indexes of the columns that fit ``width`` cells, most useful first, in display order."""
-    order = [next(i for i, (h, _) in enumerate(_COLUMNS) if h == name) for name in _PRIORITY]
+_COMPACTION_COLUMNS = frozenset({"compactions", "summary tok", "breakers"})
+"""Columns that say something only when a strategy of the run compacted."""
+
+
+def _relevant(rows: Sequence[Row]) -> list[int]:
+    """Indexes of the columns worth showing for ``rows``: compaction's only where one ran."""
+    compacted = any(r.compactions or r.breaker_openings for r in rows)
+    return [i for i, (h, _) in enumerate(_COLUMNS) if compacted or h not in _COMPACTION_COLUMNS]
+
+
+def _fit(rows: Sequence[Row], width: int, console: Console, shown: Sequence[int]) -> list[int]:
+    """Indexes of the ``shown`` columns that fit ``width`` cells, most useful first, in order."""
+    ranked = [next(i for i, (h, _) in enumerate(_COLUMNS) if h == name) for name in _PRIORITY]
+    order = [i for i in ranked if i in shown]
     # Measured on the real table (borders, padding, the widest cell), unclamped by the console.
     unbounded = console.options.update_width(100_000)
     kept: list[int] = []
@@ -318,7 +340,8 @@ def render(result: BenchResult, console: Console, *, wide: bool = False) -> None
     """
     traces = len({r.trace for r in result.replays})
     every = [*result.summary, *(r for rows in result.by_format.values() for r in rows)]
-    columns = list(range(len(_COLUMNS))) if wide else _fit(every, console.width, console)
+    shown = _relevant(every)
+    columns = shown if wide else _fit(every, console.width, console, shown)
     console.print(_table(f"All traces ({traces})", result.summary, columns))
     if len(result.by_format) > 1:
         for fmt, rows in result.by_format.items():
@@ -357,7 +380,7 @@ def render(result: BenchResult, console: Console, *, wide: bool = False) -> None
         console.print(
             f"[yellow]{len(result.skipped)} file(s) skipped[/] (each with its reason on stderr)."
         )
-    hidden = [header for i, (header, _) in enumerate(_COLUMNS) if i not in columns]
+    hidden = [_COLUMNS[i][0] for i in shown if i not in columns]
     _legend(console, [_COLUMNS[i][0] for i in columns], hidden)
 
 

@@ -22,6 +22,7 @@ __all__ = [
     "Tail",
     "anchor_of",
     "attachments",
+    "drop_oldest_rounds",
     "extract_constraints",
     "file_snapshots",
     "pinned_head",
@@ -30,6 +31,7 @@ __all__ = [
     "resolve_anchor",
     "summary_message",
     "tail_start",
+    "tool_names",
 ]
 
 SNAPSHOT_NOTE = (
@@ -37,6 +39,9 @@ SNAPSHOT_NOTE = (
     "re-read it before relying on its exact content"
 )
 """The note each file snapshot carries (SPEC §11.5: snapshots may be stale)."""
+
+TOOLS_NOTE = "tools called earlier in this conversation; they are still available"
+"""The note of the tool list (SPEC §11.5: the list of available tools)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +64,9 @@ class Attachments:
     constraints: tuple[str, ...] = ()
     files: tuple[tuple[str, str], ...] = ()
     """(path, snapshot text) of the most recently read files, most recent first."""
+    tools: tuple[str, ...] = ()
+    """Names of the tools the conversation called, in order of first use (SPEC §11.5's tool
+    list: the request's ``tools`` still define them; this tells the model which it was using)."""
 
 
 def pinned_head(messages: Sequence[Any]) -> int:
@@ -82,8 +90,9 @@ def tail_start(
 
     The tail grows backwards until it holds ``min_tokens`` and ``min_messages``, or until the
     next message would take it past ``max_tokens`` (it always holds the last message). Its start
-    then moves earlier until no result in it answers a call made before it, and past the
-    reasoning items a Responses call must be sent with: a tail never starts with an orphan.
+    then moves earlier until no result in it answers a call made before it, past the reasoning
+    items a Responses call must be sent with, and to the first of parallel Responses calls
+    (whose results may not be in yet): a tail never starts with an orphan, now or later.
     """
     n, head = len(messages), pinned_head(messages)
     sizes = [tokens(m) for m in messages]
@@ -107,7 +116,14 @@ def tail_start(
             (called.get(r.call_id, start) for s in scans[start:] for r in s.results),
             default=start,
         )
-        if start > head and field(messages[start - 1], "type") == "reasoning":
+        before = field(messages[start - 1], "type") if start > head else None
+        if before == "reasoning" or (
+            # Parallel Responses calls are items of one turn: a tail never starts between
+            # them, or a result arriving later for a call left behind would be an orphan.
+            before == "function_call"
+            and start < n
+            and field(messages[start], "type") == "function_call"
+        ):
             earliest = min(earliest, start - 1)
         if earliest < start:
             start, moved = max(earliest, head), True
@@ -242,6 +258,41 @@ def file_snapshots(
     return tuple((path, text[:file_chars]) for _, path, text in before[:files])
 
 
+def tool_names(messages: Sequence[Any]) -> tuple[str, ...]:
+    """The names of the tools ``messages`` call, in order of first use, each once."""
+    names = (tool for m in messages for _, tool, _ in _calls_with_args(m))
+    return tuple(dict.fromkeys(n for n in names if n and n != "None"))
+
+
+def drop_oldest_rounds(
+    messages: Sequence[Any], fmt: Format, tokens: Callable[[Any], int], *, share: float = 0.25
+) -> int:
+    """How many leading messages to drop so at least ``share`` of the tokens go, whole rounds.
+
+    Used when a summary request is refused as too long (SPEC §11.6). The cut never leaves a
+    result whose call was dropped at the front (the transcript would name an unknown call); 0
+    when no cut is possible (a single round, or nothing past the first message).
+    """
+    n = len(messages)
+    scans = [scan_at(fmt, messages, i) for i in range(n)]
+    called: dict[str, int] = {}
+    for i, scanned in enumerate(scans):
+        for call in scanned.calls:
+            called.setdefault(call.call_id, i)
+    # earliest[i]: the earliest call answered by a result at or after i (n when none).
+    earliest = [n] * (n + 1)
+    for i in range(n - 1, -1, -1):
+        here = min((called.get(r.call_id, n) for r in scans[i].results), default=n)
+        earliest[i] = min(earliest[i + 1], here)
+    goal = sum(tokens(m) for m in messages) * share
+    dropped = 0
+    for i, message in enumerate(messages):
+        if i > 0 and dropped >= goal and earliest[i] >= i:
+            return i
+        dropped += tokens(message)
+    return 0
+
+
 def attachments(
     messages: Sequence[Any],
     fmt: Format,
@@ -255,6 +306,7 @@ def attachments(
     return Attachments(
         constraints=extract_constraints(messages[:start], limit_chars=constraint_chars),
         files=file_snapshots(messages, fmt, start, files=files, file_chars=file_chars),
+        tools=tool_names(messages),
     )
 
 
@@ -263,7 +315,7 @@ def summary_message(summary: str, extra: Attachments) -> dict[str, Any]:
 
     ``{"role": "user", "content": text}`` is valid as is in the Anthropic Messages API, Chat
     Completions and the Responses API, so the three formats share it. The sections come in the
-    order SPEC §11.5 gives: summary, the user's constraints verbatim, file snapshots.
+    order SPEC §11.5 gives: summary, the user's constraints verbatim, file snapshots, the tools.
     """
     parts = [
         "This conversation was compacted: the summary below stands for its earlier part.",
@@ -278,6 +330,8 @@ def summary_message(summary: str, extra: Attachments) -> dict[str, Any]:
         parts.append(
             f'<file path={orjson.dumps(path).decode()} note="{SNAPSHOT_NOTE}">\n{text}\n</file>'
         )
+    if extra.tools:
+        parts.append(f'<tools note="{TOOLS_NOTE}">\n{", ".join(extra.tools)}\n</tools>')
     return {"role": "user", "content": "\n\n".join(parts)}
 
 
@@ -298,9 +352,20 @@ def anchor_of(messages: Sequence[Any], fmt: Format, index: int) -> str:
 
 
 def resolve_anchor(messages: Sequence[Any], fmt: Format, anchor: str, hint: int) -> int | None:
-    """Where the message ``anchor`` names is now: tried at ``hint`` first, then everywhere."""
-    order = [hint] if 0 <= hint < len(messages) else []
-    order += [i for i in range(len(messages)) if i != hint]
+    """Where the message ``anchor`` names is now: tried at ``hint`` first, then outwards from it.
+
+    Nearest first: a digest anchor of a message whose content repeats names every copy, and
+    the one nearest where it was is the one meant (histories grow at the end).
+    """
+    n = len(messages)
+    pivot = min(max(hint, 0), n)
+    # Lazily, nearest first: the hint almost always holds, and then nothing else is digested.
+    order = (
+        i
+        for d in range(n + 1)
+        for i in ((pivot - d, pivot + d) if d else (pivot,))
+        if 0 <= i < n and (d == 0 or i != pivot)
+    )
     for i in order:
         if anchor_of(messages, fmt, i) == anchor:
             return i

@@ -12,6 +12,7 @@ calling the summarizer again (SPEC §11.7).
 from __future__ import annotations
 
 import inspect
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -20,19 +21,110 @@ from budget._compaction import (
     Attachments,
     anchor_of,
     attachments,
+    drop_oldest_rounds,
     project,
     resolve_anchor,
     summary_message,
     tail_start,
 )
 from budget._config import BudgetConfig
-from budget._errors import InputError
+from budget._errors import InputError, SummaryTimeout, SummaryTooLong
+from budget._overflow import is_context_overflow
 from budget._report import Prepared
 from budget._view import Format
 
-__all__ = ["Checkpoint", "Compactor"]
+__all__ = ["Checkpoint", "Compactor", "Limits", "limits"]
 
 Append = Callable[[list[Mapping[str, Any]]], None]
+
+SUMMARY_RETRIES = 3
+"""Retries of a summary request refused as too long, each without the oldest quarter of what
+it summarized (whole rounds), before the compaction counts as failed (SPEC §11.6). Claude Code
+retries as often (``MAX_PTL_RETRIES = 3`` in ``src/services/compact/compact.ts``, read from the
+public reconstructions of the 2.1.x bundle, e.g. NanmiCoder/cc-haha)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """The compaction settings as they apply under one window and one unseen header.
+
+    The token settings are Claude Code's, made for a 200k window. Under a window where the
+    reserve and margin take more than half of it, they shrink in proportion to half of it (a
+    32k window otherwise has a negative threshold: every request would compact). The tail, the
+    attachments and the minimum reclaim are bounded by what the messages may hold under the
+    threshold once the header (system prompt, tool definitions: what the request carries that
+    toolbudget never sees) is counted: the tail by a quarter of it, the attachments by an eighth,
+    so that a compacted copy leaves room for the summary and the rounds until the next one
+    (a tail of half of it was measured to compact every third round on the public traces at a
+    32k window).
+    """
+
+    threshold: int
+    """Auto compaction when the view's tokens plus the header exceed this."""
+    room: int
+    """Most tokens one summary request may hold (window - reserve - margin)."""
+    tail_tokens: int
+    tail_max_tokens: int
+    min_reclaim_tokens: int
+    constraint_chars: int
+    file_chars: int
+
+
+def limits(config: BudgetConfig, window: int, header: int, *, manual: bool) -> Limits:
+    """The :class:`Limits` of ``config`` under ``window`` with ``header`` unseen tokens."""
+    reserve, margin = config.compact_reserve_tokens, config.compact_margin_tokens
+    manual_margin = config.compact_manual_margin_tokens
+    half = window // 2
+    if reserve + margin > half:
+        scale = half / (reserve + margin)
+        reserve, margin = int(reserve * scale), int(margin * scale)
+        manual_margin = int(manual_margin * scale)
+    threshold = window - reserve - margin
+    room = window - reserve - (manual_margin if manual else margin)
+    messages = max(threshold - header, 0)
+    tail_max = max(1, min(config.compact_tail_max_tokens, messages // 4))
+    # Attachments get an eighth of the messages' tokens, at ~4 characters a token: a quarter
+    # of it for the constraints, the rest shared by the file snapshots.
+    chars = messages // 2
+    constraint_chars = min(config.compact_constraint_chars, chars // 4)
+    files = max(config.compact_files, 1)
+    return Limits(
+        threshold=threshold,
+        room=room,
+        tail_tokens=min(config.compact_tail_tokens, tail_max),
+        tail_max_tokens=tail_max,
+        # A summary must pay for its call even when the header leaves the messages nothing:
+        # never less than a sixteenth of the window.
+        min_reclaim_tokens=min(config.compact_min_reclaim_tokens, max(window // 16, messages // 4)),
+        constraint_chars=constraint_chars,
+        file_chars=min(config.compact_file_chars, (chars - constraint_chars) // files),
+    )
+
+
+def _within(summarizer: Callable[[Sequence[Any]], Any], part: list[Any], timeout: float) -> Any:
+    """``summarizer(part)`` in a daemon thread, given ``timeout`` seconds.
+
+    A thread, not a signal: ``prepare`` may run in any thread, and a hung summarizer must not
+    keep the process from exiting (daemon). One past its time is abandoned, not stopped (Python
+    cannot stop a thread); whatever it returns later is dropped.
+    """
+    box: list[Any] = []
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            box.append(summarizer(part))
+        except BaseException as exc:  # handed to the caller's thread
+            errors.append(exc)
+
+    thread = threading.Thread(target=run, name="toolbudget-summarizer", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        raise SummaryTimeout(f"the summarizer did not return within {timeout:g} s")
+    if errors:
+        raise errors[0]
+    return box[0]
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +138,7 @@ class Checkpoint:
     head: int
     constraints: tuple[str, ...]
     files: tuple[tuple[str, str], ...]
+    tools: tuple[str, ...] = ()
 
     def to_record(self) -> dict[str, Any]:
         """The log record (without its sequence number, which the session adds)."""
@@ -57,6 +150,7 @@ class Checkpoint:
             "head": self.head,
             "constraints": list(self.constraints),
             "files": [list(f) for f in self.files],
+            **({"tools": list(self.tools)} if self.tools else {}),
         }
 
     @classmethod
@@ -69,11 +163,14 @@ class Checkpoint:
             rec.get("head"),
         )
         constraints, files = rec.get("constraints", []), rec.get("files", [])
+        tools = rec.get("tools", [])
         if not (isinstance(summary, str) and isinstance(anchor, str)):
             return None
         if not (isinstance(at, int) and isinstance(head, int) and 0 <= head <= at):
             return None
         if not (isinstance(constraints, list) and all(isinstance(c, str) for c in constraints)):
+            return None
+        if not (isinstance(tools, list) and all(isinstance(t, str) for t in tools)):
             return None
         if not (
             isinstance(files, list)
@@ -84,7 +181,13 @@ class Checkpoint:
         ):
             return None
         return cls(
-            summary, anchor, at, head, tuple(constraints), tuple((f[0], f[1]) for f in files)
+            summary,
+            anchor,
+            at,
+            head,
+            tuple(constraints),
+            tuple((f[0], f[1]) for f in files),
+            tuple(tools),
         )
 
 
@@ -106,8 +209,19 @@ class Compactor:
         so the session's per-message caches see an unchanged prefix between compactions."""
         self.failures = 0
         self.compactions = 0
+        self.breaker_openings = 0
+        """Times the breaker opened in this process (each one an event)."""
         self._unreported: int | None = None
         """Prefix tokens of a compaction no request has reported yet."""
+        self._tokens: Callable[[Any], int] | None = None
+        self._view_len = 0
+        self._last: tuple[int, Checkpoint | None, int] = (0, None, 0)
+        """(view length, checkpoint, copy tokens) of the last request, for :meth:`_estimate`."""
+        self.header = 0
+        """Tokens each request carries beyond its messages (system prompt, tool definitions),
+        learned from the reports: the anchored estimate of a copy minus its messages' estimate.
+        The largest seen is kept: an unanchored report (after a compaction, before the next
+        usage) sees no header, and overestimating it only compacts a little earlier."""
 
     @property
     def breaker_open(self) -> bool:
@@ -130,7 +244,7 @@ class Compactor:
         self._message = (
             None
             if cp is None
-            else summary_message(cp.summary, Attachments(cp.constraints, cp.files))
+            else summary_message(cp.summary, Attachments(cp.constraints, cp.files, cp.tools))
         )
 
     def view(self, messages: list[Any], fmt: Format) -> list[Any]:
@@ -147,7 +261,16 @@ class Compactor:
         return project(messages, cp.head, at, self._message)
 
     def reported(self, prepared: Prepared) -> Prepared:
-        """``prepared`` with its report saying a compaction ran, once per compaction."""
+        """``prepared`` with its report saying a compaction ran, once per compaction.
+
+        In ``"auto"`` mode it also learns :attr:`header` from the report, with the estimator
+        the request's :meth:`request_view` was given (one estimate per message of the copy).
+        """
+        tokens = self._tokens
+        if tokens is not None and self.config.compaction == "auto":
+            sent = sum(tokens(m) for m in prepared.messages)
+            self.header = max(self.header, prepared.report.tokens_after - sent)
+            self._last = (self._view_len, self.checkpoint, sent)
         if self._unreported is None:
             return prepared
         update = {"compacted": True, "summarized_tokens": self._unreported}
@@ -174,19 +297,46 @@ class Compactor:
         """What ``prepare`` budgets: the view, compacted first when it nears the window.
 
         Automatic compaction runs in ``"auto"`` mode with a summarizer and the breaker closed,
-        when the view's estimate exceeds ``window - compact_reserve_tokens -
-        compact_margin_tokens`` (SPEC §11.2).
+        when the estimate of the request (:meth:`_estimate` plus :attr:`header`) exceeds
+        ``window - compact_reserve_tokens - compact_margin_tokens`` (SPEC §11.2), those two
+        scaled down under a small window (:func:`limits`).
         """
+        view = self._request_view(messages, fmt, tokens, append, window)
+        self._view_len = len(view)
+        return view
+
+    def _request_view(
+        self,
+        messages: list[Any],
+        fmt: Format,
+        tokens: Callable[[Any], int],
+        append: Append,
+        window: Callable[[], int],
+    ) -> list[Any]:
         view = self.view(messages, fmt)
         cfg = self.config
+        self._tokens = tokens
         if cfg.compaction != "auto" or self.summarizer is None or self.breaker_open:
             return view
-        threshold = window() - cfg.compact_reserve_tokens - cfg.compact_margin_tokens
-        if sum(tokens(m) for m in view) <= threshold:
+        threshold = limits(cfg, window(), self.header, manual=False).threshold
+        if self._estimate(view, tokens) + self.header <= threshold:
             return view
         if self.compact(messages, fmt, tokens, append, window, manual=False):
             return self.view(messages, fmt)
         return view
+
+    def _estimate(self, view: list[Any], tokens: Callable[[Any], int]) -> int:
+        """Tokens the budgeted copy of ``view`` will have, header aside.
+
+        The last copy's size plus the raw size of what was appended since, when the view
+        extends the last one under the same checkpoint: the copy is what the window holds, and
+        a history whose large results were spilled is far larger than its copy. Otherwise
+        the raw size of the whole view (an overestimate: compaction comes early, never late).
+        """
+        n, cp, sent = self._last
+        if cp is self.checkpoint and 0 < n <= len(view):
+            return sent + sum(tokens(m) for m in view[n:])
+        return sum(tokens(m) for m in view)
 
     def compact(
         self,
@@ -210,19 +360,20 @@ class Compactor:
         if self.summarizer is None:
             raise InputError("compaction needs a summarizer: Budget.open(..., summarizer=...)")
         cfg = self.config
+        lim = limits(cfg, window(), self.header, manual=manual)
         view = self.view(messages, fmt)
         tail = tail_start(
             view,
             fmt,
-            min_tokens=cfg.compact_tail_tokens,
+            min_tokens=lim.tail_tokens,
             min_messages=cfg.compact_tail_messages,
-            max_tokens=cfg.compact_tail_max_tokens,
+            max_tokens=lim.tail_max_tokens,
             tokens=tokens,
         )
         # With a checkpoint the view's first message after the head is the summary: a new one
         # must cover more than it, and the retained tail's first message is a caller's message.
         first = tail.head + (1 if view is not messages else 0)
-        if tail.start <= first or tail.prefix_tokens < cfg.compact_min_reclaim_tokens:
+        if tail.start <= first or tail.prefix_tokens < lim.min_reclaim_tokens:
             self._log.info(
                 "toolbudget.session.compaction_skipped",
                 prefix_tokens=tail.prefix_tokens,
@@ -233,40 +384,30 @@ class Compactor:
             view,
             fmt,
             tail.start,
-            constraint_chars=cfg.compact_constraint_chars,
+            constraint_chars=lim.constraint_chars,
             files=cfg.compact_files,
-            file_chars=cfg.compact_file_chars,
+            file_chars=lim.file_chars,
         )
         if view is not messages and self.checkpoint is not None:
             # The user's constraints were carried by the last summary message, not its text.
-            extra = Attachments(extra.constraints or self.checkpoint.constraints, extra.files)
-        margin = cfg.compact_manual_margin_tokens if manual else cfg.compact_margin_tokens
-        room = window() - cfg.compact_reserve_tokens - margin
+            old = self.checkpoint
+            extra = Attachments(
+                extra.constraints or old.constraints,
+                extra.files,
+                tuple(dict.fromkeys((*old.tools, *extra.tools))),
+            )
+        room = lim.room
         first_summarized, held = tail.start, 0
         while first_summarized > tail.head and held + tokens(view[first_summarized - 1]) <= room:
             first_summarized -= 1
             held += tokens(view[first_summarized])
+        if manual:
+            # The caller chose to try again: the breaker closes, and counts from this call.
+            self.failures = 0
         try:
-            summary = self.summarizer(view[first_summarized : tail.start])
-            if inspect.isawaitable(summary):
-                close = getattr(summary, "close", None)
-                if close is not None:
-                    close()
-                raise InputError("an async summarizer needs aprepare(), which is not there yet")
-            if not isinstance(summary, str) or not summary.strip():
-                raise InputError("the summarizer returned no summary text")
+            summary = self._summarize(view[first_summarized : tail.start], fmt, tokens, manual)
         except Exception as exc:
-            self.failures += 1
-            self._log.warning(
-                "toolbudget.session.compaction_failed",
-                error=str(exc),
-                failures=self.failures,
-                manual=manual,
-            )
-            if self.breaker_open and not manual:
-                self._log.error(
-                    "toolbudget.session.compaction_breaker_open", failures=self.failures
-                )
+            self._failed(exc, manual)
             if manual:
                 raise
             return False
@@ -278,6 +419,7 @@ class Compactor:
             head=tail.head,
             constraints=extra.constraints,
             files=extra.files,
+            tools=extra.tools,
         )
         append([cp.to_record()])
         self._set(cp)
@@ -291,12 +433,83 @@ class Compactor:
             summary_chars=len(summary),
             constraints=len(cp.constraints),
             files=len(cp.files),
+            tools=len(cp.tools),
             manual=manual,
         )
         return True
 
+    def _summarize(
+        self, part: list[Any], fmt: Format, tokens: Callable[[Any], int], manual: bool
+    ) -> str:
+        """The summary of ``part``; its oldest rounds dropped while the request is too long.
+
+        Raises what the summarizer raised (a SummaryTimeout when it ran past
+        ``compact_timeout_s``, an InputError for no text) once no retry is left.
+        """
+        retries = 0
+        while True:
+            try:
+                return self._call(part)
+            except Exception as exc:
+                if not (isinstance(exc, SummaryTooLong) or is_context_overflow(exc)):
+                    raise
+                cut = drop_oldest_rounds(part, fmt, tokens)
+                if retries >= SUMMARY_RETRIES or cut == 0:
+                    raise
+                retries += 1
+                self._log.warning(
+                    "toolbudget.session.compaction_retry",
+                    retry=retries,
+                    dropped_messages=cut,
+                    summarized_messages=len(part) - cut,
+                    error=str(exc),
+                    manual=manual,
+                )
+                part = part[cut:]
+
+    def _call(self, part: list[Any]) -> str:
+        """One summarizer call, bounded by ``compact_timeout_s``; the text checked."""
+        summarizer = self.summarizer
+        assert summarizer is not None  # checked by compact()
+        timeout = self.config.compact_timeout_s
+        summary = summarizer(part) if timeout is None else _within(summarizer, part, timeout)
+        if inspect.isawaitable(summary):
+            close = getattr(summary, "close", None)
+            if close is not None:
+                close()
+            raise InputError("an async summarizer needs aprepare(), which is not there yet")
+        if not isinstance(summary, str) or not summary.strip():
+            raise InputError("the summarizer returned no summary text")
+        return summary
+
+    def _failed(self, exc: Exception, manual: bool) -> None:
+        """Count a failed compaction; open the breaker (one event) at the threshold."""
+        self.failures += 1
+        self._log.warning(
+            "toolbudget.session.compaction_failed",
+            error=str(exc) or type(exc).__name__,
+            failures=self.failures,
+            manual=manual,
+        )
+        if self.failures == self.config.compact_breaker_failures:
+            self.breaker_openings += 1
+            self._log.error(
+                "toolbudget.session.compaction_breaker_open",
+                failures=self.failures,
+                hint="no automatic compaction until a manual Budget.compact() call succeeds",
+            )
+
     def _source_index(self, messages: list[Any], view: list[Any], start: int, fmt: Format) -> int:
-        if view is messages:
+        """Where ``view[start]`` is in the caller's ``messages``.
+
+        A projected view is ``messages[:head] + [summary] + messages[at:]``: the index maps
+        back by that shape, not by looking the message up (a message whose content repeats,
+        as an agent's "run the tests" turns do, would be found at an earlier copy).
+        """
+        cp = self.checkpoint
+        if view is messages or cp is None:
             return start
-        found = resolve_anchor(messages, fmt, anchor_of(view, fmt, start), start)
-        return start if found is None else found
+        at = resolve_anchor(messages, fmt, cp.anchor, cp.index)
+        if at is None:
+            return start
+        return at + (start - cp.head - 1)

@@ -140,6 +140,13 @@ class BudgetConfig(BaseSettings):
     """Most characters of one file snapshot."""
     compact_constraint_chars: Annotated[int, Field(ge=0)] = 4_000
     """Most characters of user constraints carried verbatim after a compaction."""
+    compact_timeout_s: Annotated[float, Field(gt=0)] | None = 600.0
+    """Seconds a summarizer may run before the compaction counts as failed (None: no limit).
+
+    The default is the official SDKs' own request timeout, 10 minutes (``DEFAULT_TIMEOUT`` in
+    ``anthropic/_constants.py`` of anthropic-sdk-python and ``openai/_constants.py`` of
+    openai-python): a summarizer wrapping one SDK call gets the time that call has. A
+    summarizer that runs past it is left running in its thread; its summary is dropped."""
 
     # Store.
     quota_bytes: PositiveInt | None = 1 << 30

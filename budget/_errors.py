@@ -10,7 +10,10 @@ Every error toolbudget raises on purpose derives from :class:`BudgetError`::
     │   ├── RefError           a read-back reference is invalid or unknown
     │   ├── SessionLocked      another process holds the session
     │   └── QuotaExceeded      the session's size quota would be exceeded
-    └── ContextOverflow        the provider refused the prompt as too long, three times in a row
+    ├── ContextOverflow        the provider refused the prompt as too long, three times in a row
+    ├── SummaryTooLong         a summarizer's request is over its model's window (raised by a
+    │                          summarizer; compaction drops the oldest rounds and retries)
+    └── SummaryTimeout         a summarizer ran past ``compact_timeout_s``
 
 A failed spill is *not* an error for the caller: the text stays inline and the decision is
 frozen as ``kept_unspillable``; the store error is logged as an event instead.
@@ -41,6 +44,8 @@ __all__ = [
     "RefError",
     "SessionLocked",
     "StoreError",
+    "SummaryTimeout",
+    "SummaryTooLong",
 ]
 
 
@@ -54,3 +59,16 @@ class FormatError(InputError):
 
 class ContextOverflow(BudgetError):
     """The provider refused the prompt as too long three times in a row, despite harder budgeting."""
+
+
+class SummaryTooLong(BudgetError):
+    """A summarizer's request is longer than its model accepts.
+
+    Raise it from your own summarizer (the SDK adapters of :mod:`budget.summarizers` need not:
+    a provider's "prompt is too long" error is recognised as the same thing). Compaction then
+    drops the oldest rounds from what it summarizes and asks again (SPEC §11.6).
+    """
+
+
+class SummaryTimeout(BudgetError, TimeoutError):
+    """A summarizer did not return within ``compact_timeout_s``: the compaction failed."""

@@ -22,6 +22,9 @@ from spill._readonly import ReadOnlyStore
 if TYPE_CHECKING:
     from rich.console import Console
 
+DEFAULT_BENCH_WINDOW = 128_000
+"""``toolbudget bench``'s default ``--window``; a smaller one adds the compacting strategies."""
+
 app = typer.Typer(
     name="toolbudget",
     help="Keep an LLM agent's tool results inside its context budget, losing nothing.",
@@ -141,7 +144,13 @@ def bench(
         typer.Option(help="Comma-separated strategy names (default: all). 'none' always runs."),
     ] = None,
     window: Annotated[
-        int, typer.Option(min=1, help="Context window in tokens: overflows are counted above it.")
+        int,
+        typer.Option(
+            min=1,
+            help="Context window in tokens: overflows are counted above it. Under 128000 the "
+            "compacting strategies run too (toolbudget-compact, langchain-summary, "
+            "claude-code-compact).",
+        ),
     ] = 128_000,
     json_path: Annotated[
         Path | None,
@@ -169,7 +178,7 @@ def bench(
 
     from benchmarks.report import render, run_bench, write_json, write_plots  # noqa: PLC0415
 
-    names = _chosen_strategies(strategies)
+    names = _chosen_strategies(strategies, window)
     # Every output is checked before the replay, which can take minutes: fail now, not after.
     _check_outputs(json_path, plots)
     names = _runnable(names)
@@ -189,19 +198,23 @@ def bench(
             console.print(f"wrote {path}")
 
 
-def _chosen_strategies(strategies: str | None) -> list[str]:
-    """The strategy names ``--strategies`` gives (all by default); exits on an unknown one."""
+def _chosen_strategies(strategies: str | None, window: int) -> list[str]:
+    """The strategy names ``--strategies`` gives (all by default); exits on an unknown one.
+
+    A window small enough to force compaction adds the compacting strategies by default.
+    """
     from benchmarks import strategies as registry  # noqa: PLC0415
 
+    known = [*registry.names(), *registry.compacting_names()]
     if strategies is None:
-        return registry.names()
+        names = registry.names()
+        if window < DEFAULT_BENCH_WINDOW:
+            names += registry.compacting_names()
+        return names
     names = [n.strip() for n in strategies.split(",") if n.strip()]
-    unknown = [n for n in names if n not in registry.STRATEGIES]
+    unknown = [n for n in names if n not in known]
     if unknown or not names:
-        _fail(
-            f"unknown strategy {', '.join(unknown) or '(none given)'}; "
-            f"known: {', '.join(registry.names())}"
-        )
+        _fail(f"unknown strategy {', '.join(unknown) or '(none given)'}; known: {', '.join(known)}")
     return names
 
 

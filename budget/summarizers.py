@@ -9,6 +9,12 @@ A summarizer is any callable ``(messages) -> str`` (or an ``async`` one). Three 
   can be summarized by either provider), under a structured prompt, and **no tools**: the
   summarizer must describe the work, never act on it (SPEC §11.4).
 
+A summarizer whose request is too long for its model raises :class:`SummaryTooLong` (or lets
+the provider's own "prompt is too long" error through: the SDK adapters do, and compaction
+recognises it as :func:`budget._overflow.is_context_overflow` does): compaction then drops the
+oldest rounds from what it summarizes and asks again. One that runs past ``compact_timeout_s``
+fails the compaction with :class:`SummaryTimeout`.
+
 The prompt's sections (goal, key technical points, files involved, errors and fixes, current
 work, next steps) follow the structured summary the seed in ``../shared/seeds`` describes for
 Claude Code's auto-compact.
@@ -22,10 +28,18 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from budget._compaction import render_transcript
-from budget._errors import InputError
+from budget._errors import InputError, SummaryTimeout, SummaryTooLong
 from budget.formats._common import field
 
-__all__ = ["PROMPT", "Summarizer", "anthropic", "extractive", "openai"]
+__all__ = [
+    "PROMPT",
+    "Summarizer",
+    "SummaryTimeout",
+    "SummaryTooLong",
+    "anthropic",
+    "extractive",
+    "openai",
+]
 
 Summarizer = Callable[[Sequence[Any]], "str | Awaitable[str]"]
 """What ``Budget.open(..., summarizer=...)`` takes: messages in, summary text out."""

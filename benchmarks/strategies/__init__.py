@@ -17,9 +17,11 @@ from typing import Any
 from benchmarks.strategies import (
     anthropic_context_editing,
     claude_code,
+    claude_code_compact,
     codex,
     gemini_cli,
     langchain_editing,
+    langchain_summary,
     none,
     observation_masking,
     openai_agents,
@@ -31,12 +33,14 @@ from benchmarks.strategies._base import Declaration, Messages, Strategy, Strateg
 from budget._errors import ConfigError
 
 __all__ = [
+    "COMPACTING",
     "REQUIRES",
     "STRATEGIES",
     "Declaration",
     "Messages",
     "Strategy",
     "StrategySession",
+    "compacting_names",
     "get",
     "missing",
     "names",
@@ -63,10 +67,25 @@ STRATEGIES: Mapping[str, Declaration[Any]] = MappingProxyType(
 )
 """Strategy name -> its module's declaration, in the order of the report."""
 
+COMPACTING: Mapping[str, Declaration[Any]] = MappingProxyType(
+    {
+        declared.name: declared
+        for declared in (
+            toolbudget.STRATEGY_COMPACT,
+            langchain_summary.STRATEGY,
+            claude_code_compact.STRATEGY,
+        )
+    }
+)
+"""The strategies that summarize the conversation (SPEC §11.8), by name: not in the default
+run (at the default 128k window the public traces need no compaction); ``toolbudget bench
+--window N`` with a smaller window adds them, ``--strategies`` names them."""
+
 
 REQUIRES: Mapping[str, tuple[tuple[str, ...], str]] = MappingProxyType(
     {
         "langchain": (("langchain", "langchain_core"), "langchain"),
+        "langchain-summary": (("langchain", "langchain_core"), "langchain"),
         "openai-agents": (("agents",), "openai-agents"),
     }
 )
@@ -93,11 +112,16 @@ def names() -> list[str]:
     return list(STRATEGIES)
 
 
+def compacting_names() -> list[str]:
+    """The compacting strategies' names (:data:`COMPACTING`), in the order of the report."""
+    return list(COMPACTING)
+
+
 def get(name: str, **overrides: Any) -> Strategy:
     """The strategy registered as ``name``, its config fields overridden by ``overrides``."""
-    declared = STRATEGIES.get(name)
+    declared = STRATEGIES.get(name) or COMPACTING.get(name)
     if declared is None:
-        known = ", ".join(STRATEGIES)
+        known = ", ".join([*STRATEGIES, *COMPACTING])
         raise ConfigError(f"unknown strategy {name!r}; known strategies: {known}")
     try:
         return declared.make(**overrides)

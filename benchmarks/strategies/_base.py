@@ -31,6 +31,21 @@ class StrategySession(Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True)
+class SideCall:
+    """A model call a strategy made besides the request it prepared: a summary, for compaction.
+
+    The replay prices it before the request (it ran first): ``messages`` under ``system`` go
+    through the same prompt-cache simulation as requests (a summary request that starts with
+    the conversation as last sent reads it from the cache), and ``output`` is billed at the
+    model's output price (:func:`benchmarks.pricing.output_price`).
+    """
+
+    messages: list[Any]
+    output: str
+    system: Any = ""
+
+
 class Strategy(Protocol):
     """A named, configured budgeting strategy."""
 
@@ -42,6 +57,16 @@ class Strategy(Protocol):
     def open(self, trace: Trace, workdir: Path) -> StrategySession:
         """Start a session for one trace; ``workdir`` is an empty directory it may use."""
         ...
+
+
+def side_calls(session: object) -> list[SideCall]:
+    """The side calls ``session`` made since it was last asked (none for most strategies).
+
+    A session that makes some has a ``take_side_calls()`` method returning them and forgetting
+    them; a session that has compaction figures has ``compactions`` and ``breaker_openings``.
+    """
+    take = getattr(session, "take_side_calls", None)
+    return list(take()) if callable(take) else []
 
 
 class Unrecoverable:

@@ -22,11 +22,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks.strategies._base import Declaration, Messages
+from benchmarks.strategies._base import Declaration, Messages, SideCall
 from benchmarks.trace import Trace, Usage
-from budget import Budget, BudgetConfig, Report
+from budget import Budget, BudgetConfig, Report, summarizers
+from budget._compaction import render_transcript
 
-__all__ = ["STRATEGY", "ToolbudgetSession", "ToolbudgetSettings", "usage_dict"]
+__all__ = [
+    "STRATEGY",
+    "STRATEGY_COMPACT",
+    "RecordingSummarizer",
+    "ToolbudgetSession",
+    "ToolbudgetSettings",
+    "usage_dict",
+]
 
 
 def usage_dict(usage: Usage) -> dict[str, int]:
@@ -39,18 +47,55 @@ def usage_dict(usage: Usage) -> dict[str, int]:
     }
 
 
+class RecordingSummarizer:
+    """The extractive summarizer, recording each summary request as the SDK adapters send it.
+
+    The request is :data:`budget.summarizers.PROMPT` as the system prompt and the transcript of
+    the summarized messages as the one user turn (what ``summarizers.anthropic`` sends), so the
+    replay prices the call a real model summary would cost; the summary itself is extractive,
+    the same text the LangChain peer's fake model returns, so summary sizes are equal.
+    """
+
+    def __init__(self) -> None:
+        self.extractive = summarizers.extractive()
+        self.calls: list[SideCall] = []
+
+    def __call__(self, messages: Any) -> str:
+        """The extractive summary of ``messages``; the request recorded."""
+        summary = self.extractive(messages)
+        assert isinstance(summary, str)
+        request = [{"role": "user", "content": render_transcript(messages)}]
+        self.calls.append(SideCall(request, summary, summarizers.PROMPT))
+        return summary
+
+
 class ToolbudgetSession:
     """One trace's Budget session; keeps the last report so callers can see what each request did."""
 
-    def __init__(self, config: BudgetConfig, path: Path, *, read_tool: bool = False) -> None:
-        self.budget = Budget.open(path, config)
+    def __init__(
+        self,
+        config: BudgetConfig,
+        path: Path,
+        *,
+        read_tool: bool = False,
+        summarizer: RecordingSummarizer | None = None,
+    ) -> None:
+        self.budget = Budget.open(path, config, summarizer=summarizer)
+        self.summarizer = summarizer
         self.tools: list[dict[str, Any]] = [self.budget.read_tool()] if read_tool else []
         """Tool definitions this strategy adds to every request (the read-back tool, if any)."""
         self.report: Report | None = None
         """The report of the last request prepared."""
 
     def prepare(self, messages: Messages, *, usage: Usage | None, now: float | None) -> Messages:
-        """The Budget's request copy for ``messages``."""
+        """The Budget's request copy for ``messages``.
+
+        With compaction, the recorded usage is passed only until the first compaction: after
+        it, the recording's usage measures the original agent's full history, not the
+        compacted copy this session sent (an agent's own usage would; the replay has none).
+        """
+        if usage is not None and self.summarizer is not None and self.compactions:
+            usage = None
         prepared = self.budget.prepare(
             messages, usage=None if usage is None else usage_dict(usage), now=now
         )
@@ -64,6 +109,23 @@ class ToolbudgetSession:
             return None
         return self.budget.read(decision.ref)
 
+    def take_side_calls(self) -> list[SideCall]:
+        """The summary requests made since the last call (none without compaction)."""
+        if self.summarizer is None:
+            return []
+        calls, self.summarizer.calls = self.summarizer.calls, []
+        return calls
+
+    @property
+    def compactions(self) -> int:
+        """Compactions this session made (checkpoints recorded)."""
+        return self.budget._compactor.compactions
+
+    @property
+    def breaker_openings(self) -> int:
+        """Times the compaction breaker opened."""
+        return self.budget._compactor.breaker_openings
+
     def close(self) -> None:
         """Release the session directory."""
         self.budget.close()
@@ -76,6 +138,8 @@ class ToolbudgetSettings:
     budget: BudgetConfig = field(default_factory=lambda: BudgetConfig(include_path=True))
     read_tool: bool = False
     """Add the read-back tool to every request (an agent without file tools)."""
+    compact: bool = False
+    """Give the session the extractive summarizer (:class:`RecordingSummarizer`)."""
 
 
 def _configure(*, read_tool: bool = False, **overrides: Any) -> ToolbudgetSettings:
@@ -87,13 +151,25 @@ def _configure(*, read_tool: bool = False, **overrides: Any) -> ToolbudgetSettin
     return ToolbudgetSettings(BudgetConfig(**{"include_path": True, **overrides}), read_tool)
 
 
+def _configure_compact(*, read_tool: bool = False, **overrides: Any) -> ToolbudgetSettings:
+    """toolbudget with ``compaction="auto"`` and the extractive summarizer; keyword overrides
+    are :class:`BudgetConfig` settings (its compaction thresholds are the library defaults)."""
+    config = BudgetConfig(**{"include_path": True, "compaction": "auto", **overrides})
+    return ToolbudgetSettings(config, read_tool, compact=True)
+
+
 def _open(settings: ToolbudgetSettings, trace: Trace, workdir: Path) -> ToolbudgetSession:
     """A Budget session in ``workdir/session``, told the trace's model as an adopter would
     (it picks the tokenizer family of the estimates; the window stays as configured)."""
     config = settings.budget
     if config.model is None and trace.model:
         config = config.model_copy(update={"model": trace.model})
-    return ToolbudgetSession(config, workdir / "session", read_tool=settings.read_tool)
+    summarizer = RecordingSummarizer() if settings.compact else None
+    return ToolbudgetSession(
+        config, workdir / "session", read_tool=settings.read_tool, summarizer=summarizer
+    )
 
 
 STRATEGY = Declaration("toolbudget", _configure, _open)
+STRATEGY_COMPACT = Declaration("toolbudget-compact", _configure_compact, _open)
+"""toolbudget with its second layer: automatic compaction by the extractive summarizer."""

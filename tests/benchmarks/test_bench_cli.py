@@ -258,6 +258,8 @@ def test_calibration_fits_100_columns_with_every_figure_whole(shared_traces: Pat
     named = hidden.split(": ", 1)[1].split(", ")
     assert "ms p99" in named
     assert not [name for name in named if f" {name} " in f"{header} "]
+    # Nothing compacted at the default window: compaction's columns are not even offered.
+    assert "compactions" not in result.stdout
     wide = CliRunner().invoke(app, [*args, "--wide"], env={"COLUMNS": "100"})
     assert wide.exit_code == 0, wide.output
     assert "cache rules" in wide.stdout and "claude-code/" in wide.stdout
