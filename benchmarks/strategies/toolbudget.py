@@ -10,7 +10,11 @@ the read-back tool uses.
 
 Every recorded agent has file tools (a shell, a file reader), so by default the strategy adopts
 toolbudget as such an agent would: envelopes name the spilled file (``include_path``) and no
-read-back tool is added, like the ``claude-code`` strategy. An agent without file tools sends the
+read-back tool is added, like the ``claude-code`` strategy. As with the peers' ``shown_dir``, the
+path an envelope names is the body's path under a fixed directory (:data:`SHOWN_DIR`), while the
+body itself is written under ``workdir``: the figures then do not depend on where the replay ran
+(a temporary directory's random name, or a Ray worker's), so two runs, and two engines, give the
+same tokens. An agent without file tools sends the
 read-back tool's definition with every request; ``read_tool=True`` models that (its ~130 tokens
 then count in every request's header, which on a short trace with nothing to spill is the whole
 difference from no budgeting).
@@ -18,6 +22,7 @@ difference from no budgeting).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,8 +30,13 @@ from typing import Any
 from benchmarks.strategies._base import Declaration, Messages
 from benchmarks.trace import Trace, Usage
 from budget import Budget, BudgetConfig, Report
+from spill import LocalStore
 
-__all__ = ["STRATEGY", "ToolbudgetSession", "ToolbudgetSettings", "usage_dict"]
+__all__ = ["SHOWN_DIR", "STRATEGY", "ToolbudgetSession", "ToolbudgetSettings", "usage_dict"]
+
+SHOWN_DIR = "/home/user/.toolbudget/sessions/session"
+"""The session directory envelopes name (an adopter's session directory, fixed like the peers'
+``shown_dir`` so that runs are byte-identical wherever the replay's ``workdir`` is)."""
 
 
 def usage_dict(usage: Usage) -> dict[str, int]:
@@ -39,11 +49,36 @@ def usage_dict(usage: Usage) -> dict[str, int]:
     }
 
 
+class _ShownStore(LocalStore):
+    """A :class:`spill.LocalStore` whose ``path_of`` names the body under ``shown_dir``."""
+
+    def __init__(self, path: Path, config: BudgetConfig, shown_dir: str) -> None:
+        super().__init__(path, quota_bytes=config.quota_bytes, fsync=config.fsync)
+        self._shown_dir = shown_dir
+
+    def path_of(self, ref: str) -> str:
+        """Where the body of ``ref`` would be in a session directory at ``shown_dir``."""
+        inside = os.path.relpath(super().path_of(ref), self.path)
+        return f"{self._shown_dir}/{Path(inside).as_posix()}"
+
+
 class ToolbudgetSession:
     """One trace's Budget session; keeps the last report so callers can see what each request did."""
 
-    def __init__(self, config: BudgetConfig, path: Path, *, read_tool: bool = False) -> None:
-        self.budget = Budget.open(path, config)
+    def __init__(
+        self,
+        config: BudgetConfig,
+        path: Path,
+        *,
+        read_tool: bool = False,
+        shown_dir: str = SHOWN_DIR,
+    ) -> None:
+        store = _ShownStore(path, config, shown_dir)
+        try:
+            self.budget = Budget(store, config)
+        except BaseException:
+            store.close()
+            raise
         self.tools: list[dict[str, Any]] = [self.budget.read_tool()] if read_tool else []
         """Tool definitions this strategy adds to every request (the read-back tool, if any)."""
         self.report: Report | None = None
@@ -76,15 +111,20 @@ class ToolbudgetSettings:
     budget: BudgetConfig = field(default_factory=lambda: BudgetConfig(include_path=True))
     read_tool: bool = False
     """Add the read-back tool to every request (an agent without file tools)."""
+    shown_dir: str = SHOWN_DIR
+    """The session directory the envelopes name (the bodies are written under ``workdir``)."""
 
 
-def _configure(*, read_tool: bool = False, **overrides: Any) -> ToolbudgetSettings:
+def _configure(
+    *, read_tool: bool = False, shown_dir: str = SHOWN_DIR, **overrides: Any
+) -> ToolbudgetSettings:
     """The strategy's settings; keyword overrides are :class:`BudgetConfig` settings.
 
-    Envelopes name the spilled file unless ``include_path=False`` is given; ``read_tool=True``
-    adds the read-back tool to every request (an agent without file tools).
+    Envelopes name the spilled file (under ``shown_dir``) unless ``include_path=False`` is given;
+    ``read_tool=True`` adds the read-back tool to every request (an agent without file tools).
     """
-    return ToolbudgetSettings(BudgetConfig(**{"include_path": True, **overrides}), read_tool)
+    config = BudgetConfig(**{"include_path": True, **overrides})
+    return ToolbudgetSettings(config, read_tool, shown_dir)
 
 
 def _open(settings: ToolbudgetSettings, trace: Trace, workdir: Path) -> ToolbudgetSession:
@@ -93,7 +133,9 @@ def _open(settings: ToolbudgetSettings, trace: Trace, workdir: Path) -> Toolbudg
     config = settings.budget
     if config.model is None and trace.model:
         config = config.model_copy(update={"model": trace.model})
-    return ToolbudgetSession(config, workdir / "session", read_tool=settings.read_tool)
+    return ToolbudgetSession(
+        config, workdir / "session", read_tool=settings.read_tool, shown_dir=settings.shown_dir
+    )
 
 
 STRATEGY = Declaration("toolbudget", _configure, _open)
