@@ -50,13 +50,23 @@ IN_FLIGHT_PER_CPU = 4
 
 
 def import_ray() -> ModuleType:
-    """The ``ray`` module, or a :class:`~budget.ConfigError` naming the extra that installs it."""
+    """The ``ray`` module, or a :class:`~budget.ConfigError` naming the extra that installs it.
+
+    The first ``import ray`` of a process installs a process-wide ``logging`` record factory that
+    adds ``_ray_timestamp_ns`` to every record (``_setup_log_record_factory`` in
+    ``ray/_private/log.py``, ray 2.60): the application's own structured logs would grow that
+    field. The factory the process had is put back (Ray's formatters read the field only when a
+    record has it).
+    """
+    factory = logging.getLogRecordFactory()
     try:
         return importlib.import_module("ray")
     except ImportError:
         raise ConfigError(
             f"--engine ray needs the 'ray' package: pip install 'toolbudget[{EXTRA}]'"
         ) from None
+    finally:
+        logging.setLogRecordFactory(factory)
 
 
 def _run_job(trace: Trace, job: ReplayJob) -> Replay:

@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 
 from benchmarks import strategies
 from benchmarks.importers import load_dir
-from benchmarks.ray_engine import RayEngine
+from benchmarks.ray_engine import RayEngine, import_ray
 from benchmarks.replay import LocalEngine, Replay, build_strategies, jobs_for, replay_trace
 from benchmarks.report import as_json, run_bench
 from benchmarks.strategies._base import Messages, StrategySession
@@ -48,10 +48,20 @@ def without_timings(doc: Any) -> Any:
     return doc
 
 
+def _ray_module() -> ModuleType:
+    """``ray`` (skipped when missing, a failure under CI), the process's log records left alone."""
+    factory = logging.getLogRecordFactory()  # as import_ray keeps it: see its docstring
+    try:
+        require_module("ray", "ray")
+    finally:
+        logging.setLogRecordFactory(factory)
+    return import_ray()
+
+
 @pytest.fixture(scope="module")
 def ray() -> Iterator[ModuleType]:
     """A local Ray cluster of 2 CPUs for this module, shut down (its processes ended) afterwards."""
-    module = require_module("ray", "ray")
+    module = _ray_module()
     if module.is_initialized():
         module.shutdown()
     module.init(
@@ -168,13 +178,15 @@ def test_bench_cli_engine_ray_gives_the_local_json(ray: ModuleType, tmp_path: Pa
 
 
 def test_bench_cli_refuses_ray_options_without_ray_and_unknown_engines() -> None:
-    """--address or --workers with the local engine, or an unknown engine, is a clear error."""
+    """--address or --workers with the local engine, an unknown engine, or --generate with
+    --traces is a clear error."""
     runner = CliRunner()
     for args, words in (
         (["--workers", "2"], "--address and --workers are options of --engine ray"),
         (["--address", "auto"], "--address and --workers are options of --engine ray"),
         (["--engine", "spark"], "unknown engine 'spark'; known: local, ray"),
         (["--engine", "ray", "--address", "auto", "--workers", "2"], "a cluster at an address"),
+        (["--traces", "."], "--generate replaces --traces: give one of them"),
     ):
         result = runner.invoke(app, ["bench", "--generate", "1", *args])
         assert result.exit_code == 2, result.output
@@ -193,6 +205,27 @@ def test_bench_cli_names_the_ray_extra_when_ray_is_missing(
     ]
 
 
+def test_importing_ray_for_the_engine_leaves_the_process_log_records_alone() -> None:
+    """After the engine imports ray, a log record has no ``_ray_timestamp_ns`` field."""
+    script = (
+        "import logging\n"
+        "from benchmarks.ray_engine import import_ray\n"
+        "import_ray()\n"
+        "record = logging.getLogger('app').makeRecord('app', 30, 'f', 1, 'm', (), None)\n"
+        "print(sorted(k for k in vars(record) if 'ray' in k))\n"
+    )
+    _ray_module()
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
 def test_ray_engine_refuses_nonsense_settings() -> None:
     """A local cluster of no worker, or workers for a remote cluster, is a ConfigError."""
     with pytest.raises(ConfigError, match="at least 1"):
@@ -204,7 +237,7 @@ def test_ray_engine_refuses_nonsense_settings() -> None:
 @pytest.mark.slow
 def test_bench_engine_ray_starts_and_stops_its_own_local_cluster(tmp_path: Path) -> None:
     """Without a running cluster, ``--engine ray --workers 1`` starts one, replays, and stops it."""
-    require_module("ray", "ray")
+    _ray_module()
     out = tmp_path / "r.json"
     script = (
         "import sys, ray\n"
