@@ -1,4 +1,5 @@
-"""``python -m benchmarks perf|soak|store-perf|tokens``: the benchmarks' one command line.
+"""``python -m benchmarks perf|soak|store-perf|synthetic-shape|throughput|tokens``: the benchmarks'
+one command line.
 
 Each command loads its benchmark module only when it runs, so ``python -m benchmarks tokens``
 does not import the soak or the perf suite. ``python -m benchmarks.perf`` (and ``.soak``,
@@ -20,7 +21,7 @@ __all__ = ["COMMANDS", "alias", "app", "main"]
 
 app = typer.Typer(
     name="python -m benchmarks",
-    help="toolbudget's benchmarks: speed, crash soak, session store, token estimates.",
+    help="toolbudget's benchmarks: speed, crash soak, session store, engines, token estimates.",
     no_args_is_help=True,
     add_completion=False,
 )
@@ -117,10 +118,85 @@ def tokens(
     raise typer.Exit(module.main(traces_dir=traces, json_path=json_path))
 
 
+def throughput(
+    n: Annotated[
+        list[int] | None, typer.Option("--n", min=1, help="Corpus sizes (repeat the option).")
+    ] = None,
+    workers: Annotated[
+        list[int] | None,
+        typer.Option("--workers", min=1, help="Ray local-cluster sizes (repeat the option)."),
+    ] = None,
+    seed: Annotated[int, typer.Option(help="The synthetic corpus's seed.")] = 0,
+    strategies: Annotated[
+        str, typer.Option(help="Comma-separated strategies besides none.")
+    ] = "toolbudget",
+    chunk: Annotated[
+        int, typer.Option(min=1, help="Sessions generated and replayed at once.")
+    ] = 500,
+    budget_s: Annotated[
+        float | None,
+        typer.Option("--budget-s", help="Stop a measurement after this many seconds of replay."),
+    ] = None,
+    json_path: Annotated[
+        Path | None, typer.Option("--json", help="Also write the figures here.")
+    ] = None,
+) -> None:
+    """Traces per second of the bench's engines, local against Ray, on a synthetic corpus."""
+    from benchmarks import throughput as module
+    from benchmarks.ray_engine import import_ray
+    from budget._errors import BudgetError
+
+    try:
+        import_ray()
+    except BudgetError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    names = [s.strip() for s in strategies.split(",") if s.strip()]
+    code = module.main(
+        sizes=n or [100, 1000],
+        workers=workers or [1, 2],
+        seed=seed,
+        names=names,
+        chunk=chunk,
+        budget_s=budget_s,
+        json_path=json_path,
+    )
+    raise typer.Exit(code)
+
+
+def synthetic_shape(
+    traces: Annotated[
+        Path | None, typer.Option(help="Recorded traces (default ../shared/traces).")
+    ] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(help="Where to write the table (default: print it)."),
+    ] = None,
+) -> None:
+    """Fit the synthetic corpus's table of summary statistics to recorded traces."""
+    import orjson
+
+    from benchmarks import synthetic
+    from benchmarks.importers import load_dir
+
+    found, _ = load_dir(traces if traces is not None else Path("../shared/traces"))
+    if not found:
+        typer.echo(f"error: no trace found under {traces}", err=True)
+        raise typer.Exit(2)
+    data = orjson.dumps(synthetic.fit(found), option=orjson.OPT_INDENT_2) + b"\n"
+    if out is None:
+        sys.stdout.write(data.decode())
+    else:
+        out.write_bytes(data)
+        typer.echo(f"wrote {out} ({len(found)} traces)")
+
+
 COMMANDS: dict[str, Callable[..., Any]] = {
     "perf": perf,
     "soak": soak,
     "store-perf": store_perf,
+    "synthetic-shape": synthetic_shape,
+    "throughput": throughput,
     "tokens": tokens,
 }
 """The commands by name, as typed after ``python -m benchmarks``."""

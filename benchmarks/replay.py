@@ -48,7 +48,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 import xxhash
@@ -72,12 +72,17 @@ __all__ = [
     "ROW_KEYS",
     "SYNTHETIC_STEP_S",
     "WINDOWED",
+    "Engine",
+    "LocalEngine",
     "Replay",
+    "ReplayJob",
     "Row",
     "aggregate",
     "build_strategies",
     "clock",
+    "jobs_for",
     "percentile",
+    "replay_job",
     "replay_trace",
     "run",
     "summarize",
@@ -524,6 +529,103 @@ def build_strategies(
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class ReplayJob:
+    """One trace under one strategy, and everything :func:`replay_trace` takes besides: the unit
+    of work an :class:`Engine` runs (a Ray task each, on the Ray engine)."""
+
+    trace: Trace
+    strategy: Strategy
+    workdir: Path
+    """This replay's own directory (``<root>/<trace number>-<trace>/<strategy>``)."""
+    window: int = DEFAULT_WINDOW
+    count: TokenCounter | None = None
+    rules: CacheRules | None = None
+    max_requests: int | None = None
+
+
+def replay_job(
+    job: ReplayJob, *, index: _Index | None = None, quotes: Quotes | None = None
+) -> Replay:
+    """:func:`replay_trace` on ``job`` (``index`` and ``quotes`` computed when not given)."""
+    return replay_trace(
+        job.trace,
+        job.strategy,
+        job.workdir,
+        window=job.window,
+        count=job.count,
+        rules=job.rules,
+        max_requests=job.max_requests,
+        index=index,
+        quotes=quotes,
+    )
+
+
+class Engine(Protocol):
+    """Where the replays run: the seam between :func:`run` and the local loop or a Ray cluster."""
+
+    def replay(
+        self, jobs: Sequence[ReplayJob], done: Callable[[ReplayJob, Replay], None] | None = None
+    ) -> list[Replay]:
+        """Every job's :class:`Replay`, in the order of ``jobs``; ``done(job, replay)`` is called
+        in this process as each one finishes (in any order)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class LocalEngine:
+    """The replays one after another in this process, as ``toolbudget bench`` has always run them.
+
+    Consecutive jobs on the same trace share its index of rounds and its quotes (computed once).
+    """
+
+    def replay(
+        self, jobs: Sequence[ReplayJob], done: Callable[[ReplayJob, Replay], None] | None = None
+    ) -> list[Replay]:
+        """Every job's replay, in order, in this process."""
+        out: list[Replay] = []
+        shared: tuple[Trace, _Index, Quotes] | None = None
+        for job in jobs:
+            if shared is None or shared[0] is not job.trace:
+                shared = (
+                    job.trace,
+                    _Index(job.trace.messages),
+                    ReadbackTracker.for_trace(job.trace),
+                )
+            replay = replay_job(job, index=shared[1], quotes=shared[2])
+            out.append(replay)
+            if done is not None:
+                done(job, replay)
+        return out
+
+
+def jobs_for(
+    traces: Sequence[Trace],
+    chosen: Sequence[Strategy],
+    workdir: Path,
+    *,
+    window: int = DEFAULT_WINDOW,
+    count: TokenCounter | None = None,
+    rules: CacheRules | None = None,
+    max_requests: int | None = None,
+) -> list[ReplayJob]:
+    """One job per trace and strategy, trace by trace, each in its own directory under
+    ``workdir``."""
+    return [
+        ReplayJob(
+            trace,
+            strategy,
+            workdir / f"{t:04d}-{safe_name(trace.name)}" / safe_name(strategy.name),
+            window=window,
+            count=count,
+            rules=rules,
+            max_requests=max_requests,
+        )
+        for t, trace in enumerate(traces)
+        for strategy in chosen
+    ]
+
+
 def run(
     traces: Sequence[Trace],
     chosen: Sequence[Strategy],
@@ -534,29 +636,26 @@ def run(
     rules: CacheRules | None = None,
     max_requests: int | None = None,
     progress: Callable[[Trace, str, int], None] | None = None,
+    engine: Engine | None = None,
 ) -> list[Replay]:
-    """Replay every trace under every strategy; ``progress(trace, strategy, requests)`` after each."""
-    out = []
-    for t, trace in enumerate(traces):
-        index = _Index(trace.messages)
-        quotes = ReadbackTracker.for_trace(trace)
-        for strategy in chosen:
-            where = workdir / f"{t:04d}-{safe_name(trace.name)}" / safe_name(strategy.name)
-            replay = replay_trace(
-                trace,
-                strategy,
-                where,
-                window=window,
-                count=count,
-                rules=rules,
-                max_requests=max_requests,
-                index=index,
-                quotes=quotes,
-            )
-            out.append(replay)
-            if progress is not None:
-                progress(trace, strategy.name, replay.requests)
-    return out
+    """Replay every trace under every strategy on ``engine`` (default: :class:`LocalEngine`);
+    ``progress(trace, strategy, requests)`` after each replay. The replays come back trace by
+    trace, in the order of ``chosen``, whatever the engine."""
+    jobs = jobs_for(
+        traces,
+        chosen,
+        workdir,
+        window=window,
+        count=count,
+        rules=rules,
+        max_requests=max_requests,
+    )
+
+    def done(job: ReplayJob, replay: Replay) -> None:
+        if progress is not None:
+            progress(job.trace, job.strategy.name, replay.requests)
+
+    return (engine if engine is not None else LocalEngine()).replay(jobs, done)
 
 
 # -- summaries -------------------------------------------------------------------------------------

@@ -47,6 +47,7 @@ from benchmarks.replay import (
     BASELINE,
     DEFAULT_WINDOW,
     RECENT_ROUNDS,
+    Engine,
     Replay,
     Row,
     build_strategies,
@@ -131,8 +132,10 @@ def run_bench(
     max_requests: int | None = None,
     count: TokenCounter | None = None,
     workdir: Path | None = None,
+    engine: Engine | None = None,
 ) -> BenchResult:
-    """Replay ``traces`` under the named strategies (and the baseline) with a progress bar."""
+    """Replay ``traces`` under the named strategies (and the baseline) with a progress bar, on
+    ``engine`` (default: :class:`~benchmarks.replay.LocalEngine`, the replays in this process)."""
     chosen = build_strategies(names, window=window)
     total = sum(
         len(t.requests) if max_requests is None else min(max_requests, len(t.requests))
@@ -165,6 +168,7 @@ def run_bench(
             count=count,
             max_requests=max_requests,
             progress=advance,
+            engine=engine,
         )
     bounds = {}
     for trace in traces:

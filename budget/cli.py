@@ -22,6 +22,9 @@ from spill._readonly import ReadOnlyStore
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from benchmarks.replay import Engine
+    from benchmarks.trace import Trace
+
 DEFAULT_BENCH_WINDOW = 128_000
 """``toolbudget bench``'s default ``--window``; a smaller one adds the compacting strategies."""
 
@@ -171,6 +174,23 @@ def bench(
             "--wide", help="Every column of the table, however wide the terminal (default: fit)."
         ),
     ] = False,
+    engine: Annotated[
+        str,
+        typer.Option(help="Where the replays run: local (this process) or ray (one task each)."),
+    ] = "local",
+    address: Annotated[
+        str | None,
+        typer.Option(help="--engine ray: the cluster to join (default: start a local one)."),
+    ] = None,
+    workers: Annotated[
+        int | None,
+        typer.Option(min=1, help="--engine ray: CPUs of the local cluster (default: all)."),
+    ] = None,
+    generate: Annotated[
+        int | None,
+        typer.Option(min=1, help="Replay N synthetic sessions shaped like the public traces."),
+    ] = None,
+    seed: Annotated[int, typer.Option(help="--generate: the corpus's seed.")] = 0,
 ) -> None:
     """Replay recorded agent traces under toolbudget and other agents' strategies, side by side."""
     # Imported here: the benchmarks (and matplotlib, langchain) are not needed by other commands.
@@ -184,9 +204,14 @@ def bench(
     names = _runnable(names)
     console = _table_console(Console, wide=wide)
     err = Console(stderr=True)
+    runner = _bench_engine(engine, address, workers)
+    skipped: list[Any] = []
     try:
-        found, skipped = _load_traces(traces, limit, err)
-        result = run_bench(found, names, skipped=skipped, window=window, console=err)
+        if generate is not None:
+            found = _generated(generate, seed, traces, err)
+        else:
+            found, skipped = _load_traces(traces, limit, err)
+        result = run_bench(found, names, skipped=skipped, window=window, console=err, engine=runner)
     except BudgetError as exc:
         _fail(str(exc))
     render(result, console, wide=wide)
@@ -251,6 +276,35 @@ def _load_traces(traces: Path | None, limit: int | None, err: Any) -> tuple[list
         why = f" ({len(skipped)} file(s) skipped, reasons above)" if skipped else ""
         _fail(f"no trace found under {traces}{why}")
     return found, skipped
+
+
+def _bench_engine(name: str, address: str | None, workers: int | None) -> Engine:
+    """The engine ``--engine`` names, its options checked before anything runs."""
+    from benchmarks.replay import LocalEngine  # noqa: PLC0415
+
+    if name == "local":
+        if address is not None or workers is not None:
+            _fail("--address and --workers are options of --engine ray")
+        return LocalEngine()
+    if name != "ray":
+        _fail(f"unknown engine {name!r}; known: local, ray")
+    from benchmarks.ray_engine import RayEngine, import_ray  # noqa: PLC0415
+
+    try:
+        import_ray()
+        return RayEngine(address=address, workers=workers)
+    except BudgetError as exc:
+        _fail(str(exc))
+
+
+def _generated(n: int, seed: int, traces: Path | None, err: Console) -> list[Trace]:
+    """``--generate N``: the synthetic corpus of ``seed`` (:mod:`benchmarks.synthetic`)."""
+    from benchmarks.synthetic import generate  # noqa: PLC0415
+
+    if traces is not None:
+        _fail("--generate replaces --traces: give one of them")
+    with err.status(f"generating {n:,} synthetic sessions (seed {seed})…"):
+        return generate(n, seed=seed)
 
 
 def _fail(message: str) -> NoReturn:

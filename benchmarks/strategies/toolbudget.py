@@ -10,7 +10,11 @@ the read-back tool uses.
 
 Every recorded agent has file tools (a shell, a file reader), so by default the strategy adopts
 toolbudget as such an agent would: envelopes name the spilled file (``include_path``) and no
-read-back tool is added, like the ``claude-code`` strategy. An agent without file tools sends the
+read-back tool is added, like the ``claude-code`` strategy. As with the peers' ``shown_dir``, the
+path an envelope names is the body's path under a fixed directory (:data:`SHOWN_DIR`), while the
+body itself is written under ``workdir``: the figures then do not depend on where the replay ran
+(a temporary directory's random name, or a Ray worker's), so two runs, and two engines, give the
+same tokens. An agent without file tools sends the
 read-back tool's definition with every request; ``read_tool=True`` models that (its ~130 tokens
 then count in every request's header, which on a short trace with nothing to spill is the whole
 difference from no budgeting).
@@ -18,6 +22,7 @@ difference from no budgeting).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,8 +31,10 @@ from benchmarks.strategies._base import Declaration, Messages, SideCall
 from benchmarks.trace import Trace, Usage
 from budget import Budget, BudgetConfig, Report, summarizers
 from budget._compaction import render_transcript
+from spill import LocalStore
 
 __all__ = [
+    "SHOWN_DIR",
     "STRATEGY",
     "STRATEGY_COMPACT",
     "RecordingSummarizer",
@@ -35,6 +42,10 @@ __all__ = [
     "ToolbudgetSettings",
     "usage_dict",
 ]
+
+SHOWN_DIR = "/home/user/.toolbudget/sessions/session"
+"""The session directory envelopes name (an adopter's session directory, fixed like the peers'
+``shown_dir`` so that runs are byte-identical wherever the replay's ``workdir`` is)."""
 
 
 def usage_dict(usage: Usage) -> dict[str, int]:
@@ -69,6 +80,19 @@ class RecordingSummarizer:
         return summary
 
 
+class _ShownStore(LocalStore):
+    """A :class:`spill.LocalStore` whose ``path_of`` names the body under ``shown_dir``."""
+
+    def __init__(self, path: Path, config: BudgetConfig, shown_dir: str) -> None:
+        super().__init__(path, quota_bytes=config.quota_bytes, fsync=config.fsync)
+        self._shown_dir = shown_dir
+
+    def path_of(self, ref: str) -> str:
+        """Where the body of ``ref`` would be in a session directory at ``shown_dir``."""
+        inside = os.path.relpath(super().path_of(ref), self.path)
+        return f"{self._shown_dir}/{Path(inside).as_posix()}"
+
+
 class ToolbudgetSession:
     """One trace's Budget session; keeps the last report so callers can see what each request did."""
 
@@ -79,8 +103,14 @@ class ToolbudgetSession:
         *,
         read_tool: bool = False,
         summarizer: RecordingSummarizer | None = None,
+        shown_dir: str = SHOWN_DIR,
     ) -> None:
-        self.budget = Budget.open(path, config, summarizer=summarizer)
+        store = _ShownStore(path, config, shown_dir)
+        try:
+            self.budget = Budget(store, config, summarizer=summarizer)
+        except BaseException:
+            store.close()
+            raise
         self.summarizer = summarizer
         self.tools: list[dict[str, Any]] = [self.budget.read_tool()] if read_tool else []
         """Tool definitions this strategy adds to every request (the read-back tool, if any)."""
@@ -140,15 +170,20 @@ class ToolbudgetSettings:
     """Add the read-back tool to every request (an agent without file tools)."""
     compact: bool = False
     """Give the session the extractive summarizer (:class:`RecordingSummarizer`)."""
+    shown_dir: str = SHOWN_DIR
+    """The session directory the envelopes name (the bodies are written under ``workdir``)."""
 
 
-def _configure(*, read_tool: bool = False, **overrides: Any) -> ToolbudgetSettings:
+def _configure(
+    *, read_tool: bool = False, shown_dir: str = SHOWN_DIR, **overrides: Any
+) -> ToolbudgetSettings:
     """The strategy's settings; keyword overrides are :class:`BudgetConfig` settings.
 
-    Envelopes name the spilled file unless ``include_path=False`` is given; ``read_tool=True``
-    adds the read-back tool to every request (an agent without file tools).
+    Envelopes name the spilled file (under ``shown_dir``) unless ``include_path=False`` is given;
+    ``read_tool=True`` adds the read-back tool to every request (an agent without file tools).
     """
-    return ToolbudgetSettings(BudgetConfig(**{"include_path": True, **overrides}), read_tool)
+    config = BudgetConfig(**{"include_path": True, **overrides})
+    return ToolbudgetSettings(config, read_tool, shown_dir=shown_dir)
 
 
 def _configure_compact(*, read_tool: bool = False, **overrides: Any) -> ToolbudgetSettings:
@@ -166,7 +201,11 @@ def _open(settings: ToolbudgetSettings, trace: Trace, workdir: Path) -> Toolbudg
         config = config.model_copy(update={"model": trace.model})
     summarizer = RecordingSummarizer() if settings.compact else None
     return ToolbudgetSession(
-        config, workdir / "session", read_tool=settings.read_tool, summarizer=summarizer
+        config,
+        workdir / "session",
+        read_tool=settings.read_tool,
+        summarizer=summarizer,
+        shown_dir=settings.shown_dir,
     )
 
 
