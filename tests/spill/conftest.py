@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import secrets
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, cast
@@ -10,21 +11,32 @@ from typing import Any, cast
 import pytest
 from structlog.testing import capture_logs
 
-from spill import LocalStore, MemoryStore, Store, _fs
+from spill import FsspecStore, LocalStore, MemoryStore, Store, _fs
+from tests._s3 import MotoS3
 
 StoreFactory = Callable[..., Store]
 
 
-@pytest.fixture(params=["local", "memory"])
+@pytest.fixture(params=["local", "memory", "s3"])
 def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreFactory]:
-    """A factory of fresh stores of one kind (LocalStore under tmp_path, or MemoryStore)."""
+    """A factory of fresh stores of one kind (LocalStore under tmp_path, MemoryStore, or
+    FsspecStore on moto's S3 server on loopback)."""
     opened: list[Store] = []
     counter = iter(range(1_000_000))
+    s3: MotoS3 | None = None
+    if request.param == "s3":
+        s3 = request.getfixturevalue("moto_s3")
+        bucket = s3.make_bucket("contract")
+    prefix = secrets.token_hex(8)
 
     def factory(**kwargs: Any) -> Store:
         store: Store
         if request.param == "local":
             store = LocalStore(tmp_path / f"session-{next(counter)}", **kwargs)
+        elif s3 is not None:
+            kwargs.pop("fsync", None)
+            url = f"s3://{bucket}/{prefix}/session-{next(counter)}"
+            store = FsspecStore(url, cache_dir=tmp_path / "cache", **kwargs, **s3.options())
         else:
             kwargs.pop("fsync", None)
             store = MemoryStore(**kwargs)
