@@ -1,8 +1,9 @@
-"""``python -m benchmarks perf|soak|store-perf|tokens``: the benchmarks' one command line.
+"""``python -m benchmarks perf|soak|store-perf|object-store|tokens``: the benchmarks' one command line.
 
 Each command loads its benchmark module only when it runs, so ``python -m benchmarks tokens``
 does not import the soak or the perf suite. ``python -m benchmarks.perf`` (and ``.soak``,
-``.store_perf``, ``.tokens``) still work: they run the same command on its own (:func:`alias`).
+``.store_perf``, ``.object_store``, ``.tokens``) still work: they run the same command on its
+own (:func:`alias`).
 ``toolbudget bench`` (the savings comparison users run) lives in ``budget/cli.py``.
 """
 
@@ -20,7 +21,7 @@ __all__ = ["COMMANDS", "alias", "app", "main"]
 
 app = typer.Typer(
     name="python -m benchmarks",
-    help="toolbudget's benchmarks: speed, crash soak, session store, token estimates.",
+    help="toolbudget's benchmarks: speed, crash soak, session store, object store, token estimates.",
     no_args_is_help=True,
     add_completion=False,
 )
@@ -103,6 +104,18 @@ def store_perf(
     raise typer.Exit(module.main(repeat=repeat, workdir=workdir, json_path=json_path))
 
 
+def object_store(
+    repeat: Annotated[int, typer.Option(min=1, help="Runs per figure.")] = 5,
+    json_path: Annotated[
+        Path | None, typer.Option("--json", help="Also write the figures here.")
+    ] = None,
+) -> None:
+    """Object-store sessions (FsspecStore on moto's S3 on loopback) beside LocalStore."""
+    from benchmarks import object_store as module
+
+    raise typer.Exit(module.main(repeat=repeat, json_path=json_path))
+
+
 def tokens(
     traces: Annotated[Path | None, typer.Option(help="Traces directory.")] = None,
     json_path: Annotated[
@@ -121,6 +134,7 @@ COMMANDS: dict[str, Callable[..., Any]] = {
     "perf": perf,
     "soak": soak,
     "store-perf": store_perf,
+    "object-store": object_store,
     "tokens": tokens,
 }
 """The commands by name, as typed after ``python -m benchmarks``."""

@@ -55,7 +55,7 @@ from budget._wrap import wrap_tool, wrapped_decisions
 from budget.formats import ANTHROPIC, FormatChoice, get_format
 from budget.passes import PIPELINE, Candidate, PassContext, Staleness
 from budget.passes._context import spill_envelope
-from spill import LocalStore, MemoryStore, Store, ref_for
+from spill import FsspecStore, LocalStore, MemoryStore, Store, ref_for
 
 __all__ = ["Budget"]
 
@@ -216,6 +216,9 @@ class Budget:
     ) -> Budget:
         """Open or create the session directory at ``path``, resuming from its decision log.
 
+        A URL (``s3://bucket/sessions/abc``, any fsspec scheme) opens a :class:`spill.FsspecStore`
+        there (extra ``toolbudget[s3]``; credentials and endpoint from the environment).
+
         ``discover_window`` asks the provider for the model's context window (asked once; the
         answer is kept in the session). ``text_tokens`` counts texts exactly (e.g.
         :func:`budget.tiktoken_text_tokens`), in place of the model family's character weights;
@@ -224,10 +227,14 @@ class Budget:
         :mod:`budget.summarizers`) makes compaction possible (the ``compaction`` setting).
         """
         cfg = build_config(config)
-        # ``path`` as given: Path("") would be the current directory (LocalStore refuses "").
-        store = LocalStore(
-            path, quota_bytes=cfg.quota_bytes, fsync=cfg.fsync, lock_timeout=lock_timeout
-        )
+        store: Store
+        if isinstance(path, str) and "://" in path:  # a URL (s3://bucket/sessions/abc): fsspec
+            store = FsspecStore(path, quota_bytes=cfg.quota_bytes)
+        else:
+            # ``path`` as given: Path("") would be the current directory (LocalStore refuses "").
+            store = LocalStore(
+                path, quota_bytes=cfg.quota_bytes, fsync=cfg.fsync, lock_timeout=lock_timeout
+            )
         try:
             return cls(
                 store,

@@ -1,4 +1,5 @@
-"""``python -m benchmarks``: one typer app for perf, soak, store-perf and tokens, loaded lazily."""
+"""``python -m benchmarks``: one typer app for perf, soak, store-perf, object-store and tokens,
+loaded lazily."""
 
 from __future__ import annotations
 
@@ -20,13 +21,13 @@ def _python(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_the_app_lists_the_four_benchmarks() -> None:
+def test_the_app_lists_every_benchmark() -> None:
     """``python -m benchmarks --help`` names every benchmark command."""
     done = _python("-m", "benchmarks", "--help")
     assert done.returncode == 0, done.stderr
-    for name in ("perf", "soak", "store-perf", "tokens"):
+    for name in ("perf", "soak", "store-perf", "object-store", "tokens"):
         assert name in done.stdout
-    assert set(COMMANDS) == {"perf", "soak", "store-perf", "tokens"}
+    assert set(COMMANDS) == {"perf", "soak", "store-perf", "object-store", "tokens"}
 
 
 def test_the_module_aliases_run_their_command_alone() -> None:
@@ -34,6 +35,14 @@ def test_the_module_aliases_run_their_command_alone() -> None:
     done = _python("-m", "benchmarks.store_perf", "--help")
     assert done.returncode == 0, done.stderr
     assert "python -m benchmarks.store_perf [OPTIONS]" in done.stdout
+    assert "--repeat" in done.stdout
+
+
+def test_the_object_store_alias_runs_its_command_alone() -> None:
+    """``python -m benchmarks.object_store --help`` is the object-store command under its module."""
+    done = _python("-m", "benchmarks.object_store", "--help")
+    assert done.returncode == 0, done.stderr
+    assert "python -m benchmarks.object_store [OPTIONS]" in done.stdout
     assert "--repeat" in done.stdout
 
 
