@@ -14,14 +14,17 @@ Each figure is the median of ``--repeat`` runs (best beside it). Run from the re
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import secrets
 import socket
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -70,16 +73,47 @@ def _records(n: int) -> list[dict[str, Any]]:
     return [{"call_id": f"toolu_{i:05d}", "decision": "kept", "seq": i} for i in range(n)]
 
 
-def measure(repeat: int = 5) -> list[Row]:
-    """Run every measurement against a fresh moto server and a temp directory."""
-    import boto3  # moto[server] and the dev extra bring it
-    from moto.server import ThreadedMotoServer
-
+@contextlib.contextmanager
+def _moto_server() -> Iterator[int]:
+    """moto's S3 server in a process of its own on a free loopback port (its port), so that the
+    server and the store measured do not share one interpreter's lock; stopped afterwards."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
+        port: int = sock.getsockname()[1]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("moto's S3 server did not start") from None
+                time.sleep(0.1)
+        yield port
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+
+
+def measure(repeat: int = 5) -> list[Row]:
+    """Run every measurement against a fresh moto server and a temp directory."""
+    with _moto_server() as port:
+        return _measure(port, repeat)
+
+
+def _measure(port: int, repeat: int) -> list[Row]:
+    import boto3  # moto[server] and the dev extra bring it
+
     options: dict[str, Any] = {
         "endpoint_url": f"http://127.0.0.1:{port}",
         "key": "testing",
@@ -87,28 +121,25 @@ def measure(repeat: int = 5) -> list[Row]:
         "client_kwargs": {"region_name": "us-east-1"},
     }
     rows: list[Row] = []
-    try:
-        with tempfile.TemporaryDirectory() as tmp:
-            root = Path(tmp)
-            boto3.client(
-                "s3",
-                endpoint_url=options["endpoint_url"],
-                aws_access_key_id="testing",
-                aws_secret_access_key="testing",
-                region_name="us-east-1",
-            ).create_bucket(Bucket=BUCKET)
-            with (
-                LocalStore(root / "local") as local,
-                FsspecStore(f"s3://{BUCKET}/spill", cache_dir=root / "c1", **options) as s3,
-            ):
-                for label, size in SIZES.items():
-                    lt = _times(functools.partial(_put, local, size), repeat)
-                    st = _times(functools.partial(_put, s3, size), repeat)
-                    rows.append(_row(f"spill {label}", lt, st))
-            for per_object in (1, 10):
-                rows.append(_resume(root, options, per_object, repeat))
-    finally:
-        server.stop()
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        boto3.client(
+            "s3",
+            endpoint_url=options["endpoint_url"],
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+            region_name="us-east-1",
+        ).create_bucket(Bucket=BUCKET)
+        with (
+            LocalStore(root / "local") as local,
+            FsspecStore(f"s3://{BUCKET}/spill", cache_dir=root / "c1", **options) as s3,
+        ):
+            for label, size in SIZES.items():
+                lt = _times(functools.partial(_put, local, size), repeat)
+                st = _times(functools.partial(_put, s3, size), repeat)
+                rows.append(_row(f"spill {label}", lt, st))
+        for per_object in (1, 10):
+            rows.append(_resume(root, options, per_object, repeat))
     return rows
 
 

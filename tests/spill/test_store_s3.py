@@ -261,6 +261,7 @@ def test_put_many_sends_the_batch_concurrently_and_every_ref_is_stored(
         assert [again.get(ref) for ref in refs] == texts
 
 
+@pytest.mark.slow  # waits out botocore's backoff to the last attempt
 def test_put_many_fails_only_the_body_whose_retries_run_out(
     moto_s3: MotoS3, proxy: FaultProxy, url: str, tmp_path: Path
 ) -> None:
@@ -313,3 +314,31 @@ def test_gc_removes_only_idle_object_store_sessions(
         assert left.read_log() == [{"call_id": "foreign"}]
     assert [e["session"] for e in logs if e["event"] == "toolbudget.gc.removed"] == [f"{root}/old"]
     assert any(e["event"] == "toolbudget.gc.skipped" for e in logs)
+
+
+@pytest.mark.slow  # waits out botocore's backoff to the last attempt
+def test_a_spill_whose_put_gives_up_keeps_the_output_inline_and_resumes_identically(
+    moto_s3: MotoS3, proxy: FaultProxy, url: str, tmp_path: Path, logs: list[dict[str, Any]]
+) -> None:
+    """SlowDown on every attempt at a body's PUT: the Budget keeps the output inline (frozen as
+    kept_unspillable, a toolbudget.spill.failed event), and a resumed session, with S3 healthy
+    again, sends the same bytes."""
+    big = "a big tool output line\n" * 3000
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": "go"},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "t1", "name": "cat", "input": {}}],
+        },
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": big}]},
+    ]
+    proxy.faults.append(Fault("slowdown", _is_put(ref_for(big)), times=100))
+    with Budget(_via(proxy, moto_s3, url, tmp_path)) as session:
+        first = session.prepare(messages)
+    [decision] = first.report.decisions
+    assert (decision.kind, decision.ref) == ("kept_unspillable", None)
+    assert first.messages[2]["content"][0]["content"] == big
+    assert any(e["event"] == "toolbudget.spill.failed" for e in logs)
+    proxy.faults.clear()
+    with Budget(_store(moto_s3, url, tmp_path)) as again:
+        assert again.prepare(messages).messages == first.messages
