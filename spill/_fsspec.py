@@ -22,6 +22,12 @@ Bodies are content-addressed: a PUT of the same ref writes the same bytes, so it
 and needs no condition; every read checks the content hash. A local read-through cache holds
 bodies by ref (see :class:`FsspecStore`); it is content-addressed too, so it never goes stale
 and a damaged entry is detected by its hash and fetched again.
+
+A group commit (``put_many``) sends a request's bodies concurrently, one PUT each, and returns a
+ref only once its PUT has been answered: S3 answers a PUT once the object is durable, so the
+bodies are durable before the decisions that point to them are logged, and a process killed
+between the two leaves bodies that nothing points to, never a decision without its body
+(``tests/reliability/test_crash_s3.py``).
 """
 
 from __future__ import annotations

@@ -283,7 +283,7 @@ def test_put_many_fails_only_the_body_whose_retries_run_out(
 
 
 def test_gc_removes_only_idle_object_store_sessions(
-    moto_s3: MotoS3, tmp_path: Path, logs: list[dict[str, Any]]
+    moto_s3: MotoS3, tmp_path: Path, structlog_defaults: None, logs: list[dict[str, Any]]
 ) -> None:
     """FsspecStore.gc_sessions removes the sessions idle past the threshold (every object), keeps
     recent ones, and leaves a prefix holding foreign objects alone with a warning."""
