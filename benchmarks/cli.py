@@ -1,9 +1,10 @@
-"""``python -m benchmarks perf|soak|store-perf|synthetic-shape|throughput|tokens``: the benchmarks'
-one command line.
+"""``python -m benchmarks perf|soak|store-perf|object-store|synthetic-shape|throughput|tokens``:
+the benchmarks' one command line.
 
 Each command loads its benchmark module only when it runs, so ``python -m benchmarks tokens``
 does not import the soak or the perf suite. ``python -m benchmarks.perf`` (and ``.soak``,
-``.store_perf``, ``.tokens``) still work: they run the same command on its own (:func:`alias`).
+``.store_perf``, ``.object_store``, ``.tokens``) still work: they run the same command on its
+own (:func:`alias`).
 ``toolbudget bench`` (the savings comparison users run) lives in ``budget/cli.py``.
 """
 
@@ -21,7 +22,7 @@ __all__ = ["COMMANDS", "alias", "app", "main"]
 
 app = typer.Typer(
     name="python -m benchmarks",
-    help="toolbudget's benchmarks: speed, crash soak, session store, engines, token estimates.",
+    help="toolbudget's benchmarks: speed, crash soak, session and object stores, engines, tokens.",
     no_args_is_help=True,
     add_completion=False,
 )
@@ -102,6 +103,18 @@ def store_perf(
     from benchmarks import store_perf as module
 
     raise typer.Exit(module.main(repeat=repeat, workdir=workdir, json_path=json_path))
+
+
+def object_store(
+    repeat: Annotated[int, typer.Option(min=1, help="Runs per figure.")] = 5,
+    json_path: Annotated[
+        Path | None, typer.Option("--json", help="Also write the figures here.")
+    ] = None,
+) -> None:
+    """Object-store sessions (FsspecStore on moto's S3 on loopback) beside LocalStore."""
+    from benchmarks import object_store as module
+
+    raise typer.Exit(module.main(repeat=repeat, json_path=json_path))
 
 
 def tokens(
@@ -197,6 +210,7 @@ COMMANDS: dict[str, Callable[..., Any]] = {
     "store-perf": store_perf,
     "synthetic-shape": synthetic_shape,
     "throughput": throughput,
+    "object-store": object_store,
     "tokens": tokens,
 }
 """The commands by name, as typed after ``python -m benchmarks``."""

@@ -60,10 +60,10 @@ import structlog
 import xxhash
 
 from budget import Budget
-from spill import LocalStore, _fs, ref_for
+from spill import LocalStore, Store, _fs, ref_for
 from tests.conversations import CONFIG, Message, Step, conversation, digest, result_texts
 
-__all__ = ["Figures", "main", "partial_bodies", "run_soak", "verify_session"]
+__all__ = ["Figures", "main", "partial_bodies", "run_soak", "verify_session", "verify_store"]
 
 MODES: Final = ("before", "after", "torn")
 _STORE_METHODS: Final = (
@@ -143,7 +143,13 @@ def partial_bodies(path: Path) -> tuple[int, int]:
 
 
 def verify_session(path: Path, msgs: list[Message]) -> tuple[int, int, int]:
-    """Open the session's store: (decisions verified, results verified, lost).
+    """Open the session directory's store and check it: see :func:`verify_store`."""
+    with LocalStore(path) as store:
+        return verify_store(store, msgs)
+
+
+def verify_store(store: Store, msgs: list[Message]) -> tuple[int, int, int]:
+    """Check an open session store: (decisions verified, results verified, lost).
 
     Every logged decision that points to a body must find it, with the content its ref names;
     every tool result of ``msgs`` must be recoverable: decided ``kept``/``kept_unspillable``
@@ -151,34 +157,33 @@ def verify_session(path: Path, msgs: list[Message]) -> tuple[int, int, int]:
     """
     originals = result_texts(msgs)
     verified = lost = results = 0
-    with LocalStore(path) as store:
-        last: dict[str, dict[str, Any]] = {}
-        for rec in store.read_log():
-            if rec.get("t") != "d":
-                continue
-            ref = rec.get("ref")
-            if ref is not None:
-                try:
-                    body = store.get(ref)
-                except Exception:  # a missing or corrupt body is a loss, whatever the error
-                    lost += 1
-                    continue
-                if ref_for(body) != ref or originals.get(rec["id"]) not in (None, body):
-                    lost += 1
-                    continue
-                verified += 1
-            if last.get(rec["id"], {}).get("kind") != "trimmed":
-                last[rec["id"]] = rec
-        for cid, text in originals.items():
-            final = last.get(cid)
-            results += 1
-            if final is None or final.get("ref") is None:
-                continue  # shown whole in every request copy (checked by the byte comparison)
+    last: dict[str, dict[str, Any]] = {}
+    for rec in store.read_log():
+        if rec.get("t") != "d":
+            continue
+        ref = rec.get("ref")
+        if ref is not None:
             try:
-                if store.get(final["ref"]) != text:
-                    lost += 1
-            except Exception:
+                body = store.get(ref)
+            except Exception:  # a missing or corrupt body is a loss, whatever the error
                 lost += 1
+                continue
+            if ref_for(body) != ref or originals.get(rec["id"]) not in (None, body):
+                lost += 1
+                continue
+            verified += 1
+        if last.get(rec["id"], {}).get("kind") != "trimmed":
+            last[rec["id"]] = rec
+    for cid, text in originals.items():
+        final = last.get(cid)
+        results += 1
+        if final is None or final.get("ref") is None:
+            continue  # shown whole in every request copy (checked by the byte comparison)
+        try:
+            if store.get(final["ref"]) != text:
+                lost += 1
+        except Exception:
+            lost += 1
     return verified, results, lost
 
 

@@ -14,7 +14,7 @@ from typing import Any, TypeGuard
 from budget._calibration import Calibration, restore
 from budget._compactor import Compactor
 from budget._config import BudgetConfig
-from budget._errors import StoreError
+from budget._errors import SessionLocked, StoreError
 from budget._ledger import Ledger
 from budget._log import Events
 from spill import Store
@@ -70,6 +70,12 @@ class Journal:
         pending = numbered
         try:
             self._store.append_log(pending)
+        except SessionLocked:
+            # Another writer took the session (an object store's conditional append): going on
+            # would fork the log, and a resume would show neither session's view. Refuse, as a
+            # second process is refused locally; the records stay queued, nothing is lost.
+            self._unlogged = pending
+            raise
         except (StoreError, OSError) as exc:
             self._unlogged = pending
             self._log.error("toolbudget.log.append_failed", error=str(exc), records=len(pending))

@@ -54,7 +54,7 @@ from budget._view import Format
 from budget._windows import resolve_window
 from budget._wrap import wrap_tool
 from budget.formats import ANTHROPIC, FormatChoice, get_format
-from spill import LocalStore, MemoryStore, Store, ref_for
+from spill import FsspecStore, LocalStore, MemoryStore, Store, ref_for
 
 __all__ = ["Budget"]
 
@@ -132,6 +132,9 @@ class Budget(Outcome, Bodies):
     ) -> Budget:
         """Open or create the session directory at ``path``, resuming from its decision log.
 
+        A URL (``s3://bucket/sessions/abc``, any fsspec scheme) opens a :class:`spill.FsspecStore`
+        there (extra ``toolbudget[s3]``; credentials and endpoint from the environment).
+
         ``discover_window`` asks the provider for the model's context window (asked once; the
         answer is kept in the session). ``text_tokens`` counts texts exactly (e.g.
         :func:`budget.tiktoken_text_tokens`), in place of the model family's character weights;
@@ -140,10 +143,14 @@ class Budget(Outcome, Bodies):
         :mod:`budget.summarizers`) makes compaction possible (the ``compaction`` setting).
         """
         cfg = build_config(config)
-        # ``path`` as given: Path("") would be the current directory (LocalStore refuses "").
-        store = LocalStore(
-            path, quota_bytes=cfg.quota_bytes, fsync=cfg.fsync, lock_timeout=lock_timeout
-        )
+        store: Store
+        if isinstance(path, str) and "://" in path:  # a URL (s3://bucket/sessions/abc): fsspec
+            store = FsspecStore(path, quota_bytes=cfg.quota_bytes)
+        else:
+            # ``path`` as given: Path("") would be the current directory (LocalStore refuses "").
+            store = LocalStore(
+                path, quota_bytes=cfg.quota_bytes, fsync=cfg.fsync, lock_timeout=lock_timeout
+            )
         try:
             return cls(
                 store,

@@ -12,6 +12,7 @@ import structlog
 
 from tests._ci import require_dir
 from tests._lanes import register_profiles
+from tests._s3 import MotoS3, moto_s3_server
 
 register_profiles()  # before the hypothesis plugin reads --hypothesis-profile
 
@@ -74,3 +75,9 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     write(f"crash totals: {dict(totals)}")
     write(f"faults injected by errno: {dict(faults)} (total {sum(faults.values())})")
     write(f"bad inputs tried: {bad}")
+
+
+@pytest.fixture(scope="session")
+def moto_s3() -> Iterator[MotoS3]:
+    """moto's S3 server on loopback for the whole run (skipped without the s3 extra and moto)."""
+    yield from moto_s3_server()

@@ -53,7 +53,13 @@ def test_every_error_derives_from_budget_error() -> None:
 
 
 def test_spill_public_names_are_pinned() -> None:
-    """spill exports the store interface, both stores, ref helpers and gc."""
-    assert {"Store", "LocalStore", "MemoryStore", "ref_for", "validate_ref", "gc_sessions"} <= set(
-        spill.__all__
-    )
+    """spill exports the store interface, the three stores, ref helpers and gc."""
+    assert {
+        "Store",
+        "LocalStore",
+        "MemoryStore",
+        "FsspecStore",
+        "ref_for",
+        "validate_ref",
+        "gc_sessions",
+    } <= set(spill.__all__)

@@ -30,7 +30,13 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 PAGES = sorted(DOCS.rglob("*.md"))
 NOT_RUN = {"console": "shell commands", "text": "output or a layout"}
-FRAMEWORKS = {"langchain": "langchain", "pydantic_ai": "pydantic_ai", "agents": "agents"}
+FRAMEWORKS = {
+    "langchain": "langchain",
+    "pydantic_ai": "pydantic_ai",
+    "agents": "agents",
+    "s3fs": "s3fs",
+    "moto": "moto",
+}
 """Top-level modules of the optional frameworks, by the name a block imports."""
 
 _FENCE = re.compile(

@@ -24,7 +24,15 @@ def test_the_app_lists_every_benchmark() -> None:
     """``python -m benchmarks --help`` names every benchmark command."""
     done = _python("-m", "benchmarks", "--help")
     assert done.returncode == 0, done.stderr
-    names = ("perf", "soak", "store-perf", "synthetic-shape", "throughput", "tokens")
+    names = (
+        "perf",
+        "soak",
+        "store-perf",
+        "object-store",
+        "synthetic-shape",
+        "throughput",
+        "tokens",
+    )
     for name in names:
         assert name in done.stdout
     assert set(COMMANDS) == set(names)
@@ -35,6 +43,14 @@ def test_the_module_aliases_run_their_command_alone() -> None:
     done = _python("-m", "benchmarks.store_perf", "--help")
     assert done.returncode == 0, done.stderr
     assert "python -m benchmarks.store_perf [OPTIONS]" in done.stdout
+    assert "--repeat" in done.stdout
+
+
+def test_the_object_store_alias_runs_its_command_alone() -> None:
+    """``python -m benchmarks.object_store --help`` is the object-store command under its module."""
+    done = _python("-m", "benchmarks.object_store", "--help")
+    assert done.returncode == 0, done.stderr
+    assert "python -m benchmarks.object_store [OPTIONS]" in done.stdout
     assert "--repeat" in done.stdout
 
 

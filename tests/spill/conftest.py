@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import secrets
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, cast
@@ -10,8 +11,9 @@ from typing import Any, cast
 import pytest
 from structlog.testing import capture_logs
 
-from spill import LocalStore, MemoryStore, Store, _fs
+from spill import FsspecStore, LocalStore, MemoryStore, Store, _fs
 from spill._errors import StoreError
+from tests._s3 import MotoS3
 
 StoreFactory = Callable[..., Store]
 
@@ -36,19 +38,51 @@ class _MemoryViaPutMany(MemoryStore):
         return got
 
 
-@pytest.fixture(params=["local", "memory", "local-put_many", "memory-put_many"])
+class _FsspecViaPutMany(FsspecStore):
+    """An FsspecStore whose ``put`` goes through put_many, as :class:`_LocalViaPutMany`."""
+
+    def put(self, text: str) -> str:
+        [got] = self.put_many([text])
+        if isinstance(got, StoreError):
+            raise got
+        return got
+
+
+@pytest.fixture(
+    params=[
+        "local",
+        "memory",
+        "s3",
+        "local-put_many",
+        "memory-put_many",
+        # A second pass over moto costs tens of seconds: the slow lane runs it.
+        pytest.param("s3-put_many", marks=pytest.mark.slow),
+    ]
+)
 def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreFactory]:
-    """A factory of fresh stores of one kind (LocalStore under tmp_path, or MemoryStore), whose
-    ``put`` is their own or (``-put_many``) a group commit of one body through put_many."""
+    """A factory of fresh stores of one kind (LocalStore under tmp_path, MemoryStore, or
+    FsspecStore on moto's S3 server on loopback), whose ``put`` is their own or (``-put_many``)
+    a group commit of one body through put_many."""
     opened: list[Store] = []
     counter = iter(range(1_000_000))
     many = request.param.endswith("-put_many")
+    s3: MotoS3 | None = None
+    bucket = ""
+    if request.param.startswith("s3"):
+        s3 = request.getfixturevalue("moto_s3")
+        bucket = s3.make_bucket("contract")
+    prefix = secrets.token_hex(8)
 
     def factory(**kwargs: Any) -> Store:
         store: Store
         if request.param.startswith("local"):
             local = _LocalViaPutMany if many else LocalStore
             store = local(tmp_path / f"session-{next(counter)}", **kwargs)
+        elif s3 is not None:
+            kwargs.pop("fsync", None)
+            url = f"s3://{bucket}/{prefix}/session-{next(counter)}"
+            remote = _FsspecViaPutMany if many else FsspecStore
+            store = remote(url, cache_dir=tmp_path / "cache", **kwargs, **s3.options())
         else:
             kwargs.pop("fsync", None)
             store = (_MemoryViaPutMany if many else MemoryStore)(**kwargs)

@@ -1,4 +1,4 @@
-"""The Store contract, run on both LocalStore and MemoryStore."""
+"""The Store contract, run on LocalStore, MemoryStore and FsspecStore (moto's S3 on loopback)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from budget._errors import QuotaExceeded, RefError, StoreError
-from spill import LocalStore, MemoryStore, Store, ref_for
+from spill import FsspecStore, LocalStore, MemoryStore, Store, ref_for
 from tests._lanes import examples
 
 StoreFactory = Callable[..., Store]
@@ -100,11 +100,12 @@ def test_put_refuses_non_text(make_store: StoreFactory) -> None:
 
 
 def test_path_of_matches_the_store_kind(make_store: StoreFactory) -> None:
-    """path_of names a file holding the body for LocalStore and is None for MemoryStore."""
+    """path_of names a file holding the body for LocalStore and is None for the stores without
+    local files (MemoryStore, FsspecStore: objects are read back by ref)."""
     store = make_store()
     ref = store.put("body text")
     path = store.path_of(ref)
-    if isinstance(store, MemoryStore):
+    if isinstance(store, MemoryStore | FsspecStore):
         assert path is None
     else:
         assert path is not None
