@@ -24,13 +24,13 @@ bench: $(STAMP)
 
 test: $(STAMP)
 	@echo "running the test suite (pytest -n 2)"
-	@$(BIN)/pytest -n 2 -q $(ARGS)
+	@$(BIN)/pytest -n 2 --dist loadgroup -q $(ARGS)
 
 # Everything but the tests marked slow (crash soak, perf smoke, large hypothesis runs, the docs'
 # python blocks, each in a fresh interpreter), property tests at a fifth of their examples.
 # CI runs `test`: every test at its full count.
 test-fast: $(STAMP)
-	$(BIN)/pytest -n 2 -q -m "not slow" --hypothesis-profile=fast $(ARGS)
+	$(BIN)/pytest -n 2 --dist loadgroup -q -m "not slow" --hypothesis-profile=fast $(ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check budget spill benchmarks tests

@@ -33,6 +33,10 @@ from budget._errors import BudgetError, ConfigError
 from budget.cli import app
 from tests._ci import require_module
 
+# One worker runs this module (make test passes --dist loadgroup): one Ray cluster per run, not
+# one per xdist worker competing for the machine's two CPUs.
+pytestmark = pytest.mark.xdist_group("ray")
+
 TIMINGS = frozenset({"ms_median", "ms_p99"})
 """The JSON fields that are timings: the only ones allowed to differ between engines."""
 CHOSEN = ["toolbudget", "claude-code", "codex", "observation-masking", "gemini-cli"]
