@@ -71,7 +71,8 @@ class BudgetConfig(BaseSettings):
 
     # Pass 2: aggregate.
     group_budget: PositiveInt = 200_000
-    """Characters the results answering one assistant message may take together."""
+    """Characters the results answering one assistant message may take together (at most half
+    the window: 2 characters per window token)."""
 
     # Pass 3: staleness.
     staleness: bool = True

@@ -43,6 +43,10 @@ class Staleness:
     """An overflow asked for everything but the last round to be trimmed."""
 
 
+GROUP_CHARS_PER_WINDOW_TOKEN = 2
+"""Half a window token's 4 characters: one group never takes more than half the window."""
+
+
 @dataclass(frozen=True, slots=True)
 class PassContext:
     """One request's inputs to the passes. ``decided`` includes earlier passes' decisions."""
@@ -61,6 +65,15 @@ class PassContext:
     """1.0 normally; 0.5 on the request after an overflow (caps halved)."""
     text_tokens: Callable[[str], int] = estimate_text_tokens
     """The text token estimator (the session's memoizing one; the plain one by default)."""
+
+    def group_budget(self) -> int:
+        """The aggregate pass's budget: the setting, but never over half the window.
+
+        The setting (SPEC: 200,000 characters, about 50k tokens) is sized for windows of 128k
+        and more; under a smaller window one group could fill it alone, and no later pass could
+        make room for it: half the window, at 4 characters a token, is the most one group takes.
+        """
+        return min(self.config.group_budget, self.staleness.window * GROUP_CHARS_PER_WINDOW_TOKEN)
 
     def cap_for(self, tool: str) -> int | None:
         """The (possibly halved) cap for ``tool``; None when the tool is exempt."""

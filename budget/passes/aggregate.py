@@ -13,7 +13,7 @@ __all__ = ["aggregate"]
 
 def aggregate(ctx: PassContext) -> list[Decision]:
     """Spill fresh results of each over-budget group, largest first (ties: earlier first)."""
-    budget = ctx.config.group_budget
+    budget = ctx.group_budget()
     groups: dict[int, list[ToolResult]] = defaultdict(list)
     for result in ctx.fresh:
         groups[result.group].append(result)

@@ -135,3 +135,16 @@ def test_staleness_triggers(changes: dict[str, object], expected: str | None) ->
     else:
         assert [(d.call_id, d.kind, d.reason) for d in out] == [("old", "trimmed", expected)]
         assert out[0].ref == ref_for("x" * 8_000)
+
+
+def test_aggregate_never_lets_one_group_take_more_than_half_a_small_window() -> None:
+    """Under a 1,000-token window a group is held to 2,000 characters, not the 3,000 setting."""
+    fresh = [result("a", 900), result("b", 900, order=1), result("c", 900, order=2)]
+    roomy = ctx(fresh)
+    assert aggregate(roomy) == []  # 2,700 characters fit the setting under a 100k window
+    small = replace(roomy, staleness=replace(roomy.staleness, window=1_000))
+    assert small.group_budget() == 2_000
+    spilled = {d.call_id: d for d in aggregate(small)}
+    assert spilled and list(spilled) == sorted(spilled)  # largest first, ties earlier first
+    shown = sum(len(spilled[r.call_id].text or "") if r.call_id in spilled else 900 for r in fresh)
+    assert shown <= 2_000
