@@ -7,6 +7,8 @@ Layout::
       session.json        0600  small metadata, replaced atomically
       decisions.jsonl     0600  the checksummed, append-only decision log (see spill._log)
       bodies/<ab>/<ref>.txt     spilled bodies by content hash (dirs 0700, files 0600)
+      estimates.bin       0600  optional cache a session keeps beside its log (a *sidecar*:
+                                validated by its reader, never needed, see read_sidecar)
 
 Bodies are written to a ``.tmp-*`` file in their final directory, fsync'd, renamed into place
 and the directory fsync'd (then ``bodies/``, when the shard is new or at a store's first put)
@@ -53,7 +55,7 @@ from spill._store import (
     validate_ref,
 )
 
-__all__ = ["DEFAULT_QUOTA_BYTES", "LocalStore", "decode_meta"]
+__all__ = ["DEFAULT_QUOTA_BYTES", "SIDECAR_NAMES", "LocalStore", "decode_meta"]
 
 _R = TypeVar("_R")
 
@@ -64,6 +66,9 @@ LOG_NAME: Final = "decisions.jsonl"
 BODIES_NAME: Final = "bodies"
 TMP_PREFIX: Final = ".tmp-"
 BODY_SUFFIX: Final = ".txt"
+SIDECAR_NAMES: Final = frozenset({"estimates.bin"})
+"""The only names :meth:`LocalStore.write_sidecar` writes: caches derived from the history,
+each checked by its reader (``budget._estimates_cache``), so a torn or stale one costs time only."""
 
 _DIR_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY
 _READ_FLAGS: Final = os.O_RDONLY | os.O_NONBLOCK  # a FIFO planted as a body must not block us
@@ -508,6 +513,43 @@ class LocalStore(StoreBase):
                 self._close_quietly(fd)
         return decode_meta(data, self._path)
 
+    def read_sidecar(self, name: str) -> bytes | None:
+        """The bytes of sidecar ``name`` (one of ``SIDECAR_NAMES``); None if there is none.
+
+        The reader validates what it gets: a sidecar is written without fsync, so after a crash
+        it may be torn, empty or older than the log.
+        """
+        _check_sidecar(name)
+        with self._mutex:
+            self._check_open()
+            try:
+                fd = _fs.open_fd(name, _READ_FLAGS, dir_fd=self._dir_fd)
+            except FileNotFoundError:
+                return None
+            except OSError as exc:
+                raise self._error(f"open {name}", exc, name=name, parent_fd=self._dir_fd) from exc
+            try:
+                if not stat.S_ISREG(_fs.stat(fd).st_mode):
+                    raise StoreError(f"{name} in session {self._path} is not a regular file")
+                return _fs.read(fd)
+            except OSError as exc:
+                raise self._error(f"read {name}", exc) from exc
+            finally:
+                self._close_quietly(fd)
+
+    def write_sidecar(self, name: str, data: bytes) -> None:
+        """Replace sidecar ``name`` (one of ``SIDECAR_NAMES``) by ``data`` (temp file, rename).
+
+        Not fsync'd: a sidecar is a cache its reader checks, never a decision's dependency, so
+        it is not worth a journal commit on the request path.
+        """
+        _check_sidecar(name)
+        if not isinstance(data, bytes):
+            raise StoreError(f"a sidecar is bytes, got {type(data).__name__}")
+        with self._mutex:
+            self._check_open()
+            self._write_atomic(self._dir_fd, name, data, name, sync=False)
+
     def write_meta(self, meta: Mapping[str, Any]) -> None:
         """Replace the session metadata atomically (temp file, fsync, rename)."""
         data = _encode_meta(meta)
@@ -833,12 +875,21 @@ class LocalStore(StoreBase):
             self._close_quietly(fd)
 
     def _write_atomic(
-        self, dir_fd: int, name: str, data: bytes | memoryview, what: str, *, sync_dir: bool = True
+        self,
+        dir_fd: int,
+        name: str,
+        data: bytes | memoryview,
+        what: str,
+        *,
+        sync_dir: bool = True,
+        sync: bool = True,
     ) -> None:
         """Write ``data`` to a temp file next to ``name``, fsync it, rename it over ``name``.
 
         Then fsync the directory, unless ``sync_dir`` is False (a group commit syncs it once).
+        ``sync=False`` skips both fsyncs (a sidecar, validated by its reader).
         """
+        sync = sync and self._fsync
         tmp = f"{TMP_PREFIX}{name}-{secrets.token_hex(6)}"
         try:
             fd = _fs.open_fd(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600, dir_fd=dir_fd)
@@ -847,7 +898,7 @@ class LocalStore(StoreBase):
         try:
             try:
                 _fs.write(fd, data)
-                if self._fsync:
+                if sync:
                     _fs.fsync(fd)
             finally:
                 _fs.close(fd)
@@ -858,7 +909,7 @@ class LocalStore(StoreBase):
         except BaseException:
             self._discard(dir_fd, tmp)
             raise
-        if self._fsync and sync_dir:
+        if sync and sync_dir:
             self._fsync_dir(dir_fd, f"the directory holding {what}")
 
     def _sync_bodies(self) -> None:
@@ -931,6 +982,11 @@ class LocalStore(StoreBase):
             reason += " (disk full)"
         suffix = f" [{code}]" if code else ""
         return StoreError(f"cannot {action} in session {self._path}: {reason}{suffix}")
+
+
+def _check_sidecar(name: str) -> None:
+    if name not in SIDECAR_NAMES:
+        raise StoreError(f"{name!r} is not a sidecar name; known: {sorted(SIDECAR_NAMES)}")
 
 
 def decode_meta(data: bytes, path: str) -> dict[str, Any]:
