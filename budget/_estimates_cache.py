@@ -156,18 +156,20 @@ def load(store: Store, profile: TokenizerProfile, count: Callable[[str], int]) -
         try:
             store.write_sidecar(SIDECAR, data)
         except StoreError as exc:  # a cache write must never fail a request or a close
-            log.warning("toolbudget.estimates.save_failed", error=str(exc))
+            log.warning("toolbudget.session.estimates_save_failed", error=str(exc))
 
     entries: dict[bytes, int] | None = None
     try:
         data = store.read_sidecar(SIDECAR)
     except StoreError as exc:  # unreadable (a planted directory, EIO): estimated again
-        log.warning("toolbudget.estimates.load_failed", error=str(exc))
+        log.warning("toolbudget.session.estimates_load_failed", error=str(exc))
         data = None
     if data is not None:
         entries = EstimateCache.decode(data, fp)
         if entries is None:
             log.info(
-                "toolbudget.estimates.ignored", reason="torn, damaged or stale", bytes=len(data)
+                "toolbudget.session.estimates_ignored",
+                reason="torn, damaged or stale",
+                bytes=len(data),
             )
     return EstimateCache(fp, entries, sink)

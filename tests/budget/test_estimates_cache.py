@@ -152,7 +152,7 @@ def test_torn_or_damaged_sidecar_is_ignored(
     with caplog.at_level(logging.INFO):
         got = _resumed_first(tmp_path / "s", history)
     _same(got, expected)
-    assert any("toolbudget.estimates.ignored" in r.getMessage() for r in caplog.records)
+    assert any("toolbudget.session.estimates_ignored" in r.getMessage() for r in caplog.records)
 
 
 def test_sidecar_of_another_estimator_is_stale(tmp_path: Path, counted: list[int]) -> None:
