@@ -143,13 +143,16 @@ class EstimateCache:
         return dict(_ENTRY.iter_unpack(memoryview(body)[_HEAD.size :]))
 
 
-def load(store: Store, profile: TokenizerProfile, count: Callable[[str], int]) -> EstimateCache:
+def load(
+    store: Store, profile: TokenizerProfile, count: Callable[[str], int]
+) -> EstimateCache | None:
     """The estimate cache of the session in ``store``: what its sidecar holds when it is valid
-    for this estimator (else empty), written back to it as it grows. Never raises for the
-    store: a session opens the same without its cache."""
-    fp = fingerprint(profile, count)
+    for this estimator (else empty), written back to it as it grows. None for a store without
+    a directory (in memory: nothing outlives the process, so nothing is hashed or kept). Never
+    raises for the store: a session opens the same without its cache."""
     if not isinstance(store, LocalStore):
-        return EstimateCache(fp)  # in memory: nothing outlives the process
+        return None
+    fp = fingerprint(profile, count)
     log = get_logger("toolbudget")
 
     def sink(data: bytes) -> None:
