@@ -48,9 +48,11 @@ __all__ = [
 SIDECAR: Final = "estimates.bin"
 CACHE_MIN_CHARS: Final = 256
 """Shorter texts are estimated again: hashing and a lookup cost about what estimating them does."""
-MAX_ENTRIES: Final = 200_000
-"""At most this many estimates are kept (24 bytes each on disk): a very long session keeps the
-first ones, and the texts after them are estimated as without a cache."""
+MAX_ENTRIES: Final = 50_000
+"""At most this many estimates are kept (24 bytes each on disk, 1.2 MB at most): a very long
+session keeps the first ones, and the texts after them are estimated as without a cache. It
+bounds what a save costs on the request path (encoding 50,000 entries takes a few ms) and what
+decoding costs at open."""
 SAVE_EVERY: Final = 4_096
 """New estimates after which the sidecar is written again during a session (and at close)."""
 

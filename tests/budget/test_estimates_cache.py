@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+import budget._estimates_cache as cache_module
 import budget._tokens as tokens_module
 from benchmarks.importers import load_dir
 from budget import Budget, Prepared
@@ -216,3 +217,27 @@ def test_gc_removes_an_old_session_with_a_sidecar(tmp_path: Path) -> None:
     os.utime(tmp_path / "root" / "old", (past, past))
     gc_sessions(tmp_path / "root", older_than_s=3600)
     assert not (tmp_path / "root" / "old").exists()
+
+
+def test_cache_stops_growing_at_its_cap_and_saves_periodically(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Past MAX_ENTRIES texts are estimated without being kept; tick() hands the encoded cache
+    to its sink once SAVE_EVERY new estimates were added, and not again until more are."""
+    monkeypatch.setattr(cache_module, "MAX_ENTRIES", 2)
+    monkeypatch.setattr(cache_module, "SAVE_EVERY", 2)
+    saved: list[bytes] = []
+    fp = b"12345678"
+    cache = EstimateCache(fp, sink=saved.append)
+    assert cache.tokens("a" * 300, len) == 300
+    cache.tick()
+    assert saved == []  # one new estimate: below SAVE_EVERY
+    assert cache.tokens("b" * 301, len) == 301
+    assert cache.tokens("c" * 302, len) == 302  # answered, but past the cap: not kept
+    assert len(cache) == 2
+    cache.tick()
+    assert len(saved) == 1
+    assert EstimateCache.decode(saved[0], fp) == EstimateCache.decode(cache.encode(), fp)
+    cache.tick()
+    cache.save()
+    assert len(saved) == 1  # nothing new since
