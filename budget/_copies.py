@@ -15,7 +15,6 @@ from budget._history import RESCAN, HistoryCache, call_of
 from budget._ledger import Decision
 from budget._markers import Markers, markers
 from budget._report import DecisionReport
-from budget._tokens import estimate_tokens
 from budget._view import ToolResult
 
 __all__ = ["RequestCopy"]
@@ -120,7 +119,7 @@ class RequestCopy(HistoryCache):
             else:
                 tokens = counted.get(i)
                 if tokens is None:
-                    tokens = estimate_tokens(out, model=self._profile, text=self._tt)
+                    tokens = self._estimate(out)  # kept: a resume's scan shows it the same
                 m.tokens_out = tokens
             self._cum_out.append(self._cum_out[-1] + m.tokens_out)
 

@@ -19,19 +19,29 @@ Nothing in it is trusted blindly:
 
 An ignored sidecar only costs the time it would have saved, and the answers are the same with
 and without it: a hit gives the number the estimator gave for the same text.
+
+Whole messages are kept the same way (:meth:`EstimateCache.message_tokens`), keyed by the hash of
+their compact JSON (orjson, a seed of their own so a message never answers for a text): a
+resumed history's messages, as given and as its decisions show them, are then neither walked nor
+estimated again (serializing and hashing the 42 MB of a 5,201-message history takes ~15 ms; its
+estimate ~150 ms). A message orjson cannot serialize as plain JSON (an SDK object, a dataclass,
+a subclass of a built-in type, an int beyond 64 bits) is estimated as without the cache. Two
+values with one JSON form (``NaN`` and ``None``, an ``Enum`` member and its value) share a key:
+such a message, never seen in a provider's JSON, could take the other's estimate.
 """
 
 from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from typing import Final
+from typing import Any, Final
 
+import orjson
 import xxhash
 
 from budget._errors import StoreError
 from budget._log import get_logger
-from budget._tokens import TokenizerProfile
+from budget._tokens import TokenizerProfile, estimate_tokens
 from spill import LocalStore, Store
 from spill._store import encode_text
 
@@ -56,7 +66,7 @@ decoding costs at open."""
 SAVE_EVERY: Final = 4_096
 """New estimates after which the sidecar is written again during a session (and at close)."""
 
-_VERSION: Final = 1
+_VERSION: Final = 2
 """Bump when the estimator's answers change in a way the probe text could miss."""
 _MAGIC: Final = b"TBEST\x00\x00\x01"
 _HEAD: Final = struct.Struct("<8s8sQ")  # magic, estimator fingerprint, entry count
@@ -68,12 +78,34 @@ _PROBE: Final = (
     "https://example.com/a?b=c&d=e ~`!@#$%^&*()_+-=[]{}|;:'\",.<>/? \ud800"
 )
 """A text with every character class the estimator weighs: its estimate is in the fingerprint."""
+_PROBE_MESSAGES: Final = [
+    {"role": "user", "content": [{"type": "text", "text": "x", "cache_control": {"t": 1}}]},
+    {"role": "assistant", "content": [{"type": "tool_use", "id": "c", "name": "n", "input": {}}]},
+    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c", "content": "y"}]},
+    {
+        "role": "assistant",
+        "tool_calls": [{"id": "c", "function": {"name": "n", "arguments": "{}"}}],
+    },
+    {"role": "tool", "tool_call_id": "c", "content": "z"},
+    {"type": "function_call_output", "call_id": "c", "output": "w"},
+]
+"""Messages of every shape the framing weighs: their estimate is in the fingerprint too."""
+_MESSAGE_SEED: Final = 0x6D657373616765
+"""Seeds the hash of a message's JSON: a message's key is never a text's (whose JSON it may be)."""
+_JSON_ONLY: Final = (
+    orjson.OPT_PASSTHROUGH_SUBCLASS
+    | orjson.OPT_PASSTHROUGH_DATACLASS
+    | orjson.OPT_PASSTHROUGH_DATETIME
+)
+"""orjson refuses these (no ``default``): what the estimator may weigh otherwise than as JSON."""
 
 
 def fingerprint(profile: TokenizerProfile, count: Callable[[str], int]) -> bytes:
-    """8 bytes naming the estimator: ``profile``, this module's version, and ``count``'s
-    estimate of a probe text (so a changed estimator does not reuse old answers)."""
-    key = f"{_VERSION}|{profile!r}|{count(_PROBE)}"
+    """8 bytes naming the estimator: ``profile``, this module's version, ``count``'s estimate
+    of a probe text and the framed estimate of probe messages (so a changed estimator does not
+    reuse old answers)."""
+    framed = estimate_tokens(_PROBE_MESSAGES, model=profile, text=count)
+    key = f"{_VERSION}|{profile!r}|{count(_PROBE)}|{framed}"
     return xxhash.xxh3_64_digest(key.encode("utf-8", "surrogatepass"))
 
 
@@ -106,6 +138,22 @@ class EstimateCache:
         n = self._entries.get(key)
         if n is None:
             n = count(text)
+            if len(self._entries) < MAX_ENTRIES:
+                self._entries[key] = n
+                self._added += 1
+        return n
+
+    def message_tokens(self, message: Any, estimate: Callable[[Any], int]) -> int:
+        """The estimate of ``message``: remembered for the hash of its JSON, else
+        ``estimate(message)`` (kept); a message that is not plain JSON is not kept."""
+        try:
+            data = orjson.dumps(message, option=_JSON_ONLY)
+        except TypeError:  # orjson.JSONEncodeError: not plain JSON (or nested too deep)
+            return estimate(message)
+        key = xxhash.xxh3_128_digest(data, seed=_MESSAGE_SEED)
+        n = self._entries.get(key)
+        if n is None:
+            n = estimate(message)
             if len(self._entries) < MAX_ENTRIES:
                 self._entries[key] = n
                 self._added += 1

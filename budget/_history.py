@@ -241,18 +241,29 @@ class HistoryCache(StalenessCandidates):
 
     def _remember(self, message: Any, m: _Msg, shown: dict[int, str], i: int) -> None:
         """Keep message ``i``'s scan and its tokens, as given and as earlier decisions show it."""
-        tokens = estimate_tokens(message, model=self._profile, text=self._tt)
+        tokens = self._estimate(message)
         pre = tokens
         if shown:
             # Decided in an earlier request or process: counted as it is shown.
             out = self._format.rewrite(message, shown)
-            pre = estimate_tokens(out, model=self._profile, text=self._tt)
+            pre = self._estimate(out)
             self._shown_now[i] = (out, pre)
         m.tokens_in = tokens
         self._msgs.append(m)
         self._inputs.append(message)
         self._cum_in.append(self._cum_in[-1] + tokens)
         self._cum_pre.append(self._cum_pre[-1] + pre)
+
+    def _estimate(self, message: Any) -> int:
+        """Tokens of ``message``; a resumed session finds most in its saved estimates (by the
+        hash of the message's JSON, budget/_estimates_cache.py) rather than walking it."""
+        known = self._tt.known
+        if known is None:
+            return estimate_tokens(message, model=self._profile, text=self._tt)
+        return known.message_tokens(message, self._estimate_walked)
+
+    def _estimate_walked(self, message: Any) -> int:
+        return estimate_tokens(message, model=self._profile, text=self._tt)
 
     def _place(self, i: int, raw: RawResult) -> ToolResult:
         """Result ``raw`` of message ``i``, placed under the call it answers."""

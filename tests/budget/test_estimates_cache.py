@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ import pytest
 
 import budget._estimates_cache as cache_module
 import budget._textunits as textunits_module
+import budget._tokens as tokens_module
 from benchmarks.importers import load_dir
 from budget import Budget, Prepared
 from budget._estimates_cache import (
@@ -96,6 +98,72 @@ def test_resumed_first_prepare_estimates_no_cached_text_again(
     long_ones = [n for n in counted if n >= CACHE_MIN_CHARS]
     # Only the fingerprint's probe text may be estimated at open; it is shorter than the floor.
     assert long_ones == []
+
+
+@pytest.fixture
+def walked(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Roles of the messages the structural estimator walks, as it is called on them."""
+    seen: list[str] = []
+    real = tokens_module._value_tokens
+
+    def counting(value: Any, text: Any, fr: Any) -> int:
+        if type(value) is dict and "role" in value:
+            seen.append(str(value["role"]))
+        return real(value, text, fr)
+
+    monkeypatch.setattr(tokens_module, "_value_tokens", counting)
+    return seen
+
+
+def test_resumed_first_prepare_walks_no_message_the_closed_session_estimated(
+    tmp_path: Path, walked: list[str]
+) -> None:
+    """After a resume, no message of the history, as given or as its decisions show it, is
+    walked again: the first prepare reads their estimates from the sidecar by the hash of their
+    JSON (on ad53091 it walked all 121 messages and the 60 rewritten ones)."""
+    history = _history(60)
+    _build(tmp_path / "s", history)
+    assert walked  # the hook sees the estimator's walks
+    shutil.copytree(tmp_path / "s", tmp_path / "ref")
+    (tmp_path / "ref" / SIDECAR).unlink()
+    expected = _resumed_first(tmp_path / "ref", history)  # every message walked again
+    with Budget.open(tmp_path / "s", {"fsync": False}) as session:
+        walked.clear()  # opening walks the fingerprint's probe messages only
+        got = session.prepare(history, now=1e6)
+        assert walked == []
+    _same(got, expected)
+
+
+def test_a_message_key_never_answers_for_a_text() -> None:
+    """A message's key is seeded apart from texts': a text equal to a message's JSON misses."""
+    cache = EstimateCache(b"12345678")
+    message = "m" * 300
+    as_json = f'"{message}"'  # the bytes orjson gives for the message
+    assert cache.tokens(as_json, lambda _: 11) == 11
+    assert cache.message_tokens(message, lambda _: 22) == 22
+    assert cache.message_tokens(message, lambda _: 33) == 22  # its own entry now
+    assert cache.tokens(as_json, lambda _: 44) == 11
+
+
+def test_a_message_that_is_not_plain_json_is_estimated_every_time() -> None:
+    """A message orjson would serialize otherwise than the estimator weighs it (a dict subclass,
+    a dataclass, an int beyond 64 bits) is estimated each time and never kept."""
+
+    class Message(dict[str, Any]):
+        pass
+
+    cache = EstimateCache(b"12345678")
+    calls: list[object] = []
+
+    def estimate(value: object) -> int:
+        calls.append(value)
+        return 5
+
+    for value in (Message(role="user", content="x"), {"role": "user", "n": 1 << 70}):
+        assert cache.message_tokens(value, estimate) == 5
+        assert cache.message_tokens(value, estimate) == 5
+    assert len(calls) == 4
+    assert len(cache) == 0
 
 
 def test_bytes_and_decisions_identical_with_and_without_the_cache(tmp_path: Path) -> None:
