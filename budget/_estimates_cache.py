@@ -33,7 +33,7 @@ such a message, never seen in a provider's JSON, could take the other's estimate
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Final
 
 import orjson
@@ -158,6 +158,22 @@ class EstimateCache:
                 self._entries[key] = n
                 self._added += 1
         return n
+
+    def keep_messages(self, counted: Iterable[tuple[Any, int]]) -> None:
+        """Keep the tokens of each (message, tokens) pair of ``counted`` by the hash of the
+        message's JSON; ``tokens`` must be the estimate of the message as it is now."""
+        entries = self._entries
+        for message, n in counted:
+            if len(entries) >= MAX_ENTRIES:
+                return
+            try:
+                data = orjson.dumps(message, option=_JSON_ONLY)
+            except TypeError:  # not plain JSON: never looked up either
+                continue
+            key = xxhash.xxh3_128_digest(data, seed=_MESSAGE_SEED)
+            if key not in entries:
+                entries[key] = n
+                self._added += 1
 
     def tick(self) -> None:
         """End of a request: write the cache when enough estimates were added since the last

@@ -192,6 +192,7 @@ class Budget(Outcome, Bodies):
             self._closed = True
             try:
                 if self._tt.known is not None:
+                    self._keep_estimates()
                     self._tt.known.save()  # the estimates a resume reuses (budget/_estimates_cache)
                 if self._unlogged:
                     self._append_log([])
