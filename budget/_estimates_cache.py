@@ -20,11 +20,14 @@ Nothing in it is trusted blindly:
 An ignored sidecar only costs the time it would have saved, and the answers are the same with
 and without it: a hit gives the number the estimator gave for the same text.
 
-Whole messages are kept the same way (:meth:`EstimateCache.message_tokens`), keyed by the hash of
-their compact JSON (orjson, a seed of their own so a message never answers for a text): a
-resumed history's messages, as given and as its decisions show them, are then neither walked nor
-estimated again (serializing and hashing the 42 MB of a 5,201-message history takes ~15 ms; its
-estimate ~150 ms). A message orjson cannot serialize as plain JSON (an SDK object, a dataclass,
+Whole messages are kept the same way, keyed by the hash of their compact JSON (orjson, a seed of
+their own so a message never answers for a text): at close the session hands over the tokens of
+its history's messages, as given and as its copies show them (:meth:`EstimateCache.keep_messages`),
+and a scan of many messages (a resume) looks them up (:meth:`EstimateCache.message_tokens`), so a
+resumed history is neither walked nor estimated again (serializing and hashing the 42 MB of a
+5,201-message history takes ~15 ms; walking it ~150 ms). A request's few new messages are walked
+as before: hashing them would cost a steady-state request more than it saves. The fingerprint
+also holds the framed estimate of probe messages of every shape. A message orjson cannot serialize as plain JSON (an SDK object, a dataclass,
 a subclass of a built-in type, an int beyond 64 bits) is estimated as without the cache. Two
 values with one JSON form (``NaN`` and ``None``, an ``Enum`` member and its value) share a key:
 such a message, never seen in a provider's JSON, could take the other's estimate.
