@@ -27,10 +27,11 @@ and a scan of many messages (a resume) looks them up (:meth:`EstimateCache.messa
 resumed history is neither walked nor estimated again (serializing and hashing the 42 MB of a
 5,201-message history takes ~15 ms; walking it ~150 ms). A request's few new messages are walked
 as before: hashing them would cost a steady-state request more than it saves. The fingerprint
-also holds the framed estimate of probe messages of every shape. A message orjson cannot serialize as plain JSON (an SDK object, a dataclass,
-a subclass of a built-in type, an int beyond 64 bits) is estimated as without the cache. Two
-values with one JSON form (``NaN`` and ``None``, an ``Enum`` member and its value) share a key:
-such a message, never seen in a provider's JSON, could take the other's estimate.
+also holds the framed estimate of probe messages of every shape. A message orjson cannot
+serialize as plain JSON (an SDK object, a dataclass, a subclass of a built-in type, an int beyond
+64 bits) is estimated as without the cache. Two values with one JSON form (``NaN`` and ``None``,
+an ``Enum`` member and its value) share a key: such a message, never seen in a provider's JSON,
+could take the other's estimate.
 """
 
 from __future__ import annotations
