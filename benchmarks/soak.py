@@ -76,6 +76,8 @@ _STORE_METHODS: Final = (
     "read_log",
     "read_meta",
     "write_meta",
+    "read_sidecar",
+    "write_sidecar",
     "close",
 )
 

@@ -11,11 +11,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from budget._history import RESCAN, HistoryCache, call_of
+from budget._history import BULK, RESCAN, HistoryCache, call_of
 from budget._ledger import Decision
 from budget._markers import Markers, markers
 from budget._report import DecisionReport
-from budget._tokens import estimate_tokens
 from budget._view import ToolResult
 
 __all__ = ["RequestCopy"]
@@ -111,6 +110,7 @@ class RequestCopy(HistoryCache):
 
     def _count_out(self, messages: list[Any], first: int, counted: dict[int, int]) -> None:
         """The tokens of the copies from ``first`` on, and their running sums."""
+        self._bulk = len(messages) - first > BULK
         del self._cum_out[first + 1 :]
         for i in range(first, len(messages)):
             m = self._msgs[i]
@@ -120,7 +120,7 @@ class RequestCopy(HistoryCache):
             else:
                 tokens = counted.get(i)
                 if tokens is None:
-                    tokens = estimate_tokens(out, model=self._profile, text=self._tt)
+                    tokens = self._estimate(out)
                 m.tokens_out = tokens
             self._cum_out.append(self._cum_out[-1] + m.tokens_out)
 

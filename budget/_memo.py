@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Final
 
 from budget._errors import ConfigError
+from budget._estimates_cache import CACHE_MIN_CHARS, EstimateCache
 from budget._tokens import DEFAULT_PROFILE, TokenizerProfile
 
 __all__ = ["MEMO_MIN_CHARS", "SAMPLE_ABOVE_CHARS", "TextTokens", "sampled_text_tokens"]
@@ -50,19 +51,28 @@ class TextTokens:
     """A text token estimator that remembers its answers over two requests.
 
     It counts with ``profile``'s character weights, or with ``exact`` (a tokenizer's count of a
-    text) when one is given.
+    text) when one is given. ``known`` remembers estimates by the hash of the text beyond the
+    two requests, across a resume (:mod:`budget._estimates_cache`); texts not worth hashing
+    (shorter than ``CACHE_MIN_CHARS``, or long enough to be sampled) are estimated without it.
     """
 
-    __slots__ = ("_count", "_cur", "_prev")
+    __slots__ = ("_count", "_cur", "_known", "_prev")
 
     def __init__(
         self,
         profile: TokenizerProfile = DEFAULT_PROFILE,
         exact: Callable[[str], int] | None = None,
+        known: EstimateCache | None = None,
     ) -> None:
         self._count = _checked(exact) if exact is not None else profile.text_tokens
+        self._known = known
         self._cur: dict[int, tuple[str, int]] = {}
         self._prev: dict[int, tuple[str, int]] = {}
+
+    @property
+    def known(self) -> EstimateCache | None:
+        """The estimates kept across requests and resumes by text hash, if any."""
+        return self._known
 
     def __call__(self, text: str) -> int:
         """Estimated tokens of ``text`` (memoized by identity)."""
@@ -76,6 +86,8 @@ class TextTokens:
         if hit is None or hit[0] is not text:
             if len(text) > SAMPLE_ABOVE_CHARS:
                 hit = (text, sampled_text_tokens(text, self._count))
+            elif self._known is not None and len(text) >= CACHE_MIN_CHARS:
+                hit = (text, self._known.tokens(text, self._count))
             else:
                 hit = (text, self._count(text))
         self._cur[key] = hit
@@ -85,6 +97,8 @@ class TextTokens:
         """Start a new request: forget entries not used by the one that just ended."""
         self._prev = self._cur
         self._cur = {}
+        if self._known is not None:
+            self._known.tick()
 
     def clear(self) -> None:
         """Forget everything (the session rebuilt its caches)."""

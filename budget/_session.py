@@ -39,6 +39,7 @@ from budget._calibration import Anchor, Calibration
 from budget._compactor import Compactor
 from budget._config import BudgetConfig, build_config
 from budget._errors import ContextOverflow, InputError, StoreError
+from budget._estimates_cache import load as load_estimates
 from budget._history import result_key
 from budget._journal import Counters, finite
 from budget._ledger import Decision, Ledger
@@ -99,7 +100,12 @@ class Budget(Outcome, Bodies):
         """Sequence number of the last log record: records that may repeat stay distinct lines."""
         # The model's tokenizer family sets text density and framing for every estimate.
         self._profile = tokenizer_profile(self.config.model)
-        self._tt = TextTokens(self._profile, exact=text_tokens)
+        known = (
+            None
+            if text_tokens is not None
+            else load_estimates(store, self._profile, self._profile.text_tokens)
+        )
+        self._tt = TextTokens(self._profile, exact=text_tokens, known=known)
         self._unlogged: list[Mapping[str, Any]] = []
         self._tail: list[dict[str, Any]] = []
         """Records of a request a crash cut off, still in the log: its retry does not repeat them."""
@@ -192,6 +198,9 @@ class Budget(Outcome, Bodies):
         with self._lock:
             self._closed = True
             try:
+                if self._tt.known is not None:
+                    self._keep_estimates()
+                    self._tt.known.save()  # the estimates a resume reuses (budget/_estimates_cache)
                 if self._unlogged:
                     self._append_log([])
             finally:

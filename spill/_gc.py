@@ -20,13 +20,20 @@ from typing import Final
 
 from spill import _fs
 from spill._errors import ConfigError, StoreError
-from spill._sessiondir import BODIES_NAME, LOCK_NAME, LOG_NAME, META_NAME, TMP_PREFIX
+from spill._sessiondir import (
+    BODIES_NAME,
+    LOCK_NAME,
+    LOG_NAME,
+    META_NAME,
+    SIDECAR_NAMES,
+    TMP_PREFIX,
+)
 from spill._store import events
 
 __all__ = ["gc_sessions"]
 
 _DIR_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY
-_KNOWN: Final = frozenset({BODIES_NAME, LOCK_NAME, LOG_NAME, META_NAME})
+_KNOWN: Final = frozenset({BODIES_NAME, LOCK_NAME, LOG_NAME, META_NAME, *SIDECAR_NAMES})
 
 
 def gc_sessions(
@@ -124,7 +131,7 @@ def _collect(
             if now - newest <= older_than_s:
                 skip(path, f"used {_age(now - newest)} ago")
                 return False
-            for entry in (LOG_NAME, BODIES_NAME):
+            for entry in (LOG_NAME, BODIES_NAME, *sorted(SIDECAR_NAMES)):
                 _remove(dir_fd, entry)
             for entry in _fs.listdir(dir_fd):
                 if entry.startswith(TMP_PREFIX):

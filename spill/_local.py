@@ -7,6 +7,8 @@ Layout::
       session.json        0600  small metadata, replaced atomically
       decisions.jsonl     0600  the checksummed, append-only decision log (see spill._log)
       bodies/<ab>/<ref>.txt     spilled bodies by content hash (dirs 0700, files 0600)
+      estimates.bin       0600  optional cache a session keeps beside its log (a *sidecar*:
+                                validated by its reader, never needed, see read_sidecar)
 
 Bodies are written to a ``.tmp-*`` file in their final directory, fsync'd, renamed into place
 and the directory fsync'd (then ``bodies/``, when the shard is new or at a store's first put)
@@ -41,6 +43,7 @@ from spill._sessiondir import (
     LOG_NAME,
     META_NAME,
     READ_FLAGS,
+    SIDECAR_NAMES,
     decode_meta,
     encode_meta,
 )
@@ -53,7 +56,7 @@ from spill._store import (
     validate_ref,
 )
 
-__all__ = ["DEFAULT_QUOTA_BYTES", "LocalStore", "decode_meta"]
+__all__ = ["DEFAULT_QUOTA_BYTES", "SIDECAR_NAMES", "LocalStore", "decode_meta"]
 
 DEFAULT_QUOTA_BYTES: Final = 1 << 30
 
@@ -286,6 +289,43 @@ class LocalStore(Bodies, StoreBase):
                 self._close_quietly(fd)
         return decode_meta(data, self._path)
 
+    def read_sidecar(self, name: str) -> bytes | None:
+        """The bytes of sidecar ``name`` (one of ``SIDECAR_NAMES``); None if there is none.
+
+        The reader validates what it gets: a sidecar is written without fsync, so after a crash
+        it may be torn, empty or older than the log.
+        """
+        _check_sidecar(name)
+        with self._mutex:
+            self._check_open()
+            try:
+                fd = _fs.open_fd(name, READ_FLAGS, dir_fd=self._dir_fd)
+            except FileNotFoundError:
+                return None
+            except OSError as exc:
+                raise self._error(f"open {name}", exc, name=name, parent_fd=self._dir_fd) from exc
+            try:
+                if not stat.S_ISREG(_fs.stat(fd).st_mode):
+                    raise StoreError(f"{name} in session {self._path} is not a regular file")
+                return _fs.read(fd)
+            except OSError as exc:
+                raise self._error(f"read {name}", exc) from exc
+            finally:
+                self._close_quietly(fd)
+
+    def write_sidecar(self, name: str, data: bytes) -> None:
+        """Replace sidecar ``name`` (one of ``SIDECAR_NAMES``) by ``data`` (temp file, rename).
+
+        Not fsync'd: a sidecar is a cache its reader checks, never a decision's dependency, so
+        it is not worth a journal commit on the request path.
+        """
+        _check_sidecar(name)
+        if not isinstance(data, bytes):
+            raise StoreError(f"a sidecar is bytes, got {type(data).__name__}")
+        with self._mutex:
+            self._check_open()
+            self._write_atomic(self._dir_fd, name, data, name, sync=False)
+
     def write_meta(self, meta: Mapping[str, Any]) -> None:
         """Replace the session metadata atomically (temp file, fsync, rename)."""
         data = encode_meta(meta)
@@ -314,3 +354,8 @@ class LocalStore(Bodies, StoreBase):
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
         return f"LocalStore({self._path!r}, {state})"
+
+
+def _check_sidecar(name: str) -> None:
+    if name not in SIDECAR_NAMES:
+        raise StoreError(f"{name!r} is not a sidecar name; known: {sorted(SIDECAR_NAMES)}")

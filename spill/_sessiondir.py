@@ -30,6 +30,7 @@ __all__ = [
     "LOCK_NAME",
     "LOG_NAME",
     "META_NAME",
+    "SIDECAR_NAMES",
     "TMP_PREFIX",
     "SessionDir",
     "decode_meta",
@@ -41,6 +42,9 @@ LOG_NAME: Final = "decisions.jsonl"
 BODIES_NAME: Final = "bodies"
 TMP_PREFIX: Final = ".tmp-"
 BODY_SUFFIX: Final = ".txt"
+SIDECAR_NAMES: Final = frozenset({"estimates.bin"})
+"""The only names :meth:`LocalStore.write_sidecar` writes: caches derived from the history,
+each checked by its reader (``budget._estimates_cache``), so a torn or stale one costs time only."""
 
 DIR_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY
 READ_FLAGS: Final = os.O_RDONLY | os.O_NONBLOCK  # a FIFO planted as a body must not block us
@@ -299,12 +303,21 @@ class SessionDir:
             self._close_quietly(fd)
 
     def _write_atomic(
-        self, dir_fd: int, name: str, data: bytes | memoryview, what: str, *, sync_dir: bool = True
+        self,
+        dir_fd: int,
+        name: str,
+        data: bytes | memoryview,
+        what: str,
+        *,
+        sync_dir: bool = True,
+        sync: bool = True,
     ) -> None:
         """Write ``data`` to a temp file next to ``name``, fsync it, rename it over ``name``.
 
         Then fsync the directory, unless ``sync_dir`` is False (a group commit syncs it once).
+        ``sync=False`` skips both fsyncs (a sidecar, validated by its reader).
         """
+        sync = sync and self._fsync
         tmp = f"{TMP_PREFIX}{name}-{secrets.token_hex(6)}"
         try:
             fd = _fs.open_fd(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600, dir_fd=dir_fd)
@@ -313,7 +326,7 @@ class SessionDir:
         try:
             try:
                 _fs.write(fd, data)
-                if self._fsync:
+                if sync:
                     _fs.fsync(fd)
             finally:
                 _fs.close(fd)
@@ -324,7 +337,7 @@ class SessionDir:
         except BaseException:
             self._discard(dir_fd, tmp)
             raise
-        if self._fsync and sync_dir:
+        if sync and sync_dir:
             self._fsync_dir(dir_fd, f"the directory holding {what}")
 
     def _sync_bodies(self) -> None:

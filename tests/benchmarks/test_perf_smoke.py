@@ -84,6 +84,9 @@ def test_resume_reads_no_spilled_body_and_gives_the_same_copy(figures: list[Figu
     assert opened.met is True
     (first,) = _named(figures, "first prepare() after resume")
     assert first.extra["identical"] is True
+    # Timed with the saved estimates and without them (the rebuild's floor), in the same run.
+    assert first.peer is not None and first.target == "≤ 200 ms"
+    assert len(first.extra["wall_ms"]) == len(first.extra["rebuild_wall_ms"]) >= 1
     (resume,) = _named(figures, "resume a session")
     assert resume.extra["decisions"] >= 40
     assert resume.extra["bodies"] > 0

@@ -27,7 +27,19 @@ pytestmark = pytest.mark.slow  # the crash soak: forks and SIGKILLs hundreds of 
 
 REPO = Path(__file__).resolve().parents[2]
 ROUNDS = 40
-PHASES = {"open", "read_log", "read_meta", "put_many", "append_log", "get", "close"}
+# The sidecar's read and write (budget/_estimates_cache.py) are phases too: a kill inside either
+# must still give byte-identical resumes (a torn estimates.bin is ignored, never trusted).
+PHASES = {
+    "open",
+    "read_log",
+    "read_meta",
+    "put_many",
+    "append_log",
+    "get",
+    "close",
+    "read_sidecar",
+    "write_sidecar",
+}
 
 
 def soak(tmp_path: Path, *args: str) -> dict[str, Any]:
@@ -63,7 +75,9 @@ def check_private(path: Path) -> int:
     return checked
 
 
-@pytest.mark.parametrize(("seed", "trials"), [(11, 25), (12, 25)])
+# Seeds whose stratified first kills (one phase per trial, in turn) cover a torn log line and a
+# batch request: with the sidecar phases added, seeds 11 and 12 each missed one of them.
+@pytest.mark.parametrize(("seed", "trials"), [(13, 25), (14, 25)])
 def test_sessions_killed_at_numbered_filesystem_calls_resume_byte_identical(
     tmp_path: Path, seed: int, trials: int, record_property: Any
 ) -> None:

@@ -34,7 +34,8 @@ from tests.strategies import assistant, results
 REPO = Path(__file__).resolve().parents[2]
 CFG = BudgetConfig(result_cap=1_000, preview_chars=200, fsync=False)
 NAMES = re.compile(
-    r"\A(lock|session\.json|decisions\.jsonl|bodies|[0-9a-f]{2}|[0-9a-f]{32}\.txt|\.tmp-[\w.-]+)\Z"
+    r"\A(lock|session\.json|decisions\.jsonl|estimates\.bin|bodies|[0-9a-f]{2}|[0-9a-f]{32}\.txt"
+    r"|\.tmp-[\w.-]+)\Z"
 )
 WATCHED = {
     "open",
@@ -303,6 +304,7 @@ def test_call_ids_with_path_characters_are_only_ever_data(
     assert sorted(p.name for p in path.iterdir()) == [
         "bodies",
         "decisions.jsonl",
+        "estimates.bin",
         "lock",
         "session.json",
     ]
