@@ -1,8 +1,8 @@
 """Compaction's stateful half: the checkpoint, the breaker, and the view ``prepare`` budgets.
 
 ``Budget`` holds one :class:`Compactor` and calls it at three points: on resume (the checkpoint
-records in the log), at the start of each request (the projected view of the caller's list) and
-for ``compact()`` / ``uncompact()``. The checkpoint is a log record of its own (``"t": "cmp"``):
+records in the log), in each request (the projected view of the caller's list, and a compaction
+when ``budget._compacting`` finds one due) and for ``compact()`` / ``uncompact()``. The checkpoint is a log record of its own (``"t": "cmp"``):
 the summary, the attachments, and the first retained message's anchor. It is read from the whole
 log, not only from closed requests: it is written alone, after the summarizer returned, and is
 valid as soon as its line is whole. A resumed session projects the same bytes from it without
@@ -162,31 +162,6 @@ class Compactor:
         self._set(None)
         self._log.info("toolbudget.session.compaction_cleared")
         return True
-
-    def request_view(
-        self,
-        messages: list[Any],
-        fmt: Format,
-        tokens: Callable[[Any], int],
-        append: Append,
-        window: Callable[[], int],
-    ) -> list[Any]:
-        """What ``prepare`` budgets: the view, compacted first when it nears the window.
-
-        Automatic compaction runs in ``"auto"`` mode with a summarizer and the breaker closed,
-        when the view's estimate exceeds ``window - compact_reserve_tokens -
-        compact_margin_tokens`` (SPEC §11.2).
-        """
-        view = self.view(messages, fmt)
-        cfg = self.config
-        if cfg.compaction != "auto" or self.summarizer is None or self.breaker_open:
-            return view
-        threshold = window() - cfg.compact_reserve_tokens - cfg.compact_margin_tokens
-        if sum(tokens(m) for m in view) <= threshold:
-            return view
-        if self.compact(messages, fmt, tokens, append, window, manual=False):
-            return self.view(messages, fmt)
-        return view
 
     def compact(
         self,
