@@ -129,7 +129,9 @@ _CONSTRAINT_RE = re.compile(
 
 def _user_texts(message: Any) -> list[str]:
     """The text a user wrote in ``message``: none for tool results (they are not the user's)."""
-    if field(message, "role") != "user" or field(message, "type") not in (None, "message"):
+    kind = field(message, "type")
+    # LangChain's HumanMessage has a ``type`` of "human" and no role.
+    if not (field(message, "role") == "user" and kind in (None, "message")) and kind != "human":
         return []
     content = field(message, "content")
     if isinstance(content, str):
@@ -194,8 +196,8 @@ def _calls_with_args(message: Any) -> list[tuple[str, str, Any]]:
             if is_record(b) and field(b, "type") == "tool_use":
                 out.append((str(field(b, "id")), str(field(b, "name")), field(b, "input")))
     for tc in field(message, "tool_calls") or []:
-        fn = field(tc, "function")
-        out.append((str(field(tc, "id")), str(field(fn, "name")), field(fn, "arguments")))
+        name, args = _name_args(tc)
+        out.append((str(field(tc, "id")), str(name), args))
     return out
 
 
@@ -356,9 +358,17 @@ def render_transcript(messages: Sequence[Any]) -> str:
             elif isinstance(content, list):
                 out += [_block(role, b) for b in content]
             for tc in field(message, "tool_calls") or []:
-                fn = field(tc, "function")
-                out.append(_call(field(tc, "id"), field(fn, "name"), field(fn, "arguments")))
+                out.append(_call(field(tc, "id"), *_name_args(tc)))
     return "\n".join(p for p in out if p)
+
+
+def _name_args(tool_call: Any) -> tuple[object, object]:
+    """A Chat Completions tool call's function name and arguments; LangChain's ``tool_calls``
+    hold them at the top (``name``, ``args``)."""
+    fn = field(tool_call, "function")
+    if fn is None:
+        return field(tool_call, "name"), field(tool_call, "args")
+    return field(fn, "name"), field(fn, "arguments")
 
 
 def _block(role: str, block: Any) -> str:

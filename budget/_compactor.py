@@ -213,8 +213,10 @@ class Compactor:
             file_chars=cfg.compact_file_chars,
         )
         if view is not messages and self.checkpoint is not None:
-            # The user's constraints were carried by the last summary message, not its text.
-            extra = Attachments(extra.constraints or self.checkpoint.constraints, extra.files)
+            # The user's constraints were carried by the last summary message: the early user
+            # messages they came from are summarized, and read from the view now they would be
+            # lines of the summary message itself.
+            extra = Attachments(self.checkpoint.constraints, extra.files)
         margin = cfg.compact_manual_margin_tokens if manual else cfg.compact_margin_tokens
         room = window() - cfg.compact_reserve_tokens - margin
         first_summarized, held = tail.start, 0

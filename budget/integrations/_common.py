@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from typing import Any
+
 from budget._errors import ConfigError
 from budget._overflow import is_context_overflow
 from budget._session import Budget
 
-__all__ = ["is_overflow", "require_session"]
+__all__ = ["attach_summarizer", "is_overflow", "require_session"]
 
 
 def require_session(session: object, integration: str) -> Budget:
@@ -28,3 +31,20 @@ def is_overflow(session: Budget, error: BaseException) -> bool:
     if not isinstance(error, Exception) or not is_context_overflow(error):
         return False
     return session.on_overflow(error)
+
+
+def attach_summarizer(
+    session: Budget, summarizer: Callable[[Sequence[Any]], Any] | None, integration: str
+) -> None:
+    """Give ``session`` the summarizer an integration was given, so that it compacts (with its
+    ``compaction`` setting); a session holding another one is a ConfigError (one summarizer,
+    given in one place)."""
+    if summarizer is None:
+        return
+    compactor = session._compactor
+    if compactor.summarizer is not None and compactor.summarizer is not summarizer:
+        raise ConfigError(
+            f"{integration}: the session was opened with a summarizer already; give it either "
+            "to Budget.open or to the integration"
+        )
+    compactor.summarizer = summarizer

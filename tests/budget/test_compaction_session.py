@@ -255,3 +255,19 @@ def test_an_async_summarizer_that_fails_opens_the_breaker_in_aprepare(tmp_path: 
             assert len(asyncio.run(b.aprepare(msgs)).messages) == len(msgs)
         assert b._compactor.breaker_open
     assert len(coro.calls) == 3
+
+
+def test_a_second_compaction_carries_the_users_constraints_not_the_summary_lines(
+    tmp_path: Path,
+) -> None:
+    """Compacting a compacted view keeps the constraints of the first checkpoint, not lines of its summary message."""
+    cfg = SESSION.model_copy(update={"compaction": "manual"})
+    msgs = history(12)
+    with Budget.open(tmp_path / "s", cfg, summarizer=Counting()) as b:
+        assert b.compact(msgs)
+        msgs = history(24)  # the same first 25 messages, then 12 rounds more
+        assert b.compact(msgs)
+        first = b.prepare(msgs).messages[0]["content"]
+    constraints = first.split("<user-constraints")[1].split("</user-constraints>")[0]
+    assert "Fix the parser." in constraints and "Never edit tests/." in constraints
+    assert "compacted" not in constraints
