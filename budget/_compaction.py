@@ -129,6 +129,13 @@ _CONSTRAINT_RE = re.compile(
 
 def _user_texts(message: Any) -> list[str]:
     """The text a user wrote in ``message``: none for tool results (they are not the user's)."""
+    parts = None if is_record(message) else getattr(message, "parts", None)
+    if isinstance(parts, list):  # a pydantic-ai ModelRequest: its user prompts
+        return [
+            p.content
+            for p in parts
+            if getattr(p, "part_kind", None) == "user-prompt" and isinstance(p.content, str)
+        ]
     kind = field(message, "type")
     # LangChain's HumanMessage has a ``type`` of "human" and no role.
     if not (field(message, "role") == "user" and kind in (None, "message")) and kind != "human":
@@ -333,7 +340,11 @@ def render_transcript(messages: Sequence[Any]) -> str:
     out: list[str] = []
     for message in messages:
         if not is_record(message):
-            out.append(f"[unknown] {message!s}")
+            parts = getattr(message, "parts", None)
+            if isinstance(parts, list):  # pydantic-ai's ModelRequest and ModelResponse
+                out += [_part(p) for p in parts]
+            else:
+                out.append(f"[unknown] {message!s}")
             continue
         role = str(field(message, "role") or field(message, "type") or "unknown")
         kind = field(message, "type")
@@ -369,6 +380,23 @@ def _name_args(tool_call: Any) -> tuple[object, object]:
     if fn is None:
         return field(tool_call, "name"), field(tool_call, "args")
     return field(fn, "name"), field(fn, "arguments")
+
+
+_PART_ROLES = {"system-prompt": "system", "user-prompt": "user", "text": "assistant"}
+
+
+def _part(part: Any) -> str:
+    """One part of a pydantic-ai message, as the transcript shows it."""
+    kind = getattr(part, "part_kind", None)
+    if kind == "tool-call":
+        return _call(part.tool_call_id, part.tool_name, part.args)
+    if kind in ("tool-return", "retry-prompt"):
+        return f"[tool result {part.tool_call_id}] {_text(part.content)}"
+    role = _PART_ROLES.get(str(kind))
+    content = getattr(part, "content", None)
+    if role is not None and isinstance(content, str):
+        return f"[{role}] {content}"
+    return f"[{role or 'part'}] <{kind or 'part'}>"
 
 
 def _block(role: str, block: Any) -> str:
