@@ -54,9 +54,11 @@ class _Pending(BaseException):
     """A summary ``aprepare`` must await before the request can go on (control flow, not an
     error: a BaseException, so the compactor's failure counting does not take it)."""
 
-    def __init__(self, part: list[Any]) -> None:
+    def __init__(self, part: list[Any], summarizer: Callable[[Sequence[Any]], Any]) -> None:
         super().__init__("a summary to await")
         self.part = part
+        self.summarizer = summarizer
+        """The caller's own: the compactor's may be another request's stand-in meanwhile."""
 
 
 class _AsyncInSync(BaseException):
@@ -101,7 +103,7 @@ class _Summaries:
         if got is None:
             if not self.can_wait:
                 raise InputError(f"aprepare awaited {MAX_AWAITS} summaries for one request")
-            raise _Pending(list(part))
+            raise _Pending(list(part), self.fn)
         if isinstance(got[1], Exception):
             raise got[1]
         return got[1]
@@ -227,7 +229,7 @@ class Compacting:
 
     async def aprepare(
         self,
-        messages: list[Any],
+        messages: Sequence[Any],
         *,
         usage: Any = None,
         now: float | None = None,
@@ -247,7 +249,7 @@ class Compacting:
                     self._request, messages, usage, when, format, awaited, can_wait
                 )
             except _Pending as pending:
-                await self._await_summary(pending.part, awaited)
+                await _await_summary(pending, awaited, self.config)
 
     async def acompact(self, messages: list[Any], *, format: Format | str | None = None) -> bool:
         """:meth:`compact` for an async summarizer (a sync one runs in a worker thread)."""
@@ -259,24 +261,24 @@ class Compacting:
                     self._compact_now, messages, format, awaited, can_wait
                 )
             except _Pending as pending:
-                await self._await_summary(pending.part, awaited)
+                await _await_summary(pending, awaited, self.config)
 
-    async def _await_summary(self, part: list[Any], awaited: Awaited) -> None:
-        """The summary of ``part`` (or the error the summarizer raised), into ``awaited``."""
-        fn = self._compactor.summarizer
-        assert fn is not None  # a summary is asked for only with a summarizer
-        # compact_timeout_s bounds a summary where the setting exists (the sync path bounds
-        # its summarizer call by the same setting).
-        timeout: float | None = getattr(self.config, "compact_timeout_s", None)
-        result: str | Exception
-        try:
-            if inspect.iscoroutinefunction(inspect.unwrap(fn)):
-                out = fn(part)
-            else:
-                out = await asyncio.to_thread(fn, part)
-            if inspect.isawaitable(out):
-                out = await asyncio.wait_for(out, timeout)
-            result = out
-        except Exception as exc:  # counted by the compactor when the request runs again
-            result = exc
-        awaited[_key(part)] = (part, result)
+
+async def _await_summary(pending: _Pending, awaited: Awaited, config: BudgetConfig) -> None:
+    """The summary of ``pending.part`` (or the error the summarizer raised), into ``awaited``."""
+    fn, part = pending.summarizer, pending.part
+    # compact_timeout_s bounds a summary where the setting exists (the sync path bounds its
+    # summarizer call by the same setting).
+    timeout: float | None = getattr(config, "compact_timeout_s", None)
+    result: str | Exception
+    try:
+        if inspect.iscoroutinefunction(inspect.unwrap(fn)):
+            out = fn(part)
+        else:
+            out = await asyncio.to_thread(fn, part)
+        if inspect.isawaitable(out):
+            out = await asyncio.wait_for(out, timeout)
+        result = out
+    except Exception as exc:  # counted by the compactor when the request runs again
+        result = exc
+    awaited[_key(part)] = (part, result)
