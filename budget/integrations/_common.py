@@ -25,8 +25,9 @@ def require_session(session: object, integration: str) -> Budget:
 def is_overflow(session: Budget, error: BaseException) -> bool:
     """Tell the session about a prompt-too-long error; True when the request should be retried.
 
-    Other errors are left alone (not even logged): they belong to the caller. After the third
-    overflow in a row the session raises ContextOverflow instead of asking for a retry.
+    Other errors are left alone (not even logged): they belong to the caller. At the third
+    overflow in a row the session compacts on the retry when it has a summarizer, and raises
+    ContextOverflow instead of asking for a retry when nothing is left to do.
     """
     if not isinstance(error, Exception) or not is_context_overflow(error):
         return False

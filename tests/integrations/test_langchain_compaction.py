@@ -56,6 +56,9 @@ class WorkingModel(BaseChatModel):
     summarizer's prompt (no tools bound), it writes a fixed summary."""
 
     rounds: int = ROUNDS
+    refuse_over: int | None = None
+    """Refuse (a prompt-too-long error, as a provider words it) more messages than this."""
+    refused: int = 0
     received: list[list[BaseMessage]] = Field(default_factory=list)
     summaries: list[list[BaseMessage]] = Field(default_factory=list)
     offered: list[list[str]] = Field(default_factory=list)
@@ -86,12 +89,18 @@ class WorkingModel(BaseChatModel):
             self.offered.append(list(kwargs.get("tool_names", [])))
             return ChatResult(generations=[ChatGeneration(message=AIMessage(content=SUMMARY))])
         self.received.append(list(messages))
+        if self.refuse_over is not None and len(messages) > self.refuse_over:
+            self.refused += 1
+            raise ValueError(f"prompt is too long: {len(messages) * 1_000} tokens > 30000 maximum")
         done = sum(1 for m in _all_calls(messages))
         if done < self.rounds:
             call = {"name": "run", "args": {"step": done}, "id": f"call_{done}"}
             reply = AIMessage(content=f"Running step {done}.", tool_calls=[call])
         else:
             reply = AIMessage(content="done")
+        # A usage per success: it ends an overflow streak.
+        n = len(self.received)
+        reply.usage_metadata = {"input_tokens": n, "output_tokens": 1, "total_tokens": n + 1}
         return ChatResult(generations=[ChatGeneration(message=reply)])
 
 
@@ -173,3 +182,18 @@ def test_chat_model_summarizer_sends_the_prompt_and_transcript() -> None:
     system, human = model.summaries[0]
     assert system.text == summarizers.PROMPT
     assert human.text == "[human] Fix the parser.\n[ai] Looking."
+
+
+def test_third_refusal_compacts_and_the_run_goes_on(tmp_path: Path) -> None:
+    """A provider refusing long prompts: two harder trims, then the third refusal compacts and the agent finishes instead of ContextOverflow."""
+    model = WorkingModel(refuse_over=30)
+    config = CONFIG.model_copy(update={"window": 200_000})  # never compacts by itself
+    with Budget.open(tmp_path / "s", config) as session:
+        middleware = ToolBudgetMiddleware(session, summarizer="agent")
+        agent = create_agent(model, tools=[run], middleware=[middleware])
+        task = HumanMessage("Fix the parser.\nNever edit tests/.")
+        state = agent.invoke({"messages": [task]}, {"recursion_limit": 200})
+    assert model.refused >= 3
+    assert model.summaries
+    assert state["messages"][-1].text == "done"
+    assert len(state["messages"]) == 1 + 2 * ROUNDS + 1
