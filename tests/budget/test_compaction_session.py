@@ -166,10 +166,28 @@ def test_a_new_overflow_streak_may_compact_again(tmp_path: Path) -> None:
 # --- 3. aprepare / acompact and async summarizers -------------------------------------------
 
 
-def test_aprepare_sends_the_bytes_prepare_sends(tmp_path: Path) -> None:
+def _in_format(fmt: str, rounds: int) -> list[dict[str, Any]]:
+    """``history(rounds)`` in the wire format ``fmt``."""
+    if fmt == "anthropic":
+        return history(rounds)
+    msgs: list[dict[str, Any]] = [
+        {"role": "user", "content": "Fix the parser.\nNever edit tests/."}
+    ]
+    for r in range(rounds):
+        out = big(40, f"r{r}")
+        if fmt == "openai_chat":
+            msgs += [chat_assistant((f"c{r}", "bash")), chat_tool(f"c{r}", out)]
+        else:
+            call = {"type": "function_call", "call_id": f"c{r}", "name": "bash", "arguments": "{}"}
+            msgs += [call, {"type": "function_call_output", "call_id": f"c{r}", "output": out}]
+    return msgs
+
+
+@pytest.mark.parametrize("fmt", ["anthropic", "openai_chat", "openai_responses"])
+def test_aprepare_sends_the_bytes_prepare_sends(fmt: str, tmp_path: Path) -> None:
     """Request after request, through an auto compaction, aprepare with an async summarizer equals prepare with the sync one, byte for byte."""
     sync, coro = Counting(), AsyncCounting()
-    steps = [history(n) for n in (2, 6, 20, 24)]
+    steps = [_in_format(fmt, n) for n in (2, 6, 20, 24)]
     with (
         Budget.open(tmp_path / "a", SESSION, summarizer=sync) as a,
         Budget.open(tmp_path / "b", SESSION, summarizer=coro) as b,
