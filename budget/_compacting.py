@@ -99,6 +99,14 @@ class _Summaries:
         self.fn = fn
         self.awaited = awaited
         self.can_wait = can_wait
+        # Each run of one aprepare replays the summaries awaited so far, in order: all but the
+        # last were delivered in an earlier run, where their retry was already reported.
+        self._replayed = set(list(awaited or {})[:-1])
+
+    def replays(self, part: Sequence[Any]) -> bool:
+        """Whether ``part``'s summary was delivered in an earlier run of this request (the
+        compactor reports a retry once, not once per run)."""
+        return _key(part) in self._replayed
 
     def __call__(self, part: Sequence[Any]) -> Any:
         if self.awaited is None:

@@ -358,14 +358,18 @@ class Compactor:
                 if retries >= SUMMARY_RETRIES or cut == 0:
                     raise
                 retries += 1
-                self._log.warning(
-                    "toolbudget.session.compaction_retry",
-                    retry=retries,
-                    dropped_messages=cut,
-                    summarized_messages=len(part) - cut,
-                    error=str(exc),
-                    manual=manual,
-                )
+                # aprepare runs a request again with each summary it awaited
+                # (budget._compacting): a retry it replays was reported in the earlier run.
+                replays = getattr(self.summarizer, "replays", None)
+                if not (callable(replays) and replays(part)):
+                    self._log.warning(
+                        "toolbudget.session.compaction_retry",
+                        retry=retries,
+                        dropped_messages=cut,
+                        summarized_messages=len(part) - cut,
+                        error=str(exc),
+                        manual=manual,
+                    )
                 part = part[cut:]
 
     def _call(self, part: list[Any]) -> str:
