@@ -134,9 +134,10 @@ class Compacting:
     _formats: FormatChoice
     _log: Any
     _overflows: int
-    _reactive_at: int | None
+    _reactive_at: int | None = None
     """The overflow count a reactive compaction was scheduled at (one per overflow streak)."""
-    _reactive_due: bool
+    _reactive_due: bool = False
+    """A reactive compaction is scheduled for the next request."""
     _append_log: Append
     _check_open: Callable[[], None]
     _message_tokens: Callable[[Any], int]

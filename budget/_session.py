@@ -31,6 +31,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from types import TracebackType
 from typing import Any, ParamSpec, Self, TypeVar, overload
 
@@ -111,8 +112,6 @@ class Budget(Compacting, Outcome, Bodies):
         self._cal_anchor: Anchor | None = None
         """The last request's anchored estimate, for the usage the next request reports."""
         self._compactor = Compactor(self.config, summarizer, self._log)
-        self._reactive_at: int | None = None
-        self._reactive_due = False
         self._reset()
         self._restore()
         # The format: given, remembered by a resumed session, or detected on the first request.
@@ -253,13 +252,8 @@ class Budget(Compacting, Outcome, Bodies):
                 if fmt is not self._format:
                     self._reset()  # caches hold another adapter's scans
                     self._format = fmt
-                prepared = self._compacted(
-                    messages,
-                    fmt,
-                    lambda view: self._prepare(view, usage, when, started),
-                    awaited,
-                    can_wait,
-                )
+                budget = partial(self._prepare, usage=usage, now=when, started=started)
+                prepared = self._compacted(messages, fmt, budget, awaited, can_wait)
                 # Fixed only now: a request refused as bad input does not settle the format.
                 if to_fix and self._formats.hold(fmt):
                     self._write_meta(format=fmt.name)
