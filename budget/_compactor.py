@@ -1,22 +1,25 @@
 """Compaction's stateful half: the checkpoint, the breaker, and the view ``prepare`` budgets.
 
 ``Budget`` holds one :class:`Compactor` and calls it at three points: on resume (the checkpoint
-records in the log), at the start of each request (the projected view of the caller's list) and
-for ``compact()`` / ``uncompact()``. The checkpoint is a log record of its own (``"t": "cmp"``):
-the summary, the attachments, and the first retained message's anchor. It is read from the whole
-log, not only from closed requests: it is written alone, after the summarizer returned, and is
-valid as soon as its line is whole. A resumed session projects the same bytes from it without
+records in the log), in each request (the projected view of the caller's list; whether a
+compaction is due, which ``budget._compacting`` asks after budgeting) and for ``compact()`` /
+``uncompact()``. The checkpoint is a log record of its own (``"t": "cmp"``): the summary, the
+attachments, and the first retained message's anchor. It is read from the whole log, not only
+from closed requests: it is written alone, after the summarizer returned, and is valid as soon
+as its line is whole. A resumed session projects the same bytes from it without
 calling the summarizer again (SPEC §11.7).
 """
 
 from __future__ import annotations
 
+import contextvars
 import inspect
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from budget._checkpoint import Checkpoint
 from budget._compaction import (
     Attachments,
     anchor_of,
@@ -117,7 +120,11 @@ def _within(summarizer: Callable[[Sequence[Any]], Any], part: list[Any], timeout
         except BaseException as exc:  # handed to the caller's thread
             errors.append(exc)
 
-    thread = threading.Thread(target=run, name="toolbudget-summarizer", daemon=True)
+    # The caller's context variables go with it (a framework's current model, a trace).
+    context = contextvars.copy_context()
+    thread = threading.Thread(
+        target=context.run, args=(run,), name="toolbudget-summarizer", daemon=True
+    )
     thread.start()
     thread.join(timeout)
     if thread.is_alive():
@@ -125,70 +132,6 @@ def _within(summarizer: Callable[[Sequence[Any]], Any], part: list[Any], timeout
     if errors:
         raise errors[0]
     return box[0]
-
-
-@dataclass(frozen=True, slots=True)
-class Checkpoint:
-    """A compaction: what stands for the prefix, and where the retained tail starts."""
-
-    summary: str
-    anchor: str
-    index: int
-    """Where the anchored message was when the checkpoint was made: tried first."""
-    head: int
-    constraints: tuple[str, ...]
-    files: tuple[tuple[str, str], ...]
-    tools: tuple[str, ...] = ()
-
-    def to_record(self) -> dict[str, Any]:
-        """The log record (without its sequence number, which the session adds)."""
-        return {
-            "t": "cmp",
-            "summary": self.summary,
-            "anchor": self.anchor,
-            "at": self.index,
-            "head": self.head,
-            "constraints": list(self.constraints),
-            "files": [list(f) for f in self.files],
-            **({"tools": list(self.tools)} if self.tools else {}),
-        }
-
-    @classmethod
-    def from_record(cls, rec: Mapping[str, Any]) -> Checkpoint | None:
-        """The checkpoint a record holds; None for a cleared one or a malformed record."""
-        summary, anchor, at, head = (
-            rec.get("summary"),
-            rec.get("anchor"),
-            rec.get("at"),
-            rec.get("head"),
-        )
-        constraints, files = rec.get("constraints", []), rec.get("files", [])
-        tools = rec.get("tools", [])
-        if not (isinstance(summary, str) and isinstance(anchor, str)):
-            return None
-        if not (isinstance(at, int) and isinstance(head, int) and 0 <= head <= at):
-            return None
-        if not (isinstance(constraints, list) and all(isinstance(c, str) for c in constraints)):
-            return None
-        if not (isinstance(tools, list) and all(isinstance(t, str) for t in tools)):
-            return None
-        if not (
-            isinstance(files, list)
-            and all(
-                isinstance(f, list) and len(f) == 2 and all(isinstance(x, str) for x in f)
-                for f in files
-            )
-        ):
-            return None
-        return cls(
-            summary,
-            anchor,
-            at,
-            head,
-            tuple(constraints),
-            tuple((f[0], f[1]) for f in files),
-            tuple(tools),
-        )
 
 
 class Compactor:
@@ -213,10 +156,6 @@ class Compactor:
         """Times the breaker opened in this process (each one an event)."""
         self._unreported: int | None = None
         """Prefix tokens of a compaction no request has reported yet."""
-        self._tokens: Callable[[Any], int] | None = None
-        self._view_len = 0
-        self._last: tuple[int, Checkpoint | None, int] = (0, None, 0)
-        """(view length, checkpoint, copy tokens) of the last request, for :meth:`_estimate`."""
         self.header = 0
         """Tokens each request carries beyond its messages (system prompt, tool definitions),
         learned from the reports: the anchored estimate of a copy minus its messages' estimate.
@@ -260,17 +199,31 @@ class Compactor:
             return messages
         return project(messages, cp.head, at, self._message)
 
-    def reported(self, prepared: Prepared) -> Prepared:
-        """``prepared`` with its report saying a compaction ran, once per compaction.
+    def due(self, prepared: Prepared, tokens: Callable[[Any], int]) -> bool:
+        """Whether the budgeted copy ``prepared`` passes the auto-compaction threshold.
 
-        In ``"auto"`` mode it also learns :attr:`header` from the report, with the estimator
-        the request's :meth:`request_view` was given (one estimate per message of the copy).
+        Only in ``"auto"`` mode with a summarizer and the breaker closed. The request's size is
+        the report's ``tokens_after`` (the anchored estimate: the usage reported with it plus the
+        calibrated estimate of what was added since, which counts the system prompt and tool
+        definitions too), or the copy's messages plus the learned :attr:`header` where that is
+        more (an unanchored report, as after a compaction, sees no header). The threshold is
+        ``window - compact_reserve_tokens - compact_margin_tokens`` (SPEC §11.2), scaled down
+        under a small window (:func:`limits`). Learns :attr:`header` on the way, with ``tokens``
+        (one estimate per message of the copy).
         """
-        tokens = self._tokens
-        if tokens is not None and self.config.compaction == "auto":
-            sent = sum(tokens(m) for m in prepared.messages)
-            self.header = max(self.header, prepared.report.tokens_after - sent)
-            self._last = (self._view_len, self.checkpoint, sent)
+        cfg = self.config
+        if cfg.compaction != "auto" or self.summarizer is None:
+            return False
+        report = prepared.report
+        sent = sum(tokens(m) for m in prepared.messages)
+        self.header = max(self.header, report.tokens_after - sent)
+        if self.breaker_open:
+            return False
+        threshold = limits(cfg, report.window, self.header, manual=False).threshold
+        return max(report.tokens_after, sent + self.header) > threshold
+
+    def reported(self, prepared: Prepared) -> Prepared:
+        """``prepared`` with its report saying a compaction ran, once per compaction."""
         if self._unreported is None:
             return prepared
         update = {"compacted": True, "summarized_tokens": self._unreported}
@@ -285,58 +238,6 @@ class Compactor:
         self._set(None)
         self._log.info("toolbudget.session.compaction_cleared")
         return True
-
-    def request_view(
-        self,
-        messages: list[Any],
-        fmt: Format,
-        tokens: Callable[[Any], int],
-        append: Append,
-        window: Callable[[], int],
-    ) -> list[Any]:
-        """What ``prepare`` budgets: the view, compacted first when it nears the window.
-
-        Automatic compaction runs in ``"auto"`` mode with a summarizer and the breaker closed,
-        when the estimate of the request (:meth:`_estimate` plus :attr:`header`) exceeds
-        ``window - compact_reserve_tokens - compact_margin_tokens`` (SPEC §11.2), those two
-        scaled down under a small window (:func:`limits`).
-        """
-        view = self._request_view(messages, fmt, tokens, append, window)
-        self._view_len = len(view)
-        return view
-
-    def _request_view(
-        self,
-        messages: list[Any],
-        fmt: Format,
-        tokens: Callable[[Any], int],
-        append: Append,
-        window: Callable[[], int],
-    ) -> list[Any]:
-        view = self.view(messages, fmt)
-        cfg = self.config
-        self._tokens = tokens
-        if cfg.compaction != "auto" or self.summarizer is None or self.breaker_open:
-            return view
-        threshold = limits(cfg, window(), self.header, manual=False).threshold
-        if self._estimate(view, tokens) + self.header <= threshold:
-            return view
-        if self.compact(messages, fmt, tokens, append, window, manual=False):
-            return self.view(messages, fmt)
-        return view
-
-    def _estimate(self, view: list[Any], tokens: Callable[[Any], int]) -> int:
-        """Tokens the budgeted copy of ``view`` will have, header aside.
-
-        The last copy's size plus the raw size of what was appended since, when the view
-        extends the last one under the same checkpoint: the copy is what the window holds, and
-        a history whose large results were spilled is far larger than its copy. Otherwise
-        the raw size of the whole view (an overestimate: compaction comes early, never late).
-        """
-        n, cp, sent = self._last
-        if cp is self.checkpoint and 0 < n <= len(view):
-            return sent + sum(tokens(m) for m in view[n:])
-        return sum(tokens(m) for m in view)
 
     def compact(
         self,
@@ -389,12 +290,12 @@ class Compactor:
             file_chars=lim.file_chars,
         )
         if view is not messages and self.checkpoint is not None:
-            # The user's constraints were carried by the last summary message, not its text.
+            # The user's constraints were carried by the last summary message: the early user
+            # messages they came from are summarized, and read from the view now they would be
+            # lines of the summary message itself. The tools called accumulate.
             old = self.checkpoint
             extra = Attachments(
-                extra.constraints or old.constraints,
-                extra.files,
-                tuple(dict.fromkeys((*old.tools, *extra.tools))),
+                old.constraints, extra.files, tuple(dict.fromkeys((*old.tools, *extra.tools)))
             )
         room = lim.room
         first_summarized, held = tail.start, 0
@@ -457,14 +358,18 @@ class Compactor:
                 if retries >= SUMMARY_RETRIES or cut == 0:
                     raise
                 retries += 1
-                self._log.warning(
-                    "toolbudget.session.compaction_retry",
-                    retry=retries,
-                    dropped_messages=cut,
-                    summarized_messages=len(part) - cut,
-                    error=str(exc),
-                    manual=manual,
-                )
+                # aprepare runs a request again with each summary it awaited
+                # (budget._compacting): a retry it replays was reported in the earlier run.
+                replays = getattr(self.summarizer, "replays", None)
+                if not (callable(replays) and replays(part)):
+                    self._log.warning(
+                        "toolbudget.session.compaction_retry",
+                        retry=retries,
+                        dropped_messages=cut,
+                        summarized_messages=len(part) - cut,
+                        error=str(exc),
+                        manual=manual,
+                    )
                 part = part[cut:]
 
     def _call(self, part: list[Any]) -> str:
@@ -477,7 +382,7 @@ class Compactor:
             close = getattr(summary, "close", None)
             if close is not None:
                 close()
-            raise InputError("an async summarizer needs aprepare(), which is not there yet")
+            raise InputError("the summarizer is async (it returned an awaitable): call aprepare()")
         if not isinstance(summary, str) or not summary.strip():
             raise InputError("the summarizer returned no summary text")
         return summary

@@ -31,11 +31,13 @@ import os
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from types import TracebackType
 from typing import Any, ParamSpec, Self, TypeVar, overload
 
 from budget._bodies import Bodies
 from budget._calibration import Anchor, Calibration
+from budget._compacting import Awaited, Compacting
 from budget._compactor import Compactor
 from budget._config import BudgetConfig, build_config
 from budget._errors import ContextOverflow, InputError, StoreError
@@ -63,7 +65,7 @@ _P = ParamSpec("_P")
 _T = TypeVar("_T")
 
 
-class Budget(Outcome, Bodies):
+class Budget(Compacting, Outcome, Bodies):
     """A conversation's budgeting session: frozen decisions, a store, the passes."""
 
     def __init__(
@@ -234,7 +236,20 @@ class Budget(Outcome, Bodies):
         ``format`` names the message format (``anthropic``, ``openai_chat``, ``openai_responses``
         or a Format); by default the session's, detected from the messages until it is certain.
         Once named or detected for sure it is fixed for the session: another one is a FormatError.
+        An async summarizer needs :meth:`aprepare` (the same copy, awaited).
         """
+        return self._request(messages, usage, now, format, None)
+
+    def _request(
+        self,
+        messages: Sequence[Any],
+        usage: Any,
+        now: float | None,
+        format: Format | str | None,
+        awaited: Awaited | None,
+        can_wait: bool = True,
+    ) -> Prepared:
+        """``prepare``, with the summaries ``aprepare`` awaited (see ``budget._compacting``)."""
         started = time.perf_counter()
         self._check_open()
         if not isinstance(messages, list):
@@ -246,10 +261,8 @@ class Budget(Outcome, Bodies):
                 if fmt is not self._format:
                     self._reset()  # caches hold another adapter's scans
                     self._format = fmt
-                messages = self._compactor.request_view(
-                    messages, fmt, self._message_tokens, self._append_log, self.window
-                )
-                prepared = self._compactor.reported(self._prepare(messages, usage, when, started))
+                budget = partial(self._prepare, usage=usage, now=when, started=started)
+                prepared = self._compacted(messages, fmt, budget, awaited, can_wait)
                 # Fixed only now: a request refused as bad input does not settle the format.
                 if to_fix and self._formats.hold(fmt):
                     self._write_meta(format=fmt.name)
@@ -263,24 +276,6 @@ class Budget(Outcome, Bodies):
                         "messages nest too deeply to be budgeted (Python's recursion limit)"
                     ) from None
                 raise
-
-    def compact(self, messages: list[Any], *, format: Format | str | None = None) -> bool:
-        """Summarize the history's prefix now (the manual margin); False if too little to gain.
-
-        The next ``prepare`` of the same history sends the summary and the retained tail.
-        """
-        self._check_open()
-        with self._lock:
-            fmt, _ = self._formats.for_request(messages, format)
-            return self._compactor.compact(
-                messages, fmt, self._message_tokens, self._append_log, self.window, manual=True
-            )
-
-    def uncompact(self) -> bool:
-        """Clear the compaction checkpoint: requests show the full history again."""
-        self._check_open()
-        with self._lock:
-            return self._compactor.clear(self._append_log)
 
     def _message_tokens(self, message: Any) -> int:
         return estimate_tokens(message, model=self._profile)
@@ -344,8 +339,10 @@ class Budget(Outcome, Bodies):
     def on_overflow(self, error: object = None) -> bool:
         """The provider refused the last request as too long: budget the next one harder.
 
-        The next ``prepare`` trims everything but the last round and halves the caps; after three
-        overflows in a row with no successful response between them, ContextOverflow is raised.
+        The next ``prepare`` trims everything but the last round and halves the caps; at the
+        third overflow in a row (no successful response between them) trimming is exhausted:
+        with a summarizer (and compaction not ``"off"``) the next ``prepare`` compacts first,
+        once per streak; ContextOverflow is raised when nothing is left to do.
         ``error`` is the provider's error (an SDK exception, its JSON body, or its message); one
         that is not a prompt-too-long error is ignored and False returned.
         """
@@ -366,10 +363,11 @@ class Budget(Outcome, Bodies):
             self._log.warning(
                 "toolbudget.session.context_overflow", count=self._overflows, error=str(error)
             )
-            if self._overflows >= 3:
+            if self._overflows >= 3 and not self._schedule_reactive():
                 raise ContextOverflow(
                     f"the provider refused the prompt as too long {self._overflows} times in a "
-                    f"row, even with staleness forced and caps halved: {error}"
+                    f"row, even with staleness forced, caps halved and compaction where a "
+                    f"summarizer allows it: {error}"
                 )
         return True
 

@@ -27,8 +27,8 @@ import re
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from budget._compaction import render_transcript
 from budget._errors import InputError, SummaryTimeout, SummaryTooLong
+from budget._transcript import render_transcript
 from budget.formats._common import field
 
 __all__ = [

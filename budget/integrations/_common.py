@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from typing import Any
+
 from budget._errors import ConfigError
 from budget._overflow import is_context_overflow
 from budget._session import Budget
 
-__all__ = ["is_overflow", "require_session"]
+__all__ = ["attach_summarizer", "is_overflow", "require_session"]
 
 
 def require_session(session: object, integration: str) -> Budget:
@@ -22,9 +25,27 @@ def require_session(session: object, integration: str) -> Budget:
 def is_overflow(session: Budget, error: BaseException) -> bool:
     """Tell the session about a prompt-too-long error; True when the request should be retried.
 
-    Other errors are left alone (not even logged): they belong to the caller. After the third
-    overflow in a row the session raises ContextOverflow instead of asking for a retry.
+    Other errors are left alone (not even logged): they belong to the caller. At the third
+    overflow in a row the session compacts on the retry when it has a summarizer, and raises
+    ContextOverflow instead of asking for a retry when nothing is left to do.
     """
     if not isinstance(error, Exception) or not is_context_overflow(error):
         return False
     return session.on_overflow(error)
+
+
+def attach_summarizer(
+    session: Budget, summarizer: Callable[[Sequence[Any]], Any] | None, integration: str
+) -> None:
+    """Give ``session`` the summarizer an integration was given, so that it compacts (with its
+    ``compaction`` setting); a session holding another one is a ConfigError (one summarizer,
+    given in one place)."""
+    if summarizer is None:
+        return
+    compactor = session._compactor
+    if compactor.summarizer is not None and compactor.summarizer is not summarizer:
+        raise ConfigError(
+            f"{integration}: the session was opened with a summarizer already; give it either "
+            "to Budget.open or to the integration"
+        )
+    compactor.summarizer = summarizer

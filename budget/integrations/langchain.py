@@ -25,13 +25,22 @@ import asyncio
 import os
 import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 try:
     from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
-    from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+    from langchain.chat_models import init_chat_model
+    from langchain_core.language_models import BaseChatModel
+    from langchain_core.messages import (
+        AIMessage,
+        BaseMessage,
+        HumanMessage,
+        SystemMessage,
+        ToolMessage,
+    )
     from langchain_core.tools import StructuredTool
     from langgraph.config import get_config
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
@@ -44,10 +53,18 @@ from budget._errors import ConfigError, InputError
 from budget._readback import read_tool_definition
 from budget._report import Report
 from budget._session import Budget
+from budget._transcript import render_transcript
 from budget._view import EMPTY_SCAN, Call, Format, RawResult, Scanned
-from budget.integrations._common import is_overflow, require_session
+from budget.integrations._common import attach_summarizer, is_overflow, require_session
+from budget.summarizers import PROMPT
 
-__all__ = ["LANGCHAIN", "LangChainFormat", "ToolBudgetMiddleware", "session_read_tool"]
+__all__ = [
+    "LANGCHAIN",
+    "LangChainFormat",
+    "ToolBudgetMiddleware",
+    "chat_model_summarizer",
+    "session_read_tool",
+]
 
 
 def _content_text(content: object, where: str) -> tuple[str, int]:
@@ -94,6 +111,16 @@ def _replace_text(content: object, text: str) -> str | list[Any]:
     return out
 
 
+def _is_summary(message: object) -> bool:
+    """Whether ``message`` is the summary message compaction projects (a user dict, in every
+    format; see ``budget._compaction.summary_message``)."""
+    return (
+        type(message) is dict
+        and message.get("role") == "user"
+        and isinstance(message.get("content"), str)
+    )
+
+
 class LangChainFormat(Format):
     """LangChain messages: ``AIMessage.tool_calls`` make calls, ``ToolMessage`` holds a result."""
 
@@ -102,6 +129,8 @@ class LangChainFormat(Format):
     def scan(self, index: int, message: Any) -> Scanned:
         """Validate one message and say which calls and results it holds."""
         where = f"messages[{index}]"
+        if _is_summary(message):
+            return EMPTY_SCAN  # compaction's summary message, made a HumanMessage on the way out
         if not isinstance(message, BaseMessage):
             raise InputError(
                 f"{where} must be a LangChain message (BaseMessage), not {type(message).__name__}"
@@ -158,6 +187,27 @@ def _read_tool(spec: Mapping[str, Any], resolve: Callable[[], Budget]) -> Struct
     )
 
 
+def chat_model_summarizer(
+    model: BaseChatModel | str, *, prompt: str = PROMPT
+) -> Callable[[Sequence[Any]], str]:
+    """A summarizer (see :mod:`budget.summarizers`) calling a LangChain chat model.
+
+    ``model`` is a chat model or a model name for ``init_chat_model`` (e.g.
+    ``"anthropic:claude-haiku-4-5"``). The request is :data:`budget.summarizers.PROMPT` as the
+    system message and the transcript of the messages as the human one; no tools are bound, so
+    the model can only write the summary.
+    """
+    chat = init_chat_model(model) if isinstance(model, str) else model
+    if not isinstance(chat, BaseChatModel):
+        raise ConfigError(f"chat_model_summarizer needs a LangChain chat model, not {chat!r:.80}")
+
+    def summarize(messages: Sequence[Any]) -> str:
+        reply = chat.invoke([SystemMessage(prompt), HumanMessage(render_transcript(messages))])
+        return reply.text
+
+    return summarize
+
+
 def _last_usage(messages: Sequence[Any]) -> Any:
     """The usage the last model reply reported (it describes the previous request), if any."""
     for message in reversed(messages):
@@ -189,7 +239,15 @@ class ToolBudgetMiddleware(AgentMiddleware):
     session. A run without a ``thread_id`` is refused (ConfigError). :meth:`close` closes them.
 
     When the provider refuses a request as too long, the middleware tells the session and retries
-    with a harder budget (at most twice; the third refusal raises ContextOverflow).
+    with a harder budget (at most twice; the third refusal compacts when the session can, else
+    raises ContextOverflow).
+
+    ``summarizer`` makes compaction possible (with the session's ``compaction`` setting,
+    ``"auto"`` for it to run by itself): ``"agent"`` summarizes with the agent's own model (the
+    one of the model call being budgeted, with no tools bound), another string names a model for
+    ``init_chat_model``, a chat model is used as is (see :func:`chat_model_summarizer`), and any
+    other callable is a summarizer as :mod:`budget.summarizers` describes. The summary reaches
+    the model as a HumanMessage; the agent's state keeps every message.
     """
 
     def __init__(
@@ -200,6 +258,7 @@ class ToolBudgetMiddleware(AgentMiddleware):
         config: BudgetConfig | dict[str, Any] | None = None,
         read_tool: bool = True,
         retry_on_overflow: bool = True,
+        summarizer: Callable[[Sequence[Any]], Any] | BaseChatModel | str | None = None,
     ) -> None:
         super().__init__()
         if (session is None) == (root is None):
@@ -214,6 +273,16 @@ class ToolBudgetMiddleware(AgentMiddleware):
         self._sessions: dict[str, Budget] = {}
         self._lock = threading.Lock()
         self.retry_on_overflow = retry_on_overflow
+        self._model: ContextVar[BaseChatModel | None] = ContextVar(
+            f"toolbudget_model_{id(self)}", default=None
+        )
+        """The model of the call being budgeted (``"agent"``): a context variable, not a thread
+        local, since the summarizer runs in a thread of its own under ``compact_timeout_s``
+        (with the budgeting call's context)."""
+        self._summaries: dict[int, tuple[dict[str, Any], HumanMessage]] = {}
+        self._summarizer = self._summarizer_for(summarizer)
+        if self.session is not None:
+            attach_summarizer(self.session, self._summarizer, "ToolBudgetMiddleware")
         if not read_tool:
             self.tools = []
         elif self.session is not None:
@@ -233,7 +302,7 @@ class ToolBudgetMiddleware(AgentMiddleware):
         with self._lock:
             session = self._sessions.get(name)
             if session is None:
-                session = Budget.open(self.root / name, self._config)
+                session = Budget.open(self.root / name, self._config, summarizer=self._summarizer)
                 self._sessions[name] = session
             return session
 
@@ -258,11 +327,52 @@ class ToolBudgetMiddleware(AgentMiddleware):
         for session in sessions:
             session.close()
 
+    def _summarizer_for(
+        self, summarizer: Callable[[Sequence[Any]], Any] | BaseChatModel | str | None
+    ) -> Callable[[Sequence[Any]], Any] | None:
+        if summarizer == "agent":
+            return self._agent_summary
+        if isinstance(summarizer, str | BaseChatModel):
+            return chat_model_summarizer(summarizer)
+        if summarizer is not None and not callable(summarizer):
+            raise ConfigError(
+                "ToolBudgetMiddleware(summarizer=...) takes 'agent', a model name, a chat model "
+                f"or a callable, not {type(summarizer).__name__}"
+            )
+        return summarizer
+
+    def _agent_summary(self, messages: Sequence[Any]) -> str:
+        model = self._model.get()
+        if not isinstance(model, BaseChatModel):
+            raise ConfigError(
+                "summarizer='agent' summarizes with the model of an agent's model call: "
+                "compact through the agent (or name a model)"
+            )
+        return chat_model_summarizer(model)(messages)
+
     def _budget(self, request: ModelRequest, session: Budget) -> ModelRequest:
         messages = request.messages
-        prepared = session.prepare(messages, usage=_last_usage(messages), format=LANGCHAIN)
+        token = self._model.set(request.model)
+        try:
+            prepared = session.prepare(messages, usage=_last_usage(messages), format=LANGCHAIN)
+        finally:
+            self._model.reset(token)
         self.last_report = prepared.report
-        return request.override(messages=prepared.messages)
+        return request.override(messages=[self._native(m) for m in prepared.messages])
+
+    def _native(self, message: Any) -> Any:
+        """``message``, or for compaction's summary the HumanMessage showing it: the same object
+        while the checkpoint holds, so the copy's prefix stays the same."""
+        if not _is_summary(message):
+            return message
+        with self._lock:
+            known = self._summaries.get(id(message))
+            if known is None or known[0] is not message:
+                if len(self._summaries) >= 64:
+                    self._summaries.clear()  # one per checkpoint: old ones are not sent again
+                known = (message, HumanMessage(content=message["content"]))
+                self._summaries[id(message)] = known
+            return known[1]
 
     def wrap_model_call(
         self,

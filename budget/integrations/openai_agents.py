@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable, Sequence
 from typing import Any
 
 try:
@@ -40,35 +41,42 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 from budget._report import Report
 from budget._session import Budget
 from budget.formats.openai_responses import OPENAI_RESPONSES
-from budget.integrations._common import require_session
+from budget.integrations._common import attach_summarizer, require_session
 
 __all__ = ["ToolBudgetInputFilter", "session_read_tool", "toolbudget_input_filter"]
 
 
 class ToolBudgetInputFilter:
-    """A ``RunConfig.call_model_input_filter``: the model gets the budgeted copy of the input."""
+    """A ``RunConfig.call_model_input_filter``: the model gets the budgeted copy of the input.
 
-    def __init__(self, session: Budget) -> None:
+    ``summarizer`` (sync or async, see :mod:`budget.summarizers`) makes compaction possible,
+    with the session's ``compaction`` setting (``"auto"`` for it to run by itself); the summary
+    is one ``user`` input item, valid as it is in the Responses API.
+    """
+
+    def __init__(
+        self, session: Budget, *, summarizer: Callable[[Sequence[Any]], Any] | None = None
+    ) -> None:
         self.session = require_session(session, "ToolBudgetInputFilter")
+        attach_summarizer(self.session, summarizer, "ToolBudgetInputFilter")
         self.last_report: Report | None = None
         """The report of the last model call budgeted."""
 
-    def _budget(self, items: list[Any]) -> list[Any]:
-        prepared = self.session.prepare(items, format=OPENAI_RESPONSES)
-        self.last_report = prepared.report
-        out: list[Any] = prepared.messages
-        return out
-
     async def __call__(self, data: CallModelData[Any]) -> ModelInputData:
         """Budget the input items of one model call; the instructions go on unchanged."""
-        # Budgeting may write spilled bodies (file I/O): keep it off the event loop.
-        items = await asyncio.to_thread(self._budget, list(data.model_data.input))
-        return ModelInputData(input=items, instructions=data.model_data.instructions)
+        # aprepare budgets in a worker thread (it may write spilled bodies) and awaits an
+        # async summarizer on this loop.
+        items = list(data.model_data.input)
+        prepared = await self.session.aprepare(items, format=OPENAI_RESPONSES)
+        self.last_report = prepared.report
+        return ModelInputData(input=prepared.messages, instructions=data.model_data.instructions)
 
 
-def toolbudget_input_filter(session: Budget) -> ToolBudgetInputFilter:
+def toolbudget_input_filter(
+    session: Budget, *, summarizer: Callable[[Sequence[Any]], Any] | None = None
+) -> ToolBudgetInputFilter:
     """The filter for ``RunConfig(call_model_input_filter=...)``, budgeting with ``session``."""
-    return ToolBudgetInputFilter(session)
+    return ToolBudgetInputFilter(session, summarizer=summarizer)
 
 
 def session_read_tool(session: Budget) -> FunctionTool:

@@ -41,6 +41,7 @@ try:
         ModelResponse,
         ToolCallPart,
         ToolReturnPart,
+        UserPromptPart,
     )
     from pydantic_ai.models import ModelRequestContext
     from pydantic_ai.toolsets import FunctionToolset
@@ -53,7 +54,7 @@ from budget._errors import InputError
 from budget._report import Report
 from budget._session import Budget
 from budget._view import EMPTY_SCAN, Call, Format, RawResult, Scanned
-from budget.integrations._common import is_overflow, require_session
+from budget.integrations._common import attach_summarizer, is_overflow, require_session
 
 __all__ = [
     "PYDANTIC_AI",
@@ -80,6 +81,8 @@ class PydanticAIFormat(Format):
 
     def scan(self, index: int, message: Any) -> Scanned:
         """Validate one message and say which calls and results it holds."""
+        if _is_summary(message):
+            return EMPTY_SCAN  # compaction's summary message, made a ModelRequest on the way out
         if isinstance(message, ModelResponse):
             calls = tuple(
                 Call(part.tool_call_id, part.tool_name)
@@ -110,6 +113,16 @@ class PydanticAIFormat(Format):
             files = [] if isinstance(part.content, str) else part.files
             parts[slot] = replace(part, content=[text, *files] if files else text)
         return replace(message, parts=parts)
+
+
+def _is_summary(message: object) -> bool:
+    """Whether ``message`` is the summary message compaction projects (a user dict, in every
+    format; see ``budget._compaction.summary_message``)."""
+    return (
+        type(message) is dict
+        and message.get("role") == "user"
+        and isinstance(message.get("content"), str)
+    )
 
 
 PYDANTIC_AI = PydanticAIFormat()
@@ -146,18 +159,27 @@ class ToolBudgetCapability(AbstractCapability[Any]):
 
     The budgeting runs in ``prepare_model_request``, once per attempt, on what the agent is about
     to send: the run's history is not touched. A request the provider refuses as too long is
-    attempted again with a harder budget (at most twice; the third refusal raises
-    ContextOverflow). One session per conversation.
+    attempted again with a harder budget (at most twice; the third refusal compacts when the
+    session can, else raises ContextOverflow). One session per conversation.
+
+    ``summarizer`` (sync or async, see :mod:`budget.summarizers`) makes compaction possible,
+    with the session's ``compaction`` setting (``"auto"`` for it to run by itself); the summary
+    reaches the model as a ``ModelRequest`` with one ``UserPromptPart``.
     """
 
     session: Budget
     read_tool: bool = True
     retry_on_overflow: bool = True
+    summarizer: Callable[[Sequence[Any]], Any] | None = None
     last_report: Report | None = field(default=None, init=False, compare=False)
     """The report of the last request budgeted."""
+    _summaries: dict[int, tuple[dict[str, Any], ModelRequest]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         require_session(self.session, "ToolBudgetCapability")
+        attach_summarizer(self.session, self.summarizer, "ToolBudgetCapability")
 
     def get_toolset(self) -> FunctionToolset[Any] | None:
         """The read-back tool, unless ``read_tool=False``."""
@@ -168,12 +190,26 @@ class ToolBudgetCapability(AbstractCapability[Any]):
     ) -> ModelRequestContext:
         """Replace the request's messages with their budgeted copy."""
         messages = list(request_context.messages)
-        prepared = await asyncio.to_thread(
-            self.session.prepare, messages, usage=_last_usage(messages), format=PYDANTIC_AI
+        # aprepare budgets in a worker thread (file I/O) and awaits an async summarizer here.
+        prepared = await self.session.aprepare(
+            messages, usage=_last_usage(messages), format=PYDANTIC_AI
         )
         self.last_report = prepared.report
-        request_context.messages = prepared.messages
+        request_context.messages = [self._native(m) for m in prepared.messages]
         return request_context
+
+    def _native(self, message: Any) -> Any:
+        """``message``, or for compaction's summary the ModelRequest showing it: the same object
+        while the checkpoint holds, so the copy's prefix stays the same."""
+        if not _is_summary(message):
+            return message
+        known = self._summaries.get(id(message))
+        if known is None or known[0] is not message:
+            if len(self._summaries) >= 64:
+                self._summaries.clear()  # one per checkpoint: old ones are not sent again
+            known = (message, ModelRequest(parts=[UserPromptPart(content=message["content"])]))
+            self._summaries[id(message)] = known
+        return known[1]
 
     async def on_model_request_error(
         self, ctx: RunContext[Any], *, request_context: ModelRequestContext, error: Exception
