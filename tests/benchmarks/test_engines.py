@@ -35,7 +35,8 @@ from tests._ci import require_module
 
 # One worker runs this module (make test passes --dist loadgroup): one Ray cluster per run, not
 # one per xdist worker competing for the machine's two CPUs.
-pytestmark = pytest.mark.xdist_group("ray")
+# Starting a Ray cluster costs seconds: the whole module is in the slow lane (make test, CI).
+pytestmark = [pytest.mark.xdist_group("ray"), pytest.mark.slow]
 
 TIMINGS = frozenset({"ms_median", "ms_p99"})
 """The JSON fields that are timings: the only ones allowed to differ between engines."""

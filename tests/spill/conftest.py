@@ -52,10 +52,11 @@ class _FsspecViaPutMany(FsspecStore):
     params=[
         "local",
         "memory",
-        "s3",
         "local-put_many",
         "memory-put_many",
-        # A second pass over moto costs tens of seconds: the slow lane runs it.
+        # Each pass over moto's loopback S3 costs tens of seconds: the slow lane (make test,
+        # which CI runs) runs them; make test-fast keeps to the local and in-memory stores.
+        pytest.param("s3", marks=pytest.mark.slow),
         pytest.param("s3-put_many", marks=pytest.mark.slow),
     ]
 )

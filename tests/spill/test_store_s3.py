@@ -26,6 +26,10 @@ from tests._s3 import MotoS3
 BUCKET = "objects"
 
 
+# moto on loopback and botocore retries take tens of seconds: the slow lane (make test, CI).
+pytestmark = pytest.mark.slow
+
+
 @pytest.fixture
 def url(moto_s3: MotoS3) -> str:
     """A fresh session URL in a bucket of the loopback S3 server."""
