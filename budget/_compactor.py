@@ -22,6 +22,7 @@ from typing import Any
 from budget._checkpoint import Checkpoint
 from budget._compaction import (
     Attachments,
+    Tail,
     anchor_of,
     attachments,
     drop_oldest_rounds,
@@ -260,48 +261,13 @@ class Compactor:
         """
         if self.summarizer is None:
             raise InputError("compaction needs a summarizer: Budget.open(..., summarizer=...)")
-        cfg = self.config
-        lim = limits(cfg, window(), self.header, manual=manual)
+        lim = limits(self.config, window(), self.header, manual=manual)
         view = self.view(messages, fmt)
-        tail = tail_start(
-            view,
-            fmt,
-            min_tokens=lim.tail_tokens,
-            min_messages=cfg.compact_tail_messages,
-            max_tokens=lim.tail_max_tokens,
-            tokens=tokens,
-        )
-        # With a checkpoint the view's first message after the head is the summary: a new one
-        # must cover more than it, and the retained tail's first message is a caller's message.
-        first = tail.head + (1 if view is not messages else 0)
-        if tail.start <= first or tail.prefix_tokens < lim.min_reclaim_tokens:
-            self._log.info(
-                "toolbudget.session.compaction_skipped",
-                prefix_tokens=tail.prefix_tokens,
-                manual=manual,
-            )
+        tail = self._tail(view, fmt, tokens, lim)
+        if not self._worth_it(view is not messages, tail, lim, manual):
             return False
-        extra = attachments(
-            view,
-            fmt,
-            tail.start,
-            constraint_chars=lim.constraint_chars,
-            files=cfg.compact_files,
-            file_chars=lim.file_chars,
-        )
-        if view is not messages and self.checkpoint is not None:
-            # The user's constraints were carried by the last summary message: the early user
-            # messages they came from are summarized, and read from the view now they would be
-            # lines of the summary message itself. The tools called accumulate.
-            old = self.checkpoint
-            extra = Attachments(
-                old.constraints, extra.files, tuple(dict.fromkeys((*old.tools, *extra.tools)))
-            )
-        room = lim.room
-        first_summarized, held = tail.start, 0
-        while first_summarized > tail.head and held + tokens(view[first_summarized - 1]) <= room:
-            first_summarized -= 1
-            held += tokens(view[first_summarized])
+        extra = self._attachments(view is not messages, view, fmt, tail, lim)
+        first_summarized = _summary_start(view, tail, tokens, lim.room)
         if manual:
             # The caller chose to try again: the breaker closes, and counts from this call.
             self.failures = 0
@@ -312,17 +278,71 @@ class Compactor:
             if manual:
                 raise
             return False
-        index = self._source_index(messages, view, tail.start, fmt)
         cp = Checkpoint(
             summary=summary,
             anchor=anchor_of(view, fmt, tail.start),
-            index=index,
+            index=self._source_index(messages, view, tail.start, fmt),
             head=tail.head,
             constraints=extra.constraints,
             files=extra.files,
             tools=extra.tools,
         )
         append([cp.to_record()])
+        self._done(cp, tail, manual)
+        return True
+
+    def _tail(
+        self, view: list[Any], fmt: Format, tokens: Callable[[Any], int], lim: Limits
+    ) -> Tail:
+        """Where the retained tail of ``view`` starts under these limits."""
+        return tail_start(
+            view,
+            fmt,
+            min_tokens=lim.tail_tokens,
+            min_messages=self.config.compact_tail_messages,
+            max_tokens=lim.tail_max_tokens,
+            tokens=tokens,
+        )
+
+    def _worth_it(self, projected: bool, tail: Tail, lim: Limits, manual: bool) -> bool:
+        """Whether the prefix before ``tail`` is worth summarizing; logs a skip when not."""
+        # With a checkpoint the view's first message after the head is the summary: a new one
+        # must cover more than it, and the retained tail's first message is a caller's message.
+        first = tail.head + (1 if projected else 0)
+        if tail.start <= first or tail.prefix_tokens < lim.min_reclaim_tokens:
+            self._log.info(
+                "toolbudget.session.compaction_skipped",
+                prefix_tokens=tail.prefix_tokens,
+                manual=manual,
+            )
+            return False
+        return True
+
+    def _attachments(
+        self, projected: bool, view: list[Any], fmt: Format, tail: Tail, lim: Limits
+    ) -> Attachments:
+        """What the new checkpoint carries verbatim beside its summary."""
+        cfg = self.config
+        extra = attachments(
+            view,
+            fmt,
+            tail.start,
+            constraint_chars=lim.constraint_chars,
+            files=cfg.compact_files,
+            file_chars=lim.file_chars,
+        )
+        if projected and self.checkpoint is not None:
+            # The user's constraints were carried by the last summary message: the early user
+            # messages they came from are summarized, and read from the view now they would be
+            # lines of the summary message itself. The tools called accumulate.
+            old = self.checkpoint
+            extra = Attachments(
+                old.constraints, extra.files, tuple(dict.fromkeys((*old.tools, *extra.tools)))
+            )
+        return extra
+
+    def _done(self, cp: Checkpoint, tail: Tail, manual: bool) -> None:
+        """Take ``cp`` as the checkpoint once its record is logged: the breaker and counters."""
         self._set(cp)
         self.failures = 0
         self.compactions += 1
@@ -331,13 +351,12 @@ class Compactor:
             "toolbudget.session.compaction",
             prefix_tokens=tail.prefix_tokens,
             tail_tokens=tail.tail_tokens,
-            summary_chars=len(summary),
+            summary_chars=len(cp.summary),
             constraints=len(cp.constraints),
             files=len(cp.files),
             tools=len(cp.tools),
             manual=manual,
         )
-        return True
 
     def _summarize(
         self, part: list[Any], fmt: Format, tokens: Callable[[Any], int], manual: bool
@@ -418,3 +437,12 @@ class Compactor:
         if at is None:
             return start
         return at + (start - cp.head - 1)
+
+
+def _summary_start(view: list[Any], tail: Tail, tokens: Callable[[Any], int], room: int) -> int:
+    """The first message summarized: the newest messages before the tail that fit in ``room``."""
+    first_summarized, held = tail.start, 0
+    while first_summarized > tail.head and held + tokens(view[first_summarized - 1]) <= room:
+        first_summarized -= 1
+        held += tokens(view[first_summarized])
+    return first_summarized

@@ -133,64 +133,92 @@ def gc(
     typer.echo(f"{len(removed)} session(s) removed, {len(skipped)} skipped")
 
 
+# ``toolbudget bench``'s options, as module-level ``Annotated`` aliases (typer's docs,
+# "CLI Options with Help") so that the command's signature reads as a list of its inputs.
+_Traces = Annotated[
+    Path | None,
+    typer.Option(
+        "--traces",
+        help="A directory of recorded traces (any supported format, searched recursively). "
+        "Without it, the built-in sessions are recorded on this machine and replayed.",
+    ),
+]
+_Strategies = Annotated[
+    str | None,
+    typer.Option(
+        "--strategies",
+        help="Comma-separated strategy names (default: all). 'none' always runs.",
+    ),
+]
+_Window = Annotated[
+    int,
+    typer.Option(
+        "--window",
+        min=1,
+        help="Context window in tokens: overflows are counted above it. Under 128000 the "
+        "compacting strategies run too (toolbudget-compact, langchain-summary, "
+        "claude-code-compact).",
+    ),
+]
+_JsonPath = Annotated[
+    Path | None,
+    typer.Option("--json", help="Write every figure to this JSON file (its directory must exist)."),
+]
+_Plots = Annotated[
+    Path | None,
+    typer.Option("--plots", help="Write PNG charts into this directory (created if missing)."),
+]
+_Limit = Annotated[
+    int | None,
+    typer.Option("--limit", min=1, help="Replay only the first N traces (sorted by path)."),
+]
+_Wide = Annotated[
+    bool,
+    typer.Option(
+        "--wide", help="Every column of the table, however wide the terminal (default: fit)."
+    ),
+]
+_Engine = Annotated[
+    str,
+    typer.Option(
+        "--engine", help="Where the replays run: local (this process) or ray (one task each)."
+    ),
+]
+_Address = Annotated[
+    str | None,
+    typer.Option(
+        "--address", help="--engine ray: the cluster to join (default: start a local one)."
+    ),
+]
+_Workers = Annotated[
+    int | None,
+    typer.Option(
+        "--workers", min=1, help="--engine ray: CPUs of the local cluster (default: all)."
+    ),
+]
+_Generate = Annotated[
+    int | None,
+    typer.Option(
+        "--generate", min=1, help="Replay N synthetic sessions shaped like the public traces."
+    ),
+]
+_Seed = Annotated[int, typer.Option("--seed", help="--generate: the corpus's seed.")]
+
+
 @app.command()
 def bench(
-    traces: Annotated[
-        Path | None,
-        typer.Option(
-            help="A directory of recorded traces (any supported format, searched recursively). "
-            "Without it, the built-in sessions are recorded on this machine and replayed."
-        ),
-    ] = None,
-    strategies: Annotated[
-        str | None,
-        typer.Option(help="Comma-separated strategy names (default: all). 'none' always runs."),
-    ] = None,
-    window: Annotated[
-        int,
-        typer.Option(
-            min=1,
-            help="Context window in tokens: overflows are counted above it. Under 128000 the "
-            "compacting strategies run too (toolbudget-compact, langchain-summary, "
-            "claude-code-compact).",
-        ),
-    ] = 128_000,
-    json_path: Annotated[
-        Path | None,
-        typer.Option(
-            "--json", help="Write every figure to this JSON file (its directory must exist)."
-        ),
-    ] = None,
-    plots: Annotated[
-        Path | None,
-        typer.Option(help="Write PNG charts into this directory (created if missing)."),
-    ] = None,
-    limit: Annotated[
-        int | None, typer.Option(min=1, help="Replay only the first N traces (sorted by path).")
-    ] = None,
-    wide: Annotated[
-        bool,
-        typer.Option(
-            "--wide", help="Every column of the table, however wide the terminal (default: fit)."
-        ),
-    ] = False,
-    engine: Annotated[
-        str,
-        typer.Option(help="Where the replays run: local (this process) or ray (one task each)."),
-    ] = "local",
-    address: Annotated[
-        str | None,
-        typer.Option(help="--engine ray: the cluster to join (default: start a local one)."),
-    ] = None,
-    workers: Annotated[
-        int | None,
-        typer.Option(min=1, help="--engine ray: CPUs of the local cluster (default: all)."),
-    ] = None,
-    generate: Annotated[
-        int | None,
-        typer.Option(min=1, help="Replay N synthetic sessions shaped like the public traces."),
-    ] = None,
-    seed: Annotated[int, typer.Option(help="--generate: the corpus's seed.")] = 0,
+    traces: _Traces = None,
+    strategies: _Strategies = None,
+    window: _Window = DEFAULT_BENCH_WINDOW,
+    json_path: _JsonPath = None,
+    plots: _Plots = None,
+    limit: _Limit = None,
+    wide: _Wide = False,
+    engine: _Engine = "local",
+    address: _Address = None,
+    workers: _Workers = None,
+    generate: _Generate = None,
+    seed: _Seed = 0,
 ) -> None:
     """Replay recorded agent traces under toolbudget and other agents' strategies, side by side."""
     # Imported here: the benchmarks (and matplotlib, langchain) are not needed by other commands.

@@ -1,0 +1,158 @@
+"""An fsspec session's filesystem: opening it (s3fs's retries left to botocore), its object
+names, and a failed call turned into a StoreError that names the action and the session.
+
+The base the :class:`spill.FsspecStore` layers (:mod:`spill._objlog`, :mod:`spill._objcache`)
+share; the layout is described in :mod:`spill._fsspec`.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import threading
+from collections.abc import Mapping
+from typing import Any, Final
+
+from spill._errors import ConfigError, StoreError
+
+META_NAME: Final = "session.json"
+BODIES_NAME: Final = "bodies"
+LOG_DIR: Final = "log"
+LOG_SUFFIX: Final = ".jsonl"
+SEQ_DIGITS: Final = 12
+BODY_SUFFIX: Final = ".txt"
+URL_RE: Final = re.compile(r"\A[A-Za-z][A-Za-z0-9+.-]*://")
+# botocore's "standard" retry mode: exponential backoff with jitter, retrying throttling
+# (503 SlowDown), 5xx and connection/read timeouts (botocore docs, "Retries"; botocore 1.43).
+# ``total_max_attempts`` counts the first request; Config's ``max_attempts`` counts retries only.
+# 5 in all rather than standard mode's default of 3: a spill that gives up keeps its text inline.
+_S3_RETRIES: Final = {"mode": "standard", "total_max_attempts": 5}
+_S3_TIMEOUTS: Final = {"connect_timeout": 5, "read_timeout": 30}
+
+
+def _import_fsspec() -> Any:
+    try:
+        import fsspec  # noqa: PLC0415 - optional dependency: the s3 extra
+    except ImportError as exc:
+        raise ConfigError(
+            "FsspecStore needs fsspec (and s3fs for s3:// URLs): pip install 'toolbudget[s3]'"
+        ) from exc
+    return fsspec
+
+
+@functools.cache
+def _s3_class() -> type[Any]:
+    """s3fs's filesystem with s3fs's own retry loop at one attempt.
+
+    botocore retries with backoff (``_S3_RETRIES``); s3fs's loop (``S3FileSystem.retries``, 5,
+    s3fs 2026.9 ``s3fs/core.py``) would repeat each of botocore's attempts five times. A
+    subclass rather than an attribute set on an instance: fsspec caches instances by class and
+    options, so stores opened with the same options share one client (creating an aiobotocore
+    client costs far more than a request) and another user of s3fs is not changed.
+    """
+    try:
+        import s3fs  # noqa: PLC0415 - optional dependency: the s3 extra
+    except ImportError as exc:
+        raise ConfigError(
+            f"no fsspec filesystem for s3:// is installed ({exc}): pip install 'toolbudget[s3]'"
+        ) from exc
+
+    class RetriedByBotocore(s3fs.S3FileSystem):  # type: ignore[misc]
+        retries = 1
+
+    return RetriedByBotocore
+
+
+def filesystem(url: str, storage_options: Mapping[str, Any]) -> tuple[Any, str]:
+    """The fsspec filesystem for ``url`` and the path of ``url`` in it (no trailing slash).
+
+    For ``s3://`` URLs s3fs's listing cache is off (the log is listed to resume, and another
+    writer may have added to it) and, unless ``config_kwargs`` is given, botocore's standard
+    retry mode and finite timeouts are asked for (see :func:`_s3_class`).
+    """
+    fsspec = _import_fsspec()
+    options = dict(storage_options)
+    protocol = url.split("://", 1)[0].lower()
+    try:
+        if protocol in ("s3", "s3a"):
+            options.setdefault("use_listings_cache", False)
+            options.setdefault("config_kwargs", {"retries": _S3_RETRIES, **_S3_TIMEOUTS})
+            cls = _s3_class()
+            fs, root = cls(**options), cls._strip_protocol(url)
+        else:
+            fs, root = fsspec.core.url_to_fs(url, **options)
+    except ImportError as exc:
+        raise ConfigError(
+            f"no fsspec filesystem for {protocol}:// is installed ({exc}); for S3: "
+            "pip install 'toolbudget[s3]'"
+        ) from exc
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"cannot open {url}: {exc}") from exc
+    return fs, str(root).rstrip("/")
+
+
+class ObjectSession:
+    """The state every layer of an :class:`spill.FsspecStore` reads: the session's URL, its
+    filesystem and root path, the mutex and the open flag; object names and error mapping."""
+
+    _url: str
+    _fs: Any
+    _root: str
+    _mutex: threading.Lock
+    _closed: bool
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreError(f"the store for session {self._url} is closed")
+
+    def _key(self, rel: str) -> str:
+        return f"{self._root}/{rel}"
+
+    def _body_rel(self, ref: str) -> str:
+        return f"{BODIES_NAME}/{ref[:2]}/{ref}{BODY_SUFFIX}"
+
+    def _body_key(self, ref: str) -> str:
+        return self._key(self._body_rel(ref))
+
+    def _log_rel(self, seq: int) -> str:
+        return f"{LOG_DIR}/{seq:0{SEQ_DIGITS}d}{LOG_SUFFIX}"
+
+    def _log_key(self, seq: int) -> str:
+        return self._key(self._log_rel(seq))
+
+    def _existing(self, key: str) -> bytes | None:
+        try:
+            return bytes(self._fs.cat_file(key))
+        except FileNotFoundError:
+            return None
+        except Exception as exc:
+            raise self._error(f"read {key}", exc) from exc
+
+    def _remote_size(self, key: str) -> int | None:
+        try:
+            info = self._fs.info(key)
+        except FileNotFoundError:
+            return None
+        except Exception as exc:
+            raise self._error(f"inspect {key}", exc) from exc
+        size = info.get("size")
+        return int(size) if isinstance(size, int) else None
+
+    def _call(self, action: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except Exception as exc:
+            raise self._error(action, exc) from exc
+
+    def _error(self, action: str, exc: BaseException) -> StoreError:
+        """A StoreError naming the action, the session and the cause (after any retries)."""
+        if isinstance(exc, StoreError):
+            return exc
+        reason = str(exc) or type(exc).__name__
+        # s3fs turns botocore's ClientError into an OSError; the S3 error code is on the cause.
+        response = getattr(exc.__cause__, "response", None)
+        code = response.get("Error", {}).get("Code") if isinstance(response, dict) else None
+        tag = code or type(exc).__name__
+        return StoreError(
+            f"cannot {action} in session {self._url}: {reason} [{tag}; no retry left]"
+        )
