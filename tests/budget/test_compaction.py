@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 import json
 import tempfile
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,6 @@ from budget import (
     Prepared,
     estimate_tokens,
     get_format,
-    summarizers,
 )
 from budget._compaction import (
     anchor_of,
@@ -35,13 +33,13 @@ from budget._compaction import (
 )
 from budget._view import scan_at
 from tests._lanes import examples
+from tests.compaction import Counting, compaction_config, history
 from tests.strategies import (
     assistant,
     big,
     chat_assistant,
     chat_conversations,
     chat_tool,
-    conversation,
     conversations,
     results,
 )
@@ -331,40 +329,7 @@ def test_the_copy_carries_summary_constraints_and_stale_marked_snapshots_in_orde
 
 # --- In a session: Budget.compact / uncompact, resume, automatic compaction, the breaker -------
 
-SESSION = BudgetConfig(
-    fsync=False,
-    window=4_000,
-    compact_reserve_tokens=500,
-    compact_margin_tokens=500,
-    compact_manual_margin_tokens=200,
-    compact_tail_tokens=400,
-    compact_tail_messages=2,
-    compact_tail_max_tokens=1_500,
-    compact_min_reclaim_tokens=300,
-)
-
-
-def history(rounds: int) -> list[dict[str, Any]]:
-    """A task with its rules, then ``rounds`` rounds of one bash call with 40 lines of output."""
-    msgs = conversation([[big(40, f"r{r}")] for r in range(rounds)])
-    msgs[0] = {"role": "user", "content": "Fix the parser.\nNever edit tests/."}
-    return msgs
-
-
-class Counting:
-    """A summarizer wrapper counting its calls (and failing when told to)."""
-
-    def __init__(self, fail: bool = False) -> None:
-        self.calls: list[int] = []
-        self.fail = fail
-
-    def __call__(self, messages: Sequence[Any]) -> str:
-        self.calls.append(len(messages))
-        if self.fail:
-            raise RuntimeError("the summary model is down")
-        text = summarizers.extractive()(messages)
-        assert isinstance(text, str)
-        return text
+SESSION = compaction_config()
 
 
 def _bytes(req: Prepared) -> bytes:
