@@ -67,6 +67,17 @@ def _cuts(msgs: list[dict[str, Any]]) -> list[int]:
     return list(range(3, len(msgs) + 1, 2))
 
 
+def _assert_same_bytes_again_and_after_resume(msgs: list[dict[str, Any]]) -> None:
+    """Prepare ``msgs`` again, as a new list, and in a resumed session: the bytes never change."""
+    with tempfile.TemporaryDirectory() as d:
+        with Budget.open(Path(d) / "s", CFG) as b:
+            first = orjson.dumps(b.prepare(msgs, now=0).messages)
+            assert orjson.dumps(b.prepare(msgs, now=1).messages) == first
+            assert orjson.dumps(b.prepare(list(msgs), now=2).messages) == first
+        with Budget.open(Path(d) / "s", CFG) as b:
+            assert orjson.dumps(b.prepare(copy.deepcopy(msgs), now=3).messages) == first
+
+
 @PROPS
 @given(conversations(), st.lists(st.sampled_from([1.0, 30.0, 400.0]), min_size=20, max_size=20))
 def test_invariants_hold_turn_after_turn(msgs: list[dict[str, Any]], gaps: list[float]) -> None:
@@ -130,13 +141,7 @@ def test_same_history_twice_and_after_resume_gives_identical_bytes(
     msgs: list[dict[str, Any]],
 ) -> None:
     """Preparing a history again, in the same session or a resumed one, gives the same bytes."""
-    with tempfile.TemporaryDirectory() as d:
-        with Budget.open(Path(d) / "s", CFG) as b:
-            first = orjson.dumps(b.prepare(msgs, now=0).messages)
-            assert orjson.dumps(b.prepare(msgs, now=1).messages) == first
-            assert orjson.dumps(b.prepare(list(msgs), now=2).messages) == first
-        with Budget.open(Path(d) / "s", CFG) as b:
-            assert orjson.dumps(b.prepare(copy.deepcopy(msgs), now=3).messages) == first
+    _assert_same_bytes_again_and_after_resume(msgs)
 
 
 # --- OpenAI Chat Completions -------------------------------------------------------------------
@@ -217,10 +222,4 @@ def test_chat_same_history_twice_and_after_resume_gives_identical_bytes(
     msgs: list[dict[str, Any]],
 ) -> None:
     """Chat Completions: the same history gives the same bytes again, and after a resume."""
-    with tempfile.TemporaryDirectory() as d:
-        with Budget.open(Path(d) / "s", CFG) as b:
-            first = orjson.dumps(b.prepare(msgs, now=0).messages)
-            assert orjson.dumps(b.prepare(msgs, now=1).messages) == first
-            assert orjson.dumps(b.prepare(list(msgs), now=2).messages) == first
-        with Budget.open(Path(d) / "s", CFG) as b:
-            assert orjson.dumps(b.prepare(copy.deepcopy(msgs), now=3).messages) == first
+    _assert_same_bytes_again_and_after_resume(msgs)
