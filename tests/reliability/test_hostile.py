@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -29,6 +28,7 @@ from structlog.testing import capture_logs
 
 from budget import Budget, BudgetConfig, InputError, RefError, StoreError
 from spill import LocalStore, ref_for
+from tests.reliability._child import run_json_child
 from tests.strategies import assistant, results
 
 REPO = Path(__file__).resolve().parents[2]
@@ -493,20 +493,7 @@ def test_a_100_mb_result_is_spilled_and_paged_fast_and_memory_sane(
 ) -> None:
     """A 100 MB tool output is spilled, shown as a small envelope, paged, searched and read back
     whole in seconds, with peak memory a few times its size (in a child, measured there)."""
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
-    }
-    done = subprocess.run(
-        [sys.executable, "-c", HUNDRED_MB, str(tmp_path / "s")],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env=env,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    out = json.loads(done.stdout)
+    out = run_json_child(HUNDRED_MB, str(tmp_path / "s"))
     assert (
         out["kind"] == "spilled"
         and out["same"]
