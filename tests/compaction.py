@@ -19,6 +19,7 @@ __all__ = [
     "ROUNDS",
     "AsyncCounting",
     "Counting",
+    "anthropic_reply",
     "build_log",
     "compaction_config",
     "history",
@@ -82,3 +83,17 @@ class AsyncCounting(Counting):
     async def __call__(self, messages: Sequence[Any]) -> str:  # type: ignore[override]
         await asyncio.sleep(0)
         return super().__call__(messages)
+
+
+def anthropic_reply(summary: str) -> dict[str, Any]:
+    """The Messages API's JSON answer whose one text block is ``summary``, as a summarizer gets it."""
+    return {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-sonnet-4-5",
+        "content": [{"type": "text", "text": summary}],
+        "stop_reason": "end_turn",
+        "stop_sequence": None,
+        "usage": {"input_tokens": 100, "output_tokens": 10},
+    }

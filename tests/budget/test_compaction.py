@@ -276,33 +276,23 @@ def test_a_responses_tail_keeps_the_reasoning_item_of_its_first_call() -> None:
     }
 
 
+def _read_file(call_id: str, path: str) -> dict[str, Any]:
+    """An assistant message whose one block is a read_file call of ``path``."""
+    return {
+        "role": "assistant",
+        "content": [
+            {"type": "tool_use", "id": call_id, "name": "read_file", "input": {"path": path}}
+        ],
+    }
+
+
 def test_the_copy_carries_summary_constraints_and_stale_marked_snapshots_in_order() -> None:
     """The summary message holds the summary, the user's rules verbatim, then the read files marked stale."""
     msgs: list[dict[str, Any]] = [
         {"role": "user", "content": "Port the parser to Rust.\nNever touch the C code."},
-        {
-            "role": "assistant",
-            "content": [
-                {
-                    "type": "tool_use",
-                    "id": "r1",
-                    "name": "read_file",
-                    "input": {"path": "src/parse.c"},
-                }
-            ],
-        },
+        _read_file("r1", "src/parse.c"),
         results(("r1", "int parse(void);")),
-        {
-            "role": "assistant",
-            "content": [
-                {
-                    "type": "tool_use",
-                    "id": "r2",
-                    "name": "read_file",
-                    "input": {"path": "src/lex.c"},
-                }
-            ],
-        },
+        _read_file("r2", "src/lex.c"),
         results(("r2", "int lex(void);")),
         assistant(("b1", "bash")),
         results(("b1", "built")),

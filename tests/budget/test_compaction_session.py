@@ -12,7 +12,7 @@ import httpx2
 import pytest
 
 from budget import Budget, ContextOverflow, InputError, Prepared, summarizers
-from tests.compaction import AUTO, AsyncCounting, Counting, history
+from tests.compaction import AUTO, AsyncCounting, Counting, anthropic_reply, history
 from tests.strategies import big, chat_assistant, chat_tool
 
 SESSION = AUTO
@@ -167,16 +167,7 @@ def test_aprepare_in_the_chat_format_with_a_real_async_sdk_client(tmp_path: Path
         sent.append(json.loads(request.content))
         return httpx2.Response(
             200,
-            json={
-                "id": "msg_1",
-                "type": "message",
-                "role": "assistant",
-                "model": "claude-sonnet-4-5",
-                "content": [{"type": "text", "text": "## Goal\nFix the parser."}],
-                "stop_reason": "end_turn",
-                "stop_sequence": None,
-                "usage": {"input_tokens": 100, "output_tokens": 10},
-            },
+            json=anthropic_reply("## Goal\nFix the parser."),
         )
 
     async def run() -> Prepared:
