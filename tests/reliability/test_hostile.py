@@ -29,6 +29,7 @@ from structlog.testing import capture_logs
 from budget import Budget, BudgetConfig, InputError, RefError, StoreError
 from spill import LocalStore, ref_for
 from tests.reliability._child import run_json_child
+from tests.reliability._spilled import open_spilled
 from tests.strategies import assistant, results
 
 REPO = Path(__file__).resolve().parents[2]
@@ -193,10 +194,7 @@ def outside(tmp_path: Path) -> Iterator[Path]:
 def spilled_session(path: Path) -> tuple[Budget, str, str]:
     """A session holding one spilled output; (session, its ref, its text)."""
     text = "".join(f"line {i}: 构建 ok\n" for i in range(400))
-    session = Budget.open(path, CFG)
-    msgs = [{"role": "user", "content": "go"}, assistant(("c", "bash")), results(("c", text))]
-    ref = session.prepare(msgs, now=0).report.decisions[0].ref
-    assert ref == ref_for(text)
+    session, ref = open_spilled(path, CFG, text)
     return session, ref, text
 
 
