@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from budget import Budget, BudgetConfig
-from tests.strategies import chat_conversations, conversations
+from tests.strategies import chat_conversations, conversations, text_of
 
 pytestmark = pytest.mark.slow  # large hypothesis runs over whole conversations
 
@@ -28,14 +28,6 @@ CFG = BudgetConfig(
     fsync=False,
 )
 PROPS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
-
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if content is None:
-        return ""
-    return "\n".join(p["text"] for p in content if p.get("type") == "text")
 
 
 def _shape(msgs: list[dict[str, Any]]) -> list[Any]:
@@ -100,7 +92,7 @@ def test_invariants_hold_turn_after_turn(msgs: list[dict[str, Any]], gaps: list[
                 if not req.report.staleness_ran:
                     assert same
             for (orig, _), (nb, _) in zip(result_blocks(hist), result_blocks(out), strict=True):
-                original, now_shown = _text(orig.get("content")), _text(nb.get("content"))
+                original, now_shown = text_of(orig.get("content")), text_of(nb.get("content"))
                 if now_shown != original:
                     dec = b.decision(orig["tool_use_id"])
                     assert dec is not None
@@ -127,9 +119,9 @@ def _groups_fit(hist: list[dict[str, Any]], out: list[dict[str, Any]], b: Budget
                 for p in (blk_out["content"] if isinstance(blk_out["content"], list) else [])
                 if p.get("type") != "text"
             )
-            shown = len(_text(blk_out["content"])) + images * CFG.image_chars
+            shown = len(text_of(blk_out["content"])) + images * CFG.image_chars
             dec = b.decision(blk_in["tool_use_id"])
-            sizes.append((shown, dec.kind if dec else None, len(_text(blk_in["content"]))))
+            sizes.append((shown, dec.kind if dec else None, len(text_of(blk_in["content"]))))
         if sum(s for s, _, _ in sizes) > CFG.group_budget:
             for _shown, kind, chars in sizes:
                 assert kind != "kept" or chars <= CFG.preview_chars + 600
@@ -203,7 +195,7 @@ def test_chat_invariants_hold_turn_after_turn(
                 assert {k: v for k, v in m_out.items() if k != "content"} == {
                     k: v for k, v in m_in.items() if k != "content"
                 }
-                original, shown = _text(m_in["content"]), _text(m_out["content"])
+                original, shown = text_of(m_in["content"]), text_of(m_out["content"])
                 if shown == original:
                     continue
                 dec = b.decision(m_in["tool_call_id"])
