@@ -70,6 +70,19 @@ def _assert_same_bytes_again_and_after_resume(msgs: list[dict[str, Any]]) -> Non
             assert orjson.dumps(b.prepare(copy.deepcopy(msgs), now=3).messages) == first
 
 
+def _assert_recoverable(b: Budget, call_id: str, original: str, shown: str) -> None:
+    """A result shown changed was decided, and its ref reads the original back (an empty one is
+    shown as ``(no output)`` with no ref)."""
+    if shown == original:
+        return
+    dec = b.decision(call_id)
+    assert dec is not None
+    if dec.ref is not None:
+        assert b.read(dec.ref) == original
+    else:
+        assert original == "" and shown == "(no output)"
+
+
 @PROPS
 @given(conversations(), st.lists(st.sampled_from([1.0, 30.0, 400.0]), min_size=20, max_size=20))
 def test_invariants_hold_turn_after_turn(msgs: list[dict[str, Any]], gaps: list[float]) -> None:
@@ -93,13 +106,7 @@ def test_invariants_hold_turn_after_turn(msgs: list[dict[str, Any]], gaps: list[
                     assert same
             for (orig, _), (nb, _) in zip(result_blocks(hist), result_blocks(out), strict=True):
                 original, now_shown = text_of(orig.get("content")), text_of(nb.get("content"))
-                if now_shown != original:
-                    dec = b.decision(orig["tool_use_id"])
-                    assert dec is not None
-                    if dec.ref is not None:
-                        assert b.read(dec.ref) == original
-                    else:
-                        assert original == "" and now_shown == "(no output)"
+                _assert_recoverable(b, orig["tool_use_id"], original, now_shown)
             _groups_fit(hist, out, b)
             prev = out
         b.close()
@@ -196,14 +203,7 @@ def test_chat_invariants_hold_turn_after_turn(
                     k: v for k, v in m_in.items() if k != "content"
                 }
                 original, shown = text_of(m_in["content"]), text_of(m_out["content"])
-                if shown == original:
-                    continue
-                dec = b.decision(m_in["tool_call_id"])
-                assert dec is not None
-                if dec.ref is not None:
-                    assert b.read(dec.ref) == original
-                else:
-                    assert original == "" and shown == "(no output)"
+                _assert_recoverable(b, m_in["tool_call_id"], original, shown)
             prev = out
         b.close()
 
