@@ -30,7 +30,7 @@ from typing import Any
 
 from benchmarks.cache import CacheRules, Segmenter
 from benchmarks.pricing import rules_for
-from benchmarks.strategies._common import result_text
+from benchmarks.strategies._common import result_text, tool_use_ids
 from benchmarks.trace import Trace
 from budget import BudgetConfig
 
@@ -52,11 +52,7 @@ def _rounds(trace: Trace) -> tuple[list[int], dict[str, int]]:
         content = message.get("content")
         if message.get("role") != "assistant" or not isinstance(content, list):
             continue
-        ids = [
-            str(b.get("id", ""))
-            for b in content
-            if isinstance(b, dict) and b.get("type") == "tool_use"
-        ]
+        ids = tool_use_ids(content)
         if ids:
             for call_id in ids:
                 round_of[call_id] = len(starts)

@@ -21,9 +21,9 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from rich import box
 from rich.table import Table
 
+from benchmarks._table import report_table
 from benchmarks.pricing import pricing_for
 from benchmarks.replay import BASELINE, Replay
 from benchmarks.trace import Trace
@@ -138,18 +138,7 @@ def calibration_table(rows: Sequence[Calibration], *, per_trace: bool = True) ->
     """
     title = f"Calibration: {BASELINE} replayed vs recorded ({len(rows)} traces with usage)"
     if not per_trace:
-        table = Table(
-            title=title,
-            caption="per trace: --wide, or the JSON's calibration",
-            caption_justify="left",
-            title_justify="left",
-            title_style="bold",
-            header_style="bold",
-            box=box.SIMPLE_HEAD,
-            show_edge=False,
-            padding=(0, 1),
-            collapse_padding=True,
-        )
+        table = report_table(title, caption="per trace: --wide, or the JSON's calibration")
         # Two-line headers: a figure's column is no wider than the figure.
         headers: tuple[str, ...] = ("format\n(traces)", *(h.replace(" ", "\n") for h in _FIGURES))
     else:

@@ -24,11 +24,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmarks._timing import times
 from spill import FsspecStore, LocalStore
 from spill._log import encode_records
 
@@ -48,15 +49,6 @@ class Row:
     local_best_s: float
     s3_median_s: float
     s3_best_s: float
-
-
-def _times(run: Callable[[], object], repeat: int) -> list[float]:
-    out = []
-    for _ in range(repeat):
-        started = time.perf_counter()
-        run()
-        out.append(time.perf_counter() - started)
-    return out
 
 
 def _body(size: int) -> str:
@@ -135,8 +127,8 @@ def _measure(port: int, repeat: int) -> list[Row]:
             FsspecStore(f"s3://{BUCKET}/spill", cache_dir=root / "c1", **options) as s3,
         ):
             for label, size in SIZES.items():
-                lt = _times(functools.partial(_put, local, size), repeat)
-                st = _times(functools.partial(_put, s3, size), repeat)
+                lt = times(functools.partial(_put, local, size), repeat)
+                st = times(functools.partial(_put, s3, size), repeat)
                 rows.append(_row(f"spill {label}", lt, st))
         for per_object in (1, 10):
             rows.append(_resume(root, options, per_object, repeat))
@@ -165,7 +157,7 @@ def _resume(root: Path, options: dict[str, Any], per_object: int, repeat: int) -
             assert len(store.read_log()) == DECISIONS
 
     label = f"resume {DECISIONS:,} decisions, {len(batches):,} log objects"
-    return _row(label, _times(local_resume, repeat), _times(s3_resume, repeat))
+    return _row(label, times(local_resume, repeat), times(s3_resume, repeat))
 
 
 def _row(operation: str, local: list[float], s3: list[float]) -> Row:

@@ -60,7 +60,7 @@ from benchmarks.cache import CacheRules, CacheSim, Segmenter
 from benchmarks.pricing import output_price, rules_for
 from benchmarks.readbacks import Quotes, ReadbackTracker
 from benchmarks.strategies._base import Strategy, StrategySession, side_calls
-from benchmarks.strategies._common import result_text, safe_name
+from benchmarks.strategies._common import result_text, safe_name, tool_use_ids
 from benchmarks.strategies.toolbudget import ToolbudgetSession
 from benchmarks.trace import Trace
 from budget._errors import BudgetError, ConfigError
@@ -243,11 +243,7 @@ class _Index:
                 continue
             role = message.get("role")
             if role == "assistant":
-                ids = [
-                    str(b.get("id", ""))
-                    for b in content
-                    if isinstance(b, dict) and b.get("type") == "tool_use"
-                ]
+                ids = tool_use_ids(content)
                 if ids:
                     for call_id in ids:
                         round_of[call_id] = len(self.round_msgs)

@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from rich import box
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -40,6 +39,7 @@ from rich.table import Table
 
 from benchmarks._count import Counter as TokenCounter
 from benchmarks._count import counter_for
+from benchmarks._table import report_table
 from benchmarks.bound import PROTECT_ROUNDS, bound_billed, share_of_saving
 from benchmarks.calibration import Calibration, calibrate, calibration_table
 from benchmarks.importers import Skipped
@@ -309,16 +309,7 @@ def _width(table: Table, console: Console) -> int:
 
 
 def _table(title: str, rows: Sequence[Row], columns: Sequence[int]) -> Table:
-    table = Table(
-        title=title,
-        title_justify="left",
-        title_style="bold",
-        header_style="bold",
-        box=box.SIMPLE_HEAD,
-        show_edge=False,
-        padding=(0, 1),
-        collapse_padding=True,
-    )
+    table = report_table(title)
     headers = [_COLUMNS[i][0] for i in columns]
     for header in headers:
         if header == "strategy":

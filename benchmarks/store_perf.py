@@ -24,12 +24,12 @@ import json
 import statistics
 import tempfile
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import orjson
 
+from benchmarks._timing import times
 from spill import LocalStore, ref_for
 
 __all__ = ["Figure", "main", "measure"]
@@ -47,15 +47,6 @@ class Figure:
     best: float
     median: float
     unit: str
-
-
-def _times(run: Callable[[], object], repeat: int) -> list[float]:
-    out = []
-    for _ in range(repeat):
-        started = time.perf_counter()
-        run()
-        out.append(time.perf_counter() - started)
-    return out
 
 
 def _put_each(store: LocalStore, bodies: list[str]) -> list[float]:
@@ -124,8 +115,8 @@ def measure(root: Path, repeat: int) -> list[Figure]:
             assert len(store.read_log()) == RECORDS
             data = (root / f"log-{envelope}" / "decisions.jsonl").read_bytes()
             kind = f"{len(data) // RECORDS:,} B records"
-            figures.append(_ms(f"read_log, 10,000 {kind}", _times(store.read_log, repeat)))
-            seconds = _times(lambda: _parse_only(data), repeat)  # noqa: B023 - called right here
+            figures.append(_ms(f"read_log, 10,000 {kind}", times(store.read_log, repeat)))
+            seconds = times(lambda: _parse_only(data), repeat)  # noqa: B023 - called right here
             figures.append(_ms("  reference: bare orjson.loads per line", seconds))
 
     resume = root / "resume"
@@ -137,7 +128,7 @@ def measure(root: Path, repeat: int) -> list[Figure]:
         with LocalStore(resume) as again:
             assert len(again.read_log()) == RECORDS
 
-    figures.append(_ms("open + read_log, 10,000 bodies on disk", _times(reopen, repeat)))
+    figures.append(_ms("open + read_log, 10,000 bodies on disk", times(reopen, repeat)))
 
     for cjk in (False, True):
         bodies = _bodies(repeat + 1, cjk=cjk)
@@ -150,7 +141,7 @@ def measure(root: Path, repeat: int) -> list[Figure]:
             figures.append(_rate(f"put 10 MB {text}, fsync {state}", size, seconds))
         with LocalStore(root / f"get-{cjk}", fsync=False) as store:
             ref = store.put(bodies[-1])
-            seconds = _times(lambda: store.get(ref), repeat)  # noqa: B023 - called right here
+            seconds = times(lambda: store.get(ref), repeat)  # noqa: B023 - called right here
         figures.append(_rate(f"get 10 MB {text} (hash-verified)", size, seconds))
     return figures
 

@@ -35,6 +35,7 @@ from typing import Any
 
 import orjson
 
+from benchmarks.importers._common import parts_text
 from benchmarks.trace import Provider, Request, Trace
 from budget._errors import ConfigError, InputError
 
@@ -83,16 +84,6 @@ def _quantiles(values: Sequence[float]) -> list[float]:
     return out
 
 
-def _text_of(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(
-            str(b.get("text", "")) for b in content if isinstance(b, dict) and "text" in b
-        )
-    return ""
-
-
 def fit(traces: Iterable[Trace]) -> dict[str, Any]:
     """The summary statistics of ``traces``, per format (the table :func:`generate` draws from)."""
     groups: dict[str, list[Trace]] = {}
@@ -119,11 +110,11 @@ def fit(traces: Iterable[Trace]) -> dict[str, Any]:
                     if calls:
                         calls_per_round[len(calls)] += 1
                         tools.update(str(b.get("name", "?")) for b in calls)
-                    text = _text_of([b for b in content if b.get("type") == "text"])
+                    text = parts_text([b for b in content if b.get("type") == "text"])
                     texts.append(len(text))
                 else:
                     results.extend(
-                        len(_text_of(b.get("content")))
+                        len(parts_text(b.get("content")))
                         for b in content
                         if b.get("type") == "tool_result"
                     )
@@ -298,7 +289,7 @@ def generate(n: int, *, seed: int = 0, shape: dict[str, Any] | None = None) -> l
 def describe(traces: Sequence[Trace]) -> dict[str, float]:
     """Median requests and result characters of ``traces`` (to compare a corpus with the table)."""
     sizes = [
-        len(_text_of(b.get("content")))
+        len(parts_text(b.get("content")))
         for t in traces
         for m in t.messages
         if isinstance(m.get("content"), list)

@@ -363,16 +363,6 @@ class SessionPair:
         return (estimate - self.next_prompt) / self.delta
 
 
-def _usage_dict(usage: Any) -> dict[str, int]:
-    """A recorded usage as the Anthropic response shape (cache fields present: read as such)."""
-    return {
-        "input_tokens": usage.input_tokens,
-        "cache_read_input_tokens": usage.cache_read_tokens,
-        "cache_creation_input_tokens": usage.cache_write_tokens,
-        "output_tokens": usage.output_tokens,
-    }
-
-
 _NO_CHANGE: Final[dict[str, Any]] = {
     "result_cap": 1 << 60,
     "group_budget": 1 << 60,
@@ -395,7 +385,7 @@ def replay_session(traces: Iterable[Trace]) -> list[SessionPair]:
         with Budget.in_memory({**_NO_CHANGE, "model": model}) as session:
             for i, request in enumerate(trace.requests):
                 before = trace.requests[i - 1].usage if i else None
-                usage = None if before is None else _usage_dict(before)
+                usage = None if before is None else before.as_anthropic()
                 history = messages[: request.n_messages]
                 reports.append(session.prepare(history, usage=usage, now=float(i)).report)
         for i in range(1, len(trace.requests)):

@@ -31,6 +31,16 @@ class Usage:
         """All prompt tokens, however they were billed."""
         return self.input_tokens + self.cache_read_tokens + self.cache_write_tokens
 
+    def as_anthropic(self) -> dict[str, int]:
+        """This usage in the Anthropic response shape ``Budget.prepare`` reads (input excludes
+        the cache; the cache fields present, so read as such)."""
+        return {
+            "input_tokens": self.input_tokens,
+            "cache_read_input_tokens": self.cache_read_tokens,
+            "cache_creation_input_tokens": self.cache_write_tokens,
+            "output_tokens": self.output_tokens,
+        }
+
 
 @dataclass(frozen=True, slots=True)
 class Request:

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Iterable
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import orjson
 import xxhash
@@ -48,6 +48,8 @@ from budget._log import get_logger
 from budget._tokens import TokenizerProfile, estimate_tokens
 from spill import LocalStore, Store
 from spill._store import encode_text
+
+_T = TypeVar("_T")
 
 __all__ = [
     "CACHE_MIN_CHARS",
@@ -138,14 +140,7 @@ class EstimateCache:
 
     def tokens(self, text: str, count: Callable[[str], int]) -> int:
         """The estimate of ``text``: remembered for its hash, else ``count(text)`` (kept)."""
-        key = xxhash.xxh3_128_digest(encode_text(text))
-        n = self._entries.get(key)
-        if n is None:
-            n = count(text)
-            if len(self._entries) < MAX_ENTRIES:
-                self._entries[key] = n
-                self._added += 1
-        return n
+        return self._kept(xxhash.xxh3_128_digest(encode_text(text)), count, text)
 
     def message_tokens(self, message: Any, estimate: Callable[[Any], int]) -> int:
         """The estimate of ``message``: remembered for the hash of its JSON, else
@@ -154,10 +149,13 @@ class EstimateCache:
             data = orjson.dumps(message, option=_JSON_ONLY)
         except TypeError:  # orjson.JSONEncodeError: not plain JSON (or nested too deep)
             return estimate(message)
-        key = xxhash.xxh3_128_digest(data, seed=_MESSAGE_SEED)
+        return self._kept(xxhash.xxh3_128_digest(data, seed=_MESSAGE_SEED), estimate, message)
+
+    def _kept(self, key: bytes, count: Callable[[_T], int], value: _T) -> int:
+        """The estimate remembered under ``key``, else ``count(value)``, kept while there is room."""
         n = self._entries.get(key)
         if n is None:
-            n = estimate(message)
+            n = count(value)
             if len(self._entries) < MAX_ENTRIES:
                 self._entries[key] = n
                 self._added += 1

@@ -304,14 +304,7 @@ class LocalStore(Bodies, StoreBase):
                 return None
             except OSError as exc:
                 raise self._error(f"open {name}", exc, name=name, parent_fd=self._dir_fd) from exc
-            try:
-                if not stat.S_ISREG(_fs.stat(fd).st_mode):
-                    raise StoreError(f"{name} in session {self._path} is not a regular file")
-                return _fs.read(fd)
-            except OSError as exc:
-                raise self._error(f"read {name}", exc) from exc
-            finally:
-                self._close_quietly(fd)
+            return self._read_regular(fd, name)
 
     def write_sidecar(self, name: str, data: bytes) -> None:
         """Replace sidecar ``name`` (one of ``SIDECAR_NAMES``) by ``data`` (temp file, rename).

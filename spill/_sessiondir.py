@@ -292,9 +292,13 @@ class SessionDir:
             raise self._error(
                 f"open {what}", exc, name=ref + BODY_SUFFIX, parent_fd=shard_fd
             ) from exc
+        return self._read_regular(fd, what)
+
+    def _read_regular(self, fd: int, what: str) -> bytes:
+        """The whole of open file ``fd`` (then closed), which must be a regular file: a FIFO or
+        device planted under a session name would block or never end."""
         try:
-            st = _fs.stat(fd)
-            if not stat.S_ISREG(st.st_mode):
+            if not stat.S_ISREG(_fs.stat(fd).st_mode):
                 raise StoreError(f"{what} in session {self._path} is not a regular file")
             return _fs.read(fd)
         except OSError as exc:

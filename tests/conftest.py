@@ -28,10 +28,9 @@ def shared_traces() -> Path:
 
 
 @pytest.fixture
-def structlog_defaults() -> Iterator[None]:
-    """structlog at its defaults (a CLI test may have configured a level), restored afterwards."""
+def structlog_restored() -> Iterator[None]:
+    """structlog's configuration as the test found it, restored afterwards (a CLI call sets it)."""
     configured, saved = structlog.is_configured(), structlog.get_config()
-    structlog.reset_defaults()
     try:
         yield
     finally:
@@ -39,6 +38,12 @@ def structlog_defaults() -> Iterator[None]:
             structlog.configure(**saved)
         else:
             structlog.reset_defaults()
+
+
+@pytest.fixture
+def structlog_defaults(structlog_restored: None) -> None:
+    """structlog at its defaults (a CLI test may have configured a level), restored afterwards."""
+    structlog.reset_defaults()
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -28,6 +28,15 @@ def big(n: int, tag: str = "out") -> str:
     return "".join(f"{tag} line {i:05d}\n" for i in range(n))
 
 
+def text_of(content: Any) -> str:
+    """The text a tool result's content shows: the string, or its text parts joined by lines."""
+    if isinstance(content, str):
+        return content
+    if content is None:
+        return ""
+    return "\n".join(p["text"] for p in content if p.get("type") == "text")
+
+
 def assistant(*calls: tuple[str, str], text: str = "Working on it.") -> Message:
     """An assistant message making the given (call_id, tool) calls."""
     content: list[dict[str, Any]] = [{"type": "text", "text": text}]

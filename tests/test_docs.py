@@ -126,6 +126,20 @@ def _frameworks_missing(code: str) -> list[str]:
     return [m for name, m in FRAMEWORKS.items() if name in imported and not _importable(m)]
 
 
+def _run_script(script: Path, code: str, timeout: int) -> subprocess.CompletedProcess[str]:
+    """Write ``code`` to ``script`` and run it with this interpreter, in the script's folder."""
+    script.write_text(code, encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}  # this checkout, not an installed copy
+    return subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        cwd=script.parent,
+        timeout=timeout,
+        env=env,
+    )
+
+
 def _importable(module: str) -> bool:
     try:
         return importlib.util.find_spec(module) is not None
@@ -162,17 +176,7 @@ def test_python_block_runs_as_written(block: Block, output: Block | None, tmp_pa
         if os.environ.get("CI"):
             pytest.fail(f"{block.page}:{block.line} needs {missing}, which CI installs (dev extra)")
         pytest.skip(f"{block.page}:{block.line} needs {missing} (its extra is not installed)")
-    script = tmp_path / "block.py"
-    script.write_text(block.body, encoding="utf-8")
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}  # this checkout, not an installed copy
-    done = subprocess.run(
-        [sys.executable, str(script)],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        timeout=300,
-        env=env,
-    )
+    done = _run_script(tmp_path / "block.py", block.body, timeout=300)
     assert done.returncode == 0, f"{block.page}:{block.line} failed:\n{done.stderr}"
     if output is not None:
         shown = output.body.strip()
@@ -206,17 +210,7 @@ def test_format_example_spills_and_reads_back(
     assert heading in text, f"{page} has no {heading!r} section"
     block = re.search(r"```python\n(.*?)```", text[text.index(heading) :], flags=re.S)
     assert block is not None, f"{page} has no python block under {heading!r}"
-    script = tmp_path / "snippet.py"
-    script.write_text(block.group(1), encoding="utf-8")
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}  # this checkout, not an installed copy
-    done = subprocess.run(
-        [sys.executable, str(script)],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        timeout=120,
-        env=env,
-    )
+    done = _run_script(tmp_path / "snippet.py", block.group(1), timeout=120)
     assert done.returncode == 0, done.stderr
     for needle in expected:
         assert needle in done.stdout

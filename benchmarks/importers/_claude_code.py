@@ -63,6 +63,19 @@ def _is_boundary(line: dict[str, Any]) -> bool:
     return line.get("type") == "system" and line.get("subtype") == "compact_boundary"
 
 
+def _block_keys(
+    lines: list[dict[str, Any]], chosen: set[int], line_type: str, block_type: str, key: str
+) -> set[Any]:
+    """The ``key`` of every ``block_type`` block in the chosen lines of ``line_type``."""
+    return {
+        block.get(key)
+        for i in chosen
+        if lines[i].get("type") == line_type
+        for block in _content(lines[i])
+        if isinstance(block, dict) and block.get("type") == block_type
+    }
+
+
 def _thread(lines: list[dict[str, Any]], path: Path) -> list[int]:
     """Indices (file order) of the lines that make up the conversation the model saw."""
     conversation = [i for i, d in enumerate(lines) if d.get("type") in _CONVERSATION]
@@ -92,20 +105,8 @@ def _thread(lines: list[dict[str, Any]], path: Path) -> list[int]:
     for i in candidates:
         if lines[i].get("type") == "assistant" and _message_id(lines[i]) in responses:
             chosen.add(i)
-    calls = {
-        block.get("id")
-        for i in chosen
-        if lines[i].get("type") == "assistant"
-        for block in _content(lines[i])
-        if isinstance(block, dict) and block.get("type") == "tool_use"
-    }
-    answered = {
-        block.get("tool_use_id")
-        for i in chosen
-        if lines[i].get("type") == "user"
-        for block in _content(lines[i])
-        if isinstance(block, dict) and block.get("type") == "tool_result"
-    }
+    calls = _block_keys(lines, chosen, "assistant", "tool_use", "id")
+    answered = _block_keys(lines, chosen, "user", "tool_result", "tool_use_id")
     for i in candidates:
         if i in chosen or lines[i].get("type") != "user":
             continue

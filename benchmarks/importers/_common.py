@@ -92,6 +92,18 @@ def openai_usage(prompt: Any, cached: Any, completion: Any, cache_write: Any = 0
     )
 
 
+def parts_text(content: Any, sep: str = "\n") -> str:
+    """A message's text: ``content`` itself if a string, else its parts' ``text`` joined by ``sep``
+    (parts without text, and content of any other type, give nothing)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return sep.join(
+            str(p.get("text", "")) for p in content if isinstance(p, dict) and "text" in p
+        )
+    return ""
+
+
 def text_block(text: str) -> Block:
     """A canonical text block."""
     return {"type": "text", "text": text}

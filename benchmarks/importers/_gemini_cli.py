@@ -18,6 +18,7 @@ from benchmarks.importers._common import (
     json_text,
     openai_usage,
     parse_time,
+    parts_text,
     read_json,
     short_id,
     text_blocks,
@@ -25,16 +26,6 @@ from benchmarks.importers._common import (
 from benchmarks.trace import Trace, Usage
 
 FORMAT = "gemini-cli"
-
-
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(
-            str(p.get("text", "")) for p in content if isinstance(p, dict) and "text" in p
-        )
-    return ""
 
 
 def _usage(tokens: Any) -> Usage | None:
@@ -73,11 +64,11 @@ def load(path: Path, root: Path) -> list[Trace]:
     for n, msg in enumerate(messages):
         kind = msg.get("type") if isinstance(msg, dict) else None
         if kind == "user":
-            builder.user(text_blocks(_text(msg.get("content"))))
+            builder.user(text_blocks(parts_text(msg.get("content"), "")))
         elif kind == "gemini":
             key = str(msg.get("id") or n)
             calls = [c for c in msg.get("toolCalls") or [] if isinstance(c, dict)]
-            blocks: list[Block] = text_blocks(_text(msg.get("content")))
+            blocks: list[Block] = text_blocks(parts_text(msg.get("content"), ""))
             for call in calls:
                 args = call.get("args")
                 blocks.append(

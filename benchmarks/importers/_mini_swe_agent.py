@@ -18,6 +18,7 @@ from benchmarks.importers._common import (
     fail,
     openai_usage,
     parse_time,
+    parts_text,
     read_json,
     text_blocks,
 )
@@ -27,16 +28,6 @@ FORMAT = "mini-swe-agent"
 
 # The agent's own action regex (mini-swe-agent 1.x, DefaultAgent.parse_action).
 _ACTION = re.compile(r"```bash\s*\n(.*?)\n```", re.DOTALL)
-
-
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(
-            str(p.get("text", "")) for p in content if isinstance(p, dict) and "text" in p
-        )
-    return ""
 
 
 def _usage(extra: Any) -> tuple[Usage | None, float | None, str | None]:
@@ -75,7 +66,7 @@ def load(path: Path, root: Path) -> list[Trace]:
     models: set[str] = set()
     for i, msg in enumerate(body, start=1):
         role = msg.get("role")
-        text = _text(msg.get("content"))
+        text = parts_text(msg.get("content"))
         if role == "assistant":
             usage, stamp, model = _usage(msg.get("extra"))
             if model:
@@ -123,7 +114,7 @@ def load(path: Path, root: Path) -> list[Trace]:
             path=path.relative_to(root).as_posix(),
             format=FORMAT,
             provider="openai",
-            system=_text(messages[0].get("content")),
+            system=parts_text(messages[0].get("content")),
             model=sorted(models)[0] if models else None,
             meta={k: v for k, v in meta.items() if v is not None},
         )

@@ -46,36 +46,32 @@ __all__ = [
     "names",
 ]
 
-STRATEGIES: Mapping[str, Declaration[Any]] = MappingProxyType(
-    {
-        declared.name: declared
-        for declared in (
-            none.STRATEGY,
-            toolbudget.STRATEGY,
-            claude_code.STRATEGY,
-            anthropic_context_editing.STRATEGY,
-            langchain_editing.STRATEGY,
-            swe_agent.STRATEGY,
-            swe_agent.STRATEGY_07,
-            observation_masking.STRATEGY,
-            opencode.STRATEGY,
-            gemini_cli.STRATEGY,
-            codex.STRATEGY,
-            openai_agents.STRATEGY,
-        )
-    }
+
+def _by_name(*declared: Declaration[Any]) -> Mapping[str, Declaration[Any]]:
+    """A read-only name -> declaration table, in the order given."""
+    return MappingProxyType({d.name: d for d in declared})
+
+
+STRATEGIES: Mapping[str, Declaration[Any]] = _by_name(
+    none.STRATEGY,
+    toolbudget.STRATEGY,
+    claude_code.STRATEGY,
+    anthropic_context_editing.STRATEGY,
+    langchain_editing.STRATEGY,
+    swe_agent.STRATEGY,
+    swe_agent.STRATEGY_07,
+    observation_masking.STRATEGY,
+    opencode.STRATEGY,
+    gemini_cli.STRATEGY,
+    codex.STRATEGY,
+    openai_agents.STRATEGY,
 )
 """Strategy name -> its module's declaration, in the order of the report."""
 
-COMPACTING: Mapping[str, Declaration[Any]] = MappingProxyType(
-    {
-        declared.name: declared
-        for declared in (
-            toolbudget.STRATEGY_COMPACT,
-            langchain_summary.STRATEGY,
-            claude_code_compact.STRATEGY,
-        )
-    }
+COMPACTING: Mapping[str, Declaration[Any]] = _by_name(
+    toolbudget.STRATEGY_COMPACT,
+    langchain_summary.STRATEGY,
+    claude_code_compact.STRATEGY,
 )
 """The strategies that summarize the conversation (SPEC §11.8), by name: not in the default
 run (at the default 128k window the public traces need no compaction); ``toolbudget bench

@@ -30,6 +30,7 @@ __all__ = [
     "safe_name",
     "tool_calls",
     "tool_results",
+    "tool_use_ids",
     "with_content",
     "write_text",
 ]
@@ -99,6 +100,13 @@ def is_prompt(message: dict[str, Any]) -> bool:
 def is_error(block: dict[str, Any]) -> bool:
     """Whether a tool_result block is marked as an error."""
     return bool(block.get("is_error"))
+
+
+def tool_use_ids(content: list[Any]) -> list[str]:
+    """The ids of the tool_use blocks in one assistant message's content, in order."""
+    return [
+        str(b.get("id", "")) for b in content if isinstance(b, dict) and b.get("type") == "tool_use"
+    ]
 
 
 def result_text(content: Any) -> str:

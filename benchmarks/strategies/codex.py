@@ -90,6 +90,17 @@ def _approx_tokens(n_bytes: int) -> int:
     return (n_bytes + BYTES_PER_TOKEN - 1) // BYTES_PER_TOKEN
 
 
+def _head_tail(data: bytes, max_bytes: int) -> tuple[str, str]:
+    """The head of ``data`` within half of ``max_bytes`` and its tail within the rest."""
+    left = max_bytes // 2
+    right = max_bytes - left
+    # Decoding with "ignore" drops the partial character at each cut: the head ends at the last
+    # character boundary within ``left`` bytes, the tail starts at the first one within ``right``.
+    head = data[:left].decode("utf-8", "ignore")
+    tail = data[len(data) - right :].decode("utf-8", "ignore")
+    return head, tail
+
+
 def truncate_text(text: str, max_tokens: int) -> str:
     """``truncate_middle_with_token_budget``: head and tail within ``max_tokens * 4`` bytes."""
     data = text.encode("utf-8", "surrogatepass")
@@ -98,12 +109,7 @@ def truncate_text(text: str, max_tokens: int) -> str:
         return text
     if max_bytes == 0:
         return f"…{_approx_tokens(len(data))} tokens truncated…"
-    left = max_bytes // 2
-    right = max_bytes - left
-    # Decoding with "ignore" drops the partial character at each cut: the head ends at the last
-    # character boundary within ``left`` bytes, the tail starts at the first one within ``right``.
-    head = data[:left].decode("utf-8", "ignore")
-    tail = data[len(data) - right :].decode("utf-8", "ignore")
+    head, tail = _head_tail(data, max_bytes)
     removed = _approx_tokens(len(data) - max_bytes)
     return f"{head}…{removed} tokens truncated…{tail}"
 
@@ -115,10 +121,7 @@ def truncate_bytes(text: str, max_bytes: int) -> str:
         return text
     if max_bytes == 0:
         return f"…{len(text)} chars truncated…"
-    left = max_bytes // 2
-    right = max_bytes - left
-    head = data[:left].decode("utf-8", "ignore")
-    tail = data[len(data) - right :].decode("utf-8", "ignore")
+    head, tail = _head_tail(data, max_bytes)
     removed = len(text) - len(head) - len(tail)
     return f"{head}…{removed} chars truncated…{tail}"
 

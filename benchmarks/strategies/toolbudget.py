@@ -50,12 +50,7 @@ SHOWN_DIR = "/home/user/.toolbudget/sessions/session"
 
 def usage_dict(usage: Usage) -> dict[str, int]:
     """A recorded usage in the Anthropic shape ``Budget.prepare`` reads (input excludes cache)."""
-    return {
-        "input_tokens": usage.input_tokens,
-        "cache_read_input_tokens": usage.cache_read_tokens,
-        "cache_creation_input_tokens": usage.cache_write_tokens,
-        "output_tokens": usage.output_tokens,
-    }
+    return usage.as_anthropic()
 
 
 class RecordingSummarizer:

@@ -22,6 +22,7 @@ __all__ = [
     "is_record",
     "parts_text",
     "replace_parts",
+    "replace_sole_result",
     "require_str",
     "to_dict",
     "type_name",
@@ -117,3 +118,14 @@ def require_str(value: object, where: str) -> str:
     if not isinstance(value, str) or not value:
         raise InputError(f"{where} must be a non-empty string, not {value!r}")
     return value
+
+
+def replace_sole_result(message: Any, texts: Mapping[int, str], key: str, text_type: str) -> Any:
+    """A new message whose ``key`` shows ``texts[0]`` in its own shape (see
+    :func:`replace_parts`), for formats whose message holds one result (slot 0); ``message``
+    itself when slot 0 is not rewritten."""
+    if 0 not in texts:
+        return message
+    out = to_dict(message)
+    out[key] = replace_parts(out.get(key), texts[0], text_type)
+    return out

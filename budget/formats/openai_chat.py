@@ -17,9 +17,8 @@ from budget.formats._common import (
     field,
     is_record,
     parts_text,
-    replace_parts,
+    replace_sole_result,
     require_str,
-    to_dict,
     type_name,
 )
 from budget.formats._shapes import require_fit
@@ -88,11 +87,7 @@ class OpenAIChatFormat(Format):
 
     def rewrite(self, message: Any, texts: Mapping[int, str]) -> Any:
         """A new tool message showing ``texts[0]``, its content keeping its shape."""
-        if 0 not in texts:
-            return message
-        out = to_dict(message)
-        out["content"] = replace_parts(out.get("content"), texts[0], "text")
-        return out
+        return replace_sole_result(message, texts, "content", "text")
 
     def tool_definition(
         self, name: str, description: str, parameters: Mapping[str, Any]

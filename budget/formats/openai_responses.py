@@ -21,9 +21,8 @@ from budget.formats._common import (
     field,
     is_record,
     parts_text,
-    replace_parts,
+    replace_sole_result,
     require_str,
-    to_dict,
     type_name,
 )
 from budget.formats._shapes import require_fit
@@ -96,11 +95,7 @@ class OpenAIResponsesFormat(Format):
 
     def rewrite(self, message: Any, texts: Mapping[int, str]) -> Any:
         """A new output item showing ``texts[0]``, its output keeping its shape."""
-        if 0 not in texts:
-            return message
-        out = to_dict(message)
-        out["output"] = replace_parts(out.get("output"), texts[0], "input_text")
-        return out
+        return replace_sole_result(message, texts, "output", "input_text")
 
     def tool_definition(
         self, name: str, description: str, parameters: Mapping[str, Any]

@@ -8,11 +8,19 @@ from typing import Protocol
 
 from budget._config import BudgetConfig
 from budget._envelope import envelope
-from budget._ledger import Decision
+from budget._ledger import Decision, Kind
 from budget._tokens import estimate_text_tokens
 from budget._view import ToolResult
 
-__all__ = ["Candidate", "Pass", "PassContext", "Staleness", "spill", "spill_envelope"]
+__all__ = [
+    "Candidate",
+    "Pass",
+    "PassContext",
+    "Staleness",
+    "replaced",
+    "spill",
+    "spill_envelope",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,15 +108,7 @@ def spill(ctx: PassContext, result: ToolResult, reason: str, *, ref: str | None 
         is_error=result.is_error,
         path=ctx.path_of(ref) if ctx.config.include_path else None,
     )
-    return Decision(
-        call_id=result.call_id,
-        kind="spilled",
-        reason=reason,
-        chars=len(result.text),
-        text=text,
-        ref=ref,
-        tool=result.tool,
-    )
+    return replaced(result, "spilled", reason, text, ref)
 
 
 def spill_envelope(
@@ -125,4 +125,17 @@ def spill_envelope(
         tail_share=tail_share,
         read_tool=cfg.read_tool_name,
         path=path,
+    )
+
+
+def replaced(result: ToolResult, kind: Kind, reason: str, text: str, ref: str) -> Decision:
+    """The decision to show ``text`` for ``result``, whose full text is stored at ``ref``."""
+    return Decision(
+        call_id=result.call_id,
+        kind=kind,
+        reason=reason,
+        chars=len(result.text),
+        text=text,
+        ref=ref,
+        tool=result.tool,
     )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from budget._envelope import stub
 from budget._ledger import Decision
-from budget.passes._context import PassContext
+from budget.passes._context import PassContext, replaced
 
 __all__ = ["staleness", "trigger"]
 
@@ -58,17 +58,7 @@ def staleness(ctx: PassContext) -> list[Decision]:
             chars=cfg.stub_chars,
             read_tool=cfg.read_tool_name,
         )
-        out.append(
-            Decision(
-                call_id=result.call_id,
-                kind="trimmed",
-                reason=reason,
-                chars=len(result.text),
-                text=text,
-                ref=ref,
-                tool=result.tool,
-            )
-        )
+        out.append(replaced(result, "trimmed", reason, text, ref))
     return out
 
 

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
 import pytest
-import structlog
 from typer.testing import CliRunner
 
 from benchmarks.replay import ROW_KEYS
@@ -20,14 +18,8 @@ CHOSEN = "toolbudget,claude-code,codex"
 
 
 @pytest.fixture(autouse=True)
-def _structlog_restored() -> Iterator[None]:
+def _structlog_restored(structlog_restored: None) -> None:
     """The CLI configures structlog on the runner's stderr, closed after the call: undo it."""
-    configured, saved = structlog.is_configured(), structlog.get_config()
-    yield
-    if configured:
-        structlog.configure(**saved)
-    else:
-        structlog.reset_defaults()
 
 
 @pytest.mark.slow

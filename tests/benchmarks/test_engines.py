@@ -18,7 +18,6 @@ from typing import Any
 
 import orjson
 import pytest
-import structlog
 from typer.testing import CliRunner
 
 from benchmarks import strategies
@@ -84,14 +83,8 @@ def ray() -> Iterator[ModuleType]:
 
 
 @pytest.fixture(autouse=True)
-def _structlog_restored() -> Iterator[None]:
+def _structlog_restored(structlog_restored: None) -> None:
     """The CLI configures structlog on the runner's stderr, closed after the call: undo it."""
-    configured, saved = structlog.is_configured(), structlog.get_config()
-    yield
-    if configured:
-        structlog.configure(**saved)
-    else:
-        structlog.reset_defaults()
 
 
 def _small_public(shared_traces: Path, n: int) -> list[Trace]:

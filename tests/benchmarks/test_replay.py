@@ -31,6 +31,7 @@ from benchmarks.replay import (
 from benchmarks.strategies._base import Messages, StrategySession
 from benchmarks.trace import Request, Trace, Usage
 from budget._errors import BudgetError, ConfigError
+from tests.benchmarks._peers import peer_options
 
 Message = dict[str, Any]
 
@@ -161,16 +162,7 @@ PEERS: dict[str, dict[str, Any]] = {
         "fsync": False,
         "window": 100_000,
     },
-    "claude-code": {"cap_chars": 300, "group_budget_chars": 500, "preview_chars": 50},
-    "anthropic-context-editing": {"trigger": 100, "keep": 1, "count": strchars},
-    "langchain": {"trigger": 100, "keep": 1},
-    "swe-agent": {},
-    "swe-agent-0.7": {"n": 2},
-    "observation-masking": {"window": 1},
-    "opencode": {"protect": 100, "minimum": 10, "count": strchars},
-    "gemini-cli": {"protect": 100, "minimum": 10, "count": strchars},
-    "codex": {"mode": "tokens", "limit": 50},
-    "openai-agents": {"recent_turns": 1, "max_output_chars": 100},
+    **peer_options(strchars),
 }
 
 

@@ -22,6 +22,7 @@ from benchmarks.cache import CacheResult, CacheSim, Segmenter
 from benchmarks.strategies import Declaration, claude_code, codex, gemini_cli
 from benchmarks.trace import Request, Trace
 from budget._errors import ConfigError
+from tests.benchmarks._peers import peer_options
 
 Message = dict[str, Any]
 
@@ -133,16 +134,7 @@ AGGRESSIVE: dict[str, dict[str, Any]] = {
         "protect_rounds": 1,
         "fsync": False,
     },
-    "claude-code": {"cap_chars": 300, "group_budget_chars": 500, "preview_chars": 50},
-    "anthropic-context-editing": {"trigger": 100, "keep": 1, "count": chars4},
-    "langchain": {"trigger": 100, "keep": 1},
-    "swe-agent": {},
-    "swe-agent-0.7": {"n": 2},
-    "observation-masking": {"window": 1},
-    "opencode": {"protect": 100, "minimum": 10, "count": chars4},
-    "gemini-cli": {"protect": 100, "minimum": 10, "count": chars4},
-    "codex": {"mode": "tokens", "limit": 50},
-    "openai-agents": {"recent_turns": 1, "max_output_chars": 100},
+    **peer_options(chars4),
 }
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 import json
 import tempfile
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,6 @@ from budget import (
     Prepared,
     estimate_tokens,
     get_format,
-    summarizers,
 )
 from budget._compaction import (
     anchor_of,
@@ -35,13 +33,13 @@ from budget._compaction import (
 )
 from budget._view import scan_at
 from tests._lanes import examples
+from tests.compaction import Counting, compaction_config, history
 from tests.strategies import (
     assistant,
     big,
     chat_assistant,
     chat_conversations,
     chat_tool,
-    conversation,
     conversations,
     results,
 )
@@ -278,33 +276,23 @@ def test_a_responses_tail_keeps_the_reasoning_item_of_its_first_call() -> None:
     }
 
 
+def _read_file(call_id: str, path: str) -> dict[str, Any]:
+    """An assistant message whose one block is a read_file call of ``path``."""
+    return {
+        "role": "assistant",
+        "content": [
+            {"type": "tool_use", "id": call_id, "name": "read_file", "input": {"path": path}}
+        ],
+    }
+
+
 def test_the_copy_carries_summary_constraints_and_stale_marked_snapshots_in_order() -> None:
     """The summary message holds the summary, the user's rules verbatim, then the read files marked stale."""
     msgs: list[dict[str, Any]] = [
         {"role": "user", "content": "Port the parser to Rust.\nNever touch the C code."},
-        {
-            "role": "assistant",
-            "content": [
-                {
-                    "type": "tool_use",
-                    "id": "r1",
-                    "name": "read_file",
-                    "input": {"path": "src/parse.c"},
-                }
-            ],
-        },
+        _read_file("r1", "src/parse.c"),
         results(("r1", "int parse(void);")),
-        {
-            "role": "assistant",
-            "content": [
-                {
-                    "type": "tool_use",
-                    "id": "r2",
-                    "name": "read_file",
-                    "input": {"path": "src/lex.c"},
-                }
-            ],
-        },
+        _read_file("r2", "src/lex.c"),
         results(("r2", "int lex(void);")),
         assistant(("b1", "bash")),
         results(("b1", "built")),
@@ -331,40 +319,7 @@ def test_the_copy_carries_summary_constraints_and_stale_marked_snapshots_in_orde
 
 # --- In a session: Budget.compact / uncompact, resume, automatic compaction, the breaker -------
 
-SESSION = BudgetConfig(
-    fsync=False,
-    window=4_000,
-    compact_reserve_tokens=500,
-    compact_margin_tokens=500,
-    compact_manual_margin_tokens=200,
-    compact_tail_tokens=400,
-    compact_tail_messages=2,
-    compact_tail_max_tokens=1_500,
-    compact_min_reclaim_tokens=300,
-)
-
-
-def history(rounds: int) -> list[dict[str, Any]]:
-    """A task with its rules, then ``rounds`` rounds of one bash call with 40 lines of output."""
-    msgs = conversation([[big(40, f"r{r}")] for r in range(rounds)])
-    msgs[0] = {"role": "user", "content": "Fix the parser.\nNever edit tests/."}
-    return msgs
-
-
-class Counting:
-    """A summarizer wrapper counting its calls (and failing when told to)."""
-
-    def __init__(self, fail: bool = False) -> None:
-        self.calls: list[int] = []
-        self.fail = fail
-
-    def __call__(self, messages: Sequence[Any]) -> str:
-        self.calls.append(len(messages))
-        if self.fail:
-            raise RuntimeError("the summary model is down")
-        text = summarizers.extractive()(messages)
-        assert isinstance(text, str)
-        return text
+SESSION = compaction_config()
 
 
 def _bytes(req: Prepared) -> bytes:

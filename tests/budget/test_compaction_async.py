@@ -18,7 +18,8 @@ from budget import Budget, BudgetConfig, estimate_tokens, summarizers
 from budget._compactor import limits
 from budget._errors import SummaryTimeout
 from tests.budget.test_compaction_faults import TooLongOver
-from tests.budget.test_compaction_session import SESSION, Counting, history
+from tests.budget.test_compaction_session import SESSION
+from tests.compaction import Counting, history
 
 
 def _events(logs: Sequence[MutableMapping[str, Any]], name: str) -> list[MutableMapping[str, Any]]:

@@ -26,7 +26,8 @@ from budget import Budget, BudgetConfig, ConfigError, estimate_tokens, get_forma
 from budget._compaction import drop_oldest_rounds, render_transcript, tail_start
 from budget._compactor import limits
 from budget._view import scan_at
-from tests.budget.test_compaction import SESSION, Counting, conversations_in, history
+from tests.budget.test_compaction import SESSION, conversations_in
+from tests.compaction import Counting, history
 
 AUTO = SESSION.model_copy(update={"compaction": "auto"})
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -12,21 +11,11 @@ import anthropic
 import httpx2
 import pytest
 
-from budget import Budget, BudgetConfig, ContextOverflow, InputError, Prepared, summarizers
-from tests.strategies import big, chat_assistant, chat_tool, conversation
+from budget import Budget, ContextOverflow, InputError, Prepared, summarizers
+from tests.compaction import AUTO, AsyncCounting, Counting, anthropic_reply, history
+from tests.strategies import big, chat_assistant, chat_tool
 
-SESSION = BudgetConfig(
-    fsync=False,
-    window=4_000,
-    compaction="auto",
-    compact_reserve_tokens=500,
-    compact_margin_tokens=500,
-    compact_manual_margin_tokens=200,
-    compact_tail_tokens=400,
-    compact_tail_messages=2,
-    compact_tail_max_tokens=1_500,
-    compact_min_reclaim_tokens=300,
-)
+SESSION = AUTO
 """A 4k window: auto compaction above 3,000 tokens."""
 
 ANTHROPIC_TOO_LONG = {
@@ -36,37 +25,6 @@ ANTHROPIC_TOO_LONG = {
         "message": "prompt is too long: 208310 tokens > 200000 maximum",
     },
 }
-
-
-def history(rounds: int, lines: int = 40) -> list[dict[str, Any]]:
-    """A task with its rules, then ``rounds`` rounds of one bash call with ``lines`` of output."""
-    msgs = conversation([[big(lines, f"r{r}")] for r in range(rounds)])
-    msgs[0] = {"role": "user", "content": "Fix the parser.\nNever edit tests/."}
-    return msgs
-
-
-class Counting:
-    """The extractive summarizer, counting its calls (and failing when told to)."""
-
-    def __init__(self, fail: bool = False) -> None:
-        self.calls: list[int] = []
-        self.fail = fail
-
-    def __call__(self, messages: Sequence[Any]) -> str:
-        self.calls.append(len(messages))
-        if self.fail:
-            raise RuntimeError("the summary model is down")
-        text = summarizers.extractive()(messages)
-        assert isinstance(text, str)
-        return text
-
-
-class AsyncCounting(Counting):
-    """The same summaries from a coroutine function, after yielding to the event loop."""
-
-    async def __call__(self, messages: Sequence[Any]) -> str:  # type: ignore[override]
-        await asyncio.sleep(0)
-        return super().__call__(messages)
 
 
 def _bytes(req: Prepared) -> bytes:
@@ -209,16 +167,7 @@ def test_aprepare_in_the_chat_format_with_a_real_async_sdk_client(tmp_path: Path
         sent.append(json.loads(request.content))
         return httpx2.Response(
             200,
-            json={
-                "id": "msg_1",
-                "type": "message",
-                "role": "assistant",
-                "model": "claude-sonnet-4-5",
-                "content": [{"type": "text", "text": "## Goal\nFix the parser."}],
-                "stop_reason": "end_turn",
-                "stop_sequence": None,
-                "usage": {"input_tokens": 100, "output_tokens": 10},
-            },
+            json=anthropic_reply("## Goal\nFix the parser."),
         )
 
     async def run() -> Prepared:

@@ -14,16 +14,7 @@ from openai.types.chat import ChatCompletion, ChatCompletionMessage
 from budget import Budget, BudgetConfig, InputError
 from budget.formats import OPENAI_CHAT
 from spill import ref_for
-from tests.strategies import SMALL, big, chat_assistant, chat_conversation, chat_tool
-
-
-def text_of(content: Any) -> str:
-    """The text a tool message's content shows."""
-    if isinstance(content, str):
-        return content
-    if content is None:
-        return ""
-    return "\n".join(p["text"] for p in content if p.get("type") == "text")
+from tests.strategies import SMALL, big, chat_assistant, chat_conversation, chat_tool, text_of
 
 
 def mixed_conversation() -> list[dict[str, Any]]:

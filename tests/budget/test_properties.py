@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from budget import Budget, BudgetConfig
-from tests.strategies import chat_conversations, conversations
+from tests.strategies import chat_conversations, conversations, text_of
 
 pytestmark = pytest.mark.slow  # large hypothesis runs over whole conversations
 
@@ -28,14 +28,6 @@ CFG = BudgetConfig(
     fsync=False,
 )
 PROPS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
-
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if content is None:
-        return ""
-    return "\n".join(p["text"] for p in content if p.get("type") == "text")
 
 
 def _shape(msgs: list[dict[str, Any]]) -> list[Any]:
@@ -67,6 +59,30 @@ def _cuts(msgs: list[dict[str, Any]]) -> list[int]:
     return list(range(3, len(msgs) + 1, 2))
 
 
+def _assert_same_bytes_again_and_after_resume(msgs: list[dict[str, Any]]) -> None:
+    """Prepare ``msgs`` again, as a new list, and in a resumed session: the bytes never change."""
+    with tempfile.TemporaryDirectory() as d:
+        with Budget.open(Path(d) / "s", CFG) as b:
+            first = orjson.dumps(b.prepare(msgs, now=0).messages)
+            assert orjson.dumps(b.prepare(msgs, now=1).messages) == first
+            assert orjson.dumps(b.prepare(list(msgs), now=2).messages) == first
+        with Budget.open(Path(d) / "s", CFG) as b:
+            assert orjson.dumps(b.prepare(copy.deepcopy(msgs), now=3).messages) == first
+
+
+def _assert_recoverable(b: Budget, call_id: str, original: str, shown: str) -> None:
+    """A result shown changed was decided, and its ref reads the original back (an empty one is
+    shown as ``(no output)`` with no ref)."""
+    if shown == original:
+        return
+    dec = b.decision(call_id)
+    assert dec is not None
+    if dec.ref is not None:
+        assert b.read(dec.ref) == original
+    else:
+        assert original == "" and shown == "(no output)"
+
+
 @PROPS
 @given(conversations(), st.lists(st.sampled_from([1.0, 30.0, 400.0]), min_size=20, max_size=20))
 def test_invariants_hold_turn_after_turn(msgs: list[dict[str, Any]], gaps: list[float]) -> None:
@@ -89,14 +105,8 @@ def test_invariants_hold_turn_after_turn(msgs: list[dict[str, Any]], gaps: list[
                 if not req.report.staleness_ran:
                     assert same
             for (orig, _), (nb, _) in zip(result_blocks(hist), result_blocks(out), strict=True):
-                original, now_shown = _text(orig.get("content")), _text(nb.get("content"))
-                if now_shown != original:
-                    dec = b.decision(orig["tool_use_id"])
-                    assert dec is not None
-                    if dec.ref is not None:
-                        assert b.read(dec.ref) == original
-                    else:
-                        assert original == "" and now_shown == "(no output)"
+                original, now_shown = text_of(orig.get("content")), text_of(nb.get("content"))
+                _assert_recoverable(b, orig["tool_use_id"], original, now_shown)
             _groups_fit(hist, out, b)
             prev = out
         b.close()
@@ -116,9 +126,9 @@ def _groups_fit(hist: list[dict[str, Any]], out: list[dict[str, Any]], b: Budget
                 for p in (blk_out["content"] if isinstance(blk_out["content"], list) else [])
                 if p.get("type") != "text"
             )
-            shown = len(_text(blk_out["content"])) + images * CFG.image_chars
+            shown = len(text_of(blk_out["content"])) + images * CFG.image_chars
             dec = b.decision(blk_in["tool_use_id"])
-            sizes.append((shown, dec.kind if dec else None, len(_text(blk_in["content"]))))
+            sizes.append((shown, dec.kind if dec else None, len(text_of(blk_in["content"]))))
         if sum(s for s, _, _ in sizes) > CFG.group_budget:
             for _shown, kind, chars in sizes:
                 assert kind != "kept" or chars <= CFG.preview_chars + 600
@@ -130,13 +140,7 @@ def test_same_history_twice_and_after_resume_gives_identical_bytes(
     msgs: list[dict[str, Any]],
 ) -> None:
     """Preparing a history again, in the same session or a resumed one, gives the same bytes."""
-    with tempfile.TemporaryDirectory() as d:
-        with Budget.open(Path(d) / "s", CFG) as b:
-            first = orjson.dumps(b.prepare(msgs, now=0).messages)
-            assert orjson.dumps(b.prepare(msgs, now=1).messages) == first
-            assert orjson.dumps(b.prepare(list(msgs), now=2).messages) == first
-        with Budget.open(Path(d) / "s", CFG) as b:
-            assert orjson.dumps(b.prepare(copy.deepcopy(msgs), now=3).messages) == first
+    _assert_same_bytes_again_and_after_resume(msgs)
 
 
 # --- OpenAI Chat Completions -------------------------------------------------------------------
@@ -198,15 +202,8 @@ def test_chat_invariants_hold_turn_after_turn(
                 assert {k: v for k, v in m_out.items() if k != "content"} == {
                     k: v for k, v in m_in.items() if k != "content"
                 }
-                original, shown = _text(m_in["content"]), _text(m_out["content"])
-                if shown == original:
-                    continue
-                dec = b.decision(m_in["tool_call_id"])
-                assert dec is not None
-                if dec.ref is not None:
-                    assert b.read(dec.ref) == original
-                else:
-                    assert original == "" and shown == "(no output)"
+                original, shown = text_of(m_in["content"]), text_of(m_out["content"])
+                _assert_recoverable(b, m_in["tool_call_id"], original, shown)
             prev = out
         b.close()
 
@@ -217,10 +214,4 @@ def test_chat_same_history_twice_and_after_resume_gives_identical_bytes(
     msgs: list[dict[str, Any]],
 ) -> None:
     """Chat Completions: the same history gives the same bytes again, and after a resume."""
-    with tempfile.TemporaryDirectory() as d:
-        with Budget.open(Path(d) / "s", CFG) as b:
-            first = orjson.dumps(b.prepare(msgs, now=0).messages)
-            assert orjson.dumps(b.prepare(msgs, now=1).messages) == first
-            assert orjson.dumps(b.prepare(list(msgs), now=2).messages) == first
-        with Budget.open(Path(d) / "s", CFG) as b:
-            assert orjson.dumps(b.prepare(copy.deepcopy(msgs), now=3).messages) == first
+    _assert_same_bytes_again_and_after_resume(msgs)

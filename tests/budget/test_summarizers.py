@@ -17,6 +17,7 @@ import pytest
 
 from budget import InputError, summarizers
 from budget._compaction import render_transcript
+from tests.compaction import anthropic_reply
 from tests.strategies import assistant, chat_assistant, chat_tool, results
 
 HISTORY: list[dict[str, Any]] = [
@@ -26,16 +27,7 @@ HISTORY: list[dict[str, Any]] = [
     {"role": "assistant", "content": [{"type": "text", "text": "The sum is off by one."}]},
 ]
 
-ANTHROPIC_REPLY = {
-    "id": "msg_1",
-    "type": "message",
-    "role": "assistant",
-    "model": "claude-sonnet-4-5",
-    "content": [{"type": "text", "text": "## Goal\nFix the test."}],
-    "stop_reason": "end_turn",
-    "stop_sequence": None,
-    "usage": {"input_tokens": 100, "output_tokens": 10},
-}
+ANTHROPIC_REPLY = anthropic_reply("## Goal\nFix the test.")
 
 OPENAI_REPLY = {
     "id": "chatcmpl-1",

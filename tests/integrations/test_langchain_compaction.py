@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from tests._ci import require_module
+from tests.compaction import AUTO, ROUNDS, build_log
 
 require_module("langchain.agents", extra="langchain")
 
@@ -24,31 +25,19 @@ from langchain_core.tools import tool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import Field
 
-from budget import Budget, BudgetConfig, ConfigError, summarizers
+from budget import Budget, ConfigError, summarizers
 from budget.integrations.langchain import ToolBudgetMiddleware, chat_model_summarizer
 
-CONFIG = BudgetConfig(
-    fsync=False,
-    window=4_000,
-    compaction="auto",
-    compact_reserve_tokens=500,
-    compact_margin_tokens=500,
-    compact_manual_margin_tokens=200,
-    compact_tail_tokens=400,
-    compact_tail_messages=2,
-    compact_tail_max_tokens=1_500,
-    compact_min_reclaim_tokens=300,
-)
+CONFIG = AUTO
 """A 4k window: the agent's history passes the 3,000-token threshold after about a dozen rounds."""
 
-ROUNDS = 24
 SUMMARY = "## Goal\nFix the parser without editing tests/."
 
 
 @tool
 def run(step: int) -> str:
     """Run one step of the build and return its log."""
-    return "".join(f"step {step} log line {i:03d}: compiling module_{i}.py\n" for i in range(40))
+    return build_log(step)
 
 
 class WorkingModel(BaseChatModel):

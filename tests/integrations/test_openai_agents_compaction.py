@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from tests._ci import require_module
+from tests.compaction import AUTO, ROUNDS, build_log
 
 require_module("agents", extra="openai-agents")
 
@@ -21,24 +22,11 @@ from openai.types.responses import (
     ResponseOutputText,
 )
 
-from budget import Budget, BudgetConfig, summarizers
+from budget import Budget, summarizers
 from budget.integrations.openai_agents import toolbudget_input_filter
 
-CONFIG = BudgetConfig(
-    fsync=False,
-    window=4_000,
-    compaction="auto",
-    compact_reserve_tokens=500,
-    compact_margin_tokens=500,
-    compact_manual_margin_tokens=200,
-    compact_tail_tokens=400,
-    compact_tail_messages=2,
-    compact_tail_max_tokens=1_500,
-    compact_min_reclaim_tokens=300,
-)
+CONFIG = AUTO
 """A 4k window: the run passes the 3,000-token threshold after about a dozen rounds."""
-
-ROUNDS = 24
 
 
 @function_tool
@@ -48,7 +36,7 @@ def run(step: int) -> str:
     Args:
         step: The step to run.
     """
-    return "".join(f"step {step} log line {i:03d}: compiling module_{i}.py\n" for i in range(40))
+    return build_log(step)
 
 
 class WorkingModel(Model):

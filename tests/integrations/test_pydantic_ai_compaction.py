@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from tests._ci import require_module
+from tests.compaction import AUTO, ROUNDS, build_log
 
 require_module("pydantic_ai", extra="pydantic-ai")
 
@@ -25,29 +26,16 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from budget import Budget, BudgetConfig, summarizers
+from budget import Budget, summarizers
 from budget.integrations.pydantic_ai import ToolBudgetCapability
 
-CONFIG = BudgetConfig(
-    fsync=False,
-    window=4_000,
-    compaction="auto",
-    compact_reserve_tokens=500,
-    compact_margin_tokens=500,
-    compact_manual_margin_tokens=200,
-    compact_tail_tokens=400,
-    compact_tail_messages=2,
-    compact_tail_max_tokens=1_500,
-    compact_min_reclaim_tokens=300,
-)
+CONFIG = AUTO
 """A 4k window: the run passes the 3,000-token threshold after about a dozen rounds."""
-
-ROUNDS = 24
 
 
 def run(step: int) -> str:
     """Run one step of the build and return its log."""
-    return "".join(f"step {step} log line {i:03d}: compiling module_{i}.py\n" for i in range(40))
+    return build_log(step)
 
 
 @dataclass

@@ -13,8 +13,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,11 +21,11 @@ from typing import Any
 import pytest
 
 from budget import Budget, BudgetConfig
+from tests.reliability._child import run_json_child
 from tests.strategies import assistant, results
 
 pytestmark = pytest.mark.slow  # a child process per full disk, quota or read-only session
 
-REPO = Path(__file__).resolve().parents[2]
 CFG = {"result_cap": 5_000, "preview_chars": 500, "fsync": True}
 NOBODY = 65534
 
@@ -97,21 +95,9 @@ def base(tmp_path: Path) -> Iterator[Path]:
 
 
 def run_child(case: str, path: Path, cfg: dict[str, Any], extra: str) -> dict[str, Any]:
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
-    }
-    done = subprocess.run(
-        [sys.executable, "-c", CHILD, case, str(path), json.dumps(cfg), extra],
-        input=json.dumps([FIRST, LATER]),
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env=env,
-        timeout=120,
+    out: dict[str, Any] = run_json_child(
+        CHILD, case, str(path), json.dumps(cfg), extra, input=json.dumps([FIRST, LATER])
     )
-    assert done.returncode == 0, done.stderr[-3000:]
-    out: dict[str, Any] = json.loads(done.stdout)
     return out
 
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -29,6 +28,8 @@ from structlog.testing import capture_logs
 
 from budget import Budget, BudgetConfig, InputError, RefError, StoreError
 from spill import LocalStore, ref_for
+from tests.reliability._child import run_json_child
+from tests.reliability._spilled import open_spilled
 from tests.strategies import assistant, results
 
 REPO = Path(__file__).resolve().parents[2]
@@ -193,10 +194,7 @@ def outside(tmp_path: Path) -> Iterator[Path]:
 def spilled_session(path: Path) -> tuple[Budget, str, str]:
     """A session holding one spilled output; (session, its ref, its text)."""
     text = "".join(f"line {i}: 构建 ok\n" for i in range(400))
-    session = Budget.open(path, CFG)
-    msgs = [{"role": "user", "content": "go"}, assistant(("c", "bash")), results(("c", text))]
-    ref = session.prepare(msgs, now=0).report.decisions[0].ref
-    assert ref == ref_for(text)
+    session, ref = open_spilled(path, CFG, text)
     return session, ref, text
 
 
@@ -493,20 +491,7 @@ def test_a_100_mb_result_is_spilled_and_paged_fast_and_memory_sane(
 ) -> None:
     """A 100 MB tool output is spilled, shown as a small envelope, paged, searched and read back
     whole in seconds, with peak memory a few times its size (in a child, measured there)."""
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
-    }
-    done = subprocess.run(
-        [sys.executable, "-c", HUNDRED_MB, str(tmp_path / "s")],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env=env,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    out = json.loads(done.stdout)
+    out = run_json_child(HUNDRED_MB, str(tmp_path / "s"))
     assert (
         out["kind"] == "spilled"
         and out["same"]

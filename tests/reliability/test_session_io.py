@@ -17,9 +17,9 @@ from typer.testing import CliRunner
 
 from budget import Budget, BudgetError, ConfigError, StoreError
 from budget.cli import app
-from spill import ref_for
 from tests._lanes import examples
 from tests.conversations import CONFIG, conversation
+from tests.reliability._spilled import open_spilled
 from tests.strategies import assistant, results
 
 runner = CliRunner()
@@ -40,10 +40,7 @@ def snapshot(root: Path) -> dict[str, tuple[int, str]]:
 def spilled(path: Path) -> tuple[Budget, str, str]:
     """An open session at ``path`` with one spilled output: (session, ref, text)."""
     text = "".join(f"line {i}\n" for i in range(3_000))
-    session = Budget.open(path, CONFIG)
-    msgs = [{"role": "user", "content": "go"}, assistant(("c", "bash")), results(("c", text))]
-    ref = session.prepare(msgs, now=0).report.decisions[0].ref
-    assert ref == ref_for(text)
+    session, ref = open_spilled(path, CONFIG, text)
     return session, ref, text
 
 
