@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -16,13 +15,9 @@ from tests._ci import require_module
 require_module("langchain.agents", extra="langchain")
 
 from langchain.agents import create_agent
-from langchain_core.callbacks import CallbackManagerForLLMRun
-from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
-from langchain_core.runnables import Runnable
 from langchain_core.tools import tool
-from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import Field
 from structlog.testing import capture_logs
@@ -37,6 +32,7 @@ from tests.integrations._agentkit import (
     page_rows,
     write_big_file,
 )
+from tests.integrations._langchain_fake import ToolNamingModel
 
 
 @tool
@@ -45,7 +41,7 @@ def read_file(path: str) -> str:
     return Path(path).read_text(encoding="utf-8")
 
 
-class ReadingModel(BaseChatModel):
+class ReadingModel(ToolNamingModel):
     """A chat model that decides its next message from the messages it receives.
 
     It reads each of ``paths`` in turn; when a result comes back as an envelope it reads a page
@@ -57,27 +53,10 @@ class ReadingModel(BaseChatModel):
     refuse_over: int | None = None
     usage_tokens: int | None = None
     received: list[list[BaseMessage]] = Field(default_factory=list)
-    offered: list[list[str]] = Field(default_factory=list)
 
-    @property
-    def _llm_type(self) -> str:
-        return "toolbudget-reading-model"
-
-    def bind_tools(
-        self, tools: Sequence[Any], *, tool_choice: Any = None, **kwargs: Any
-    ) -> Runnable[Any, AIMessage]:
-        names = [convert_to_openai_tool(t)["function"]["name"] for t in tools]
-        return self.bind(tool_names=names, **kwargs)
-
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
+    def reply(self, messages: list[BaseMessage]) -> ChatResult:
+        """Read the next file, or answer once every path was read; refuse when told to."""
         self.received.append(list(messages))
-        self.offered.append(list(kwargs.get("tool_names", [])))
         shown = sum(len(m.text) for m in messages if isinstance(m, ToolMessage))
         if self.refuse_over is not None and shown > self.refuse_over:
             raise ValueError(

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,17 +15,14 @@ from tests.compaction import AUTO, ROUNDS, build_log
 require_module("langchain.agents", extra="langchain")
 
 from langchain.agents import create_agent
-from langchain_core.callbacks import CallbackManagerForLLMRun
-from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
-from langchain_core.runnables import Runnable
 from langchain_core.tools import tool
-from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import Field
 
 from budget import Budget, ConfigError, summarizers
 from budget.integrations.langchain import ToolBudgetMiddleware, chat_model_summarizer
+from tests.integrations._langchain_fake import ToolNamingModel
 
 CONFIG = AUTO
 """A 4k window: the agent's history passes the 3,000-token threshold after about a dozen rounds."""
@@ -40,7 +36,7 @@ def run(step: int) -> str:
     return build_log(step)
 
 
-class WorkingModel(BaseChatModel):
+class WorkingModel(ToolNamingModel):
     """A chat model that calls ``run`` ``rounds`` times, then answers; asked under the
     summarizer's prompt (no tools bound), it writes a fixed summary."""
 
@@ -50,32 +46,18 @@ class WorkingModel(BaseChatModel):
     refused: int = 0
     received: list[list[BaseMessage]] = Field(default_factory=list)
     summaries: list[list[BaseMessage]] = Field(default_factory=list)
-    offered: list[list[str]] = Field(default_factory=list)
+    summary_tools: list[list[str]] = Field(default_factory=list)
+    """The tools bound on each summary request (none: the summarizer binds no tools)."""
 
-    @property
-    def _llm_type(self) -> str:
-        return "toolbudget-working-model"
-
-    def bind_tools(
-        self, tools: Sequence[Any], *, tool_choice: Any = None, **kwargs: Any
-    ) -> Runnable[Any, AIMessage]:
-        names = [convert_to_openai_tool(t)["function"]["name"] for t in tools]
-        return self.bind(tool_names=names, **kwargs)
-
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
+    def reply(self, messages: list[BaseMessage]) -> ChatResult:
+        """A summary when asked to summarize; else the next step, or a refusal when told to."""
         if (
             messages
             and isinstance(messages[0], SystemMessage)
             and "summarizing" in messages[0].text
         ):
             self.summaries.append(list(messages))
-            self.offered.append(list(kwargs.get("tool_names", [])))
+            self.summary_tools.append(self.offered[-1])
             return ChatResult(generations=[ChatGeneration(message=AIMessage(content=SUMMARY))])
         self.received.append(list(messages))
         if self.refuse_over is not None and len(messages) > self.refuse_over:
@@ -109,7 +91,7 @@ def _check(model: WorkingModel, state: dict[str, Any]) -> None:
     """The run compacted: a summary call without tools, then copies led by the summary; the
     agent's state kept every message."""
     assert model.summaries, "no summary was asked for"
-    assert all(names == [] for names in model.offered)
+    assert model.summary_tools and all(names == [] for names in model.summary_tools)
     transcript = model.summaries[0][1].text
     assert "[tool call call_0] run(" in transcript
     assert "Fix the parser" in transcript
