@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -13,13 +12,7 @@ from tests._ci import require_module
 
 require_module("agents", extra="openai-agents")
 
-from agents import Agent, ModelResponse, RunConfig, Runner, Usage, function_tool
-from agents.models.interface import Model
-from openai.types.responses import (
-    ResponseFunctionToolCall,
-    ResponseOutputMessage,
-    ResponseOutputText,
-)
+from agents import Agent, ModelResponse, RunConfig, Runner, function_tool
 
 from budget import Budget
 from budget.integrations.openai_agents import (
@@ -34,6 +27,7 @@ from tests.integrations._agentkit import (
     expected_rows,
     page_rows,
 )
+from tests.integrations._agents_fake import RecordingModel
 
 
 @function_tool
@@ -58,7 +52,7 @@ def _names(items: list[Any]) -> dict[str, str]:
     }
 
 
-class ReadingModel(Model):
+class ReadingModel(RecordingModel):
     """A model that decides its next output from the input items it receives.
 
     It reads ``path``; when the result comes back as an envelope it reads a page of it back
@@ -66,52 +60,22 @@ class ReadingModel(Model):
     """
 
     def __init__(self, path: str) -> None:
+        super().__init__()
         self.path = path
-        self.received: list[list[Any]] = []
-        self.offered: list[list[str]] = []
 
-    async def get_response(
-        self,
-        system_instructions: str | None,
-        input: str | list[Any],
-        model_settings: Any,
-        tools: list[Any],
-        output_schema: Any,
-        handoffs: list[Any],
-        tracing: Any,
-        *,
-        previous_response_id: str | None,
-        conversation_id: str | None,
-        prompt: Any,
-    ) -> ModelResponse:
-        items = [{"role": "user", "content": input}] if isinstance(input, str) else list(input)
-        self.received.append(items)
-        self.offered.append([t.name for t in tools])
+    def reply(self, items: list[Any]) -> ModelResponse:
+        """Read the file, then a page of its envelope back, then answer."""
         outputs = _outputs(items)
         names = _names(items)
         if not outputs:
-            return self._call("read_file", {"path": self.path}, "call_read_1")
+            return self.call("read_file", {"path": self.path}, "call_read_1")
         last = outputs[-1]
         if names[last["call_id"]] == "read_file":
             ref = envelope_ref(str(last["output"]))
             if ref is not None:
                 args = {"ref": ref, "offset": PAGE_OFFSET, "limit": PAGE_LIMIT}
-                return self._call("toolbudget_read", args, "call_back_1")
-        text = ResponseOutputText(type="output_text", text="done", annotations=[])
-        message = ResponseOutputMessage(
-            id="msg_1", type="message", role="assistant", status="completed", content=[text]
-        )
-        return ModelResponse(output=[message], usage=Usage(requests=1), response_id=None)
-
-    @staticmethod
-    def _call(name: str, args: dict[str, Any], call_id: str) -> ModelResponse:
-        call = ResponseFunctionToolCall(
-            type="function_call", call_id=call_id, name=name, arguments=json.dumps(args)
-        )
-        return ModelResponse(output=[call], usage=Usage(requests=1), response_id=None)
-
-    def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
-        raise NotImplementedError("this test model does not stream")
+                return self.call("toolbudget_read", args, "call_back_1")
+        return self.answer("done")
 
 
 def test_runner_sees_envelope_and_reads_back(big_file: tuple[Path, str], tmp_path: Path) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -14,16 +14,11 @@ from tests.compaction import AUTO, ROUNDS, build_log
 
 require_module("agents", extra="openai-agents")
 
-from agents import Agent, ModelResponse, RunConfig, Runner, Usage, function_tool
-from agents.models.interface import Model
-from openai.types.responses import (
-    ResponseFunctionToolCall,
-    ResponseOutputMessage,
-    ResponseOutputText,
-)
+from agents import Agent, ModelResponse, RunConfig, Runner, function_tool
 
 from budget import Budget, summarizers
 from budget.integrations.openai_agents import toolbudget_input_filter
+from tests.integrations._agents_fake import RecordingModel
 
 CONFIG = AUTO
 """A 4k window: the run passes the 3,000-token threshold after about a dozen rounds."""
@@ -39,28 +34,11 @@ def run(step: int) -> str:
     return build_log(step)
 
 
-class WorkingModel(Model):
+class WorkingModel(RecordingModel):
     """A model that calls ``run`` with the next step number its input shows, then answers."""
 
-    def __init__(self) -> None:
-        self.received: list[list[Any]] = []
-
-    async def get_response(
-        self,
-        system_instructions: str | None,
-        input: str | list[Any],
-        model_settings: Any,
-        tools: list[Any],
-        output_schema: Any,
-        handoffs: list[Any],
-        tracing: Any,
-        *,
-        previous_response_id: str | None,
-        conversation_id: str | None,
-        prompt: Any,
-    ) -> ModelResponse:
-        items = [{"role": "user", "content": input}] if isinstance(input, str) else list(input)
-        self.received.append(items)
+    def reply(self, items: list[Any]) -> ModelResponse:
+        """Call ``run`` for the step after the last one the input shows, or answer."""
         steps = [
             json.loads(i["arguments"])["step"]
             for i in items
@@ -68,21 +46,8 @@ class WorkingModel(Model):
         ]
         done = steps[-1] + 1 if steps else 0
         if done < ROUNDS:
-            call = ResponseFunctionToolCall(
-                type="function_call",
-                call_id=f"call_{done}",
-                name="run",
-                arguments=json.dumps({"step": done}),
-            )
-            return ModelResponse(output=[call], usage=Usage(requests=1), response_id=None)
-        text = ResponseOutputText(type="output_text", text="done", annotations=[])
-        message = ResponseOutputMessage(
-            id="msg_1", type="message", role="assistant", status="completed", content=[text]
-        )
-        return ModelResponse(output=[message], usage=Usage(requests=1), response_id=None)
-
-    def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
-        raise NotImplementedError("this test model does not stream")
+            return self.call("run", {"step": done}, f"call_{done}")
+        return self.answer("done")
 
 
 def test_runner_compacts_with_an_async_summarizer(tmp_path: Path) -> None:
