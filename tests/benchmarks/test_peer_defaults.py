@@ -195,26 +195,26 @@ def test_gemini_cli_default_minimum_is_30000_tokens(tmp_path: Path) -> None:
 # --- codex: Bytes(10_000) for other models, Tokens(10_000) for Codex models, x1.2 -----------------
 
 
+def _codex_at_and_over(limit: int, model: str, tmp_path: Path) -> tuple[str, dict[str, Any]]:
+    """(a text of ``limit`` + 1 letters, what codex under ``model`` shows of a result of exactly
+    ``limit`` ("at") and of the whole text ("up"))."""
+    text = "".join(chr(ord("a") + i % 26) for i in range(limit + 1))
+    conv = Conv().prompt("go").round(("at", "exec_command", text[:limit]))
+    conv.round(("up", "exec_command", text))
+    outs, _ = replay("codex", replace(conv.trace(), model=model), tmp_path)
+    return text, contents(outs[-1])
+
+
 def test_codex_default_bytes_policy_for_non_codex_models(tmp_path: Path) -> None:
     """gpt-5.5: 12,000 bytes pass; 12,001 keep 6,000 + 6,000 bytes and name 1 char removed."""
-    text = "".join(chr(ord("a") + i % 26) for i in range(12_001))
-    conv = Conv().prompt("go").round(("at", "exec_command", text[:12_000]))
-    conv.round(("up", "exec_command", text))
-    trace = replace(conv.trace(), model="gpt-5.5")
-    outs, _ = replay("codex", trace, tmp_path)
-    got = contents(outs[-1])
+    text, got = _codex_at_and_over(12_000, "gpt-5.5", tmp_path)
     assert got["at"] == text[:12_000]
     assert got["up"] == text[:6000] + "…1 chars truncated…" + text[-6000:]
 
 
 def test_codex_default_tokens_policy_for_codex_models(tmp_path: Path) -> None:
     """gpt-5-codex: 48,000 bytes (12,000 tokens) pass; 48,001 keep 24,000 + 24,000 bytes."""
-    text = "".join(chr(ord("a") + i % 26) for i in range(48_001))
-    conv = Conv().prompt("go").round(("at", "exec_command", text[:48_000]))
-    conv.round(("up", "exec_command", text))
-    trace = replace(conv.trace(), model="openai/gpt-5-codex")
-    outs, _ = replay("codex", trace, tmp_path)
-    got = contents(outs[-1])
+    text, got = _codex_at_and_over(48_000, "openai/gpt-5-codex", tmp_path)
     assert got["at"] == text[:48_000]
     # 1 byte removed: ceil(1 / 4) = 1 token.
     assert got["up"] == text[:24_000] + "…1 tokens truncated…" + text[-24_000:]

@@ -16,12 +16,14 @@ from budget import (
     Budget,
     BudgetConfig,
     ConfigError,
+    Format,
     InputError,
     Prepared,
     estimate_tokens,
     get_format,
 )
 from budget._compaction import (
+    Tail,
     anchor_of,
     attachments,
     extract_constraints,
@@ -237,15 +239,15 @@ def test_the_tail_moves_back_to_keep_parallel_results_with_their_call() -> None:
         chat_tool("b", "x"),
         chat_tool("c", "y"),
     ]
-    tail = tail_start(
-        chat,
-        get_format("openai_chat"),
-        min_tokens=1,
-        min_messages=1,
-        max_tokens=10**6,
-        tokens=_tokens,
-    )
+    tail = _roomy_tail(chat, get_format("openai_chat"), min_messages=1)
     assert (tail.head, tail.start) == (1, 2)
+
+
+def _roomy_tail(msgs: list[Any], fmt: Format, *, min_messages: int) -> Tail:
+    """The tail of ``msgs`` with one token and ``min_messages`` messages at least, no cap."""
+    return tail_start(
+        msgs, fmt, min_tokens=1, min_messages=min_messages, max_tokens=10**6, tokens=_tokens
+    )
 
 
 def test_a_responses_tail_keeps_the_reasoning_item_of_its_first_call() -> None:
@@ -259,14 +261,7 @@ def test_a_responses_tail_keeps_the_reasoning_item_of_its_first_call() -> None:
             chat_tool("b", "ok"),
         ]
     )
-    tail = tail_start(
-        items,
-        get_format("openai_responses"),
-        min_tokens=1,
-        min_messages=2,
-        max_tokens=10**6,
-        tokens=_tokens,
-    )
+    tail = _roomy_tail(items, get_format("openai_responses"), min_messages=2)
     assert items[tail.start]["type"] == "reasoning"
     assert items[tail.start + 1] == {
         "type": "function_call",
