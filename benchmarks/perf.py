@@ -66,7 +66,7 @@ Message = dict[str, Any]
 _T = TypeVar("_T")
 _MB = 1_000_000
 _BODY_SUFFIX = ".txt"
-"""How the local store names body files (``spill._local``): what the resume check watches for."""
+"""How the local store names body files (``spill._sessiondir``): what the resume check watches for."""
 
 
 @dataclass(frozen=True, slots=True)

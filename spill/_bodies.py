@@ -37,7 +37,7 @@ _GROUP_THREADS: Final = 16
 """Most shards a group commit works on at once. Each creates, writes and fsyncs its bodies,
 renames them and fsyncs its directory in its own thread: concurrent fsyncs on one filesystem
 share its journal commits and the device's cache flushes, and the creates' waits on the journal
-and on inode-table reads overlap (measured by ``python -m benchmarks perf``: README's
+and on inode-table reads overlap (measured by ``python -m benchmarks perf``: docs/performance.md's
 Performance section)."""
 
 
