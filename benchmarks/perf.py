@@ -44,7 +44,7 @@ from typing import Any, TypeVar
 from budget import Budget, Prepared
 from budget._envelope import envelope
 from budget._estimates_cache import SIDECAR
-from spill import ref_for
+from spill import LocalStore, ref_for
 
 __all__ = [
     "Figure",
@@ -66,6 +66,7 @@ Message = dict[str, Any]
 _T = TypeVar("_T")
 _MB = 1_000_000
 _BODY_SUFFIX = ".txt"
+_PACK_SUFFIX = ".pack"
 """How the local store names body files (``spill._sessiondir``): what the resume check watches for."""
 
 
@@ -572,6 +573,12 @@ def bench_spill(root: Path, size: int = 10 * _MB, repeats: int = 5, *, fsync: bo
     )
 
 
+def _stored_bytes(path: Path, refs: list[str]) -> bytes:
+    """The bytes of the bodies ``refs`` as session ``path`` stores them (in packs or files)."""
+    with LocalStore(path) as store:
+        return b"".join(store.get(ref).encode("utf-8", "surrogatepass") for ref in refs)
+
+
 def bench_batch_spill(
     root: Path, rounds: int = 800, result_chars: int = 8_000, repeats: int = 7
 ) -> Figure:
@@ -580,7 +587,7 @@ def bench_batch_spill(
     A session opened with fsync on adopts ``rounds`` rounds of ``result_chars``-character
     results in one request (an agent wrapped mid-session); the next request, a cold cache later,
     runs a batch that trims nearly all of them, storing each body before the decision is
-    logged. That request is timed (wall). The floor is the same bodies' bytes written to one
+    logged (the batch's bodies in one pack: ``spill/_packs.py``). That request is timed (wall). The floor is the same bodies' bytes written to one
     file on the same disk by one ``os.write`` and one ``os.fsync``, right after it: what the
     disk allows for those bytes with nothing else. Median of ``repeats``, each on a new session.
     """
@@ -596,7 +603,7 @@ def bench_batch_spill(
         session.close()
         refs = [d.ref for d in prepared.report.decisions if d.kind == "trimmed" and d.ref]
         trimmed = len(refs)
-        data = b"".join((path / "bodies" / r[:2] / f"{r}{_BODY_SUFFIX}").read_bytes() for r in refs)
+        data = _stored_bytes(path, refs)
         nbytes = len(data)
         floor.time(partial(_raw_write, root / f"batch-floor-{i}", data, True))
         shutil.rmtree(path, ignore_errors=True)
@@ -627,7 +634,7 @@ def bench_batch_spill(
 
 
 class _BodyOpens:
-    """Counts files opened whose name is a spilled body's, through an audit hook.
+    """Counts files opened whose name is a spilled body's or a pack's, through an audit hook.
 
     Audit hooks cannot be removed: the hook stays installed but counts only while ``active``.
     """
@@ -642,7 +649,7 @@ class _BodyOpens:
             path = args[0]
             if isinstance(path, str | bytes | os.PathLike):
                 name = os.fsdecode(path)
-                if name.endswith(_BODY_SUFFIX):
+                if name.endswith((_BODY_SUFFIX, _PACK_SUFFIX)):
                     self.count += 1
 
 
@@ -668,7 +675,7 @@ def _session_copy(src: Path, dst: Path) -> None:
     everything else copied, since a resumed session appends to its log."""
 
     def copy(a: str, b: str) -> None:
-        if a.endswith(_BODY_SUFFIX):
+        if a.endswith((_BODY_SUFFIX, _PACK_SUFFIX)):
             os.link(a, b)
         else:
             shutil.copy2(a, b)
@@ -707,7 +714,8 @@ def bench_resume(root: Path, decisions: int = 10_000, repeats: int = 7) -> list[
         expected = session.prepare(history, now=1.0)
     sidecar = path / SIDECAR
     (snapshot / SIDECAR).unlink(missing_ok=True)  # a periodic save may have written one
-    bodies = sum(1 for _ in (path / "bodies").rglob(f"*{_BODY_SUFFIX}"))
+    with LocalStore(path) as store:  # every body, whether a file or in a pack
+        bodies = len({r["ref"] for r in store.read_log() if r.get("ref") and store.has(r["ref"])})
     clock = _Clock()
     for _ in range(repeats):
         clock.time(lambda: Budget.open(path).close())

@@ -1,9 +1,10 @@
-"""The bodies on disk: their total against the quota, and ``put_many``'s group commit.
+"""The bodies on disk: their total against the quota, the packs, and ``put_many``'s group commit.
 
 The total is counted on first need (resuming a session must stay fast with 10,000 bodies on
 disk), and each new body is checked against the quota before anything is written. A group
-commit writes the new bodies of several shards concurrently (``_GROUP_THREADS``), in
-:meth:`spill.LocalStore.put`'s steps and order.
+commit writes its new bodies into one pack (``spill._packs``) when there are at least
+``_PACK_MIN`` of them, else (and for a body whose file path an envelope names) one file each,
+the shards concurrently (``_GROUP_THREADS``), in :meth:`spill.LocalStore.put`'s steps and order.
 """
 
 from __future__ import annotations
@@ -14,12 +15,13 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
-from typing import Final, TypeVar
+from typing import ClassVar, Final, TypeVar
 
 import xxhash
 
 from spill import _fs
 from spill._errors import QuotaExceeded, StoreError
+from spill._packs import Located, PackIndex, encode_pack, read_located
 from spill._sessiondir import (
     BODIES_NAME,
     BODY_SUFFIX,
@@ -41,6 +43,11 @@ and on inode-table reads overlap (measured by ``python -m benchmarks perf``: doc
 Performance section)."""
 
 
+_PACK_MIN: Final = 2
+"""Fewest new bodies a group commit packs into one file: two already save a create and an
+fsync, and a lone body stays a file of its own, as :meth:`spill.LocalStore.put` writes it."""
+
+
 @dataclass(slots=True)
 class _Body:
     """One new body of a group commit: its bytes, the size it replaces, and how it ended."""
@@ -56,8 +63,43 @@ class _Body:
 class Bodies(SessionDir):
     """The session's bodies: counted, checked against the quota, written as one group."""
 
+    _pack_min: ClassVar[int] = _PACK_MIN
     _quota: int | None
     _total: int | None
+    _packs: PackIndex
+    _packs_loaded: bool
+    _named: set[str]
+    """Refs whose file path :meth:`path_of` has given out (an envelope may name it): never
+    packed, so the path holds the body once it is stored."""
+
+    def _pack_skipped(self, name: str, reason: str) -> None:
+        events().warning("toolbudget.spill.pack_skipped", path=self._path, pack=name, reason=reason)
+
+    def _pack_index(self, names: list[str] | None = None) -> PackIndex:
+        """The packs' index, read on first need (from ``names``, bodies/'s listing, if given)."""
+        if not self._packs_loaded:
+            try:
+                self._packs.load(self._bodies_fd, self._pack_skipped, names)
+            except OSError as exc:
+                raise self._error(f"list {BODIES_NAME}", exc) from exc
+            self._packs_loaded = True
+        return self._packs
+
+    def _in_pack(self, ref: str) -> bool:
+        """Whether ``ref``'s body is packed and no one was given a file path for it."""
+        return ref not in self._named and self._pack_index().get(ref) is not None
+
+    def _read_packed(self, ref: str) -> bytes | None:
+        """The packed bytes of ``ref`` (checked by the caller against it), None if not packed."""
+        where: Located | None = self._pack_index().get(ref)
+        if where is None:
+            return None
+        try:
+            return read_located(self._bodies_fd, where)
+        except OSError as exc:
+            raise self._error(f"read {BODIES_NAME}/{where.pack}", exc) from exc
+        except ValueError as exc:
+            raise StoreError(f"cannot read body {ref} in session {self._path}: {exc}") from None
 
     def _bodies_total(self) -> int:
         """The running total of body bytes, scanning the bodies the first time it is needed.
@@ -71,8 +113,9 @@ class Bodies(SessionDir):
 
     def _scan_bodies(self) -> int:
         """Total size of the stored bodies; removes temp files left by a crash."""
-        total = 0
-        for shard in self._clean_temps(self._bodies_fd, BODIES_NAME):
+        names = self._clean_temps(self._bodies_fd, BODIES_NAME)
+        total = self._pack_index(names).body_bytes()
+        for shard in names:
             if not _SHARD_RE.match(shard):
                 continue
             try:
@@ -177,6 +220,8 @@ class Bodies(SessionDir):
         new: dict[str, list[_Body]] = {}
         found: dict[str, list[str]] = {}  # already stored: their entries are synced again
         for ref, where in slots.items():
+            if self._in_pack(ref):
+                continue  # durable in a pack already (bodies/ is synced below)
             try:
                 body = self._group_check(ref, datas[where[0]], shards, new)
             except StoreError as exc:
@@ -186,6 +231,7 @@ class Bodies(SessionDir):
                 found.setdefault(ref[:2], []).append(ref)
             else:
                 new.setdefault(ref[:2], []).append(body)
+        self._commit_pack(new)
         work = list(new) + [shard for shard in found if shard not in new]
         if not self._fsync:
             work = list(new)
@@ -211,6 +257,43 @@ class Bodies(SessionDir):
             except StoreError as exc:
                 for ref in slots:
                     fail(ref, exc)
+
+    def _commit_pack(self, new: dict[str, list[_Body]]) -> None:
+        """Write the group's new bodies into one pack, taking them out of ``new``, when there are
+        ``_pack_min`` of them; a body replacing a damaged file or whose path was given out stays.
+
+        The pack is written as a body is (temp file, fsync, rename); ``bodies/`` is fsync'd
+        before put_many returns. If the pack cannot be written (a full disk, say), its bodies
+        go back to ``new`` and are written one file each, so each fails or succeeds on its own.
+        """
+        bodies = [
+            b
+            for group in new.values()
+            for b in group
+            if not b.old_size and b.ref not in self._named
+        ]
+        if len(bodies) < self._pack_min:
+            return
+        for shard in list(new):
+            new[shard] = [b for b in new[shard] if b.old_size or b.ref in self._named]
+            if not new[shard]:
+                del new[shard]
+        name, data, where = encode_pack([(b.ref, b.data) for b in bodies])
+        try:
+            self._write_atomic(
+                self._bodies_fd, name, data, f"pack {BODIES_NAME}/{name}", sync_dir=False
+            )
+        except StoreError as exc:
+            events().warning(
+                "toolbudget.spill.pack_failed", path=self._path, bodies=len(bodies), error=str(exc)
+            )
+            for body in bodies:
+                new.setdefault(body.ref[:2], []).append(body)
+            return
+        self._bodies_synced = False  # the pack's entry in bodies/: synced before we return
+        self._packs.add(name, where)
+        for body in bodies:
+            body.placed = True
 
     def _group_check(
         self, ref: str, data: bytes, shards: dict[str, int], new: dict[str, list[_Body]]

@@ -7,6 +7,7 @@ Layout::
       session.json        0600  small metadata, replaced atomically
       decisions.jsonl     0600  the checksummed, append-only decision log (see spill._log)
       bodies/<ab>/<ref>.txt     spilled bodies by content hash (dirs 0700, files 0600)
+      bodies/pack-<hash>.pack   the bodies of one group commit in one file (see spill._packs)
       estimates.bin       0600  optional cache a session keeps beside its log (a *sidecar*:
                                 validated by its reader, never needed, see read_sidecar)
 
@@ -37,6 +38,7 @@ from spill import _fs
 from spill._bodies import Bodies
 from spill._errors import ConfigError, RefError, StoreError
 from spill._log import decode_log, encode_records
+from spill._packs import PackIndex
 from spill._sessiondir import (
     BODIES_NAME,
     BODY_SUFFIX,
@@ -122,6 +124,9 @@ class LocalStore(Bodies, StoreBase):
         self._bodies_fd = -1
         self._log_fd = -1
         self._total: int | None = None  # bodies' bytes, counted on first need
+        self._packs = PackIndex()
+        self._packs_loaded = False
+        self._named = set()
         # Whether every shard's entry in bodies/ is known durable: not yet on open (a process
         # killed between a mkdir and its fsync leaves an entry that only the kernel holds).
         self._bodies_synced = False
@@ -163,6 +168,9 @@ class LocalStore(Bodies, StoreBase):
         name = ref + BODY_SUFFIX
         with self._mutex:
             self._check_open()
+            if self._in_pack(ref):
+                self._sync_bodies()  # a pack renamed by a process killed before its fsync
+                return ref
             shard = ref[:2]
             shard_fd = self._open_shard(shard, create=False)
             try:
@@ -202,13 +210,13 @@ class LocalStore(Bodies, StoreBase):
         ref = validate_ref(ref)
         with self._mutex:
             self._check_open()
-            shard_fd = self._open_shard(ref[:2], create=False)
-            if shard_fd is None:
-                raise RefError(f"no body is stored for ref {ref} in session {self._path}")
-            try:
-                data = self._read_body(shard_fd, ref)
-            finally:
-                self._close_quietly(shard_fd)
+            data = self._read_file_body(ref)
+            if data is None or xxhash.xxh3_128_hexdigest(data) != ref:
+                # Packed, or a damaged file whose body a later group commit packed whole.
+                packed = self._read_packed(ref)
+                data = data if packed is None else packed
+        if data is None:
+            raise RefError(f"no body is stored for ref {ref} in session {self._path}")
         if xxhash.xxh3_128_hexdigest(data) != ref:
             raise StoreError(
                 f"body {self._body_rel(ref)} in session {self._path} is corrupt: "
@@ -219,27 +227,70 @@ class LocalStore(Bodies, StoreBase):
         except UnicodeDecodeError as exc:  # pragma: no cover - the hash matched our own bytes
             raise StoreError(f"body {self._body_rel(ref)} is not valid UTF-8: {exc}") from exc
 
+    def _read_file_body(self, ref: str) -> bytes | None:
+        """The bytes of ``ref``'s body file, None if it has none."""
+        shard_fd = self._open_shard(ref[:2], create=False)
+        if shard_fd is None:
+            return None
+        try:
+            return self._read_body(shard_fd, ref)
+        except RefError:
+            return None
+        finally:
+            self._close_quietly(shard_fd)
+
     def has(self, ref: str) -> bool:
         """Whether a body is stored under ``ref``; RefError if ``ref`` is malformed."""
         ref = validate_ref(ref)
         with self._mutex:
             self._check_open()
             shard_fd = self._open_shard(ref[:2], create=False)
-            if shard_fd is None:
-                return False
-            try:
-                return self._stat_body(shard_fd, ref) is not None
-            finally:
-                self._close_quietly(shard_fd)
+            if shard_fd is not None:
+                try:
+                    if self._stat_body(shard_fd, ref) is not None:
+                        return True
+                finally:
+                    self._close_quietly(shard_fd)
+            return self._pack_index().get(ref) is not None
 
     def path_of(self, ref: str) -> str:
-        """The absolute path the body of ``ref`` has, or will have once put (no file access).
+        """The absolute path the body of ``ref`` has, or will have once put.
 
         Envelopes name the file before the body is written: a body must be durable before the
-        decision that points to it is logged, and the envelope is part of that decision.
+        decision that points to it is logged, and the envelope is part of that decision. A ref
+        whose path was given out is stored as its own file from then on, never only in a pack;
+        a body already stored only in a pack is written to its file here (so the path holds it
+        even when no put follows), or, if that fails, a warning says so and it stays readable by
+        ref.
         """
         ref = validate_ref(ref)
+        self._named.add(ref)
+        with self._mutex:
+            if not self._closed and self._pack_index().get(ref) is not None:
+                self._unpack(ref)
         return os.path.join(self._path, BODIES_NAME, ref[:2], ref + BODY_SUFFIX)
+
+    def _unpack(self, ref: str) -> None:
+        """Write packed ``ref``'s body to its own file if it has none (under the mutex)."""
+        try:
+            shard_fd = self._open_shard(ref[:2], create=True)
+            assert shard_fd is not None
+            try:
+                if self._stat_body(shard_fd, ref) is not None:
+                    return
+                data = self._read_packed(ref)
+                if data is None or xxhash.xxh3_128_hexdigest(data) != ref:
+                    raise StoreError(f"packed body {ref} in session {self._path} is damaged")
+                self._write_atomic(shard_fd, ref + BODY_SUFFIX, data, self._body_rel(ref))
+                if self._total is not None:  # on disk twice now, and counted twice
+                    self._total += len(data)
+                self._sync_bodies()
+            finally:
+                self._close_quietly(shard_fd)
+        except StoreError as exc:
+            events().warning(
+                "toolbudget.spill.path_unavailable", path=self._path, ref=ref, error=str(exc)
+            )
 
     def append_log(self, records: Sequence[Mapping[str, Any]]) -> None:
         """Append ``records`` to the log in one write() and flush (fsync) before returning."""

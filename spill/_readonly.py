@@ -18,8 +18,9 @@ import xxhash
 from spill import _fs
 from spill._errors import RefError, StoreError
 from spill._log import decode_log
+from spill._packs import PackIndex, read_located
 from spill._sessiondir import BODIES_NAME, BODY_SUFFIX, LOG_NAME, META_NAME, decode_meta
-from spill._store import LogRecord, PutResult, StoreBase, validate_ref
+from spill._store import LogRecord, PutResult, StoreBase, events, validate_ref
 
 __all__ = ["ReadOnlyStore"]
 
@@ -54,6 +55,31 @@ class ReadOnlyStore(StoreBase):
             raise StoreError(
                 f"{self._path} is not a toolbudget session directory (it has no {LOG_NAME})"
             )
+        self._packs = PackIndex()
+
+    def _pack_skipped(self, name: str, reason: str) -> None:
+        events().warning("toolbudget.spill.pack_skipped", path=self._path, pack=name, reason=reason)
+
+    def _read_packed(self, ref: str) -> bytes | None:
+        """The packed bytes of ``ref``, None if no pack holds it; the live session may have
+        written a pack since we last looked, so a miss lists ``bodies/`` again."""
+        try:
+            bodies_fd = _fs.open_fd(BODIES_NAME, _DIR_FLAGS, dir_fd=self._dir_fd)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise StoreError(
+                f"cannot open {BODIES_NAME} in session {self._path}: {exc.strerror or exc}"
+            ) from None
+        try:
+            if self._packs.get(ref) is None:
+                self._packs.load(bodies_fd, self._pack_skipped)
+            where = self._packs.get(ref)
+            return None if where is None else read_located(bodies_fd, where)
+        except (OSError, ValueError) as exc:
+            raise StoreError(f"cannot read body {ref} in session {self._path}: {exc}") from None
+        finally:
+            _fs.close(bodies_fd)
 
     @property
     def path(self) -> str:
@@ -88,9 +114,14 @@ class ReadOnlyStore(StoreBase):
         ref = validate_ref(ref)
         rel = f"{BODIES_NAME}/{ref[:2]}/{ref}{BODY_SUFFIX}"
         try:
-            data = self._read((BODIES_NAME, ref[:2], ref + BODY_SUFFIX), rel)
+            data: bytes | None = self._read((BODIES_NAME, ref[:2], ref + BODY_SUFFIX), rel)
         except FileNotFoundError:
-            raise RefError(f"no body is stored for ref {ref} in session {self._path}") from None
+            data = None
+        if data is None or xxhash.xxh3_128_hexdigest(data) != ref:
+            packed = self._read_packed(ref)
+            data = data if packed is None else packed
+        if data is None:
+            raise RefError(f"no body is stored for ref {ref} in session {self._path}")
         if xxhash.xxh3_128_hexdigest(data) != ref:
             raise StoreError(f"body {rel} in session {self._path} is corrupt")
         return data.decode("utf-8", "surrogatepass")
@@ -105,7 +136,8 @@ class ReadOnlyStore(StoreBase):
         return True
 
     def path_of(self, ref: str) -> str:
-        """Where the body of ``ref`` is (no file access)."""
+        """Where the body of ``ref`` is or would be as a file of its own (no file access; a
+        packed body has no file of its own)."""
         ref = validate_ref(ref)
         return os.path.join(self._path, BODIES_NAME, ref[:2], ref + BODY_SUFFIX)
 

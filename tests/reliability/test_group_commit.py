@@ -1,4 +1,4 @@
-"""A staleness batch commits its bodies as one group: few directory fsyncs, failures alone."""
+"""A staleness batch commits its bodies as one group: one pack, two fsyncs, failures alone."""
 
 from __future__ import annotations
 
@@ -16,20 +16,18 @@ from spill import _fs, ref_for
 ROUNDS = 60
 
 
-def _adopted(path: Path) -> tuple[Budget, list[dict[str, object]]]:
+def _adopted(
+    path: Path, config: dict[str, object] | None = None
+) -> tuple[Budget, list[dict[str, object]]]:
     """A session that adopted ``ROUNDS`` rounds of 8 KB results, and the next request's history."""
-    session = Budget.open(path)
+    session = Budget.open(path, config)
     history = _conversation(ROUNDS, 8_000)
     session.prepare(history, now=0.0)
     return session, history + list(_round(ROUNDS, _result_text(ROUNDS, 8_000)))
 
 
-def test_a_staleness_batch_syncs_each_shard_directory_once_not_each_body(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The batch that trims an adopted history stores its bodies with one fsync per body file
-    and one per shard directory touched (it used to fsync a directory after every body)."""
-    session, history = _adopted(tmp_path / "s")
+def _count_fsyncs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Record each fsync from here on as "file" or "dir", in order."""
     kinds: list[str] = []
     real = _fs.fsync
 
@@ -38,32 +36,74 @@ def test_a_staleness_batch_syncs_each_shard_directory_once_not_each_body(
         real(fd)
 
     monkeypatch.setattr(_fs, "fsync", fsync)
+    return kinds
+
+
+def test_a_staleness_batch_writes_its_bodies_as_one_pack_with_two_fsyncs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The batch that trims an adopted history stores its bodies in one pack: one file fsync
+    and one of ``bodies/`` before the log's own fsync (it used to be two per body), and every
+    body reads back exactly after a restart."""
+    session, history = _adopted(tmp_path / "s")
+    kinds = _count_fsyncs(monkeypatch)
     with session:
         req = session.prepare(history, now=100_000.0)
     trimmed = [d for d in req.report.decisions if d.kind == "trimmed"]
     assert req.report.staleness_ran and len(trimmed) >= ROUNDS - 5
-    shards = {d.ref[:2] for d in trimmed if d.ref is not None}
-    assert len(shards) < len(trimmed)  # some shard holds two bodies: "once" is observable
-    assert kinds.count("file") == len(trimmed) + 1  # the bodies, then the log
-    assert kinds.count("dir") <= len(shards) + 1  # each shard, then bodies/
+    assert kinds == ["file", "dir", "file"]  # the pack, bodies/, the log
+    assert [p.suffix for p in (tmp_path / "s" / "bodies").iterdir()] == [".pack"]
     with Budget.open(tmp_path / "s") as again:
         for d in trimmed:
             assert d.ref is not None
             assert again.read(d.ref) == _result_text(int(d.call_id.split("_")[1]), 8_000)
 
 
+def test_with_include_path_each_spilled_body_is_the_file_its_envelope_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With ``include_path`` a request spilling many results writes one file per body (their
+    envelopes name them: never packed), with one fsync per body file and one per shard
+    directory touched, and each named file holds its exact output."""
+    config = {"include_path": True, "result_cap": 4_000, "preview_chars": 500}
+    with Budget.open(tmp_path / "s", config) as session:
+        kinds = _count_fsyncs(monkeypatch)
+        req = session.prepare(_conversation(ROUNDS, 8_000), now=0.0)
+    spilled = [d for d in req.report.decisions if d.kind == "spilled"]
+    assert len(spilled) == ROUNDS
+    shards = {d.ref[:2] for d in spilled if d.ref is not None}
+    assert len(shards) < len(spilled)  # some shard holds two bodies: "once" is observable
+    # The bodies, the log, and the metadata the first request writes.
+    assert kinds.count("file") == len(spilled) + 2
+    assert kinds.count("dir") <= len(shards) + 2  # each shard, bodies/, the metadata's
+    assert not list((tmp_path / "s" / "bodies").glob("*.pack"))
+    shown = {
+        block["tool_use_id"]: block["content"]
+        for msg in req.messages
+        if isinstance(msg["content"], list)
+        for block in msg["content"]
+        if isinstance(block, dict) and block.get("type") == "tool_result"
+    }
+    for d in spilled:
+        named = [line[6:] for line in shown[d.call_id].splitlines() if line.startswith("File: ")]
+        assert [Path(n).read_text() for n in named] == [
+            _result_text(int(d.call_id.split("_")[1]), 8_000)
+        ]
+
+
 def test_a_body_that_fails_in_a_batch_stays_inline_and_the_others_are_trimmed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """One body of the batch cannot be written (disk full): its result is kept whole as
-    ``kept_unspillable`` with a ``spill_failed`` event, and every other result is trimmed
-    with its body durable, in the same request."""
+    """One body of the batch cannot be written (disk full, so the pack holding it cannot
+    either): its result is kept whole as ``kept_unspillable`` with a ``spill_failed`` event,
+    and every other result is trimmed with its body durable (one file each), in the same
+    request."""
     session, history = _adopted(tmp_path / "s")
     victim = _result_text(7, 8_000)
     real = _fs.write
 
     def write(fd: int, data: bytes | memoryview) -> None:
-        if bytes(data) == victim.encode():
+        if victim.encode() in bytes(data):
             raise OSError(28, "No space left on device")
         real(fd, data)
 

@@ -36,7 +36,7 @@ REPO = Path(__file__).resolve().parents[2]
 CFG = BudgetConfig(result_cap=1_000, preview_chars=200, fsync=False)
 NAMES = re.compile(
     r"\A(lock|session\.json|decisions\.jsonl|estimates\.bin|bodies|[0-9a-f]{2}|[0-9a-f]{32}\.txt"
-    r"|\.tmp-[\w.-]+)\Z"
+    r"|pack-[0-9a-f]{32}\.pack|\.tmp-[\w.-]+)\Z"
 )
 WATCHED = {
     "open",

@@ -28,6 +28,12 @@ class _LocalViaPutMany(LocalStore):
         return got
 
 
+class _LocalViaPacks(_LocalViaPutMany):
+    """A LocalStore that packs every group commit, even of one body: the contract run on packs."""
+
+    _pack_min = 1
+
+
 class _MemoryViaPutMany(MemoryStore):
     """A MemoryStore whose ``put`` goes through put_many, as :class:`_LocalViaPutMany`."""
 
@@ -53,6 +59,7 @@ class _FsspecViaPutMany(FsspecStore):
         "local",
         "memory",
         "local-put_many",
+        "local-packed",
         "memory-put_many",
         # Each pass over moto's loopback S3 costs tens of seconds: the slow lane (make test,
         # which CI runs) runs them; make test-fast keeps to the local and in-memory stores.
@@ -62,8 +69,8 @@ class _FsspecViaPutMany(FsspecStore):
 )
 def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreFactory]:
     """A factory of fresh stores of one kind (LocalStore under tmp_path, MemoryStore, or
-    FsspecStore on moto's S3 server on loopback), whose ``put`` is their own or (``-put_many``)
-    a group commit of one body through put_many."""
+    FsspecStore on moto's S3 server on loopback), whose ``put`` is their own, (``-put_many``)
+    a group commit of one body through put_many, or (``local-packed``) that body in a pack."""
     opened: list[Store] = []
     counter = iter(range(1_000_000))
     many = request.param.endswith("-put_many")
@@ -77,7 +84,9 @@ def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store
     def factory(**kwargs: Any) -> Store:
         store: Store
         if request.param.startswith("local"):
-            local = _LocalViaPutMany if many else LocalStore
+            local = {"local": LocalStore, "local-packed": _LocalViaPacks}.get(
+                request.param, _LocalViaPutMany
+            )
             store = local(tmp_path / f"session-{next(counter)}", **kwargs)
         elif s3 is not None:
             kwargs.pop("fsync", None)

@@ -100,11 +100,14 @@ def test_a_failed_directory_fsync_fails_the_bodies_of_that_shard_only(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """When one shard directory's fsync fails, its bodies are not reported durable (their
-    slots hold the error), and the bodies of every other shard are."""
+    slots hold the error), and the bodies of every other shard are (bodies written one file
+    each, as when an envelope named their paths)."""
     texts = [f"shard spread {i}" for i in range(60)]
     victim = ref_for(texts[5])[:2]
     real = _fs.fsync
     with LocalStore(tmp_path / "s") as store:
+        for text in texts:
+            store.path_of(ref_for(text))
         victim_dir = tmp_path / "s" / "bodies" / victim
 
         def fsync(fd: int) -> None:
@@ -126,8 +129,9 @@ def test_a_failed_directory_fsync_fails_the_bodies_of_that_shard_only(
 def test_put_many_syncs_each_shard_directory_once_and_bodies_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A group of new bodies costs one fsync per body file, one per shard directory touched
-    and one of ``bodies/``, not a directory fsync per body as a loop of put did."""
+    """A group of new bodies written one file each (their paths given out) costs one fsync per
+    body file, one per shard directory touched and one of ``bodies/``, not a directory fsync
+    per body as a loop of put did."""
     texts = [f"grouped body {i}\n" * 20 for i in range(120)]
     kinds: list[str] = []
     real = _fs.fsync
@@ -137,6 +141,8 @@ def test_put_many_syncs_each_shard_directory_once_and_bodies_once(
         real(fd)
 
     with LocalStore(tmp_path / "s") as store:
+        for text in texts:
+            store.path_of(ref_for(text))
         monkeypatch.setattr(_fs, "fsync", fsync)
         assert store.put_many(texts) == [ref_for(t) for t in texts]
         shards = {ref_for(t)[:2] for t in texts}
