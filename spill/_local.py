@@ -266,13 +266,15 @@ class LocalStore(Bodies, StoreBase):
         ref = validate_ref(ref)
         self._named.add(ref)
         with self._mutex:
-            if not self._closed and self._pack_index().get(ref) is not None:
+            if not self._closed:
                 self._unpack(ref)
         return os.path.join(self._path, BODIES_NAME, ref[:2], ref + BODY_SUFFIX)
 
     def _unpack(self, ref: str) -> None:
         """Write packed ``ref``'s body to its own file if it has none (under the mutex)."""
         try:
+            if self._pack_index().get(ref) is None:
+                return
             shard_fd = self._open_shard(ref[:2], create=True)
             assert shard_fd is not None
             try:
