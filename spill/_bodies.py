@@ -69,8 +69,9 @@ class Bodies(SessionDir):
     _packs: PackIndex
     _packs_loaded: bool
     _named: set[str]
-    """Refs whose file path :meth:`path_of` has given out (an envelope may name it): never
-    packed, so the path holds the body once it is stored."""
+    """Refs stored as files of their own, never packed: those whose file path :meth:`path_of`
+    has given out (an envelope may name it, so the path holds the body once it is stored), and
+    those whose packed copy is damaged (see :meth:`_in_pack`)."""
 
     def _pack_skipped(self, name: str, reason: str) -> None:
         events().warning("toolbudget.spill.pack_skipped", path=self._path, pack=name, reason=reason)
@@ -85,9 +86,37 @@ class Bodies(SessionDir):
             self._packs_loaded = True
         return self._packs
 
-    def _in_pack(self, ref: str) -> bool:
-        """Whether ``ref``'s body is packed and no one was given a file path for it."""
-        return ref not in self._named and self._pack_index().get(ref) is not None
+    def _in_pack(self, ref: str, data: bytes | memoryview) -> bool:
+        """Whether ``ref``'s body is packed as exactly ``data`` and no one was given a file path
+        for it.
+
+        The packed bytes are read and compared, not only looked up: a pack's name checks its
+        index, never its bodies, so a pack planted or changed behind our back could list a ref
+        whose bytes are not its text, and a decision must not be logged against it. A copy that
+        differs is reported and the ref is stored as a file of its own from then on (a read
+        tries the file first).
+        """
+        if ref in self._named:
+            return False
+        where = self._pack_index().get(ref)
+        if where is None:
+            return False
+        try:
+            intact = where.length == len(data) and read_located(self._bodies_fd, where) == data
+        except (OSError, ValueError) as exc:
+            intact, reason = False, str(exc)
+        else:
+            reason = "its bytes are not the body's"
+        if not intact:
+            events().warning(
+                "toolbudget.spill.packed_damaged",
+                path=self._path,
+                ref=ref,
+                pack=where.pack,
+                reason=reason,
+            )
+            self._named.add(ref)
+        return intact
 
     def _read_packed(self, ref: str) -> bytes | None:
         """The packed bytes of ``ref`` (checked by the caller against it), None if not packed."""
@@ -220,7 +249,7 @@ class Bodies(SessionDir):
         new: dict[str, list[_Body]] = {}
         found: dict[str, list[str]] = {}  # already stored: their entries are synced again
         for ref, where in slots.items():
-            if self._in_pack(ref):
+            if self._in_pack(ref, datas[where[0]]):
                 continue  # durable in a pack already (bodies/ is synced below)
             try:
                 body = self._group_check(ref, datas[where[0]], shards, new)

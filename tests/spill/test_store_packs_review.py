@@ -1,0 +1,107 @@
+"""Packs under attack: planted files, packs whose bodies lie, and the quota of unpacked copies."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from budget._errors import QuotaExceeded
+from spill import LocalStore, ref_for
+from spill._packs import encode_pack
+from spill._readonly import ReadOnlyStore
+
+TEXTS = [f"output line {i} of a long build log\n" * (30 + i) for i in range(12)]
+
+
+def _packed(path: Path) -> list[str]:
+    """A session holding TEXTS in one pack, closed; their refs."""
+    with LocalStore(path) as store:
+        refs = store.put_many(TEXTS)
+    assert len(list((path / "bodies").glob("pack-*.pack"))) == 1
+    return [r for r in refs if isinstance(r, str)]
+
+
+def _symlink(at: Path, outside: Path) -> None:
+    at.symlink_to(outside)
+
+
+def _fifo(at: Path, outside: Path) -> None:
+    os.mkfifo(at)
+
+
+def _directory(at: Path, outside: Path) -> None:
+    at.mkdir()
+
+
+@pytest.mark.parametrize("plant", [_symlink, _fifo, _directory])
+def test_a_packed_body_reads_back_whatever_is_planted_at_its_file_path(
+    tmp_path: Path, plant: Callable[[Path, Path], None]
+) -> None:
+    """A symlink, FIFO or directory planted where a packed body's file would go does not hide
+    the body: put reports it stored (it is, in the pack), so get, has and the read-only store
+    serve it from the pack, and the link's target is never read."""
+    path = tmp_path / "s"
+    refs = _packed(path)
+    outside = tmp_path / "secret.txt"
+    outside.write_text("never read")
+    (path / "bodies" / refs[3][:2]).mkdir()
+    plant(path / "bodies" / refs[3][:2] / f"{refs[3]}.txt", outside)
+    with LocalStore(path) as store:
+        assert store.put(TEXTS[3]) == refs[3]
+        assert store.put_many(TEXTS[3:5]) == refs[3:5]
+        assert store.has(refs[3])
+        assert store.get(refs[3]) == TEXTS[3]
+    with ReadOnlyStore(path) as reader:
+        assert reader.get(refs[3]) == TEXTS[3]
+    assert outside.read_text() == "never read"
+
+
+def test_a_pack_whose_index_lists_other_bytes_for_a_ref_never_stands_for_its_body(
+    tmp_path: Path, logs: list[dict[str, Any]]
+) -> None:
+    """A pack planted with a self-consistent name whose index lists two refs with other bytes
+    (one of the right length, one empty) does not count as storing them: put_many and put
+    store the real bodies, which read back exactly, also after the session is reopened."""
+    path = tmp_path / "s"
+    LocalStore(path).close()
+    refs = [ref_for(t) for t in TEXTS]
+    lying = [(refs[0], b"X" * len(TEXTS[0])), (refs[1], b"")]
+    name, data, _ = encode_pack(lying)
+    (path / "bodies" / name).write_bytes(data)
+    with LocalStore(path) as store:
+        assert store.put_many(TEXTS[:6]) == refs[:6]
+        assert store.put(TEXTS[1]) == refs[1]
+        assert [store.get(r) for r in refs[:6]] == TEXTS[:6]
+    with LocalStore(path) as store:
+        assert store.put_many(TEXTS[:2]) == refs[:2]
+        assert [store.get(r) for r in refs[:2]] == TEXTS[:2]
+    damaged = [e["ref"] for e in logs if e["event"] == "toolbudget.spill.packed_damaged"]
+    assert set(damaged) == set(refs[:2])
+
+
+def test_writing_a_packed_body_to_its_named_file_stays_within_the_quota(
+    tmp_path: Path, logs: list[dict[str, Any]]
+) -> None:
+    """``path_of`` on packed bodies of a session at its quota writes no second copy over it (a
+    ``path_unavailable`` warning says why), and the group commit that follows for that text
+    meets QuotaExceeded, so the text stays inline rather than naming a missing file."""
+    path = tmp_path / "s"
+    quota = sum(len(t) for t in TEXTS)
+    with LocalStore(path, quota_bytes=quota) as store:
+        refs = store.put_many(TEXTS)
+        assert refs == [ref_for(t) for t in TEXTS]
+        for ref in refs:
+            assert isinstance(ref, str)
+            store.path_of(ref)
+        assert store.bodies_bytes <= quota
+        [again] = store.put_many([TEXTS[0]])
+        assert isinstance(again, QuotaExceeded)
+    with LocalStore(path, quota_bytes=quota) as store:
+        assert store.bodies_bytes <= quota
+    assert list((path / "bodies").rglob("*.txt")) == []
+    unavailable = [e for e in logs if e["event"] == "toolbudget.spill.path_unavailable"]
+    assert len(unavailable) == len(TEXTS) and "quota" in unavailable[0]["error"]
