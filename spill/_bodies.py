@@ -21,7 +21,7 @@ import xxhash
 
 from spill import _fs
 from spill._errors import QuotaExceeded, StoreError
-from spill._packs import Located, PackIndex, encode_pack, read_located
+from spill._packs import PackIndex, encode_pack, read_copies, read_located
 from spill._sessiondir import (
     BODIES_NAME,
     BODY_SUFFIX,
@@ -98,35 +98,35 @@ class Bodies(SessionDir):
         """
         if ref in self._named:
             return False
-        where = self._pack_index().get(ref)
-        if where is None:
+        copies = self._pack_index().copies(ref)
+        if not copies:
             return False
-        try:
-            intact = where.length == len(data) and read_located(self._bodies_fd, where) == data
-        except (OSError, ValueError) as exc:
-            intact, reason = False, str(exc)
-        else:
-            reason = "its bytes are not the body's"
-        if not intact:
-            events().warning(
-                "toolbudget.spill.packed_damaged",
-                path=self._path,
-                ref=ref,
-                pack=where.pack,
-                reason=reason,
-            )
-            self._named.add(ref)
-        return intact
+        reason = "its bytes are not the body's"
+        for where in copies:
+            try:
+                if where.length == len(data) and read_located(self._bodies_fd, where) == data:
+                    return True
+            except (OSError, ValueError) as exc:
+                reason = str(exc)
+        events().warning(
+            "toolbudget.spill.packed_damaged",
+            path=self._path,
+            ref=ref,
+            pack=copies[0].pack,
+            reason=reason,
+        )
+        self._named.add(ref)
+        return False
 
     def _read_packed(self, ref: str) -> bytes | None:
         """The packed bytes of ``ref`` (checked by the caller against it), None if not packed."""
-        where: Located | None = self._pack_index().get(ref)
-        if where is None:
+        copies = self._pack_index().copies(ref)
+        if not copies:
             return None
         try:
-            return read_located(self._bodies_fd, where)
+            return read_copies(self._bodies_fd, copies, ref)
         except OSError as exc:
-            raise self._error(f"read {BODIES_NAME}/{where.pack}", exc) from exc
+            raise self._error(f"read {ref}'s pack in {BODIES_NAME}", exc) from exc
         except ValueError as exc:
             raise StoreError(f"cannot read body {ref} in session {self._path}: {exc}") from None
 

@@ -18,7 +18,7 @@ import xxhash
 from spill import _fs
 from spill._errors import RefError, StoreError
 from spill._log import decode_log
-from spill._packs import PackIndex, read_located
+from spill._packs import PackIndex, read_copies
 from spill._sessiondir import BODIES_NAME, BODY_SUFFIX, LOG_NAME, META_NAME, decode_meta
 from spill._store import LogRecord, PutResult, StoreBase, events, validate_ref
 
@@ -74,8 +74,8 @@ class ReadOnlyStore(StoreBase):
         try:
             if self._packs.get(ref) is None:
                 self._packs.load(bodies_fd, self._pack_skipped)
-            where = self._packs.get(ref)
-            return None if where is None else read_located(bodies_fd, where)
+            copies = self._packs.copies(ref)
+            return read_copies(bodies_fd, copies, ref) if copies else None
         except (OSError, ValueError) as exc:
             raise StoreError(f"cannot read body {ref} in session {self._path}: {exc}") from None
         finally:

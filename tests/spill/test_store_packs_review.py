@@ -105,3 +105,30 @@ def test_writing_a_packed_body_to_its_named_file_stays_within_the_quota(
     assert list((path / "bodies").rglob("*.txt")) == []
     unavailable = [e for e in logs if e["event"] == "toolbudget.spill.path_unavailable"]
     assert len(unavailable) == len(TEXTS) and "quota" in unavailable[0]["error"]
+
+
+def test_a_ref_in_two_packs_reads_back_from_the_intact_one_whichever_is_listed_first(
+    tmp_path: Path,
+) -> None:
+    """When two packs hold a ref (one skipped by an earlier process, the ref stored again) and
+    the copy listed first is damaged, get and the read-only store read the intact copy."""
+    path = tmp_path / "s"
+    LocalStore(path).close()
+    bodies = path / "bodies"
+    ref = ref_for(TEXTS[0])
+    intact, data, _ = encode_pack([(ref, TEXTS[0].encode()), (ref_for(TEXTS[1]), b"")])
+    (bodies / intact).write_bytes(data)
+    for i in range(200):  # a damaged pack that the listing puts first (order is the fs's own)
+        filler = f"filler {i}"
+        damaged, data, _ = encode_pack([(ref, b"X" * len(TEXTS[0])), (ref_for(filler), b"")])
+        (bodies / damaged).write_bytes(data)
+        names = os.listdir(bodies)
+        if names.index(damaged) < names.index(intact):
+            break
+        (bodies / damaged).unlink()
+    else:
+        pytest.fail("no damaged pack was listed before the intact one")
+    with LocalStore(path) as store:
+        assert store.get(ref) == TEXTS[0]
+    with ReadOnlyStore(path) as reader:
+        assert reader.get(ref) == TEXTS[0]
