@@ -21,7 +21,7 @@ import xxhash
 
 from spill import _fs
 from spill._errors import QuotaExceeded, StoreError
-from spill._packs import PackIndex, encode_pack, read_copies, read_located
+from spill._packs import PackIndex, encode_pack, pack_chunks, read_copies, read_located
 from spill._sessiondir import (
     BODIES_NAME,
     BODY_SUFFIX,
@@ -290,8 +290,9 @@ class Bodies(SessionDir):
     def _commit_pack(self, new: dict[str, list[_Body]]) -> None:
         """Write the group's new bodies into one pack, taking them out of ``new``, when there are
         ``_pack_min`` of them; a body replacing a damaged file or whose path was given out stays.
+        A group too large for one pack's index (``spill._packs.pack_chunks``) takes several.
 
-        The pack is written as a body is (temp file, fsync, rename); ``bodies/`` is fsync'd
+        Each pack is written as a body is (temp file, fsync, rename); ``bodies/`` is fsync'd
         before put_many returns. If the pack cannot be written (a full disk, say), its bodies
         go back to ``new`` and are written one file each, so each fails or succeeds on its own.
         """
@@ -307,6 +308,11 @@ class Bodies(SessionDir):
             new[shard] = [b for b in new[shard] if b.old_size or b.ref in self._named]
             if not new[shard]:
                 del new[shard]
+        for chunk in pack_chunks(bodies):
+            self._write_pack(chunk, new)
+
+    def _write_pack(self, bodies: Sequence[_Body], new: dict[str, list[_Body]]) -> None:
+        """Write ``bodies`` as one pack; on failure put them back in ``new`` (one file each)."""
         name, data, where = encode_pack([(b.ref, b.data) for b in bodies])
         try:
             self._write_atomic(

@@ -28,7 +28,7 @@ import os
 import re
 import stat
 from collections.abc import Callable, Iterable, Sequence
-from typing import Final, NamedTuple
+from typing import Final, NamedTuple, TypeVar
 
 import orjson
 import xxhash
@@ -36,13 +36,27 @@ import xxhash
 from spill import _fs
 from spill._store import REF_RE
 
-__all__ = ["PACK_RE", "Located", "PackIndex", "encode_pack", "read_copies", "read_located"]
+__all__ = [
+    "PACK_RE",
+    "Located",
+    "PackIndex",
+    "encode_pack",
+    "pack_chunks",
+    "read_copies",
+    "read_located",
+]
+
+_T = TypeVar("_T")
 
 MAGIC: Final = b"TBPACK01"
 _HEAD: Final = len(MAGIC) + 8
 PACK_RE: Final = re.compile(r"\Apack-[0-9a-f]{32}\.pack\Z")
-_MAX_INDEX: Final = 64 << 20
-"""A bound on the index read from disk: a damaged length must not make us allocate gigabytes."""
+_MAX_INDEX: Final = 8 << 20
+"""A bound on the index read from disk: a damaged or planted length must not make us allocate
+gigabytes (a 60 MB index parses into about 1 GB of Python objects; 8 MB into about 140 MB).
+:func:`pack_chunks` keeps every pack written under it: about 100,000 bodies each."""
+_ENTRY_MAX: Final = 80
+"""The most bytes one index entry takes: ``["<32 hex>",<offset>,<length>],``, 19 digits each."""
 _READ_FLAGS: Final = os.O_RDONLY | os.O_NONBLOCK
 
 
@@ -74,6 +88,13 @@ def encode_pack(bodies: Sequence[tuple[str, bytes]]) -> tuple[str, bytes, dict[s
     head = MAGIC + len(index).to_bytes(8, "little")
     where = {ref: Located(name, base + off, n) for ref, off, n in entries}
     return name, b"".join((head, index, *(data for _, data in bodies))), where
+
+
+def pack_chunks(bodies: Sequence[_T]) -> list[Sequence[_T]]:
+    """``bodies`` cut into runs short enough that each run's pack index fits :data:`_MAX_INDEX`
+    (a pack written with a longer one would be skipped on read, and its bodies lost)."""
+    size = max(1, _MAX_INDEX // _ENTRY_MAX)
+    return [bodies[i : i + size] for i in range(0, len(bodies), size)]
 
 
 def read_index(fd: int, name: str) -> dict[str, Located]:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from budget._errors import QuotaExceeded
-from spill import LocalStore, ref_for
+from spill import LocalStore, _packs, ref_for
 from spill._packs import encode_pack
 from spill._readonly import ReadOnlyStore
 
@@ -132,3 +132,20 @@ def test_a_ref_in_two_packs_reads_back_from_the_intact_one_whichever_is_listed_f
         assert store.get(ref) == TEXTS[0]
     with ReadOnlyStore(path) as reader:
         assert reader.get(ref) == TEXTS[0]
+
+
+def test_a_group_too_large_for_one_pack_index_is_split_into_packs_that_read_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A group whose index would pass the bound a reader accepts (shrunk here to 2,000 bytes,
+    about 40 refs) is written as several packs, each readable: none is skipped on reopening,
+    and every body reads back exactly."""
+    monkeypatch.setattr(_packs, "_MAX_INDEX", 2_000)
+    texts = [f"small result {i}\n" * 3 for i in range(100)]
+    path = tmp_path / "s"
+    with LocalStore(path) as store:
+        assert store.put_many(texts) == [ref_for(t) for t in texts]
+    assert len(list((path / "bodies").glob("pack-*.pack"))) >= 3
+    with LocalStore(path) as store:
+        assert [store.get(ref_for(t)) for t in texts] == texts
+        assert store.bodies_bytes == sum(len(t) for t in texts)
