@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from benchmarks.perf import _conversation, _result_text, _round
+from budget import Budget
 from budget._errors import QuotaExceeded
 from spill import LocalStore, _packs, ref_for
 from spill._packs import encode_pack
@@ -149,3 +151,29 @@ def test_a_group_too_large_for_one_pack_index_is_split_into_packs_that_read_back
     with LocalStore(path) as store:
         assert [store.get(ref_for(t)) for t in texts] == texts
         assert store.bodies_bytes == sum(len(t) for t in texts)
+
+
+def test_a_result_spilled_again_after_resume_reads_back_past_a_symlink_at_its_file_path(
+    tmp_path: Path,
+) -> None:
+    """A session whose spilled outputs were packed, resumed with a symlink planted at one
+    body's file path, spills that output again under a new call: the decision is logged as
+    spilled and the model reads the exact output back; the link's target is never read."""
+    config = {"result_cap": 4_000, "preview_chars": 500}
+    path = tmp_path / "s"
+    history = _conversation(20, 8_000)
+    with Budget.open(path, config) as session:
+        session.prepare(history, now=0.0)
+    assert list((path / "bodies").glob("pack-*.pack"))
+    text = _result_text(3, 8_000)
+    ref = ref_for(text)
+    outside = tmp_path / "secret.txt"
+    outside.write_text("never read")
+    (path / "bodies" / ref[:2]).mkdir(exist_ok=True)
+    (path / "bodies" / ref[:2] / f"{ref}.txt").symlink_to(outside)
+    with Budget.open(path, config) as session:
+        req = session.prepare([*history, *_round(20, text)], now=1.0)
+        [again] = [d for d in req.report.decisions if d.call_id == "toolu_00000020"]
+        assert (again.kind, again.ref) == ("spilled", ref)
+        assert session.read(ref) == text
+    assert outside.read_text() == "never read"
