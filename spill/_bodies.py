@@ -21,7 +21,7 @@ import xxhash
 
 from spill import _fs
 from spill._errors import QuotaExceeded, StoreError
-from spill._packs import Located, PackIndex, encode_pack, read_located
+from spill._packs import PackIndex, encode_pack, pack_chunks, read_copies, read_located
 from spill._sessiondir import (
     BODIES_NAME,
     BODY_SUFFIX,
@@ -69,8 +69,9 @@ class Bodies(SessionDir):
     _packs: PackIndex
     _packs_loaded: bool
     _named: set[str]
-    """Refs whose file path :meth:`path_of` has given out (an envelope may name it): never
-    packed, so the path holds the body once it is stored."""
+    """Refs stored as files of their own, never packed: those whose file path :meth:`path_of`
+    has given out (an envelope may name it, so the path holds the body once it is stored), and
+    those whose packed copy is damaged (see :meth:`_in_pack`)."""
 
     def _pack_skipped(self, name: str, reason: str) -> None:
         events().warning("toolbudget.spill.pack_skipped", path=self._path, pack=name, reason=reason)
@@ -85,19 +86,47 @@ class Bodies(SessionDir):
             self._packs_loaded = True
         return self._packs
 
-    def _in_pack(self, ref: str) -> bool:
-        """Whether ``ref``'s body is packed and no one was given a file path for it."""
-        return ref not in self._named and self._pack_index().get(ref) is not None
+    def _in_pack(self, ref: str, data: bytes | memoryview) -> bool:
+        """Whether ``ref``'s body is packed as exactly ``data`` and no one was given a file path
+        for it.
+
+        The packed bytes are read and compared, not only looked up: a pack's name checks its
+        index, never its bodies, so a pack planted or changed behind our back could list a ref
+        whose bytes are not its text, and a decision must not be logged against it. A copy that
+        differs is reported and the ref is stored as a file of its own from then on (a read
+        tries the file first).
+        """
+        if ref in self._named:
+            return False
+        copies = self._pack_index().copies(ref)
+        if not copies:
+            return False
+        reason = "its bytes are not the body's"
+        for where in copies:
+            try:
+                if where.length == len(data) and read_located(self._bodies_fd, where) == data:
+                    return True
+            except (OSError, ValueError) as exc:
+                reason = str(exc)
+        events().warning(
+            "toolbudget.spill.packed_damaged",
+            path=self._path,
+            ref=ref,
+            pack=copies[0].pack,
+            reason=reason,
+        )
+        self._named.add(ref)
+        return False
 
     def _read_packed(self, ref: str) -> bytes | None:
         """The packed bytes of ``ref`` (checked by the caller against it), None if not packed."""
-        where: Located | None = self._pack_index().get(ref)
-        if where is None:
+        copies = self._pack_index().copies(ref)
+        if not copies:
             return None
         try:
-            return read_located(self._bodies_fd, where)
+            return read_copies(self._bodies_fd, copies, ref)
         except OSError as exc:
-            raise self._error(f"read {BODIES_NAME}/{where.pack}", exc) from exc
+            raise self._error(f"read {ref}'s pack in {BODIES_NAME}", exc) from exc
         except ValueError as exc:
             raise StoreError(f"cannot read body {ref} in session {self._path}: {exc}") from None
 
@@ -220,7 +249,7 @@ class Bodies(SessionDir):
         new: dict[str, list[_Body]] = {}
         found: dict[str, list[str]] = {}  # already stored: their entries are synced again
         for ref, where in slots.items():
-            if self._in_pack(ref):
+            if self._in_pack(ref, datas[where[0]]):
                 continue  # durable in a pack already (bodies/ is synced below)
             try:
                 body = self._group_check(ref, datas[where[0]], shards, new)
@@ -261,8 +290,9 @@ class Bodies(SessionDir):
     def _commit_pack(self, new: dict[str, list[_Body]]) -> None:
         """Write the group's new bodies into one pack, taking them out of ``new``, when there are
         ``_pack_min`` of them; a body replacing a damaged file or whose path was given out stays.
+        A group too large for one pack's index (``spill._packs.pack_chunks``) takes several.
 
-        The pack is written as a body is (temp file, fsync, rename); ``bodies/`` is fsync'd
+        Each pack is written as a body is (temp file, fsync, rename); ``bodies/`` is fsync'd
         before put_many returns. If the pack cannot be written (a full disk, say), its bodies
         go back to ``new`` and are written one file each, so each fails or succeeds on its own.
         """
@@ -278,6 +308,11 @@ class Bodies(SessionDir):
             new[shard] = [b for b in new[shard] if b.old_size or b.ref in self._named]
             if not new[shard]:
                 del new[shard]
+        for chunk in pack_chunks(bodies):
+            self._write_pack(chunk, new)
+
+    def _write_pack(self, bodies: Sequence[_Body], new: dict[str, list[_Body]]) -> None:
+        """Write ``bodies`` as one pack; on failure put them back in ``new`` (one file each)."""
         name, data, where = encode_pack([(b.ref, b.data) for b in bodies])
         try:
             self._write_atomic(

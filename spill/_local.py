@@ -168,7 +168,7 @@ class LocalStore(Bodies, StoreBase):
         name = ref + BODY_SUFFIX
         with self._mutex:
             self._check_open()
-            if self._in_pack(ref):
+            if self._in_pack(ref, data):
                 self._sync_bodies()  # a pack renamed by a process killed before its fsync
                 return ref
             shard = ref[:2]
@@ -208,14 +208,23 @@ class LocalStore(Bodies, StoreBase):
     def get(self, ref: str) -> str:
         """Return the exact text stored under ``ref``, after checking its content hash."""
         ref = validate_ref(ref)
+        refused: StoreError | None = None
         with self._mutex:
             self._check_open()
-            data = self._read_file_body(ref)
+            try:
+                data = self._read_file_body(ref)
+            except StoreError as exc:
+                # A symlink, FIFO or directory planted where the file goes (never followed),
+                # or an unreadable file: a pack holding the body still serves it, since put
+                # reports a packed body stored whatever its file path holds.
+                data, refused = None, exc
             if data is None or xxhash.xxh3_128_hexdigest(data) != ref:
                 # Packed, or a damaged file whose body a later group commit packed whole.
                 packed = self._read_packed(ref)
                 data = data if packed is None else packed
         if data is None:
+            if refused is not None:
+                raise refused
             raise RefError(f"no body is stored for ref {ref} in session {self._path}")
         if xxhash.xxh3_128_hexdigest(data) != ref:
             raise StoreError(
@@ -244,14 +253,25 @@ class LocalStore(Bodies, StoreBase):
         ref = validate_ref(ref)
         with self._mutex:
             self._check_open()
-            shard_fd = self._open_shard(ref[:2], create=False)
-            if shard_fd is not None:
-                try:
-                    if self._stat_body(shard_fd, ref) is not None:
-                        return True
-                finally:
-                    self._close_quietly(shard_fd)
+            try:
+                if self._has_file(ref):
+                    return True
+            except StoreError:
+                # Something planted where the file goes: a pack may still hold the body (get).
+                if self._pack_index().get(ref) is None:
+                    raise
+                return True
             return self._pack_index().get(ref) is not None
+
+    def _has_file(self, ref: str) -> bool:
+        """Whether ``ref`` has a body file; StoreError if its shard or file is not a plain one."""
+        shard_fd = self._open_shard(ref[:2], create=False)
+        if shard_fd is None:
+            return False
+        try:
+            return self._stat_body(shard_fd, ref) is not None
+        finally:
+            self._close_quietly(shard_fd)
 
     def path_of(self, ref: str) -> str:
         """The absolute path the body of ``ref`` has, or will have once put.
@@ -283,9 +303,12 @@ class LocalStore(Bodies, StoreBase):
                 data = self._read_packed(ref)
                 if data is None or xxhash.xxh3_128_hexdigest(data) != ref:
                     raise StoreError(f"packed body {ref} in session {self._path} is damaged")
+                # On disk twice from here on, and counted twice: the quota holds for the copy
+                # too (over it, the group commit that follows keeps the text inline).
+                new_total = self._bodies_total() + len(data)
+                self._check_quota(len(data), new_total)
                 self._write_atomic(shard_fd, ref + BODY_SUFFIX, data, self._body_rel(ref))
-                if self._total is not None:  # on disk twice now, and counted twice
-                    self._total += len(data)
+                self._total = new_total
                 self._sync_bodies()
             finally:
                 self._close_quietly(shard_fd)

@@ -28,7 +28,7 @@ import os
 import re
 import stat
 from collections.abc import Callable, Iterable, Sequence
-from typing import Final, NamedTuple
+from typing import Final, NamedTuple, TypeVar
 
 import orjson
 import xxhash
@@ -36,13 +36,27 @@ import xxhash
 from spill import _fs
 from spill._store import REF_RE
 
-__all__ = ["PACK_RE", "Located", "PackIndex", "encode_pack", "read_located"]
+__all__ = [
+    "PACK_RE",
+    "Located",
+    "PackIndex",
+    "encode_pack",
+    "pack_chunks",
+    "read_copies",
+    "read_located",
+]
+
+_T = TypeVar("_T")
 
 MAGIC: Final = b"TBPACK01"
 _HEAD: Final = len(MAGIC) + 8
 PACK_RE: Final = re.compile(r"\Apack-[0-9a-f]{32}\.pack\Z")
-_MAX_INDEX: Final = 64 << 20
-"""A bound on the index read from disk: a damaged length must not make us allocate gigabytes."""
+_MAX_INDEX: Final = 8 << 20
+"""A bound on the index read from disk: a damaged or planted length must not make us allocate
+gigabytes (a 60 MB index parses into about 1 GB of Python objects; 8 MB into about 140 MB).
+:func:`pack_chunks` keeps every pack written under it: about 100,000 bodies each."""
+_ENTRY_MAX: Final = 80
+"""The most bytes one index entry takes: ``["<32 hex>",<offset>,<length>],``, 19 digits each."""
 _READ_FLAGS: Final = os.O_RDONLY | os.O_NONBLOCK
 
 
@@ -74,6 +88,13 @@ def encode_pack(bodies: Sequence[tuple[str, bytes]]) -> tuple[str, bytes, dict[s
     head = MAGIC + len(index).to_bytes(8, "little")
     where = {ref: Located(name, base + off, n) for ref, off, n in entries}
     return name, b"".join((head, index, *(data for _, data in bodies))), where
+
+
+def pack_chunks(bodies: Sequence[_T]) -> list[Sequence[_T]]:
+    """``bodies`` cut into runs short enough that each run's pack index fits :data:`_MAX_INDEX`
+    (a pack written with a longer one would be skipped on read, and its bodies lost)."""
+    size = max(1, _MAX_INDEX // _ENTRY_MAX)
+    return [bodies[i : i + size] for i in range(0, len(bodies), size)]
 
 
 def read_index(fd: int, name: str) -> dict[str, Located]:
@@ -127,14 +148,44 @@ def read_located(bodies_fd: int, where: Located) -> bytes:
     return data
 
 
-class PackIndex:
-    """Every packed ref of a session's ``bodies/`` and where it is, loaded on first need."""
+def read_copies(bodies_fd: int, copies: Sequence[Located], ref: str) -> bytes:
+    """The bytes of the first of ``copies`` whose hash is ``ref``, else of the first that could
+    be read (its caller reports it corrupt); the first OSError or ValueError if none could."""
+    first: bytes | None = None
+    error: OSError | ValueError | None = None
+    for where in copies:
+        try:
+            data = read_located(bodies_fd, where)
+        except (OSError, ValueError) as exc:
+            error = error or exc
+            continue
+        if xxhash.xxh3_128_hexdigest(data) == ref:
+            return data
+        first = data if first is None else first
+    if first is None:
+        raise error or ValueError("no copy to read")
+    return first
 
-    __slots__ = ("_loaded", "_refs")
+
+class PackIndex:
+    """Every packed ref of a session's ``bodies/`` and where it is, loaded on first need.
+
+    A ref is in two packs only when one was skipped by an earlier process (unreadable then) and
+    the ref stored again: every copy is kept, so a read that finds one damaged tries the next.
+    """
+
+    __slots__ = ("_loaded", "_more", "_refs")
 
     def __init__(self) -> None:
         self._refs: dict[str, Located] = {}
+        self._more: dict[str, list[Located]] = {}  # the further copies of a ref, rare
         self._loaded: set[str] = set()
+
+    def _keep(self, ref: str, where: Located) -> None:
+        first = self._refs.setdefault(ref, where)
+        more = self._more.get(ref, [])
+        if where != first and where not in more:
+            self._more[ref] = [*more, where]
 
     def load(
         self,
@@ -165,16 +216,21 @@ class PackIndex:
             finally:
                 _fs.close(fd)
             for ref, where in found.items():
-                self._refs.setdefault(ref, where)
+                self._keep(ref, where)
 
     def add(self, name: str, where: dict[str, Located]) -> None:
         """Record a pack this process has just put in place."""
         self._loaded.add(name)
         for ref, located in where.items():
-            self._refs.setdefault(ref, located)
+            self._keep(ref, located)
 
     def get(self, ref: str) -> Located | None:
         return self._refs.get(ref)
+
+    def copies(self, ref: str) -> list[Located]:
+        """Every place a pack holds ``ref``, the first found first; [] if none does."""
+        first = self._refs.get(ref)
+        return [] if first is None else [first, *self._more.get(ref, ())]
 
     def body_bytes(self) -> int:
         """The bytes of the packed bodies (each ref once), as counted against the quota."""
