@@ -190,21 +190,29 @@ class Ledger:
 
     def _fold(self, call_id: str) -> Decision | None:
         records = self._pending.pop(call_id, None)
-        if records is not None:
-            # Recording the valid records in order keeps the last one, except that a trimmed one
-            # stays over later ones for the same text: find that one, and build only it.
-            chosen: Mapping[str, Any] | None = None
-            for rec in records:
-                problem = _invalid(rec)
-                if problem is not None:
-                    if self._on_invalid is not None:
-                        self._on_invalid(call_id, problem)
-                    continue
-                if chosen is None or chosen.get("kind") != "trimmed" or not _same_text(chosen, rec):
-                    chosen = rec
-            if chosen is not None:
-                self.record(Decision._from_valid(chosen))
-        return self._by_id.get(call_id)
+        if records is None:
+            return self._by_id.get(call_id)
+        # Recording the valid records in order keeps the last one, except that a trimmed one
+        # stays over later ones for the same text: find that one, and build only it.
+        chosen: Mapping[str, Any] | None = None
+        for rec in records:
+            problem = _invalid(rec)
+            if problem is not None:
+                if self._on_invalid is not None:
+                    self._on_invalid(call_id, problem)
+                continue
+            if chosen is None or chosen["kind"] != "trimmed" or not _same_text(chosen, rec):
+                chosen = rec
+        if chosen is None:
+            return self._by_id.get(call_id)
+        # :meth:`record` inlined (this call id's records are folded): a resume folds every
+        # result of its history here, one call each.
+        d = Decision._from_valid(chosen)
+        prev = self._by_id.get(call_id)
+        if prev is not None and prev.kind == "trimmed" and prev.same_text(d.chars, d.digest):
+            return prev
+        self._by_id[call_id] = d
+        return d
 
     def _fold_all(self) -> None:
         for call_id in list(self._pending):

@@ -39,6 +39,11 @@ def replace_text(content: object, text: str) -> object:
     return replace_parts(content, text, "text")
 
 
+def _where(index: int, block: int) -> str:
+    """Where block ``block`` of message ``index`` is, for an error message."""
+    return f"messages[{index}].content[{block}]"
+
+
 class AnthropicFormat(Format):
     """The Anthropic Messages format: dicts (what the SDK sends) or the SDK's models.
 
@@ -51,42 +56,60 @@ class AnthropicFormat(Format):
 
     def scan(self, index: int, message: Any) -> Scanned:
         """Validate one message and say which calls and results it holds."""
-        where = f"messages[{index}]"
+        # Error locations are spelled out only on the error path: building them for every
+        # message and block cost a resume's rebuild more than the validation itself.
         if not is_record(message):
             raise InputError(
-                f"{where} must be a dict (an Anthropic message), not {type_name(message)}"
+                f"messages[{index}] must be a dict (an Anthropic message), not {type_name(message)}"
             )
         role = field(message, "role")
         if role not in _ROLES:
-            raise InputError(f"{where}.role must be 'user' or 'assistant', not {role!r}")
+            raise InputError(f"messages[{index}].role must be 'user' or 'assistant', not {role!r}")
         content = field(message, "content")
         if isinstance(content, str):
             require_fit(self.name, index, message)
             return EMPTY_SCAN
         if not isinstance(content, list | tuple):
             raise InputError(
-                f"{where}.content must be a string or a list of blocks, not {type_name(content)}"
+                f"messages[{index}].content must be a string or a list of blocks, not "
+                f"{type_name(content)}"
             )
         calls: list[Call] = []
         results: list[RawResult] = []
         for j, block in enumerate(content):
-            bw = f"{where}.content[{j}]"
-            if not is_record(block):
-                raise InputError(f"{bw} must be a dict (a content block), not {type_name(block)}")
-            kind = field(block, "type")
+            if type(block) is dict:
+                kind = block.get("type")
+            elif is_record(block):
+                kind = field(block, "type")
+            else:
+                raise InputError(
+                    f"{_where(index, j)} must be a dict (a content block), not {type_name(block)}"
+                )
             if kind == "tool_use":
                 if role != "assistant":
-                    raise InputError(f"{bw} is a tool_use block in a {role} message")
-                call_id = require_str(field(block, "id"), f"{bw}.id")
+                    raise InputError(f"{_where(index, j)} is a tool_use block in a {role} message")
+                call_id = field(block, "id")
+                if not isinstance(call_id, str) or not call_id:
+                    require_str(call_id, f"{_where(index, j)}.id")
                 name = field(block, "name")
                 if not isinstance(name, str):
-                    raise InputError(f"{bw}.name must be a string, not {type_name(name)}")
+                    raise InputError(
+                        f"{_where(index, j)}.name must be a string, not {type_name(name)}"
+                    )
                 calls.append(Call(call_id, name))
             elif kind == "tool_result":
                 if role != "user":
-                    raise InputError(f"{bw} is a tool_result block in a {role} message")
-                call_id = require_str(field(block, "tool_use_id"), f"{bw}.tool_use_id")
-                text, others = result_text(field(block, "content"), bw)
+                    raise InputError(
+                        f"{_where(index, j)} is a tool_result block in a {role} message"
+                    )
+                call_id = field(block, "tool_use_id")
+                if not isinstance(call_id, str) or not call_id:
+                    require_str(call_id, f"{_where(index, j)}.tool_use_id")
+                content_of = field(block, "content")
+                if type(content_of) is str:
+                    text, others = content_of, 0
+                else:
+                    text, others = result_text(content_of, _where(index, j))
                 results.append(
                     RawResult(call_id, j, text, field(block, "is_error") is True, others)
                 )
