@@ -19,7 +19,7 @@ from budget._ledger import Decision
 from budget._markers import Markers
 from budget._tokens import TokenizerProfile, estimate_tokens
 from budget._usage import ProviderUsage
-from budget._view import Format, RawResult, Scanned, ToolResult, placed_result
+from budget._view import Format, RawResult, Scanned, ToolResult, build_result
 from spill import ref_for
 
 __all__ = ["RESCAN", "HistoryCache", "call_of", "result_key"]
@@ -321,7 +321,7 @@ class HistoryCache(StalenessCandidates):
         # its own result, keyed by how many answered that id before it.
         occ = self._occ.get(raw.call_id, 0) + 1
         self._occ[raw.call_id] = occ
-        return placed_result(
+        return build_result(
             result_key(raw.call_id, occ), tool, i, raw.slot, g, r_round, raw.text, raw.is_error,
             raw.other_blocks * self.config.image_chars, (i << 16) + raw.slot,
         )  # fmt: skip

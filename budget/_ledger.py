@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from budget._view import builder
 from spill import REF_RE
 
 __all__ = ["Decision", "Kind", "Ledger"]
@@ -90,33 +91,15 @@ class Decision:
     def _from_valid(cls, rec: Mapping[str, Any]) -> Decision:
         """A decision from a record :func:`_invalid` found nothing wrong with."""
         get = rec.get
-        made: Any = _Restored(
+        return _restored(
             rec["id"], rec["kind"], str(get("why", "")), rec["chars"], get("text"), get("ref"),
             str(get("tool", "")), get("h"),
         )  # fmt: skip
-        return made  # type: ignore[no-any-return]
 
 
-class _Restored:
-    """A :class:`Decision` restored from the log at the cost of a plain slotted object.
-
-    A frozen dataclass sets each field through ``object.__setattr__`` (about four times a plain
-    attribute store), and the first request after a resume restores a decision per result of
-    its history. Same slots; once they are set the instance becomes a Decision (CPython allows
-    ``__class__`` assignment between classes of one slot layout), equal to the one the
-    constructor makes and as frozen (tests/budget/test_resume_rebuild.py checks both).
-    """
-
-    # CPython keeps slots sorted: the layout is Decision's whatever the order written.
-    __slots__ = ("call_id", "chars", "digest", "kind", "reason", "ref", "text", "tool")
-
-    def __init__(
-        self, call_id: str, kind: Kind, reason: str, chars: int, text: str | None,
-        ref: str | None, tool: str, digest: str | None,
-    ) -> None:  # fmt: skip
-        self.call_id, self.kind, self.reason, self.chars = call_id, kind, reason, chars
-        self.text, self.ref, self.tool, self.digest = text, ref, tool, digest
-        self.__class__ = Decision  # type: ignore[assignment]  # noqa: PLE0237
+_restored = builder(Decision)
+"""Decision's constructor at a plain object's cost (:func:`budget._view.builder`): the first request after a
+resume restores a decision per result of its history."""
 
 
 def _invalid(rec: Mapping[str, Any]) -> str | None:

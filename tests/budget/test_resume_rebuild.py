@@ -14,8 +14,17 @@ from benchmarks.importers import load_dir
 from benchmarks.perf import _resume_round
 from budget import Budget, Prepared
 from budget._estimates_cache import SIDECAR
+from budget._history import _Msg
 from budget._ledger import Decision
-from budget._view import ToolResult, placed_result
+from budget._view import (
+    RawResult,
+    Scanned,
+    ToolResult,
+    build_raw,
+    build_result,
+    build_scanned,
+    builder,
+)
 from spill import ref_for
 
 Message = dict[str, Any]
@@ -128,7 +137,7 @@ def test_fast_built_results_and_decisions_are_the_frozen_types() -> None:
     """The rebuild's fast constructors give objects equal to, hashing as, and as frozen as the
     dataclass constructors' (a field added to either class would break the shared layout)."""
     fields = ("c", "bash", 3, 1, 2, 4, "text", False, 0, (3 << 16) + 1)
-    fast, slow = placed_result(*fields), ToolResult(*fields)
+    fast, slow = build_result(*fields), ToolResult(*fields)
     assert type(fast) is ToolResult and fast == slow and hash(fast) == hash(slow)
     assert dataclasses.astuple(fast) == fields
     with pytest.raises(dataclasses.FrozenInstanceError):
@@ -140,3 +149,8 @@ def test_fast_built_results_and_decisions_are_the_frozen_types() -> None:
     assert type(restored) is Decision and restored == built and hash(restored) == hash(built)
     with pytest.raises(dataclasses.FrozenInstanceError):
         restored.kind = "kept"  # type: ignore[misc]
+    raw = build_raw("c", 1, "text", False, 0)
+    assert type(raw) is RawResult and raw == RawResult("c", 1, "text", False, 0)
+    assert build_scanned() == Scanned() and type(build_scanned((), (raw,), True)) is Scanned
+    with pytest.raises(TypeError, match="not a frozen dataclass"):
+        builder(_Msg)  # mutable: nothing to gain, and no frozen class to become
