@@ -98,7 +98,8 @@ class RequestCopy(HistoryCache):
             m = msgs[i]
             results = m.results
             if not results:
-                out = self._render(messages[i], results)
+                message = messages[i]
+                out = message if type(message) is dict else self._render(message, results)
             else:
                 ready = shown.get(i)
                 if ready is not None and not (made and any(r.call_id in made for r in results)):

@@ -98,8 +98,8 @@ class Decision:
 
 
 _restored = builder(Decision)
-"""Decision's constructor at a plain object's cost (:func:`budget._view.builder`): the first request after a
-resume restores a decision per result of its history."""
+"""Decision's constructor at a plain object's cost (:func:`budget._view.builder`): the first
+request after a resume restores a decision per result of its history."""
 
 
 def _invalid(rec: Mapping[str, Any]) -> str | None:
@@ -119,7 +119,12 @@ def _invalid(rec: Mapping[str, Any]) -> str | None:
     if not isinstance(chars, int) or chars < 0:
         return "decision record without a character count"
     digest = get("h")
-    if digest is not None and not (isinstance(digest, str) and REF_RE.match(digest)):
+    # A stored body's ref is the hash of the text it was decided for: checked once when equal.
+    if (
+        digest is not None
+        and digest != ref
+        and not (isinstance(digest, str) and REF_RE.match(digest))
+    ):
         return "decision record whose text hash is not 32 lowercase hex characters"
     if kind in ("spilled", "trimmed") and (ref is None or text is None):
         return f"{kind} decision record without its ref and text"
