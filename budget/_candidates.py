@@ -116,10 +116,13 @@ class StalenessCandidates(Journal):
         cfg = self.config
         stub_tokens = (cfg.stub_chars + 150) // 4
         for r in results:
-            if r.call_id in self._cand_results or cfg.cap_for(r.tool) is None:
+            if r.call_id in self._cand_results:
                 continue
+            # The decision first: most results of a resumed history are trimmed already.
             d = self._current(r)
-            if d.kind not in ("kept", "spilled") or d.shown_chars() <= cfg.stale_floor:
+            if d.kind not in ("kept", "spilled") or cfg.cap_for(r.tool) is None:
+                continue
+            if d.shown_chars() <= cfg.stale_floor:
                 continue
             reclaim = self._tt(d.shown(r.text)) - stub_tokens
             if reclaim <= 0:

@@ -91,21 +91,30 @@ class RequestCopy(HistoryCache):
         counted them, by message."""
         shown, self._shown_now = self._shown_now, {}
         counted: dict[int, int] = {}
+        # Bound once: after a resume this loop runs for every message of a long history.
+        outputs, msgs, decided, add = self._outputs, self._msgs, self._ledger.get, self._totals.add
+        marked_before = len(messages) - RESCAN  # the last ones are scanned again next time
         for i in range(k, len(messages)):
-            m = self._msgs[i]
-            ready = shown.get(i)
-            if ready is not None and not any(r.call_id in made for r in m.results):
-                # Shown as the scan rewrote it: no decision of this request touches it.
-                self._outputs.append(ready[0])
-                counted[i] = ready[1]
+            m = msgs[i]
+            results = m.results
+            if not results:
+                message = messages[i]
+                out = message if type(message) is dict else self._render(message, results)
             else:
-                self._outputs.append(self._render(messages[i], m.results))
-            if self._outputs[i] is not messages[i] and i < len(messages) - RESCAN:
-                self._note_markers(i, messages[i])  # the last ones are scanned again next time
-            for r in m.results:
-                frozen = self._ledger.get(r.call_id)
-                if frozen is not None:
-                    self._totals.add(frozen, len(r.text), +1)
+                ready = shown.get(i)
+                if ready is not None and not (made and any(r.call_id in made for r in results)):
+                    # Shown as the scan rewrote it: no decision of this request touches it.
+                    out = ready[0]
+                    counted[i] = ready[1]
+                else:
+                    out = self._render(messages[i], results)
+                for r in results:
+                    frozen = decided(r.call_id)
+                    if frozen is not None:
+                        add(frozen, len(r.text), +1)
+            outputs.append(out)
+            if out is not messages[i] and i < marked_before:
+                self._note_markers(i, messages[i])
         return counted
 
     def _count_out(self, messages: list[Any], first: int, counted: dict[int, int]) -> None:

@@ -19,7 +19,7 @@ from budget._ledger import Decision
 from budget._markers import Markers
 from budget._tokens import TokenizerProfile, estimate_tokens
 from budget._usage import ProviderUsage
-from budget._view import Format, RawResult, Scanned, ToolResult, scan_at
+from budget._view import Format, RawResult, Scanned, ToolResult, build_result
 from spill import ref_for
 
 __all__ = ["RESCAN", "HistoryCache", "call_of", "result_key"]
@@ -223,29 +223,46 @@ class HistoryCache(StalenessCandidates):
         placed: list[ToolResult] = []
         self._shown_now = {}
         self._stale = False
+        # Bound once: a resume runs this loop for every message of a long history.
+        scan_in = fmt.scan_in
+        calls_of, members = self._calls, self._members
+        place, prior_of, remember = self._place, self._prior, self._remember
         for i in range(k, len(messages)):
-            scanned = scan_at(fmt, messages, i)
+            scanned = scan_in(messages, i)
             if scanned.opens_round:
                 rnd += 1
                 group = i
             for call in scanned.calls:
-                self._calls.setdefault(call.call_id, []).append((call.tool, group, rnd))
+                made = calls_of.get(call.call_id)
+                if made is None:
+                    calls_of[call.call_id] = [(call.tool, group, rnd)]
+                else:
+                    made.append((call.tool, group, rnd))
+            if not scanned.results:
+                remember(messages[i], _Msg(scanned, (), rnd, group, 0, 0), None, i)
+                continue
             results = []
-            shown: dict[int, str] = {}
+            shown: dict[int, str] | None = None
             for raw in scanned.results:
-                result = self._place(i, raw)
+                result = place(i, raw)
                 results.append(result)
-                self._members.setdefault(result.group, {})[result.call_id] = result
-                prior = self._prior(result)
+                in_group = members.get(result.group)
+                if in_group is None:
+                    members[result.group] = {result.call_id: result}
+                else:
+                    in_group[result.call_id] = result
+                prior = prior_of(result)
                 if prior is None:
                     fresh.append(result)
                 elif prior.text is not None:
+                    if shown is None:
+                        shown = {}
                     shown[raw.slot] = prior.text
             placed.extend(results)
-            self._remember(messages[i], _Msg(scanned, tuple(results), rnd, group, 0, 0), shown, i)
+            remember(messages[i], _Msg(scanned, tuple(results), rnd, group, 0, 0), shown, i)
         return fresh, placed
 
-    def _remember(self, message: Any, m: _Msg, shown: dict[int, str], i: int) -> None:
+    def _remember(self, message: Any, m: _Msg, shown: dict[int, str] | None, i: int) -> None:
         """Keep message ``i``'s scan and its tokens, as given and as earlier decisions show it."""
         tokens = self._estimate(message)
         pre = tokens
@@ -257,8 +274,9 @@ class HistoryCache(StalenessCandidates):
         m.tokens_in = tokens
         self._msgs.append(m)
         self._inputs.append(message)
-        self._cum_in.append(self._cum_in[-1] + tokens)
-        self._cum_pre.append(self._cum_pre[-1] + pre)
+        cum_in, cum_pre = self._cum_in, self._cum_pre
+        cum_in.append(cum_in[-1] + tokens)
+        cum_pre.append(cum_pre[-1] + pre)
 
     def _estimate(self, message: Any) -> int:
         """Tokens of ``message``; in a bulk scan (a resume) looked up in the saved estimates by
@@ -303,18 +321,10 @@ class HistoryCache(StalenessCandidates):
         # its own result, keyed by how many answered that id before it.
         occ = self._occ.get(raw.call_id, 0) + 1
         self._occ[raw.call_id] = occ
-        return ToolResult(
-            call_id=result_key(raw.call_id, occ),
-            tool=tool,
-            msg_index=i,
-            slot=raw.slot,
-            group=g,
-            round=r_round,
-            text=raw.text,
-            is_error=raw.is_error,
-            extra_chars=raw.other_blocks * self.config.image_chars,
-            order=(i << 16) + raw.slot,
-        )
+        return build_result(
+            result_key(raw.call_id, occ), tool, i, raw.slot, g, r_round, raw.text, raw.is_error,
+            raw.other_blocks * self.config.image_chars, (i << 16) + raw.slot,
+        )  # fmt: skip
 
     def _prior(self, result: ToolResult) -> Decision | None:
         """The frozen decision of ``result``, unless its text changed since."""

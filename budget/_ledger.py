@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from budget._view import builder
 from spill import REF_RE
 
 __all__ = ["Decision", "Kind", "Ledger"]
@@ -90,10 +91,15 @@ class Decision:
     def _from_valid(cls, rec: Mapping[str, Any]) -> Decision:
         """A decision from a record :func:`_invalid` found nothing wrong with."""
         get = rec.get
-        return cls(
+        return _restored(
             rec["id"], rec["kind"], str(get("why", "")), rec["chars"], get("text"), get("ref"),
             str(get("tool", "")), get("h"),
         )  # fmt: skip
+
+
+_restored = builder(Decision)
+"""Decision's constructor at a plain object's cost (:func:`budget._view.builder`): the first
+request after a resume restores a decision per result of its history."""
 
 
 def _invalid(rec: Mapping[str, Any]) -> str | None:
@@ -113,7 +119,12 @@ def _invalid(rec: Mapping[str, Any]) -> str | None:
     if not isinstance(chars, int) or chars < 0:
         return "decision record without a character count"
     digest = get("h")
-    if digest is not None and not (isinstance(digest, str) and REF_RE.match(digest)):
+    # A stored body's ref is the hash of the text it was decided for: checked once when equal.
+    if (
+        digest is not None
+        and digest != ref
+        and not (isinstance(digest, str) and REF_RE.match(digest))
+    ):
         return "decision record whose text hash is not 32 lowercase hex characters"
     if kind in ("spilled", "trimmed") and (ref is None or text is None):
         return f"{kind} decision record without its ref and text"
@@ -190,21 +201,29 @@ class Ledger:
 
     def _fold(self, call_id: str) -> Decision | None:
         records = self._pending.pop(call_id, None)
-        if records is not None:
-            # Recording the valid records in order keeps the last one, except that a trimmed one
-            # stays over later ones for the same text: find that one, and build only it.
-            chosen: Mapping[str, Any] | None = None
-            for rec in records:
-                problem = _invalid(rec)
-                if problem is not None:
-                    if self._on_invalid is not None:
-                        self._on_invalid(call_id, problem)
-                    continue
-                if chosen is None or chosen.get("kind") != "trimmed" or not _same_text(chosen, rec):
-                    chosen = rec
-            if chosen is not None:
-                self.record(Decision._from_valid(chosen))
-        return self._by_id.get(call_id)
+        if records is None:
+            return self._by_id.get(call_id)
+        # Recording the valid records in order keeps the last one, except that a trimmed one
+        # stays over later ones for the same text: find that one, and build only it.
+        chosen: Mapping[str, Any] | None = None
+        for rec in records:
+            problem = _invalid(rec)
+            if problem is not None:
+                if self._on_invalid is not None:
+                    self._on_invalid(call_id, problem)
+                continue
+            if chosen is None or chosen["kind"] != "trimmed" or not _same_text(chosen, rec):
+                chosen = rec
+        if chosen is None:
+            return self._by_id.get(call_id)
+        # :meth:`record` inlined (this call id's records are folded): a resume folds every
+        # result of its history here, one call each.
+        d = Decision._from_valid(chosen)
+        prev = self._by_id.get(call_id)
+        if prev is not None and prev.kind == "trimmed" and prev.same_text(d.chars, d.digest):
+            return prev
+        self._by_id[call_id] = d
+        return d
 
     def _fold_all(self) -> None:
         for call_id in list(self._pending):

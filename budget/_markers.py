@@ -32,9 +32,37 @@ _NESTED = ("content", "output")
 
 def markers(message: Any) -> Markers:
     """Every marker of ``message`` with its place, in order (empty for most messages)."""
+    if type(message) is dict and _unmarked(message):
+        return ()
     found: list[tuple[tuple[int, ...], Any]] = []
     _collect(message, (), found, 2)
     return tuple(found)
+
+
+def _unmarked(message: dict[str, Any]) -> bool:
+    """True when plain dicts all the way down carry no marker key where :func:`_collect` looks;
+    False when they may (or another type is met): then the full walk answers. A resume checks
+    every rewritten message of a long history, which almost never carries one."""
+    if MARKER in message:
+        return False
+    inner = message.get("content")
+    if inner is None:
+        inner = message.get("output")
+    if type(inner) is not list:
+        return inner is None or type(inner) is str
+    for block in inner:
+        if type(block) is not dict or MARKER in block:
+            return False
+        parts = block.get("content")
+        if parts is None:
+            parts = block.get("output")
+        if type(parts) is list:
+            for part in parts:
+                if type(part) is not dict or MARKER in part:
+                    return False
+        elif parts is not None and type(parts) is not str:
+            return False
+    return True
 
 
 def _collect(

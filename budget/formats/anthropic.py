@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
 
 from pydantic import BaseModel
 
 from budget._errors import InputError
-from budget._view import EMPTY_SCAN, Call, Format, RawResult, Scanned
+from budget._view import (
+    EMPTY_SCAN,
+    Call,
+    Format,
+    RawResult,
+    Scanned,
+    build_call,
+    build_raw,
+    build_scanned,
+)
 from budget.formats._common import (
     field,
     is_record,
@@ -39,6 +49,22 @@ def replace_text(content: object, text: str) -> object:
     return replace_parts(content, text, "text")
 
 
+def _where(index: int, block: int) -> str:
+    """Where block ``block`` of message ``index`` is, for an error message."""
+    return f"messages[{index}].content[{block}]"
+
+
+def _getter(block: object, index: int, j: int) -> Callable[[str], Any]:
+    """How to read block ``j`` of message ``index``'s fields: ``dict.get``, or :func:`field`."""
+    if type(block) is dict:
+        return block.get
+    if not is_record(block):
+        raise InputError(
+            f"{_where(index, j)} must be a dict (a content block), not {type_name(block)}"
+        )
+    return partial(field, block)
+
+
 class AnthropicFormat(Format):
     """The Anthropic Messages format: dicts (what the SDK sends) or the SDK's models.
 
@@ -51,49 +77,58 @@ class AnthropicFormat(Format):
 
     def scan(self, index: int, message: Any) -> Scanned:
         """Validate one message and say which calls and results it holds."""
-        where = f"messages[{index}]"
+        # Error locations are spelled out on the error path only (a resume scans every message).
         if not is_record(message):
             raise InputError(
-                f"{where} must be a dict (an Anthropic message), not {type_name(message)}"
+                f"messages[{index}] must be a dict (an Anthropic message), not {type_name(message)}"
             )
-        role = field(message, "role")
+        role = message.get("role") if type(message) is dict else field(message, "role")
         if role not in _ROLES:
-            raise InputError(f"{where}.role must be 'user' or 'assistant', not {role!r}")
-        content = field(message, "content")
+            raise InputError(f"messages[{index}].role must be 'user' or 'assistant', not {role!r}")
+        content = message.get("content") if type(message) is dict else field(message, "content")
         if isinstance(content, str):
             require_fit(self.name, index, message)
             return EMPTY_SCAN
         if not isinstance(content, list | tuple):
             raise InputError(
-                f"{where}.content must be a string or a list of blocks, not {type_name(content)}"
+                f"messages[{index}].content must be a string or a list of blocks, not "
+                f"{type_name(content)}"
             )
         calls: list[Call] = []
         results: list[RawResult] = []
         for j, block in enumerate(content):
-            bw = f"{where}.content[{j}]"
-            if not is_record(block):
-                raise InputError(f"{bw} must be a dict (a content block), not {type_name(block)}")
-            kind = field(block, "type")
+            get = _getter(block, index, j)
+            kind = get("type")
             if kind == "tool_use":
                 if role != "assistant":
-                    raise InputError(f"{bw} is a tool_use block in a {role} message")
-                call_id = require_str(field(block, "id"), f"{bw}.id")
-                name = field(block, "name")
+                    raise InputError(f"{_where(index, j)} is a tool_use block in a {role} message")
+                call_id = get("id")
+                if not isinstance(call_id, str) or not call_id:
+                    require_str(call_id, f"{_where(index, j)}.id")
+                name = get("name")
                 if not isinstance(name, str):
-                    raise InputError(f"{bw}.name must be a string, not {type_name(name)}")
-                calls.append(Call(call_id, name))
+                    raise InputError(
+                        f"{_where(index, j)}.name must be a string, not {type_name(name)}"
+                    )
+                calls.append(build_call(call_id, name))
             elif kind == "tool_result":
                 if role != "user":
-                    raise InputError(f"{bw} is a tool_result block in a {role} message")
-                call_id = require_str(field(block, "tool_use_id"), f"{bw}.tool_use_id")
-                text, others = result_text(field(block, "content"), bw)
-                results.append(
-                    RawResult(call_id, j, text, field(block, "is_error") is True, others)
-                )
+                    raise InputError(
+                        f"{_where(index, j)} is a tool_result block in a {role} message"
+                    )
+                call_id = get("tool_use_id")
+                if not isinstance(call_id, str) or not call_id:
+                    require_str(call_id, f"{_where(index, j)}.tool_use_id")
+                content_of = get("content")
+                if type(content_of) is str:
+                    text, others = content_of, 0
+                else:
+                    text, others = result_text(content_of, _where(index, j))
+                results.append(build_raw(call_id, j, text, get("is_error") is True, others))
         if not calls and not results:
             require_fit(self.name, index, message)  # a Chat assistant's tool_calls, say
             return EMPTY_SCAN
-        return Scanned(tuple(calls), tuple(results), opens_round=bool(calls))
+        return build_scanned(tuple(calls), tuple(results), bool(calls))
 
     def rewrite(self, message: Any, texts: Mapping[int, str]) -> Any:
         """A new message whose tool_result blocks at the given slots show the given texts."""
