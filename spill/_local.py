@@ -30,6 +30,7 @@ import stat
 import threading
 import warnings
 from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import Any, Final
 
 import xxhash
@@ -38,7 +39,7 @@ from spill import _fs
 from spill._bodies import Bodies
 from spill._errors import ConfigError, RefError, StoreError
 from spill._log import decode_log, encode_records
-from spill._packs import PackIndex
+from spill._packs import PackIndex, file_or_packed
 from spill._sessiondir import (
     BODIES_NAME,
     BODY_SUFFIX,
@@ -218,18 +219,13 @@ class LocalStore(Bodies, StoreBase):
                 # or an unreadable file: a pack holding the body still serves it, since put
                 # reports a packed body stored whatever its file path holds.
                 data, refused = None, exc
-            if data is None or xxhash.xxh3_128_hexdigest(data) != ref:
-                # Packed, or a damaged file whose body a later group commit packed whole.
-                packed = self._read_packed(ref)
-                data = data if packed is None else packed
-        if data is None:
-            if refused is not None:
-                raise refused
-            raise RefError(f"no body is stored for ref {ref} in session {self._path}")
-        if xxhash.xxh3_128_hexdigest(data) != ref:
-            raise StoreError(
-                f"body {self._body_rel(ref)} in session {self._path} is corrupt: "
-                "its content does not match its ref"
+            data = file_or_packed(
+                ref,
+                data,
+                refused,
+                partial(self._read_packed, ref),
+                what=self._body_rel(ref),
+                session=self._path,
             )
         try:
             return data.decode("utf-8", "surrogatepass")

@@ -34,6 +34,7 @@ import orjson
 import xxhash
 
 from spill import _fs
+from spill._errors import RefError, StoreError
 from spill._store import REF_RE
 
 __all__ = [
@@ -41,6 +42,7 @@ __all__ = [
     "Located",
     "PackIndex",
     "encode_pack",
+    "file_or_packed",
     "pack_chunks",
     "read_copies",
     "read_located",
@@ -165,6 +167,36 @@ def read_copies(bodies_fd: int, copies: Sequence[Located], ref: str) -> bytes:
     if first is None:
         raise error or ValueError("no copy to read")
     return first
+
+
+def file_or_packed(
+    ref: str,
+    data: bytes | None,
+    refused: StoreError | None,
+    read_packed: Callable[[], bytes | None],
+    *,
+    what: str,
+    session: str,
+) -> bytes:
+    """The body of ``ref``: its file's bytes ``data`` when they hash to ``ref``, else a pack's.
+
+    ``refused`` is why the file could not be read (something planted where it goes, never
+    followed), raised when no pack holds the body either; RefError when nothing holds it, and
+    StoreError naming ``what`` when what holds it does not match the ref.
+    """
+    if data is None or xxhash.xxh3_128_hexdigest(data) != ref:
+        # Packed, or a damaged file whose body a later group commit packed whole.
+        packed = read_packed()
+        data = data if packed is None else packed
+    if data is None:
+        if refused is not None:
+            raise refused
+        raise RefError(f"no body is stored for ref {ref} in session {session}")
+    if xxhash.xxh3_128_hexdigest(data) != ref:
+        raise StoreError(
+            f"body {what} in session {session} is corrupt: its content does not match its ref"
+        )
+    return data
 
 
 class PackIndex:

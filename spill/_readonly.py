@@ -11,14 +11,13 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import Any, Final
-
-import xxhash
 
 from spill import _fs
 from spill._errors import RefError, StoreError
 from spill._log import decode_log
-from spill._packs import PackIndex, read_copies
+from spill._packs import PackIndex, file_or_packed, read_copies
 from spill._sessiondir import BODIES_NAME, BODY_SUFFIX, LOG_NAME, META_NAME, decode_meta
 from spill._store import LogRecord, PutResult, StoreBase, events, validate_ref
 
@@ -120,15 +119,9 @@ class ReadOnlyStore(StoreBase):
             data = None
         except StoreError as exc:  # something planted where the file goes: a pack may hold it
             data, refused = None, exc
-        if data is None or xxhash.xxh3_128_hexdigest(data) != ref:
-            packed = self._read_packed(ref)
-            data = data if packed is None else packed
-        if data is None:
-            if refused is not None:
-                raise refused
-            raise RefError(f"no body is stored for ref {ref} in session {self._path}")
-        if xxhash.xxh3_128_hexdigest(data) != ref:
-            raise StoreError(f"body {rel} in session {self._path} is corrupt")
+        data = file_or_packed(
+            ref, data, refused, partial(self._read_packed, ref), what=rel, session=self._path
+        )
         return data.decode("utf-8", "surrogatepass")
 
     def has(self, ref: str) -> bool:
