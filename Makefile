@@ -22,15 +22,22 @@ bench: $(STAMP)
 	@echo "running toolbudget bench $(ARGS)"
 	@$(BIN)/toolbudget bench $(ARGS)
 
+# The test targets let Python write bytecode even where the environment sets
+# PYTHONDONTWRITEBYTECODE=1 (this machine's does): otherwise every interpreter (both xdist workers,
+# each child python a test starts) compiles budget/, spill/, benchmarks/ and tests/ from source on
+# every run, and pytest rewrites every test module's asserts again, ~6 s of CPU a worker. An empty
+# value turns it off; the .pyc files go to __pycache__/ beside the sources, which git ignores.
+WRITE_BYTECODE := PYTHONDONTWRITEBYTECODE=
+
 test: $(STAMP)
 	@echo "running the test suite (pytest -n 2)"
-	@$(BIN)/pytest -n 2 --dist loadgroup -q $(ARGS)
+	@$(WRITE_BYTECODE) $(BIN)/pytest -n 2 --dist loadgroup -q $(ARGS)
 
 # Everything but the tests marked slow (crash soak, perf smoke, large hypothesis runs, the docs'
 # python blocks, each in a fresh interpreter), property tests at a fifth of their examples.
 # CI runs `test`: every test at its full count.
 test-fast: $(STAMP)
-	$(BIN)/pytest -n 2 --dist loadgroup -q -m "not slow" --hypothesis-profile=fast $(ARGS)
+	$(WRITE_BYTECODE) $(BIN)/pytest -n 2 --dist loadgroup -q -m "not slow" --hypothesis-profile=fast $(ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check budget spill benchmarks tests
@@ -43,3 +50,4 @@ docs: $(STAMP)
 
 clean:
 	rm -rf $(VENV) build dist site *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	find budget spill benchmarks tests -name __pycache__ -type d -prune -exec rm -rf {} +
