@@ -42,9 +42,9 @@ test: $(STAMP)
 # Everything but the tests marked slow (crash soak, perf smoke, large hypothesis runs, the docs'
 # python blocks, each in a fresh interpreter), property tests at a fifth of their examples.
 # CI runs `test`: every test at its full count. On the 2-core development machine, shared with
-# other jobs (load 2-4), test-fast took 34-42 s (median 36.5 s of 3; 63-67 s before bytecode was
-# written and the SDK imports left collection), test 186 s (244 s before). Collection takes ~1.5 s
-# a worker; what is left is the tests, and the SDKs both workers import while running theirs.
+# other jobs (load 2.6-3.3), test-fast took 30-41 s (median 32.7 s of 3; 63-67 s before bytecode
+# was written and the SDK imports left collection), test 186 s (244 s before). Collection takes
+# ~1 s a worker; what is left is the tests, and the SDKs both workers import to run theirs.
 test-fast: $(STAMP)
 	$(WRITE_BYTECODE) $(BIN)/pytest -n 2 --dist loadgroup -q -m "not slow" --hypothesis-profile=fast $(ARGS)
 
