@@ -1,5 +1,5 @@
-"""The framework side of tests/integrations/test_langchain_compaction.py: its tools, models and helpers,
-imported by each test so that collecting the suite imports no LangChain."""
+"""The framework side of tests/integrations/test_langchain_compaction.py: its tools, models and
+helpers, imported by each test so that collecting the suite imports no LangChain."""
 
 from __future__ import annotations
 
@@ -14,8 +14,6 @@ from tests.compaction import AUTO, ROUNDS, build_log
 from tests.integrations._langchain_fake import ToolNamingModel
 
 CONFIG = AUTO
-
-
 """A 4k window: the agent's history passes the 3,000-token threshold after about a dozen rounds."""
 
 

@@ -1,5 +1,5 @@
-"""The framework side of tests/integrations/test_openai_agents_compaction.py: its tools, models and helpers,
-imported by each test so that collecting the suite imports no the OpenAI Agents SDK."""
+"""The framework side of tests/integrations/test_openai_agents_compaction.py: its tools, models and
+helpers, imported by each test so that collecting the suite imports no OpenAI Agents SDK."""
 
 from __future__ import annotations
 
@@ -12,8 +12,6 @@ from tests.compaction import AUTO, ROUNDS, build_log
 from tests.integrations._agents_fake import RecordingModel
 
 CONFIG = AUTO
-
-
 """A 4k window: the run passes the 3,000-token threshold after about a dozen rounds."""
 
 

@@ -1,5 +1,5 @@
-"""The framework side of tests/integrations/test_openai_agents.py: its tools, models and helpers,
-imported by each test so that collecting the suite imports no the OpenAI Agents SDK."""
+"""The framework side of tests/integrations/test_openai_agents.py: its tools, models and
+helpers, imported by each test so that collecting the suite imports no OpenAI Agents SDK."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The framework side of tests/integrations/test_pydantic_ai_compaction.py: its tools, models and helpers,
-imported by each test so that collecting the suite imports no pydantic-ai."""
+"""The framework side of tests/integrations/test_pydantic_ai_compaction.py: its tools, models and
+helpers, imported by each test so that collecting the suite imports no pydantic-ai."""
 
 from __future__ import annotations
 
@@ -18,8 +18,6 @@ from pydantic_ai.models.function import AgentInfo
 from tests.compaction import AUTO, ROUNDS, build_log
 
 CONFIG = AUTO
-
-
 """A 4k window: the run passes the 3,000-token threshold after about a dozen rounds."""
 
 

@@ -1,5 +1,5 @@
-"""The framework side of tests/integrations/test_pydantic_ai.py: its tools, models and helpers,
-imported by each test so that collecting the suite imports no pydantic-ai."""
+"""The framework side of tests/integrations/test_pydantic_ai.py: its tools, models and
+helpers, imported by each test so that collecting the suite imports no pydantic-ai."""
 
 from __future__ import annotations
 

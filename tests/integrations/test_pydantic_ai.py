@@ -10,10 +10,7 @@ from typing import Any
 import pytest
 
 from budget import Budget, ConfigError, FormatError
-from tests.integrations._agentkit import (
-    envelope_ref,
-    write_big_file,
-)
+from tests.integrations._agentkit import envelope_ref, write_big_file
 
 pytestmark = pytest.mark.usefixtures("needs_pydantic_ai")
 
