@@ -42,9 +42,10 @@ test: $(STAMP)
 # Everything but the tests marked slow (crash soak, perf smoke, large hypothesis runs, the docs'
 # python blocks, each in a fresh interpreter), property tests at a fifth of their examples.
 # CI runs `test`: every test at its full count. On the 2-core development machine, shared with
-# other jobs (load 2.6-3.3), test-fast took 30-41 s (median 32.7 s of 3; 63-67 s before bytecode
-# was written and the SDK imports left collection), test 186 s (244 s before). Collection takes
-# ~1 s a worker; what is left is the tests, and the SDKs both workers import to run theirs.
+# other jobs, test-fast took 30-41 s (median 32.7 s of 3 at load 2.6-3.3; side by side with the
+# suite before bytecode was written and the SDK imports left collection: 33.3 s against 33.3 s,
+# 43.1 s against 44.7 s), test 186 s (244 s before). Collection now takes ~1 s a worker; the rest
+# is the tests, and the SDKs that both workers import to run theirs (the groups do not apply).
 test-fast: $(STAMP)
 	$(WRITE_BYTECODE) $(BIN)/pytest -n 2 --dist loadgroup -q -m "not slow" --hypothesis-profile=fast $(ARGS)
 
