@@ -45,3 +45,13 @@ def test_only_the_plugins_the_suite_needs_are_loaded(request: pytest.FixtureRequ
     assert plugins.has_plugin("xdist.plugin") and plugins.has_plugin("_hypothesis_pytestplugin")
     assert not plugins.has_plugin("langsmith_plugin")
     assert not plugins.has_plugin("anyio")
+
+
+def test_both_test_targets_let_python_write_bytecode() -> None:
+    """``make test`` and ``make test-fast`` clear PYTHONDONTWRITEBYTECODE (set to 1 on this
+    machine), so workers and child interpreters reuse compiled modules instead of compiling all."""
+    text = MAKEFILE.read_text(encoding="utf-8")
+    assert re.search(r"^WRITE_BYTECODE := PYTHONDONTWRITEBYTECODE=$", text, flags=re.M)
+    for target in ("test", "test-fast"):
+        pytest_line = next(line for line in _recipe(target).splitlines() if "/pytest " in line)
+        assert pytest_line.lstrip("\t@").startswith("$(WRITE_BYTECODE) "), pytest_line

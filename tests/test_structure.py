@@ -1,5 +1,6 @@
 """Issue 12's size targets and module map: no module over 450 lines and no function over 60 in
-``budget`` and ``spill``, and every module named on ``docs/architecture.md``.
+``budget`` and ``spill``, every module named on ``docs/architecture.md``, and a test suite whose
+collection imports none of the heavy SDKs (each xdist worker collects every module).
 
 A few places above the targets are pinned at today's size (they may shrink, never grow), so a
 module or function that grows back past a target fails here rather than in a later review.
@@ -8,6 +9,10 @@ module or function that grows back past a target fails here rather than in a lat
 from __future__ import annotations
 
 import ast
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -23,6 +28,48 @@ FUNCTIONS_OVER: dict[str, int] = {
     "spill/_log.py:_decode_lines": 68,
 }
 """Functions above ``MAX_FUNCTION_LINES`` today, with the most lines each may have."""
+
+
+HEAVY_SDKS = frozenset(
+    {
+        "agents",
+        "anthropic",
+        "boto3",
+        "botocore",
+        "langchain",
+        "langchain_core",
+        "langgraph",
+        "langsmith",
+        "matplotlib",
+        "moto",
+        "openai",
+        "pydantic_ai",
+        "ray",
+        "s3fs",
+    }
+)
+"""Top-level packages that cost from a fraction of a second to seconds to import: a test imports
+them when it runs (or through a fixture), never at the top of its module."""
+
+_COLLECT_PROBE = """
+import json, os, sys
+
+HEAVY = frozenset(json.loads(os.environ["TOOLBUDGET_HEAVY"]))
+_seen = set()
+_found = {}
+
+
+def pytest_collectreport(report):
+    new = {name.partition(".")[0] for name in sys.modules} & HEAVY - _seen
+    if new:
+        _found[report.nodeid or "(start-up)"] = sorted(new)
+        _seen.update(new)
+
+
+def pytest_collection_finish(session):
+    with open(os.environ["TOOLBUDGET_PROBE_OUT"], "w", encoding="utf-8") as out:
+        json.dump(_found, out)
+"""
 
 
 def _sources() -> list[Path]:
@@ -72,3 +119,30 @@ def test_architecture_page_names_every_module_of_budget_and_spill() -> None:
             if f"| {name} |" not in page:
                 missing.append(name)
     assert not missing, f"docs/architecture.md has no row for {missing}"
+
+
+def test_collecting_the_test_suite_imports_no_heavy_sdk(tmp_path: Path) -> None:
+    """Collecting every test module (in a fresh interpreter, as an xdist worker does) imports none
+    of ``HEAVY_SDKS``; a module that does is named with what it pulled in."""
+    (tmp_path / "collect_probe.py").write_text(_COLLECT_PROBE, encoding="utf-8")
+    found = tmp_path / "found.json"
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO)]),
+        "TOOLBUDGET_HEAVY": json.dumps(sorted(HEAVY_SDKS)),
+        "TOOLBUDGET_PROBE_OUT": str(found),
+    }
+    command = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "collect_probe"]
+    done = subprocess.run(
+        [*command, "-p", "no:cacheprovider", "tests"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-2_000:] + done.stderr[-2_000:]
+    assert " tests collected" in done.stdout, done.stdout[-2_000:]
+    imported = json.loads(found.read_text(encoding="utf-8"))
+    assert imported == {}, f"collecting these imports heavy SDKs: {imported}"

@@ -19,7 +19,12 @@ from benchmarks.report import (
 from tests._ci import require_module
 from tests.benchmarks.test_replay import build
 
-require_module("matplotlib", "bench")
+
+@pytest.fixture(autouse=True)
+def _matplotlib() -> None:
+    """The bench extra's matplotlib, required by every test here (at run time, so collecting this
+    module imports no matplotlib)."""
+    require_module("matplotlib", "bench")
 
 
 def test_request_sizes_shows_the_trace_where_strategies_differ_most(tmp_path: Path) -> None:

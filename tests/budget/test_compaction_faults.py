@@ -13,9 +13,8 @@ import tempfile
 import threading
 from collections.abc import Callable, Iterator, MutableMapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import anthropic
 import httpx2
 import pytest
 from hypothesis import given, settings
@@ -28,6 +27,9 @@ from budget._compactor import limits
 from budget._view import scan_at
 from tests.budget.test_compaction import SESSION, conversations_in
 from tests.compaction import Counting, history
+
+if TYPE_CHECKING:  # the client is built in the test, so collecting this module imports no SDK
+    import anthropic
 
 AUTO = SESSION.model_copy(update={"compaction": "auto"})
 
@@ -90,6 +92,7 @@ def test_a_summary_that_stays_too_long_fails_after_three_retries(tmp_path: Path)
 
 def _anthropic_client(limit_chars: int, seen: list[int]) -> anthropic.Anthropic:
     """A real Anthropic client whose HTTP transport refuses transcripts over ``limit_chars``."""
+    import anthropic
 
     def handle(request: httpx2.Request) -> httpx2.Response:
         body = json.loads(request.content)

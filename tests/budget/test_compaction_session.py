@@ -5,15 +5,17 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import anthropic
 import httpx2
 import pytest
 
 from budget import Budget, ContextOverflow, InputError, Prepared, summarizers
 from tests.compaction import AUTO, AsyncCounting, Counting, anthropic_reply, history
 from tests.strategies import big, chat_assistant, chat_tool
+
+if TYPE_CHECKING:  # the tests import the SDK themselves, so collecting this module imports none
+    import anthropic
 
 SESSION = AUTO
 """A 4k window: auto compaction above 3,000 tokens."""
@@ -33,6 +35,8 @@ def _bytes(req: Prepared) -> bytes:
 
 def _anthropic_error(body: dict[str, Any]) -> anthropic.APIStatusError:
     """The exception the anthropic client raises for this HTTP 400 response."""
+    import anthropic
+
     client = anthropic.Anthropic(api_key="test-key", base_url="http://localhost:9")
     request = httpx2.Request("POST", "http://localhost:9/v1/messages")
     return client._make_status_error_from_response(httpx2.Response(400, json=body, request=request))
@@ -161,6 +165,8 @@ def test_aprepare_sends_the_bytes_prepare_sends(fmt: str, tmp_path: Path) -> Non
 
 def test_aprepare_in_the_chat_format_with_a_real_async_sdk_client(tmp_path: Path) -> None:
     """aprepare awaits summarizers.anthropic over an AsyncAnthropic client (mocked HTTP) and sends its summary."""
+    import anthropic
+
     sent: list[dict[str, Any]] = []
 
     async def handler(request: httpx2.Request) -> httpx2.Response:

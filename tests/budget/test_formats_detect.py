@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
+import importlib
 import typing
 from pathlib import Path
 from typing import Any
 
-import anthropic.types
 import pytest
-from openai.types.chat import ChatCompletionFunctionToolParam
-from openai.types.responses import FunctionToolParam, ResponseFunctionToolCall
 from pydantic import TypeAdapter
 
 from budget import Budget, BudgetConfig, FormatError, InputError, detect_format, get_format
@@ -125,6 +123,9 @@ def test_unknown_shapes_are_refused_naming_what_was_seen() -> None:
 
 def test_sdk_models_are_detected() -> None:
     """anthropic and openai response objects are recognised like their dict forms."""
+    import anthropic.types
+    from openai.types.responses import ResponseFunctionToolCall
+
     msg = anthropic.types.Message.model_validate(
         {
             "id": "msg_1",
@@ -194,18 +195,25 @@ def _typed_dict_keys(td: Any) -> set[str]:
     return set(typing.get_type_hints(td))
 
 
+def _sdk_type(dotted: str) -> Any:
+    """The SDK type named ``module:name``, imported here so collecting this module imports no SDK."""
+    module, _, name = dotted.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
 @pytest.mark.parametrize(
-    ("fmt", "schema_type", "params_key"),
+    ("fmt", "schema_name", "params_key"),
     [
-        ("anthropic", anthropic.types.ToolParam, "input_schema"),
-        ("openai_chat", ChatCompletionFunctionToolParam, "parameters"),
-        ("openai_responses", FunctionToolParam, "parameters"),
+        ("anthropic", "anthropic.types:ToolParam", "input_schema"),
+        ("openai_chat", "openai.types.chat:ChatCompletionFunctionToolParam", "parameters"),
+        ("openai_responses", "openai.types.responses:FunctionToolParam", "parameters"),
     ],
 )
 def test_read_tool_is_valid_in_each_format(
-    tmp_path: Path, fmt: str, schema_type: Any, params_key: str
+    tmp_path: Path, fmt: str, schema_name: str, params_key: str
 ) -> None:
     """The read-back tool validates as the SDK's own tool type, with only keys that type has."""
+    schema_type = _sdk_type(schema_name)
     with Budget.open(tmp_path / "s", SMALL) as b:
         tool = b.read_tool(format=fmt)
     TypeAdapter(schema_type).validate_python(tool)

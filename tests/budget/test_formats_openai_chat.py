@@ -9,7 +9,6 @@ from typing import Any
 
 import orjson
 import pytest
-from openai.types.chat import ChatCompletion, ChatCompletionMessage
 
 from budget import Budget, BudgetConfig, InputError
 from budget.formats import OPENAI_CHAT
@@ -156,6 +155,8 @@ def test_staleness_trims_old_tool_messages_keeping_their_shape(tmp_path: Path) -
 
 def test_sdk_message_objects_are_read_and_passed_through(tmp_path: Path) -> None:
     """A ChatCompletionMessage appended from a response is read as is and sent back unchanged."""
+    from openai.types.chat import ChatCompletion, ChatCompletionMessage
+
     response = ChatCompletion.model_validate(
         {
             "id": "chatcmpl-1",

@@ -9,13 +9,6 @@ from typing import Any
 
 import orjson
 import pytest
-from openai.types.responses import (
-    ResponseCustomToolCall,
-    ResponseFunctionToolCall,
-    ResponseOutputMessage,
-    ResponseReasoningItem,
-)
-from openai.types.responses.response_input_item import FunctionCallOutput
 
 from budget import Budget, BudgetConfig, InputError
 from budget.formats import OPENAI_RESPONSES
@@ -146,6 +139,14 @@ def test_consecutive_calls_are_one_group_and_other_items_end_it(tmp_path: Path) 
 def test_sdk_items_are_read_and_passed_through(tmp_path: Path) -> None:
     """Response output items appended as SDK models are sent back as the same objects; an output
     given as an SDK model is rewritten into a dict."""
+    from openai.types.responses import (
+        ResponseCustomToolCall,
+        ResponseFunctionToolCall,
+        ResponseOutputMessage,
+        ResponseReasoningItem,
+    )
+    from openai.types.responses.response_input_item import FunctionCallOutput
+
     reason = ResponseReasoningItem(id="rs_1", type="reasoning", summary=[])
     fc = ResponseFunctionToolCall(
         type="function_call", call_id="call_1", name="shell", arguments='{"cmd":"ls"}', id="fc_1"

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import anthropic
 import httpx2
-import openai
 import pytest
 
 from budget._overflow import is_context_overflow, overflow_limit
+
+if TYPE_CHECKING:  # the tests import the SDKs themselves, so collecting this module imports none
+    import anthropic
+    import openai
 
 ANTHROPIC_BODY = {
     "type": "error",
@@ -46,6 +48,8 @@ def _anthropic_error(status: int, body: dict[str, Any]) -> anthropic.APIStatusEr
 
     Both SDKs are built on httpx2 (the successor of httpx), so the response is an httpx2 one.
     """
+    import anthropic
+
     client = anthropic.Anthropic(api_key="test-key", base_url="http://localhost:9")
     request = httpx2.Request("POST", "http://localhost:9/v1/messages")
     response = httpx2.Response(status, json=body, request=request)
@@ -54,6 +58,8 @@ def _anthropic_error(status: int, body: dict[str, Any]) -> anthropic.APIStatusEr
 
 def _openai_error(status: int, body: dict[str, Any]) -> openai.APIStatusError:
     """Build the exception the openai client raises for this HTTP error response."""
+    import openai
+
     client = openai.OpenAI(api_key="test-key", base_url="http://localhost:9/v1")
     request = httpx2.Request("POST", "http://localhost:9/v1/chat/completions")
     response = httpx2.Response(status, json=body, request=request)
@@ -62,6 +68,8 @@ def _openai_error(status: int, body: dict[str, Any]) -> openai.APIStatusError:
 
 def test_anthropic_sdk_prompt_too_long() -> None:
     """anthropic.BadRequestError for a too-long prompt is an overflow stating its maximum."""
+    import anthropic
+
     error = _anthropic_error(400, ANTHROPIC_BODY)
     assert isinstance(error, anthropic.BadRequestError)
     assert is_context_overflow(error)
@@ -94,6 +102,8 @@ def test_anthropic_max_tokens_variant_and_413() -> None:
 
 def test_openai_sdk_context_length_exceeded() -> None:
     """openai.BadRequestError with code context_length_exceeded is an overflow with its limit."""
+    import openai
+
     error = _openai_error(400, OPENAI_CHAT_BODY)
     assert isinstance(error, openai.BadRequestError)
     assert error.code == "context_length_exceeded"
@@ -106,6 +116,8 @@ def test_openai_sdk_context_length_exceeded() -> None:
 
 def test_other_sdk_errors_are_not_overflows() -> None:
     """Other 400s, auth errors and token rate limits are not overflows."""
+    import anthropic
+
     bad_param = _anthropic_error(
         400,
         {

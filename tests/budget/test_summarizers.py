@@ -10,9 +10,7 @@ import asyncio
 import json
 from typing import Any
 
-import anthropic as anthropic_sdk
 import httpx2
-import openai as openai_sdk
 import pytest
 
 from budget import InputError, summarizers
@@ -63,6 +61,8 @@ class Recorder:
 
 def test_anthropic_adapter_sends_the_prompt_and_transcript_without_tools() -> None:
     """The Anthropic adapter posts to /v1/messages with the model, system prompt, transcript, no tools."""
+    import anthropic as anthropic_sdk
+
     rec = Recorder(ANTHROPIC_REPLY)
     client = anthropic_sdk.Anthropic(
         api_key="test", http_client=httpx2.Client(transport=httpx2.MockTransport(rec))
@@ -83,6 +83,8 @@ def test_anthropic_adapter_sends_the_prompt_and_transcript_without_tools() -> No
 
 def test_openai_adapter_sends_the_prompt_and_transcript_without_tools() -> None:
     """The OpenAI adapter posts to /chat/completions with the model, system prompt, transcript, no tools."""
+    import openai as openai_sdk
+
     rec = Recorder(OPENAI_REPLY)
     client = openai_sdk.OpenAI(
         api_key="test", http_client=httpx2.Client(transport=httpx2.MockTransport(rec))
@@ -109,6 +111,8 @@ def test_openai_adapter_sends_the_prompt_and_transcript_without_tools() -> None:
 
 def test_async_anthropic_client_gives_an_async_summarizer() -> None:
     """An AsyncAnthropic client makes a coroutine summarizer sending the same request."""
+    import anthropic as anthropic_sdk
+
     rec = Recorder(ANTHROPIC_REPLY)
 
     async def handler(request: httpx2.Request) -> httpx2.Response:

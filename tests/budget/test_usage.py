@@ -7,11 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from anthropic.types import Usage as AnthropicUsage
-from openai.types import CompletionUsage
-from openai.types.completion_usage import PromptTokensDetails
-from openai.types.responses import ResponseUsage
-from openai.types.responses.response_usage import InputTokensDetails, OutputTokensDetails
 
 from budget import Budget, BudgetConfig, estimate_tokens
 from budget._errors import InputError
@@ -37,6 +32,8 @@ def test_anthropic_dict_keeps_cache_parts_separate() -> None:
 
 def test_anthropic_sdk_object() -> None:
     """An anthropic.types.Usage object normalizes like its dict."""
+    from anthropic.types import Usage as AnthropicUsage
+
     sdk = AnthropicUsage(
         input_tokens=7,
         output_tokens=9,
@@ -50,6 +47,9 @@ def test_anthropic_sdk_object() -> None:
 
 def test_openai_chat_shapes() -> None:
     """OpenAI Chat prompt_tokens includes cached tokens, which are split out."""
+    from openai.types import CompletionUsage
+    from openai.types.completion_usage import PromptTokensDetails
+
     as_dict = {
         "prompt_tokens": 1000,
         "completion_tokens": 50,
@@ -70,6 +70,9 @@ def test_openai_chat_shapes() -> None:
 
 def test_openai_responses_shapes() -> None:
     """OpenAI Responses input_tokens includes the cached and cache-written tokens it details."""
+    from openai.types.responses import ResponseUsage
+    from openai.types.responses.response_usage import InputTokensDetails, OutputTokensDetails
+
     sdk = ResponseUsage(
         input_tokens=3000,
         input_tokens_details=InputTokensDetails(cached_tokens=2048, cache_write_tokens=500),

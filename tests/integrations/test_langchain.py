@@ -1,6 +1,5 @@
 """LangChain v1: the middleware inside a real ``create_agent`` loop, with a model that reads."""
 
-# ruff: noqa: E402 - the framework is imported after its CI guard (require_module below).
 from __future__ import annotations
 
 import asyncio
@@ -9,21 +8,9 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
-
-from tests._ci import require_module
-
-require_module("langchain.agents", extra="langchain")
-
-from langchain.agents import create_agent
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
-from langchain_core.tools import tool
-from langgraph.checkpoint.memory import InMemorySaver
-from pydantic import Field
 from structlog.testing import capture_logs
 
 from budget import Budget, ConfigError, FormatError
-from budget.integrations.langchain import LANGCHAIN, ToolBudgetMiddleware, session_read_tool
 from tests.integrations._agentkit import (
     PAGE_LIMIT,
     PAGE_OFFSET,
@@ -32,126 +19,54 @@ from tests.integrations._agentkit import (
     page_rows,
     write_big_file,
 )
-from tests.integrations._langchain_fake import ToolNamingModel
 
-
-@tool
-def read_file(path: str) -> str:
-    """Read a text file and return its contents."""
-    return Path(path).read_text(encoding="utf-8")
-
-
-class ReadingModel(ToolNamingModel):
-    """A chat model that decides its next message from the messages it receives.
-
-    It reads each of ``paths`` in turn; when a result comes back as an envelope it reads a page
-    of it back through the read-back tool; then it answers. With ``refuse_over`` set it raises a
-    prompt-too-long error, like a provider, when the tool results it receives exceed that size.
-    """
-
-    paths: list[str]
-    refuse_over: int | None = None
-    usage_tokens: int | None = None
-    received: list[list[BaseMessage]] = Field(default_factory=list)
-
-    def reply(self, messages: list[BaseMessage]) -> ChatResult:
-        """Read the next file, or answer once every path was read; refuse when told to."""
-        self.received.append(list(messages))
-        shown = sum(len(m.text) for m in messages if isinstance(m, ToolMessage))
-        if self.refuse_over is not None and shown > self.refuse_over:
-            raise ValueError(
-                f"prompt is too long: {shown // 4} tokens > {self.refuse_over // 4} maximum"
-            )
-        reply = self._decide(messages)
-        if self.usage_tokens is not None:
-            reply.usage_metadata = {
-                "input_tokens": self.usage_tokens,
-                "output_tokens": 20,
-                "total_tokens": self.usage_tokens + 20,
-            }
-        return ChatResult(generations=[ChatGeneration(message=reply)])
-
-    def _decide(self, messages: list[BaseMessage]) -> AIMessage:
-        read = sum(1 for m in messages if isinstance(m, ToolMessage) and m.name == "read_file")
-        last = messages[-1]
-        if isinstance(last, ToolMessage) and last.name == "read_file":
-            ref = envelope_ref(last.text)
-            if ref is not None:
-                args = {"ref": ref, "offset": PAGE_OFFSET, "limit": PAGE_LIMIT}
-                return _call("toolbudget_read", args, f"call_back_{read}")
-        if read < len(self.paths):
-            return _call("read_file", {"path": self.paths[read]}, f"call_read_{read + 1}")
-        return AIMessage(content="done")
-
-
-def _call(name: str, args: dict[str, Any], call_id: str) -> AIMessage:
-    return AIMessage(content="", tool_calls=[{"name": name, "args": args, "id": call_id}])
-
-
-def _check_run(
-    model: ReadingModel,
-    state: dict[str, Any],
-    session: Budget,
-    middleware: ToolBudgetMiddleware,
-    path: Path,
-    text: str,
-) -> None:
-    assert len(model.received) == 3
-    assert {"read_file", "toolbudget_read"} <= set(model.offered[0])
-    shown = model.received[1][-1]
-    assert isinstance(shown, ToolMessage)
-    assert shown.name == "read_file"
-    assert shown.tool_call_id == "call_read_1"
-    assert shown.text.startswith("[toolbudget] Output of read_file was too large")
-    assert len(shown.text) < 5_000 < len(text)
-    ref = envelope_ref(shown.text)
-    assert ref is not None
-    # The next request shows the same envelope, byte for byte, then the page read back.
-    assert model.received[2][2].text == shown.text
-    page = model.received[2][-1]
-    assert isinstance(page, ToolMessage)
-    assert page.name == "toolbudget_read"
-    assert page_rows(page.text) == expected_rows(text)
-    assert session.read(ref).encode("utf-8") == path.read_bytes()
-    # The agent's own state still holds the full output.
-    full = state["messages"][2]
-    assert isinstance(full, ToolMessage)
-    assert full.text == text
-    assert state["messages"][-1].text == "done"
-    decision = session.decision("call_read_1")
-    assert decision is not None
-    assert decision.kind == "spilled"
-    assert decision.ref == ref
-    assert middleware.last_report is not None
-    assert middleware.last_report.spilled == 1
+pytestmark = pytest.mark.usefixtures("needs_langchain")
 
 
 def test_agent_sees_envelope_and_reads_back(big_file: tuple[Path, str], tmp_path: Path) -> None:
     """In a sync agent run the model gets an envelope, reads exact lines back; state keeps all."""
+    from langchain.agents import create_agent
+    from langchain_core.messages import HumanMessage
+
+    from budget.integrations.langchain import ToolBudgetMiddleware
+    from tests.integrations._langchain_kit import ReadingModel, check_run, read_file
+
     path, text = big_file
     with Budget.open(tmp_path / "session") as session:
         model = ReadingModel(paths=[str(path)])
         middleware = ToolBudgetMiddleware(session)
         agent = create_agent(model, tools=[read_file], middleware=[middleware])
         state = agent.invoke({"messages": [HumanMessage("What went wrong in the log?")]})
-        _check_run(model, state, session, middleware, path, text)
+        check_run(model, state, session, middleware, path, text)
 
 
 def test_async_agent_sees_envelope_and_reads_back(
     big_file: tuple[Path, str], tmp_path: Path
 ) -> None:
     """The same run through ``ainvoke`` goes through ``awrap_model_call`` and the async tool."""
+    from langchain.agents import create_agent
+    from langchain_core.messages import HumanMessage
+
+    from budget.integrations.langchain import LANGCHAIN, ToolBudgetMiddleware
+    from tests.integrations._langchain_kit import ReadingModel, check_run, read_file
+
     path, text = big_file
     with Budget.open(tmp_path / "session", format=LANGCHAIN) as session:
         model = ReadingModel(paths=[str(path)])
         middleware = ToolBudgetMiddleware(session)
         agent = create_agent(model, tools=[read_file], middleware=[middleware])
         state = asyncio.run(agent.ainvoke({"messages": [HumanMessage("What went wrong?")]}))
-        _check_run(model, state, session, middleware, path, text)
+        check_run(model, state, session, middleware, path, text)
 
 
 def test_overflow_is_retried_with_old_results_trimmed(tmp_path: Path) -> None:
     """A prompt-too-long refusal is retried once, with the older round's output trimmed."""
+    from langchain.agents import create_agent
+    from langchain_core.messages import HumanMessage, ToolMessage
+
+    from budget.integrations.langchain import LANGCHAIN, ToolBudgetMiddleware
+    from tests.integrations._langchain_kit import ReadingModel, read_file
+
     first, second = tmp_path / "a.log", tmp_path / "b.log"
     text_a = write_big_file(first)
     text_b = write_big_file(second, seed=7)
@@ -177,6 +92,12 @@ def test_overflow_is_retried_with_old_results_trimmed(tmp_path: Path) -> None:
 
 def test_reported_usage_anchors_the_estimate(big_file: tuple[Path, str], tmp_path: Path) -> None:
     """The usage the last reply reported reaches the session: the estimate does not go below it."""
+    from langchain.agents import create_agent
+    from langchain_core.messages import HumanMessage
+
+    from budget.integrations.langchain import LANGCHAIN, ToolBudgetMiddleware
+    from tests.integrations._langchain_kit import ReadingModel, read_file
+
     path, _ = big_file
     with Budget.open(tmp_path / "session", format=LANGCHAIN) as session:
         model = ReadingModel(paths=[str(path)], usage_tokens=90_000)
@@ -191,6 +112,11 @@ def test_reported_usage_anchors_the_estimate(big_file: tuple[Path, str], tmp_pat
 
 def test_format_keeps_message_fields_and_blocks(tmp_path: Path) -> None:
     """A spilled ToolMessage keeps id, name, artifact, status and image; the input is untouched."""
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+    from budget.integrations.langchain import LANGCHAIN
+    from tests.integrations._langchain_kit import call
+
     big = write_big_file(tmp_path / "x.log")
     image = {"type": "image", "base64": "iVBORw0KGgo=", "mime_type": "image/png"}
     result = ToolMessage(
@@ -203,7 +129,7 @@ def test_format_keeps_message_fields_and_blocks(tmp_path: Path) -> None:
     )
     messages: list[Any] = [
         HumanMessage("run it"),
-        _call("shell", {"cmd": "make"}, "c1"),
+        call("shell", {"cmd": "make"}, "c1"),
         result,
         AIMessage(content="it failed"),
     ]
@@ -229,6 +155,12 @@ def test_format_keeps_message_fields_and_blocks(tmp_path: Path) -> None:
 
 def test_session_in_another_format_is_refused(tmp_path: Path) -> None:
     """A session fixed to another format refuses the agent's messages before the model sees them."""
+    from langchain.agents import create_agent
+    from langchain_core.messages import HumanMessage
+
+    from budget.integrations.langchain import ToolBudgetMiddleware
+    from tests.integrations._langchain_kit import ReadingModel, read_file
+
     with pytest.raises(ConfigError, match=r"needs a budget\.Budget session"):
         ToolBudgetMiddleware(str(tmp_path))  # type: ignore[arg-type]
     model = ReadingModel(paths=[])
@@ -241,6 +173,8 @@ def test_session_in_another_format_is_refused(tmp_path: Path) -> None:
 
 def test_read_tool_pages_and_reports_errors(big_file: tuple[Path, str]) -> None:
     """The LangChain read-back tool returns exact lines, and an error text for a bad ref."""
+    from budget.integrations.langchain import LANGCHAIN, session_read_tool
+
     _, text = big_file
     session = Budget.in_memory(format=LANGCHAIN)
     ref = session.store.put(text)
@@ -251,44 +185,17 @@ def test_read_tool_pages_and_reports_errors(big_file: tuple[Path, str]) -> None:
     assert read.invoke({"ref": "nope"}).startswith("Error:")
 
 
-class ThreadModel(ReadingModel):
-    """A ReadingModel that reads the file its conversation's first message names, then answers."""
-
-    def _decide(self, messages: list[BaseMessage]) -> AIMessage:
-        self.paths = [messages[0].text]
-        return super()._decide(messages)
-
-
-def _threads_through_one_agent(root: Path, files: dict[str, Path], *, run_async: bool) -> None:
-    """Run one conversation per thread id through one agent; the middleware is closed after."""
-    model = ThreadModel(paths=[])
-    middleware = ToolBudgetMiddleware(root=root)
-    agent = create_agent(model, tools=[read_file], middleware=[middleware])
-    try:
-        for thread, path in files.items():
-            run: Any = {"messages": [HumanMessage(str(path))]}
-            config: Any = {"configurable": {"thread_id": thread}}
-            if run_async:
-                state = asyncio.run(agent.ainvoke(run, config))
-            else:
-                state = agent.invoke(run, config)
-            page = state["messages"][-2]  # the page read back from this thread's own session
-            assert isinstance(page, ToolMessage)
-            assert page.name == "toolbudget_read"
-            assert page_rows(page.text) == expected_rows(path.read_text(encoding="utf-8"))
-    finally:
-        middleware.close()
-
-
 @pytest.mark.parametrize("run_async", [False, True], ids=["invoke", "ainvoke"])
 @pytest.mark.usefixtures("structlog_defaults")
 def test_each_thread_gets_its_own_session_under_root(tmp_path: Path, run_async: bool) -> None:
     """Two threads through one agent: a session directory each, no ``decision_stale``."""
+    from tests.integrations._langchain_kit import threads_through_one_agent
+
     files = {"ticket 1/a": tmp_path / "a.log", "ticket-2": tmp_path / "b.log"}
     texts = {t: write_big_file(p, seed=n) for n, (t, p) in enumerate(files.items())}
     root = tmp_path / "sessions"
     with capture_logs() as events:
-        _threads_through_one_agent(root, files, run_async=run_async)
+        threads_through_one_agent(root, files, run_async=run_async)
     names = [e["event"] for e in events]
     assert "toolbudget.session.decision_stale" not in names
     assert sorted(p.name for p in root.iterdir()) == ["ticket%201%2Fa", "ticket-2"]
@@ -302,6 +209,13 @@ def test_each_thread_gets_its_own_session_under_root(tmp_path: Path, run_async: 
 @pytest.mark.usefixtures("structlog_defaults")
 def test_resuming_a_thread_reuses_its_session(tmp_path: Path) -> None:
     """A thread resumed (same middleware, then a new one) is budgeted by its own session again."""
+    from langchain.agents import create_agent
+    from langchain_core.messages import HumanMessage
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from budget.integrations.langchain import ToolBudgetMiddleware
+    from tests.integrations._langchain_kit import ThreadModel, read_file
+
     first, other = tmp_path / "a.log", tmp_path / "b.log"
     write_big_file(first)
     write_big_file(other, seed=7)
@@ -332,6 +246,12 @@ def test_resuming_a_thread_reuses_its_session(tmp_path: Path) -> None:
 
 def test_root_middleware_refuses_a_run_without_thread_id(tmp_path: Path) -> None:
     """With ``root=`` a run without a thread id is refused with a ConfigError saying what to pass."""
+    from langchain.agents import create_agent
+    from langchain_core.messages import HumanMessage
+
+    from budget.integrations.langchain import ToolBudgetMiddleware
+    from tests.integrations._langchain_kit import ThreadModel, read_file
+
     middleware = ToolBudgetMiddleware(root=tmp_path / "sessions")
     agent = create_agent(ThreadModel(paths=[]), tools=[read_file], middleware=[middleware])
     with pytest.raises(ConfigError, match="thread_id"):

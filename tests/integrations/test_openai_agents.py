@@ -1,6 +1,5 @@
 """OpenAI Agents SDK: the input filter inside a real ``Runner`` loop, with a model that reads."""
 
-# ruff: noqa: E402 - the framework is imported after its CI guard (require_module below).
 from __future__ import annotations
 
 import asyncio
@@ -8,18 +7,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tests._ci import require_module
-
-require_module("agents", extra="openai-agents")
-
-from agents import Agent, ModelResponse, RunConfig, Runner, function_tool
+import pytest
 
 from budget import Budget
-from budget.integrations.openai_agents import (
-    ToolBudgetInputFilter,
-    session_read_tool,
-    toolbudget_input_filter,
-)
 from tests.integrations._agentkit import (
     PAGE_LIMIT,
     PAGE_OFFSET,
@@ -27,59 +17,21 @@ from tests.integrations._agentkit import (
     expected_rows,
     page_rows,
 )
-from tests.integrations._agents_fake import RecordingModel
 
-
-@function_tool
-def read_file(path: str) -> str:
-    """Read a text file and return its contents.
-
-    Args:
-        path: The file to read.
-    """
-    return Path(path).read_text(encoding="utf-8")
-
-
-def _outputs(items: list[Any]) -> list[dict[str, Any]]:
-    return [i for i in items if isinstance(i, dict) and i.get("type") == "function_call_output"]
-
-
-def _names(items: list[Any]) -> dict[str, str]:
-    return {
-        i["call_id"]: i["name"]
-        for i in items
-        if isinstance(i, dict) and i.get("type") == "function_call"
-    }
-
-
-class ReadingModel(RecordingModel):
-    """A model that decides its next output from the input items it receives.
-
-    It reads ``path``; when the result comes back as an envelope it reads a page of it back
-    through the read-back tool; then it answers.
-    """
-
-    def __init__(self, path: str) -> None:
-        super().__init__()
-        self.path = path
-
-    def reply(self, items: list[Any]) -> ModelResponse:
-        """Read the file, then a page of its envelope back, then answer."""
-        outputs = _outputs(items)
-        names = _names(items)
-        if not outputs:
-            return self.call("read_file", {"path": self.path}, "call_read_1")
-        last = outputs[-1]
-        if names[last["call_id"]] == "read_file":
-            ref = envelope_ref(str(last["output"]))
-            if ref is not None:
-                args = {"ref": ref, "offset": PAGE_OFFSET, "limit": PAGE_LIMIT}
-                return self.call("toolbudget_read", args, "call_back_1")
-        return self.answer("done")
+pytestmark = pytest.mark.usefixtures("needs_openai_agents")
 
 
 def test_runner_sees_envelope_and_reads_back(big_file: tuple[Path, str], tmp_path: Path) -> None:
     """In a Runner loop the model gets an envelope and reads exact lines back; the run keeps all."""
+    from agents import Agent, RunConfig, Runner
+
+    from budget.integrations.openai_agents import (
+        ToolBudgetInputFilter,
+        session_read_tool,
+        toolbudget_input_filter,
+    )
+    from tests.integrations._openai_agents_kit import ReadingModel, read_file, tool_outputs
+
     path, text = big_file
     with Budget.open(tmp_path / "session") as session:
         model = ReadingModel(str(path))
@@ -91,14 +43,14 @@ def test_runner_sees_envelope_and_reads_back(big_file: tuple[Path, str], tmp_pat
         assert result.final_output == "done"
         assert len(model.received) == 3
         assert {"read_file", "toolbudget_read"} <= set(model.offered[0])
-        (shown,) = _outputs(model.received[1])
+        (shown,) = tool_outputs(model.received[1])
         assert shown["call_id"] == "call_read_1"
         assert isinstance(shown["output"], str)
         assert shown["output"].startswith("[toolbudget] Output of read_file was too large")
         assert len(shown["output"]) < 5_000 < len(text)
         ref = envelope_ref(shown["output"])
         assert ref is not None
-        first, page = _outputs(model.received[2])
+        first, page = tool_outputs(model.received[2])
         assert first["output"] == shown["output"]
         assert page_rows(str(page["output"])) == expected_rows(text)
         assert session.read(ref).encode("utf-8") == path.read_bytes()
@@ -106,7 +58,7 @@ def test_runner_sees_envelope_and_reads_back(big_file: tuple[Path, str], tmp_pat
         assert decision is not None
         assert (decision.kind, decision.ref) == ("spilled", ref)
         # The run's own items hold the full output.
-        stored = _outputs(result.to_input_list())
+        stored = tool_outputs(result.to_input_list())
         assert stored[0]["output"] == text
         assert isinstance(budgeting, ToolBudgetInputFilter)
         assert budgeting.last_report is not None
@@ -115,6 +67,8 @@ def test_runner_sees_envelope_and_reads_back(big_file: tuple[Path, str], tmp_pat
 
 def test_read_tool_rejects_bad_arguments(big_file: tuple[Path, str]) -> None:
     """The function tool pages exact lines, and answers bad JSON or a bad ref with an error text."""
+    from budget.integrations.openai_agents import session_read_tool
+
     _, text = big_file
     session = Budget.in_memory()
     ref = session.store.put(text)
