@@ -31,9 +31,9 @@ WRITE_BYTECODE := PYTHONDONTWRITEBYTECODE=
 
 # --dist loadgroup is meant to keep the tests of one xdist_group on one worker (the Ray tests).
 # With pytest 9.2 and pytest-xdist 3.8 it does not: xdist still writes the group into the old
-# item._nodeid field, which pytest 9.2 no longer reads, so every test is scheduled on its own as
-# with --dist load (pytest-dev/pytest-xdist#1386, fix proposed in #1388). Nothing fails; grouping
-# comes back with that fix.
+# item._nodeid field, which pytest 9.2 no longer reads, so every test is its own scope, handed out
+# one by one (pytest-dev/pytest-xdist#1386, fix proposed in #1388). Nothing fails; grouping comes
+# back with that fix.
 
 test: $(STAMP)
 	@echo "running the test suite (pytest -n 2)"
@@ -41,13 +41,14 @@ test: $(STAMP)
 
 # Everything but the tests marked slow (crash soak, perf smoke, large hypothesis runs, the docs'
 # python blocks, each in a fresh interpreter), property tests at a fifth of their examples.
-# CI runs `test`: every test at its full count. On the 2-core development machine, shared with
-# other jobs, test-fast took 30-41 s (median 32.7 s of 3 at load 2.6-3.3; side by side with the
-# suite before bytecode was written and the SDK imports left collection: 33.3 s against 33.3 s,
-# 43.1 s against 44.7 s), test 186 s (244 s before). Collection now takes ~1 s a worker; the rest
-# is the tests, and the SDKs that both workers import to run theirs (the groups do not apply).
+# CI runs `test`: every test at its full count. The fast lane holds no grouped test, so it uses
+# --dist load, which hands tests out in chunks: side by side on the 2-core development machine
+# (load 1.6-2.3, three pairs), 33.5 s median against 37.9 s with loadgroup's one-by-one handing
+# out. That machine's speed moves by a quarter within minutes (the same run took 42-63 s of CPU):
+# test-fast took 24.6-36.4 s there, under 30 s in its quieter minutes. Collection takes ~1 s a
+# worker; the rest is the tests, and the SDKs both workers import to run theirs.
 test-fast: $(STAMP)
-	$(WRITE_BYTECODE) $(BIN)/pytest -n 2 --dist loadgroup -q -m "not slow" --hypothesis-profile=fast $(ARGS)
+	$(WRITE_BYTECODE) $(BIN)/pytest -n 2 --dist load -q -m "not slow" --hypothesis-profile=fast $(ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check budget spill benchmarks tests
