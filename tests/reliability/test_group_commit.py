@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import stat
 from pathlib import Path
 
 import pytest
@@ -12,6 +10,7 @@ from structlog.testing import capture_logs
 from benchmarks.perf import _conversation, _result_text, _round
 from budget import Budget
 from spill import _fs, ref_for
+from tests.fsyncs import count_fsyncs
 
 ROUNDS = 60
 
@@ -26,19 +25,6 @@ def _adopted(
     return session, history + list(_round(ROUNDS, _result_text(ROUNDS, 8_000)))
 
 
-def _count_fsyncs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Record each fsync from here on as "file" or "dir", in order."""
-    kinds: list[str] = []
-    real = _fs.fsync
-
-    def fsync(fd: int) -> None:
-        kinds.append("dir" if stat.S_ISDIR(os.fstat(fd).st_mode) else "file")
-        real(fd)
-
-    monkeypatch.setattr(_fs, "fsync", fsync)
-    return kinds
-
-
 def test_a_staleness_batch_writes_its_bodies_as_one_pack_with_two_fsyncs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -46,7 +32,7 @@ def test_a_staleness_batch_writes_its_bodies_as_one_pack_with_two_fsyncs(
     and one of ``bodies/`` before the log's own fsync (it used to be two per body), and every
     body reads back exactly after a restart."""
     session, history = _adopted(tmp_path / "s")
-    kinds = _count_fsyncs(monkeypatch)
+    kinds = count_fsyncs(monkeypatch)
     with session:
         req = session.prepare(history, now=100_000.0)
     trimmed = [d for d in req.report.decisions if d.kind == "trimmed"]
@@ -67,7 +53,7 @@ def test_with_include_path_each_spilled_body_is_the_file_its_envelope_names(
     directory touched, and each named file holds its exact output."""
     config = {"include_path": True, "result_cap": 4_000, "preview_chars": 500}
     with Budget.open(tmp_path / "s", config) as session:
-        kinds = _count_fsyncs(monkeypatch)
+        kinds = count_fsyncs(monkeypatch)
         req = session.prepare(_conversation(ROUNDS, 8_000), now=0.0)
     spilled = [d for d in req.report.decisions if d.kind == "spilled"]
     assert len(spilled) == ROUNDS

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import stat
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -17,21 +16,9 @@ from budget._errors import QuotaExceeded, RefError, StoreError
 from spill import LocalStore, _fs, gc_sessions, ref_for
 from spill._packs import MAGIC, encode_pack, read_index, read_located
 from spill._readonly import ReadOnlyStore
+from tests.fsyncs import count_fsyncs
 
 TEXTS = [f"line {i} of a grep over the repository\n" * (20 + i) for i in range(40)]
-
-
-def _fsync_kinds(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Record each fsync from here on as "file" or "dir", in order."""
-    kinds: list[str] = []
-    real = _fs.fsync
-
-    def fsync(fd: int) -> None:
-        kinds.append("dir" if stat.S_ISDIR(os.fstat(fd).st_mode) else "file")
-        real(fd)
-
-    monkeypatch.setattr(_fs, "fsync", fsync)
-    return kinds
 
 
 def _packs(session: Path) -> list[Path]:
@@ -53,7 +40,7 @@ def test_a_group_of_new_bodies_is_one_pack_written_with_two_fsyncs(
     directory, and each reads back exactly after the session is reopened."""
     path = tmp_path / "s"
     with LocalStore(path) as store:
-        kinds = _fsync_kinds(monkeypatch)
+        kinds = count_fsyncs(monkeypatch)
         assert store.put_many(TEXTS) == [ref_for(t) for t in TEXTS]
         assert kinds == ["file", "dir"]
     assert [p.name for p in (path / "bodies").iterdir()] == [_packs(path)[0].name]
@@ -84,7 +71,7 @@ def test_bodies_already_packed_are_not_written_again(
     path = tmp_path / "s"
     _packed_session(path)
     with LocalStore(path) as store:
-        kinds = _fsync_kinds(monkeypatch)
+        kinds = count_fsyncs(monkeypatch)
         assert store.put_many(TEXTS) == [ref_for(t) for t in TEXTS]
         assert store.put(TEXTS[3]) == ref_for(TEXTS[3])
         assert kinds == ["dir"]

@@ -12,6 +12,7 @@ import pytest
 
 from budget._errors import QuotaExceeded, StoreError
 from spill import LocalStore, MemoryStore, Store, _fs, ref_for
+from tests.fsyncs import count_fsyncs
 
 StoreFactory = Callable[..., Store]
 
@@ -133,17 +134,10 @@ def test_put_many_syncs_each_shard_directory_once_and_bodies_once(
     body file, one per shard directory touched and one of ``bodies/``, not a directory fsync
     per body as a loop of put did."""
     texts = [f"grouped body {i}\n" * 20 for i in range(120)]
-    kinds: list[str] = []
-    real = _fs.fsync
-
-    def fsync(fd: int) -> None:
-        kinds.append("dir" if stat.S_ISDIR(os.fstat(fd).st_mode) else "file")
-        real(fd)
-
     with LocalStore(tmp_path / "s") as store:
         for text in texts:
             store.path_of(ref_for(text))
-        monkeypatch.setattr(_fs, "fsync", fsync)
+        kinds = count_fsyncs(monkeypatch)
         assert store.put_many(texts) == [ref_for(t) for t in texts]
         shards = {ref_for(t)[:2] for t in texts}
         assert kinds.count("file") == len(texts)
