@@ -73,14 +73,11 @@ class Bodies(SessionDir):
     has given out (an envelope may name it, so the path holds the body once it is stored), and
     those whose packed copy is damaged (see :meth:`_in_pack`)."""
 
-    def _pack_skipped(self, name: str, reason: str) -> None:
-        events().warning("toolbudget.spill.pack_skipped", path=self._path, pack=name, reason=reason)
-
     def _pack_index(self, names: list[str] | None = None) -> PackIndex:
         """The packs' index, read on first need (from ``names``, bodies/'s listing, if given)."""
         if not self._packs_loaded:
             try:
-                self._packs.load(self._bodies_fd, self._pack_skipped, names)
+                self._packs.load(self._bodies_fd, self._path, names)
             except OSError as exc:
                 raise self._error(f"list {BODIES_NAME}", exc) from exc
             self._packs_loaded = True

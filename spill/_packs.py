@@ -35,7 +35,7 @@ import xxhash
 
 from spill import _fs
 from spill._errors import RefError, StoreError
-from spill._store import REF_RE
+from spill._store import REF_RE, events
 
 __all__ = [
     "PACK_RE",
@@ -100,7 +100,21 @@ def pack_chunks(bodies: Sequence[_T]) -> list[Sequence[_T]]:
 
 
 def read_index(fd: int, name: str) -> dict[str, Located]:
-    """The refs of the open pack ``fd`` (file ``name``) and where each is; ValueError if damaged."""
+    """The refs of the open pack ``fd`` (file ``name``) and where each is; ValueError if damaged,
+    cut short included."""
+    found, cut = read_index_cut(fd, name)
+    if cut:
+        raise ValueError(f"cut short: {cut} of its bodies lie past its end")
+    return found
+
+
+def read_index_cut(fd: int, name: str) -> tuple[dict[str, Located], int]:
+    """(the refs of the open pack ``fd`` whose bytes it holds, how many its index lists past its
+    end); ValueError if its header or index is damaged.
+
+    A pack is never cut short by a crash (it is renamed into place once whole), but a copy of a
+    session can be: the bodies before the cut are still there, each checked by its ref on read.
+    """
     st = _fs.stat(fd)
     if not stat.S_ISREG(st.st_mode):
         raise ValueError("not a regular file")
@@ -120,6 +134,7 @@ def read_index(fd: int, name: str) -> dict[str, Located]:
     if not isinstance(entries, list):
         raise ValueError("index is not a list")
     out: dict[str, Located] = {}
+    cut = 0
     for entry in entries:
         if not (
             isinstance(entry, list)
@@ -128,11 +143,13 @@ def read_index(fd: int, name: str) -> dict[str, Located]:
             and REF_RE.match(entry[0])
             and all(type(v) is int and v >= 0 for v in entry[1:])
             and entry[1] >= _HEAD + size
-            and entry[1] + entry[2] <= st.st_size
         ):
             raise ValueError(f"bad index entry {str(entry)[:80]}")
+        if entry[1] + entry[2] > st.st_size:
+            cut += 1
+            continue
         out.setdefault(entry[0], Located(name, entry[1], entry[2]))
-    return out
+    return out, cut
 
 
 def read_located(bodies_fd: int, where: Located) -> bytes:
@@ -199,6 +216,10 @@ def file_or_packed(
     return data
 
 
+def _skipped(session: str, name: str, reason: str) -> None:
+    events().warning("toolbudget.spill.pack_skipped", path=session, pack=name, reason=reason)
+
+
 class PackIndex:
     """Every packed ref of a session's ``bodies/`` and where it is, loaded on first need.
 
@@ -222,11 +243,12 @@ class PackIndex:
     def load(
         self,
         bodies_fd: int,
-        skipped: Callable[[str, str], None],
+        session: str,
         names: Iterable[str] | None = None,
     ) -> None:
-        """Read the index of every pack in ``bodies/`` (or among ``names``) not read yet;
-        ``skipped(name, reason)`` is told of each that cannot be read or parsed."""
+        """Read the index of every pack in ``bodies/`` (or among ``names``) not read yet, with a
+        warning naming ``session`` for each that cannot be read or parsed (skipped) or is cut
+        short (the bodies before the cut are kept)."""
         if names is None:
             names = _fs.listdir(bodies_fd)
         for name in names:
@@ -238,15 +260,22 @@ class PackIndex:
             except FileNotFoundError:
                 continue
             except OSError as exc:
-                skipped(name, exc.strerror or str(exc))
+                _skipped(session, name, exc.strerror or str(exc))
                 continue
             try:
-                found = read_index(fd, name)
+                found, cut = read_index_cut(fd, name)
             except (OSError, ValueError) as exc:
-                skipped(name, str(exc))
+                _skipped(session, name, str(exc))
                 continue
             finally:
                 _fs.close(fd)
+            if cut:
+                events().warning(
+                    "toolbudget.spill.pack_cut",
+                    path=session,
+                    pack=name,
+                    reason=f"{cut} bodies lie past its end; {len(found)} kept",
+                )
             for ref, where in found.items():
                 self._keep(ref, where)
 

@@ -19,7 +19,7 @@ from spill._errors import RefError, StoreError
 from spill._log import decode_log
 from spill._packs import PackIndex, file_or_packed, read_copies
 from spill._sessiondir import BODIES_NAME, BODY_SUFFIX, LOG_NAME, META_NAME, decode_meta
-from spill._store import LogRecord, PutResult, StoreBase, events, validate_ref
+from spill._store import LogRecord, PutResult, StoreBase, validate_ref
 
 __all__ = ["ReadOnlyStore"]
 
@@ -56,9 +56,6 @@ class ReadOnlyStore(StoreBase):
             )
         self._packs = PackIndex()
 
-    def _pack_skipped(self, name: str, reason: str) -> None:
-        events().warning("toolbudget.spill.pack_skipped", path=self._path, pack=name, reason=reason)
-
     def _read_packed(self, ref: str) -> bytes | None:
         """The packed bytes of ``ref``, None if no pack holds it; the live session may have
         written a pack since we last looked, so a miss lists ``bodies/`` again."""
@@ -72,7 +69,7 @@ class ReadOnlyStore(StoreBase):
             ) from None
         try:
             if self._packs.get(ref) is None:
-                self._packs.load(bodies_fd, self._pack_skipped)
+                self._packs.load(bodies_fd, self._path)
             copies = self._packs.copies(ref)
             return read_copies(bodies_fd, copies, ref) if copies else None
         except (OSError, ValueError) as exc:

@@ -134,10 +134,6 @@ def test_a_temp_pack_left_by_a_crash_is_removed_and_never_read(tmp_path: Path) -
     assert not temp.exists()
 
 
-def _truncate(pack: Path) -> None:
-    pack.write_bytes(pack.read_bytes()[:-10])
-
-
 def _garbage_header(pack: Path) -> None:
     pack.write_bytes(b"NOTAPACK" + pack.read_bytes()[8:])
 
@@ -162,14 +158,12 @@ def _fifo(pack: Path) -> None:
     os.mkfifo(pack)
 
 
-@pytest.mark.parametrize(
-    "damage", [_truncate, _garbage_header, _huge_index, _renamed, _symlink, _fifo]
-)
+@pytest.mark.parametrize("damage", [_garbage_header, _huge_index, _renamed, _symlink, _fifo])
 def test_a_damaged_pack_is_skipped_with_a_warning_and_its_bodies_stored_again(
     tmp_path: Path, damage: Callable[[Path], None], logs: list[dict[str, Any]]
 ) -> None:
-    """A pack cut short, with a foreign header, an index length out of range, a name that is
-    not its index's hash, a symlink or a FIFO is skipped with ``pack_skipped`` (never followed,
+    """A pack with a foreign header, an index length out of range, a name that is not its
+    index's hash, a symlink or a FIFO is skipped with ``pack_skipped`` (never followed,
     never blocking): its refs are not found, and storing the texts again stores them whole."""
     path = tmp_path / "s"
     refs = _packed_session(path)
@@ -181,6 +175,29 @@ def test_a_damaged_pack_is_skipped_with_a_warning_and_its_bodies_stored_again(
         assert store.put_many(TEXTS) == refs
         assert [store.get(r) for r in refs] == TEXTS
     assert [e["event"] for e in logs].count("toolbudget.spill.pack_skipped") == 1
+
+
+def test_a_pack_cut_short_keeps_the_bodies_before_the_cut(
+    tmp_path: Path, logs: list[dict[str, Any]]
+) -> None:
+    """A pack cut inside its 31st body (a session copied in part) keeps the 30 bodies before
+    the cut, each read back exactly, with a ``pack_cut`` warning; the cut ones are not found,
+    and storing the texts again stores them whole."""
+    path = tmp_path / "s"
+    refs = _packed_session(path)
+    pack = _packs(path)[0]
+    _, _, where = encode_pack([(ref_for(t), t.encode()) for t in TEXTS])
+    cut_at = where[refs[30]].offset + 5
+    pack.write_bytes(pack.read_bytes()[:cut_at])
+    with LocalStore(path) as store:
+        assert [store.get(r) for r in refs[:30]] == TEXTS[:30]
+        assert not any(store.has(r) for r in refs[30:])
+        [warned] = [e for e in logs if e["event"] == "toolbudget.spill.pack_cut"]
+        assert warned["reason"] == f"{len(TEXTS) - 30} bodies lie past its end; 30 kept"
+        assert store.put_many(TEXTS) == refs
+        assert [store.get(r) for r in refs] == TEXTS
+    with ReadOnlyStore(path) as reader:
+        assert reader.get(refs[5]) == TEXTS[5] and reader.get(refs[35]) == TEXTS[35]
 
 
 def test_a_packed_body_whose_bytes_changed_is_reported_corrupt(tmp_path: Path) -> None:
