@@ -214,16 +214,9 @@ class Ledger:
                 continue
             if chosen is None or chosen["kind"] != "trimmed" or not _same_text(chosen, rec):
                 chosen = rec
-        if chosen is None:
-            return self._by_id.get(call_id)
-        # :meth:`record` inlined (this call id's records are folded): a resume folds every
-        # result of its history here, one call each.
-        d = Decision._from_valid(chosen)
-        prev = self._by_id.get(call_id)
-        if prev is not None and prev.kind == "trimmed" and prev.same_text(d.chars, d.digest):
-            return prev
-        self._by_id[call_id] = d
-        return d
+        if chosen is not None:
+            self.record(Decision._from_valid(chosen))
+        return self._by_id.get(call_id)
 
     def _fold_all(self) -> None:
         for call_id in list(self._pending):
