@@ -29,11 +29,11 @@ bench: $(STAMP)
 # value turns it off; the .pyc files go to __pycache__/ beside the sources, which git ignores.
 WRITE_BYTECODE := PYTHONDONTWRITEBYTECODE=
 
-# --dist loadgroup is meant to keep the tests of one xdist_group on one worker (the Ray tests).
-# With pytest 9.2 and pytest-xdist 3.8 it does not: xdist still writes the group into the old
-# item._nodeid field, which pytest 9.2 no longer reads, so every test is its own scope, handed out
-# one by one (pytest-dev/pytest-xdist#1386, fix proposed in #1388). Nothing fails; grouping comes
-# back with that fix.
+# Both lanes run on two workers with --dist loadgroup, which tests/conftest.py hands to
+# tests/_lanes.py's GroupedScheduling: a test module is one unit of work, and every module that
+# imports a framework SDK goes to the same worker, so the other never pays those ~6 s of imports.
+# (xdist's own loadgroup, with pytest 9.2 and pytest-xdist 3.8, ignores the xdist_group marks and
+# hands tests out one by one: pytest-dev/pytest-xdist#1386.)
 
 test: $(STAMP)
 	@echo "running the test suite (pytest -n 2)"
@@ -41,14 +41,9 @@ test: $(STAMP)
 
 # Everything but the tests marked slow (crash soak, perf smoke, large hypothesis runs, the docs'
 # python blocks, each in a fresh interpreter), property tests at a fifth of their examples.
-# CI runs `test`: every test at its full count. The fast lane holds no grouped test, so it uses
-# --dist load, which hands tests out in chunks: side by side on the 2-core development machine
-# (load 1.6-2.3, three pairs), 33.5 s median against 37.9 s with loadgroup's one-by-one handing
-# out. That machine's speed moves by a quarter within minutes (the same run took 42-63 s of CPU):
-# test-fast took 24.6-36.4 s there, under 30 s in its quieter minutes. Collection takes ~1 s a
-# worker; the rest is the tests, and the SDKs both workers import to run theirs.
+# CI runs `test`: every test at its full count.
 test-fast: $(STAMP)
-	$(WRITE_BYTECODE) $(BIN)/pytest -n 2 --dist load -q -m "not slow" --hypothesis-profile=fast $(ARGS)
+	$(WRITE_BYTECODE) $(BIN)/pytest -n 2 --dist loadgroup -q -m "not slow" --hypothesis-profile=fast $(ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check budget spill benchmarks tests

@@ -142,13 +142,19 @@ _WORDS = (
 )  # fmt: skip
 
 
+_WORD_LINES = tuple(
+    " ".join(_WORDS[(start + j) % len(_WORDS)] for j in range(9)) for start in range(len(_WORDS))
+)
+"""The nine words a line of :func:`_result_text` holds, by the index of its first word."""
+
+
 def _result_text(seed: int, chars: int) -> str:
     """A deterministic log-like tool output of exactly ``chars`` characters."""
     parts: list[str] = []
     size, i = 0, 0
     while size < chars:
-        line = " ".join(_WORDS[(seed * 7 + i * 3 + j) % len(_WORDS)] for j in range(9))
-        line = f"{i + 1:5d} {line} ({seed}:{i})\n"
+        words = _WORD_LINES[(seed * 7 + i * 3) % len(_WORDS)]
+        line = f"{i + 1:5d} {words} ({seed}:{i})\n"
         parts.append(line)
         size += len(line)
         i += 1

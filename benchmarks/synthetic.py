@@ -205,7 +205,7 @@ def _text(rng: random.Random, chars: int, lines: Sequence[str]) -> str:
     while size < chars:
         batch = rng.choices(lines, k=max(1, (chars - size) // _MEAN_LINE + 1))
         out.extend(batch)
-        size += sum(len(line) + 1 for line in batch)
+        size += sum(map(len, batch)) + len(batch)  # each line with its newline
     return "\n".join(out)[:chars]
 
 

@@ -11,8 +11,10 @@ import pytest
 import structlog
 
 from tests._ci import require_dir
-from tests._lanes import register_profiles
+from tests._collect_probe import PLUGIN_NAME, CollectImports
+from tests._lanes import GroupedScheduling, register_profiles, sdk_import_error, sdks_loaded
 from tests._s3 import MotoS3, moto_s3_server
+from tests._shared import SharedTraces, digest, load_shared
 
 register_profiles()  # before the hypothesis plugin reads --hypothesis-profile
 
@@ -25,6 +27,16 @@ def shared_traces() -> Path:
     return require_dir(
         SHARED_TRACES, "../shared/traces is absent (a fresh clone without the public trace set)"
     )
+
+
+@pytest.fixture(scope="session")
+def shared_trace_set(shared_traces: Path) -> Iterator[SharedTraces]:
+    """The public traces loaded once a worker (a load takes ~0.1 s and a dozen tests read them);
+    a test that changed one in place fails the run at its end."""
+    loaded = load_shared(shared_traces)
+    before = digest(loaded[0])
+    yield loaded
+    assert digest(loaded[0]) == before, "a test changed a shared trace in place: copy it first"
 
 
 @pytest.fixture
@@ -44,6 +56,32 @@ def structlog_restored() -> Iterator[None]:
 def structlog_defaults(structlog_restored: None) -> None:
     """structlog at its defaults (a CLI test may have configured a level), restored afterwards."""
     structlog.reset_defaults()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Register the plugin noting what collecting each test module imports (tests/test_structure.py
+    reads it)."""
+    config.pluginmanager.register(CollectImports(), PLUGIN_NAME)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> GroupedScheduling | None:
+    """``--dist loadgroup`` hands work out by :class:`tests._lanes.GroupedScheduling`; every
+    other ``--dist`` mode is xdist's own (None lets xdist choose)."""
+    if config.getvalue("dist") == "loadgroup":
+        return GroupedScheduling(config, log)
+    return None
+
+
+@pytest.fixture(autouse=True)
+def _sdk_imports_stay_in_the_sdk_group(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test outside ``SDK_MODULES`` that imports a framework SDK fails, naming its module: the
+    scheduler would not keep it on the SDK worker, and the other worker would pay the import."""
+    before = sdks_loaded()
+    yield
+    error = sdk_import_error(request.node.nodeid, sdks_loaded() - before)
+    if error:
+        pytest.fail(error)
 
 
 @pytest.hookimpl(tryfirst=True)

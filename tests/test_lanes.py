@@ -2,14 +2,28 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from tests._lanes import FAST_EXAMPLES, FULL_EXAMPLES, scaled
+from tests._collect_probe import HEAVY_SDKS
+from tests._lanes import (
+    FAST_EXAMPLES,
+    FULL_EXAMPLES,
+    SDK_GROUP,
+    SDK_MODULES,
+    SDK_PACKAGES,
+    scaled,
+    sdk_import_error,
+    unit_of,
+)
 
-MAKEFILE = Path(__file__).resolve().parents[1] / "Makefile"
+REPO = Path(__file__).resolve().parents[1]
+MAKEFILE = REPO / "Makefile"
 
 
 def _recipe(target: str) -> str:
@@ -55,3 +69,71 @@ def test_both_test_targets_let_python_write_bytecode() -> None:
     for target in ("test", "test-fast"):
         pytest_line = next(line for line in _recipe(target).splitlines() if "/pytest " in line)
         assert pytest_line.lstrip("\t@").startswith("$(WRITE_BYTECODE) "), pytest_line
+
+
+def test_both_test_targets_hand_work_out_with_loadgroup() -> None:
+    """``make test`` and ``make test-fast`` run two workers with ``--dist loadgroup``, the mode
+    tests/conftest.py gives to ``tests._lanes.GroupedScheduling``."""
+    for target in ("test", "test-fast"):
+        assert "-n 2 --dist loadgroup " in _recipe(target), target
+
+
+def test_every_sdk_module_is_a_test_module_of_the_suite() -> None:
+    """Each entry of ``SDK_MODULES`` names a test module that exists, by its path from the repo."""
+    for module in SDK_MODULES:
+        path = REPO / module
+        assert path.is_file() and path.name.startswith("test_"), module
+
+
+def test_grouped_scheduling_makes_a_module_a_unit_and_the_sdk_modules_one() -> None:
+    """A test's unit of work is its module; every SDK module's tests share one unit; an xdist
+    group suffix wins; an ``@`` inside a parametrize id is no group."""
+    split = unit_of
+    sdk = sorted(SDK_MODULES)
+    assert split(f"{sdk[0]}::test_a") == split(f"{sdk[-1]}::test_b[x]") == SDK_GROUP
+    assert split("tests/spill/test_store_gc.py::test_a") == "tests/spill/test_store_gc.py"
+    assert split("tests/spill/test_store_gc.py::Cls::test_a[1]") == "tests/spill/test_store_gc.py"
+    assert split("tests/benchmarks/test_engines.py::test_a@ray") == "ray"
+    assert split("tests/spill/test_store_gc.py::test_a[a@b]") == "tests/spill/test_store_gc.py"
+
+
+def test_an_sdk_import_outside_the_sdk_modules_is_an_error_naming_the_module() -> None:
+    """A test outside ``SDK_MODULES`` that imported an SDK gets an error naming the module to add;
+    an SDK module, or a test that imported nothing new, gets none."""
+    error = sdk_import_error("tests/spill/test_store_gc.py::test_a", frozenset({"openai"}))
+    assert error is not None
+    assert "openai" in error and "add tests/spill/test_store_gc.py to SDK_MODULES" in error
+    assert sdk_import_error(f"{min(SDK_MODULES)}::test_a", frozenset({"openai"})) is None
+    assert sdk_import_error("tests/spill/test_store_gc.py::test_a", frozenset()) is None
+
+
+@pytest.mark.slow
+def test_loadgroup_runs_every_sdk_module_on_one_worker() -> None:
+    """Two SDK modules and two others under ``-n 2 --dist loadgroup``: the SDK modules' tests all
+    run on one worker, and the run uses both."""
+    sdk = ["tests/budget/test_usage.py", "tests/budget/test_tokens.py"]
+    others = ["tests/budget/test_envelope.py", "tests/spill/test_store_gc.py"]
+    assert set(sdk) <= SDK_MODULES
+    options = ["-n", "2", "--dist", "loadgroup", "-v", "-p", "no:cacheprovider"]
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", *options, "--hypothesis-profile=fast", *sdk, *others],
+        cwd=REPO,
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": ""},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-3_000:] + done.stderr[-2_000:]
+    ran = re.findall(r"^\[(gw\d)\] .*?PASSED (\S+?)::", done.stdout, flags=re.M)
+    assert {module for _, module in ran} == {*sdk, *others}
+    workers = {module: {w for w, m in ran if m == module} for module in {*sdk, *others}}
+    sdk_workers = set().union(*(workers[m] for m in sdk))
+    assert len(sdk_workers) == 1, workers
+    assert {w for w, _ in ran} == {"gw0", "gw1"}, workers
+
+
+def test_the_sdks_kept_on_one_worker_are_among_the_heavy_imports() -> None:
+    """Every package of ``SDK_PACKAGES`` is one of the heavy imports no test module may import at
+    its top (``HEAVY_SDKS``)."""
+    assert SDK_PACKAGES <= HEAVY_SDKS

@@ -7,6 +7,7 @@ a lazy import cannot hide a loop; the fresh-interpreter checks prove what an imp
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
 import re
 import subprocess
@@ -54,6 +55,7 @@ def _imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
     return found
 
 
+@functools.cache
 def _graph() -> dict[str, set[str]]:
     known = _modules()
     return {name: _imports(name, path, known) for name, path in known.items()}
@@ -82,13 +84,25 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return loops
 
 
-def _loaded_after(statement: str) -> list[str]:
-    """The top-level package names in ``sys.modules`` after running ``statement`` afresh."""
-    code = f"import sys\n{statement}\nprint(' '.join(sorted({{m.split('.')[0] for m in sys.modules}})))"
+_STEPS = (
+    "import spill\nfrom spill import LocalStore, MemoryStore, gc_sessions",
+    "import budget\nimport budget.cli",
+)
+"""What a fresh interpreter imports, in this order: spill alone first, then budget and its CLI."""
+
+
+@functools.cache
+def _loaded_after_each_step() -> tuple[frozenset[str], ...]:
+    """The top-level package names in ``sys.modules`` after each of ``_STEPS``, run in order in
+    one fresh interpreter (once a run: two tests read it)."""
+    report = "print(' '.join(sorted({m.split('.')[0] for m in sys.modules})))"
+    code = "\n".join(["import sys", *(f"{step}\n{report}" for step in _STEPS)])
     out = subprocess.run(
         [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True
     )
-    return out.stdout.split()
+    lines = out.stdout.splitlines()
+    assert len(lines) == len(_STEPS), out.stdout
+    return tuple(frozenset(line.split()) for line in lines)
 
 
 def test_budget_and_spill_import_each_other_without_a_cycle() -> None:
@@ -111,14 +125,14 @@ def test_spill_never_imports_budget_or_the_benchmarks() -> None:
 
 def test_importing_spill_alone_does_not_import_budget() -> None:
     """A fresh interpreter that imports only spill (and its stores) has no budget module loaded."""
-    loaded = _loaded_after("import spill\nfrom spill import LocalStore, MemoryStore, gc_sessions")
+    loaded = _loaded_after_each_step()[0]
     assert "spill" in loaded
     assert "budget" not in loaded
 
 
 def test_importing_budget_and_its_cli_does_not_import_the_benchmarks() -> None:
     """``import budget`` and ``import budget.cli`` load no benchmark code (only ``bench`` does)."""
-    loaded = _loaded_after("import budget\nimport budget.cli")
+    loaded = _loaded_after_each_step()[1]
     assert "budget" in loaded
     assert "benchmarks" not in loaded
 

@@ -9,11 +9,11 @@ module or function that grows back past a target fails here rather than in a lat
 from __future__ import annotations
 
 import ast
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
+
+import pytest
+
+from tests._collect_probe import PLUGIN_NAME, CollectImports, imports_collecting_all
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("budget", "spill")
@@ -28,48 +28,6 @@ FUNCTIONS_OVER: dict[str, int] = {
     "spill/_log.py:_decode_lines": 68,
 }
 """Functions above ``MAX_FUNCTION_LINES`` today, with the most lines each may have."""
-
-
-HEAVY_SDKS = frozenset(
-    {
-        "agents",
-        "anthropic",
-        "boto3",
-        "botocore",
-        "langchain",
-        "langchain_core",
-        "langgraph",
-        "langsmith",
-        "matplotlib",
-        "moto",
-        "openai",
-        "pydantic_ai",
-        "ray",
-        "s3fs",
-    }
-)
-"""Top-level packages that cost from a fraction of a second to seconds to import: a test imports
-them when it runs (or through a fixture), never at the top of its module."""
-
-_COLLECT_PROBE = """
-import json, os, sys
-
-HEAVY = frozenset(json.loads(os.environ["TOOLBUDGET_HEAVY"]))
-_seen = set()
-_found = {}
-
-
-def pytest_collectreport(report):
-    new = {name.partition(".")[0] for name in sys.modules} & HEAVY - _seen
-    if new:
-        _found[report.nodeid or "(start-up)"] = sorted(new)
-        _seen.update(new)
-
-
-def pytest_collection_finish(session):
-    with open(os.environ["TOOLBUDGET_PROBE_OUT"], "w", encoding="utf-8") as out:
-        json.dump(_found, out)
-"""
 
 
 def _sources() -> list[Path]:
@@ -121,28 +79,25 @@ def test_architecture_page_names_every_module_of_budget_and_spill() -> None:
     assert not missing, f"docs/architecture.md has no row for {missing}"
 
 
-def test_collecting_the_test_suite_imports_no_heavy_sdk(tmp_path: Path) -> None:
-    """Collecting every test module (in a fresh interpreter, as an xdist worker does) imports none
-    of ``HEAVY_SDKS``; a module that does is named with what it pulled in."""
-    (tmp_path / "collect_probe.py").write_text(_COLLECT_PROBE, encoding="utf-8")
-    found = tmp_path / "found.json"
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO)]),
-        "TOOLBUDGET_HEAVY": json.dumps(sorted(HEAVY_SDKS)),
-        "TOOLBUDGET_PROBE_OUT": str(found),
-    }
-    command = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "collect_probe"]
-    done = subprocess.run(
-        [*command, "-p", "no:cacheprovider", "tests"],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout[-2_000:] + done.stderr[-2_000:]
-    assert " tests collected" in done.stdout, done.stdout[-2_000:]
-    imported = json.loads(found.read_text(encoding="utf-8"))
+def test_collecting_the_test_suite_imports_no_heavy_sdk(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """Collecting every test module imports none of ``HEAVY_SDKS``; a module that does is named
+    with what it pulled in (this run's collection when it took every module, else a fresh one)."""
+    probe = request.config.pluginmanager.get_plugin(PLUGIN_NAME)
+    assert isinstance(probe, CollectImports)
+    if probe.collected_every_module(REPO / "tests"):
+        imported = probe.found
+    else:
+        imported = imports_collecting_all(REPO / "tests", tmp_path / "found.json")
+    assert imported == {}, f"collecting these imports heavy SDKs: {imported}"
+
+
+@pytest.mark.slow
+def test_collecting_the_test_suite_in_a_fresh_interpreter_imports_no_heavy_sdk(
+    tmp_path: Path,
+) -> None:
+    """The same check in a fresh interpreter (what a run of one module falls back to): an SDK
+    imported at the top of a test module would be named."""
+    imported = imports_collecting_all(REPO / "tests", tmp_path / "found.json")
     assert imported == {}, f"collecting these imports heavy SDKs: {imported}"

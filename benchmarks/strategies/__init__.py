@@ -9,7 +9,7 @@ settings.
 
 from __future__ import annotations
 
-import importlib
+import importlib.util
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
@@ -90,12 +90,14 @@ real package rather than a re-implementation. ``[bench]`` installs every one of 
 
 
 def missing(name: str) -> str | None:
-    """Why the strategy ``name`` cannot run here (a module it needs is not installed), or None."""
+    """Why the strategy ``name`` cannot run here (a module it needs is not installed), or None.
+
+    Looked up, not imported: importing openai-agents and langchain costs ~4 s, which a bench
+    that fails on its next check (a missing ``--traces``) or skips the peer would pay for nothing.
+    A package that is installed but broken fails when its strategy first runs, naming it."""
     modules, extra = REQUIRES.get(name, ((), ""))
     for module in modules:
-        try:
-            importlib.import_module(module)
-        except ImportError:
+        if importlib.util.find_spec(module) is None:
             return (
                 f"needs the {module!r} package: pip install 'toolbudget[{extra}]' "
                 "(or 'toolbudget[bench]' for every peer)"

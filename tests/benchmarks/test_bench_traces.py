@@ -14,11 +14,11 @@ import orjson
 import pytest
 
 from benchmarks import strategies
-from benchmarks.importers import load_dir
 from benchmarks.replay import replay_trace
 from benchmarks.strategies._base import Messages, StrategySession
 from benchmarks.strategies.toolbudget import ToolbudgetSession
 from benchmarks.trace import Trace
+from tests._shared import SharedTraces
 
 # Slow: replays every recorded trace under every strategy.
 pytestmark = [pytest.mark.traces, pytest.mark.slow]
@@ -30,12 +30,12 @@ def _uncounted(obj: Any) -> int:
 
 
 @pytest.fixture(scope="module")
-def traces(shared_traces: Path) -> list[Trace]:
+def traces(shared_trace_set: SharedTraces) -> list[Trace]:
     """Every trace of the public set (every file must load)."""
-    found, skipped = load_dir(shared_traces)
-    assert skipped == []
+    found, skipped = shared_trace_set
+    assert skipped == ()
     assert len(found) >= 30
-    return found
+    return list(found)
 
 
 class _Checker:

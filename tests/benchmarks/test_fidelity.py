@@ -25,6 +25,7 @@ from benchmarks.pricing import pricing_for, rules_for
 from benchmarks.replay import build_strategies, replay_trace
 from benchmarks.report import as_json, render, run_bench
 from benchmarks.trace import Request, Trace, Usage
+from tests._shared import SharedTraces
 
 Message = dict[str, Any]
 
@@ -194,9 +195,11 @@ def test_header_is_added_to_every_request_of_every_strategy(tmp_path: Path) -> N
         assert replay.billed_tokens == 1000 + 1028
 
 
-def test_shared_headers_make_the_first_request_match_the_recording(shared_traces: Path) -> None:
+def test_shared_headers_make_the_first_request_match_the_recording(
+    shared_trace_set: SharedTraces,
+) -> None:
     """Claude Code gets 7-28k header tokens, mini-swe-agent none, and request 0 equals its record."""
-    traces, _ = load_dir(shared_traces)
+    traces, _ = shared_trace_set
     for trace in traces:
         first = trace.requests[0]
         assert first.usage is not None, trace.name
@@ -336,9 +339,9 @@ def test_bench_prints_and_keeps_the_calibration_and_header(tmp_path: Path) -> No
     assert row["recorded_cached_share"] == 2500 / 5020
 
 
-def test_calibration_on_shared_traces(shared_traces: Path, tmp_path: Path) -> None:
+def test_calibration_on_shared_traces(shared_trace_set: SharedTraces, tmp_path: Path) -> None:
     """none's simulated cache is within 1.5 points of Claude Code's record and 0 for Llama."""
-    traces, _ = load_dir(shared_traces)
+    traces, _ = shared_trace_set
     chosen = [t for t in traces if t.format == "claude-code" or "llama" in (t.model or "")]
     (none,) = build_strategies([])
     replays = [replay_trace(t, none, tmp_path / str(i)) for i, t in enumerate(chosen)]
@@ -458,10 +461,10 @@ def test_shrunk_traces_are_skipped_with_their_reason(tmp_path: Path) -> None:
     assert all(isinstance(s, Skipped) and "not scored" in s.reason for s in skipped)
 
 
-def test_no_shared_trace_is_skipped(shared_traces: Path) -> None:
+def test_no_shared_trace_is_skipped(shared_trace_set: SharedTraces) -> None:
     """The 30 shared traces all import with their requests: none is refused as shrunk."""
-    traces, skipped = load_dir(shared_traces)
-    assert skipped == []
+    traces, skipped = shared_trace_set
+    assert skipped == ()
     assert len(traces) == 30
 
 

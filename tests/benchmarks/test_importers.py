@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 
-from benchmarks.importers import FORMATS, Skipped, detect, load_dir, load_file
+from benchmarks.importers import FORMATS, detect, load_dir, load_file
 from benchmarks.trace import Request, Trace, Usage
 from budget._errors import FormatError, InputError
+from tests._shared import SharedTraces
 
 # Per file: (owner__repo directory, file name, traces, requests, tool results, requests with usage).
 # Checked against ../shared/traces/README.md:
@@ -138,10 +139,10 @@ FORMAT_TOTALS = {
 }
 
 
-@pytest.fixture(scope="module")
-def loaded(shared_traces: Path) -> tuple[list[Trace], list[Skipped]]:
-    """Every shared trace, loaded once for the module."""
-    return load_dir(shared_traces)
+@pytest.fixture
+def loaded(shared_trace_set: SharedTraces) -> SharedTraces:
+    """Every shared trace (loaded once a worker)."""
+    return shared_trace_set
 
 
 def _results(trace: Trace) -> Iterator[dict[str, Any]]:
@@ -184,12 +185,10 @@ def _pairing_problems(trace: Trace) -> list[str]:
     return problems
 
 
-def test_every_shared_file_imports(
-    shared_traces: Path, loaded: tuple[list[Trace], list[Skipped]]
-) -> None:
+def test_every_shared_file_imports(shared_traces: Path, loaded: SharedTraces) -> None:
     """Every trace file in the public set loads, none is skipped, and each gives a trace."""
     traces, skipped = loaded
-    assert skipped == []
+    assert skipped == ()
     files = {
         p.relative_to(shared_traces).as_posix()
         for p in shared_traces.rglob("*")
@@ -201,7 +200,7 @@ def test_every_shared_file_imports(
 
 @pytest.mark.parametrize(("repo", "name", "n_traces", "n_requests", "n_results", "n_usage"), PINNED)
 def test_pinned_counts_per_file(
-    loaded: tuple[list[Trace], list[Skipped]],
+    loaded: SharedTraces,
     repo: str,
     name: str,
     n_traces: int,
@@ -217,7 +216,7 @@ def test_pinned_counts_per_file(
     assert sum(r.usage is not None for t in traces for r in t.requests) == n_usage
 
 
-def test_format_totals(loaded: tuple[list[Trace], list[Skipped]]) -> None:
+def test_format_totals(loaded: SharedTraces) -> None:
     """Per format, the totals and the longest tool result match the README's figures."""
     totals: dict[str, list[int]] = {}
     for trace in loaded[0]:
@@ -230,13 +229,13 @@ def test_format_totals(loaded: tuple[list[Trace], list[Skipped]]) -> None:
     assert {k: tuple(v) for k, v in totals.items()} == FORMAT_TOTALS
 
 
-def test_pairing_invariant_on_shared_traces(loaded: tuple[list[Trace], list[Skipped]]) -> None:
+def test_pairing_invariant_on_shared_traces(loaded: SharedTraces) -> None:
     """Every tool result follows the assistant message holding its call; ids are unique."""
     for trace in loaded[0]:
         assert _pairing_problems(trace) == [], trace.name
 
 
-def test_requests_are_growing_prefixes(loaded: tuple[list[Trace], list[Skipped]]) -> None:
+def test_requests_are_growing_prefixes(loaded: SharedTraces) -> None:
     """Request prefixes never shrink, fit the messages, and each ends before an assistant turn."""
     for trace in loaded[0]:
         sizes = [r.n_messages for r in trace.requests]
@@ -250,7 +249,7 @@ def test_requests_are_growing_prefixes(loaded: tuple[list[Trace], list[Skipped]]
 
 
 def test_shared_traces_have_plausible_usage_and_times(
-    loaded: tuple[list[Trace], list[Skipped]],
+    loaded: SharedTraces,
 ) -> None:
     """Recorded usage grows with the history and every request has an epoch timestamp."""
     first_2024, end_2026 = 1_704_067_200, 1_798_761_600
@@ -263,11 +262,11 @@ def test_shared_traces_have_plausible_usage_and_times(
         assert prompts[-1] > prompts[0], trace.name
 
 
-def test_trace_identity(loaded: tuple[list[Trace], list[Skipped]]) -> None:
+def test_trace_identity(loaded: SharedTraces) -> None:
     """Names are unique, traces are sorted by path then name, and providers follow the format."""
     traces = loaded[0]
     assert len({t.name for t in traces}) == len(traces)
-    assert traces == sorted(traces, key=lambda t: (t.path, t.name))
+    assert list(traces) == sorted(traces, key=lambda t: (t.path, t.name))
     providers = {(t.format, t.provider) for t in traces}
     assert providers == {
         ("claude-code", "anthropic"),
@@ -288,7 +287,7 @@ def test_detect_on_shared_traces(shared_traces: Path) -> None:
             assert detect(path) == path.relative_to(shared_traces).parts[0], path.name
 
 
-def test_shared_details(loaded: tuple[list[Trace], list[Skipped]]) -> None:
+def test_shared_details(loaded: SharedTraces) -> None:
     """System prompts, metadata and canonical blocks come through as each format records them."""
     by_name = {t.name: t for t in loaded[0]}
     codex = by_name["codex-cli/019e1625"]

@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks._count import counter_for
-from benchmarks.importers import load_dir, load_file
+from benchmarks.importers import load_file
 from benchmarks.replay import build_strategies, replay_trace
 from benchmarks.trace import Trace
+from tests._shared import SharedTraces
 
 
 def _chat(tmp_path: Path, outputs: list[str]) -> Trace:
@@ -71,10 +72,10 @@ def test_empty_results_cost_only_their_no_output_notes(tmp_path: Path) -> None:
 
 
 def test_shared_traces_with_nothing_decided_cost_only_notes(
-    shared_traces: Path, tmp_path: Path
+    shared_trace_set: SharedTraces, tmp_path: Path
 ) -> None:
     """On small shared traces where toolbudget decides nothing, it bills none plus its notes."""
-    traces, _ = load_dir(shared_traces)
+    traces, _ = shared_trace_set
     small = [t for t in traces if len(t.requests) <= 12]
     assert small
     for i, trace in enumerate(small):

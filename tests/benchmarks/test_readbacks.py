@@ -12,10 +12,10 @@ import pytest
 from benchmarks import strategies
 from benchmarks.bound import bound_billed, share_of_saving
 from benchmarks.cache import CacheRules
-from benchmarks.importers import load_dir
 from benchmarks.readbacks import answer_lines, quotable_lines
 from benchmarks.replay import aggregate, replay_trace
 from benchmarks.trace import Request, Trace
+from tests._shared import SharedTraces
 from tests.benchmarks.test_strategies import chars4
 
 L1 = "ERROR: something failed at line 42 of main.py"  # 45 characters
@@ -175,10 +175,10 @@ def test_share_of_saving() -> None:
 
 @pytest.mark.traces
 def test_public_traces_none_shows_every_quote_and_masking_pays(
-    shared_traces: Path, tmp_path: Path
+    shared_trace_set: SharedTraces, tmp_path: Path
 ) -> None:
     """On a real trace ``none`` sees every quoted line; masking hides some and pays read-backs."""
-    traces, _ = load_dir(shared_traces)
+    traces, _ = shared_trace_set
     trace = next(t for t in traces if t.name == "claude-code/37f83ec9")
     none = replay_trace(trace, strategies.get("none"), tmp_path / "none")
     assert none.quotes > 0

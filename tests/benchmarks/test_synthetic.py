@@ -9,9 +9,9 @@ import orjson
 import pytest
 
 from benchmarks import synthetic
-from benchmarks.importers import load_dir
 from benchmarks.replay import build_strategies, run
 from budget._errors import ConfigError, InputError
+from tests._shared import SharedTraces
 
 
 def test_the_same_seed_gives_the_same_sessions_and_a_larger_n_extends_them() -> None:
@@ -63,9 +63,11 @@ def test_a_generated_corpus_follows_the_table_it_was_drawn_from() -> None:
         assert r[0.1] <= statistics.median(len(t.requests) for t in group) <= r[0.9], fmt
 
 
-def test_the_committed_table_is_the_fit_of_the_public_traces(shared_traces: Path) -> None:
+def test_the_committed_table_is_the_fit_of_the_public_traces(
+    shared_trace_set: SharedTraces,
+) -> None:
     """benchmarks/synthetic_shape.json is what fit() computes from ../shared/traces today."""
-    found, _ = load_dir(shared_traces)
+    found, _ = shared_trace_set
     fitted = synthetic.fit(found)
     assert fitted == synthetic.load_shape(), (
         "the traces or importers changed: python -m benchmarks synthetic-shape "

@@ -9,7 +9,6 @@ import pytest
 from typer.testing import CliRunner
 
 from benchmarks.cli import app
-from benchmarks.importers import load_dir
 from benchmarks.tokens import (
     Skipped,
     calibrated,
@@ -21,6 +20,7 @@ from benchmarks.tokens import (
 )
 from benchmarks.trace import Request, Trace, Usage
 from budget._tokens import estimate_tokens
+from tests._shared import SharedTraces
 
 
 def test_summarize_quantiles_and_shares() -> None:
@@ -44,7 +44,7 @@ def test_script_mix() -> None:
 
 @pytest.mark.slow
 @pytest.mark.traces
-def test_estimator_accuracy_on_recorded_usage(shared_traces: Path) -> None:
+def test_estimator_accuracy_on_recorded_usage(shared_trace_set: SharedTraces) -> None:
     """The estimated prompt growth stays within the error measured on the real traces.
 
     Measured on the 30 public traces with each trace's tokenizer family (1,461 pairs for the
@@ -54,7 +54,7 @@ def test_estimator_accuracy_on_recorded_usage(shared_traces: Path) -> None:
     family, leave room for importer changes but fail if the family profiles are lost. The
     whole-prompt estimate built on the usage anchor is 10% under in 0.2% of pairs (4 of 1,689).
     """
-    traces, _ = load_dir(shared_traces)
+    traces, _ = shared_trace_set
     result = measure(traces, estimate_tokens)
     assert result.pairs > 1000
     for method in ("added", "anchored"):
@@ -71,7 +71,7 @@ def test_estimator_accuracy_on_recorded_usage(shared_traces: Path) -> None:
 
 @pytest.mark.traces
 def test_learned_correction_cuts_underestimates_and_makes_the_typical_error_no_worse(
-    shared_traces: Path,
+    shared_trace_set: SharedTraces,
 ) -> None:
     """Replayed through a session, the corrected estimate is under by >2% in <5% of requests of
     every family, and its median |error| is no worse than the raw estimate's.
@@ -82,7 +82,7 @@ def test_learned_correction_cuts_underestimates_and_makes_the_typical_error_no_w
     The median fit that only added (ee5f395) made the median worse in every family (0.115%,
     1.387%, 0.142%).
     """
-    traces, _ = load_dir(shared_traces)
+    traces, _ = shared_trace_set
     rows = calibrated(replay_session(traces))
     assert rows["all"].n > 1000
     for family in ("anthropic", "google", "openai"):
@@ -95,7 +95,9 @@ def test_learned_correction_cuts_underestimates_and_makes_the_typical_error_no_w
 
 @pytest.mark.slow  # the whole benchmark on the 30 traces once more (the pin test above is fast-lane)
 @pytest.mark.traces
-def test_command_line_writes_json(shared_traces: Path, tmp_path: Path) -> None:
+def test_command_line_writes_json(
+    shared_traces: Path, shared_trace_set: SharedTraces, tmp_path: Path
+) -> None:
     """``python -m benchmarks tokens`` prints the table and writes the same figures as JSON."""
     out = tmp_path / "tokens.json"
     result = CliRunner().invoke(app, ["tokens", "--traces", str(shared_traces), "--json", str(out)])
@@ -105,7 +107,7 @@ def test_command_line_writes_json(shared_traces: Path, tmp_path: Path) -> None:
     data = json.loads(out.read_text())
     assert data["pairs"] > 1000
     assert data["groups"]["anchored"]["all"]["n"] == data["pairs"]
-    skipped = measure(load_dir(shared_traces)[0], estimate_tokens).skipped
+    skipped = measure(shared_trace_set[0], estimate_tokens).skipped
     assert data["skipped"] == {"not_grown": skipped.not_grown, "no_new_messages": 0}
     # 29 pairs on the public traces shrink between requests (compactions): counted, not measured.
     assert skipped.not_grown > 20

@@ -15,7 +15,6 @@ from structlog.testing import capture_logs
 import budget._estimates_cache as cache_module
 import budget._textunits as textunits_module
 import budget._tokens as tokens_module
-from benchmarks.importers import load_dir
 from budget import Budget, Prepared
 from budget._estimates_cache import (
     CACHE_MIN_CHARS,
@@ -27,6 +26,7 @@ from budget._history import RESCAN
 from budget._tokens import DEFAULT_PROFILE, tokenizer_profile
 from spill import LocalStore, gc_sessions
 from spill._errors import StoreError
+from tests._shared import SharedTraces
 
 Message = dict[str, Any]
 
@@ -192,9 +192,11 @@ def test_bytes_and_decisions_identical_with_and_without_the_cache(tmp_path: Path
     _same(with_cache, went_on)
 
 
-def test_real_trace_resumes_identically_with_the_cache(tmp_path: Path, shared_traces: Path) -> None:
+def test_real_trace_resumes_identically_with_the_cache(
+    tmp_path: Path, shared_trace_set: SharedTraces
+) -> None:
     """On a recorded agent trace, a resume with the sidecar gives the copy one without it gives."""
-    traces, _ = load_dir(shared_traces)
+    traces, _ = shared_trace_set
     trace = max(traces, key=lambda t: len(t.messages))
     history = list(trace.messages)
     half = history[: max(2, len(history) // 2)]

@@ -17,10 +17,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from benchmarks.importers import load_dir
 from budget import Budget, BudgetConfig
 from tests._ci import require_module
 from tests._lanes import examples
+from tests._shared import SharedTraces
 from tests.strategies import SMALL, big
 
 Message = dict[str, Any]
@@ -81,9 +81,9 @@ def count_markers(messages: list[Any]) -> int:
     return n
 
 
-def _trace_rounds(shared_traces: Path) -> list[list[Message]]:
+def _trace_rounds(shared_trace_set: SharedTraces) -> list[list[Message]]:
     """Long recorded Claude Code sessions, as the message lists an agent appended request by request."""
-    traces, _ = load_dir(shared_traces)
+    traces, _ = shared_trace_set
     chosen = [
         t
         for t in traces
@@ -156,11 +156,11 @@ def _replay_reference_loop(
 
 
 def test_the_reference_loop_on_a_recorded_session_sends_only_the_callers_markers(
-    tmp_path: Path, shared_traces: Path
+    tmp_path: Path, shared_trace_set: SharedTraces
 ) -> None:
     """A recorded Claude Code session under the reference loop: every copy has the caller's markers."""
     config = SMALL.model_copy(update={"result_cap": 5_000, "group_budget": 12_000})
-    for conversation in _trace_rounds(shared_traces):
+    for conversation in _trace_rounds(shared_trace_set):
         seen = _replay_reference_loop(tmp_path / str(len(conversation)), conversation, config)
         assert seen["requests"] >= 100
         assert seen["spilled"] and seen["trimmed"] and seen["empty"]

@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from benchmarks.importers import load_dir
 from benchmarks.perf import _resume_round
 from budget import Budget, Prepared
 from budget._estimates_cache import SIDECAR
@@ -27,6 +26,7 @@ from budget._view import (
     builder,
 )
 from spill import ref_for
+from tests._shared import SharedTraces
 
 Message = dict[str, Any]
 
@@ -81,11 +81,11 @@ def test_perf_session_resumes_to_the_bytes_of_a_session_that_went_on(tmp_path: P
 
 
 def test_real_traces_resume_to_the_bytes_of_a_session_that_went_on(
-    tmp_path: Path, shared_traces: Path
+    tmp_path: Path, shared_trace_set: SharedTraces
 ) -> None:
     """On the longest recorded trace of each format, a resume halfway gives the copy, decisions
     and figures of the full rebuild and of a session that never restarted."""
-    traces, _ = load_dir(shared_traces)
+    traces, _ = shared_trace_set
     longest: dict[str, Any] = {}
     for trace in traces:
         if trace.format not in longest or len(trace.messages) > len(longest[trace.format].messages):
