@@ -18,6 +18,8 @@ from typing import Final
 import orjson
 import pytest
 
+from tests._lanes import loaded
+
 __all__ = ["HEAVY_SDKS", "OUT_ENV", "PLUGIN_NAME", "CollectImports", "imports_collecting_all"]
 
 HEAVY_SDKS: Final = frozenset(
@@ -47,10 +49,6 @@ OUT_ENV: Final = "TOOLBUDGET_COLLECT_IMPORTS_OUT"
 PLUGIN_NAME: Final = "toolbudget-collect-imports"
 
 
-def _heavy_loaded() -> set[str]:
-    return {name.partition(".")[0] for name in sys.modules} & HEAVY_SDKS
-
-
 class CollectImports:
     """A pytest plugin: the :data:`HEAVY_SDKS` first imported while each module was collected
     (``found``, by node id; ``"(start-up)"`` for those loaded before collection)."""
@@ -62,7 +60,7 @@ class CollectImports:
         self._note("(start-up)")
 
     def _note(self, nodeid: str) -> None:
-        new = _heavy_loaded() - self._seen
+        new = loaded(HEAVY_SDKS) - self._seen
         if new:
             self.found[nodeid] = sorted(new)
             self._seen |= new

@@ -12,7 +12,13 @@ import structlog
 
 from tests._ci import require_dir
 from tests._collect_probe import PLUGIN_NAME, CollectImports
-from tests._lanes import GroupedScheduling, register_profiles, sdk_import_error, sdks_loaded
+from tests._lanes import (
+    SDK_PACKAGES,
+    GroupedScheduling,
+    loaded,
+    register_profiles,
+    sdk_import_error,
+)
 from tests._s3 import MotoS3, moto_s3_server
 from tests._shared import SharedTraces, digest, load_shared
 
@@ -77,9 +83,9 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> GroupedSched
 def _sdk_imports_stay_in_the_sdk_group(request: pytest.FixtureRequest) -> Iterator[None]:
     """A test outside ``SDK_MODULES`` that imports a framework SDK fails, naming its module: the
     scheduler would not keep it on the SDK worker, and the other worker would pay the import."""
-    before = sdks_loaded()
+    before = loaded(SDK_PACKAGES)
     yield
-    error = sdk_import_error(request.node.nodeid, sdks_loaded() - before)
+    error = sdk_import_error(request.node.nodeid, loaded(SDK_PACKAGES) - before)
     if error:
         pytest.fail(error)
 
