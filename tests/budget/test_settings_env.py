@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from pydantic_settings import SettingsConfigDict
 
 from budget import Budget, BudgetConfig
 from budget._errors import ConfigError
@@ -45,3 +46,24 @@ def test_a_bad_environment_value_is_a_config_error_naming_the_variable(
         BudgetConfig()
     monkeypatch.setenv("TOOLBUDGET_TOOLS", '{"bash": {"cap": 1000}}')
     assert BudgetConfig(result_cap=5_000).tools["bash"].cap == 1000
+
+
+def test_no_env_file_is_read_unless_a_subclass_names_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ``.env`` in the working directory sets nothing; a subclass naming an env file (and a
+    secrets directory) reads it, and the environment still wins over the file."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".env").write_text("TOOLBUDGET_RESULT_CAP=70000\n", encoding="utf-8")
+    assert BudgetConfig().result_cap == BudgetConfig.model_fields["result_cap"].default
+    secrets = tmp_path / "secrets"
+    secrets.mkdir()
+    (secrets / "toolbudget_stub_chars").write_text("300", encoding="utf-8")
+
+    class FromFiles(BudgetConfig):
+        model_config = SettingsConfigDict(env_file=".env", secrets_dir=secrets)
+
+    assert FromFiles().result_cap == 70_000
+    assert FromFiles().stub_chars == 300
+    monkeypatch.setenv("TOOLBUDGET_RESULT_CAP", "90000")
+    assert FromFiles().result_cap == 90_000
