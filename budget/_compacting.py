@@ -125,6 +125,14 @@ class _Summaries:
         return got[1]
 
 
+def require_list(messages: object) -> list[Any]:
+    """``messages``, refused unless it is a list (``prepare``, ``compact``): a generator would be
+    spent by the first pass over it, a tuple could not be told from a message."""
+    if not isinstance(messages, list):
+        raise InputError(f"messages must be a list of messages, not {type(messages).__name__}")
+    return messages
+
+
 class Compacting:
     """Compaction's turn in a request, ``compact`` / ``uncompact`` and their async forms."""
 
@@ -141,6 +149,7 @@ class Compacting:
     _append_log: Append
     _check_open: Callable[[], None]
     _message_tokens: Callable[[Any], int]
+    _as_sent: Callable[[list[Any]], list[Any]]
     _prepare: Callable[[list[Any], Any, float, float], Prepared]
     _request: Callable[..., Prepared]
     _lock: Any
@@ -171,7 +180,13 @@ class Compacting:
 
     def _compact(self, messages: list[Any], fmt: Format, *, manual: bool) -> bool:
         return self._compactor.compact(
-            messages, fmt, self._message_tokens, self._append_log, self.window, manual=manual
+            messages,
+            fmt,
+            self._message_tokens,
+            self._append_log,
+            self.window,
+            self._as_sent,
+            manual=manual,
         )
 
     @contextmanager
@@ -225,6 +240,7 @@ class Compacting:
         can_wait: bool = True,
     ) -> bool:
         self._check_open()
+        messages = require_list(messages)
         with self._lock:
             fmt, _ = self._formats.for_request(messages, format)
             with self._summaries(awaited, can_wait):

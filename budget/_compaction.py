@@ -16,7 +16,7 @@ import orjson
 import xxhash
 
 from budget._transcript import name_args, render_transcript
-from budget._view import Format, scan_at
+from budget._view import Format, Scanned, scan_at
 from budget.formats._common import field, is_record, to_dict
 
 __all__ = [
@@ -79,6 +79,20 @@ def pinned_head(messages: Sequence[Any]) -> int:
     return i
 
 
+def _answered_calls(scans: Sequence[Scanned]) -> list[int]:
+    """Per message, the first message holding a call its results answer (its own index when it
+    answers none, or none made before it). A result answers the latest call made with its id
+    up to its message: where a server names every turn's call ``call_0``, each result pairs with
+    its own turn's call, not with the first turn's."""
+    latest: dict[str, int] = {}
+    out: list[int] = []
+    for i, scanned in enumerate(scans):
+        for call in scanned.calls:
+            latest[call.call_id] = i
+        out.append(min((latest.get(r.call_id, i) for r in scanned.results), default=i))
+    return out
+
+
 def tail_start(
     messages: Sequence[Any],
     fmt: Format,
@@ -106,18 +120,11 @@ def tail_start(
         start, held = start - 1, held + size
         if held >= min_tokens and n - start >= min_messages:
             break
-    called: dict[str, int] = {}
-    scans = [scan_at(fmt, messages, i) for i in range(n)]
-    for i, scanned in enumerate(scans):
-        for call in scanned.calls:
-            called.setdefault(call.call_id, i)
+    answered = _answered_calls([scan_at(fmt, messages, i) for i in range(n)])
     moved = True
     while moved:
         moved = False
-        earliest = min(
-            (called.get(r.call_id, start) for s in scans[start:] for r in s.results),
-            default=start,
-        )
+        earliest = min(answered[start:], default=start)
         before = field(messages[start - 1], "type") if start > head else None
         if before == "reasoning" or (
             # Parallel Responses calls are items of one turn: a tail never starts between
@@ -285,16 +292,11 @@ def drop_oldest_rounds(
     when no cut is possible (a single round, or nothing past the first message).
     """
     n = len(messages)
-    scans = [scan_at(fmt, messages, i) for i in range(n)]
-    called: dict[str, int] = {}
-    for i, scanned in enumerate(scans):
-        for call in scanned.calls:
-            called.setdefault(call.call_id, i)
+    answered = _answered_calls([scan_at(fmt, messages, i) for i in range(n)])
     # earliest[i]: the earliest call answered by a result at or after i (n when none).
     earliest = [n] * (n + 1)
     for i in range(n - 1, -1, -1):
-        here = min((called.get(r.call_id, n) for r in scans[i].results), default=n)
-        earliest[i] = min(earliest[i + 1], here)
+        earliest[i] = min(earliest[i + 1], answered[i])
     goal = sum(tokens(m) for m in messages) * share
     dropped = 0
     for i, message in enumerate(messages):

@@ -16,10 +16,10 @@ import contextvars
 import inspect
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from budget._checkpoint import Checkpoint
+from budget._compact_limits import Limits, check_summary_size, limits, summary_start
 from budget._compaction import (
     Attachments,
     Tail,
@@ -46,63 +46,6 @@ SUMMARY_RETRIES = 3
 it summarized (whole rounds), before the compaction counts as failed (SPEC §11.6). Claude Code
 retries as often (``MAX_PTL_RETRIES = 3`` in ``src/services/compact/compact.ts``, read from the
 public reconstructions of the 2.1.x bundle, e.g. NanmiCoder/cc-haha)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Limits:
-    """The compaction settings as they apply under one window and one unseen header.
-
-    The token settings are Claude Code's, made for a 200k window. Under a window where the
-    reserve and margin take more than half of it, they shrink in proportion to half of it (a
-    32k window otherwise has a negative threshold: every request would compact). The tail, the
-    attachments and the minimum reclaim are bounded by what the messages may hold under the
-    threshold once the header (system prompt, tool definitions: what the request carries that
-    toolbudget never sees) is counted: the tail by a quarter of it, the attachments by an eighth,
-    so that a compacted copy leaves room for the summary and the rounds until the next one
-    (a tail of half of it was measured to compact every third round on the public traces at a
-    32k window).
-    """
-
-    threshold: int
-    """Auto compaction when the view's tokens plus the header exceed this."""
-    room: int
-    """Most tokens one summary request may hold (window - reserve - margin)."""
-    tail_tokens: int
-    tail_max_tokens: int
-    min_reclaim_tokens: int
-    constraint_chars: int
-    file_chars: int
-
-
-def limits(config: BudgetConfig, window: int, header: int, *, manual: bool) -> Limits:
-    """The :class:`Limits` of ``config`` under ``window`` with ``header`` unseen tokens."""
-    reserve, margin = config.compact_reserve_tokens, config.compact_margin_tokens
-    manual_margin = config.compact_manual_margin_tokens
-    half = window // 2
-    if reserve + margin > half:
-        scale = half / (reserve + margin)
-        reserve, margin = int(reserve * scale), int(margin * scale)
-        manual_margin = int(manual_margin * scale)
-    threshold = window - reserve - margin
-    room = window - reserve - (manual_margin if manual else margin)
-    messages = max(threshold - header, 0)
-    tail_max = max(1, min(config.compact_tail_max_tokens, messages // 4))
-    # Attachments get an eighth of the messages' tokens, at ~4 characters a token: a quarter
-    # of it for the constraints, the rest shared by the file snapshots.
-    chars = messages // 2
-    constraint_chars = min(config.compact_constraint_chars, chars // 4)
-    files = max(config.compact_files, 1)
-    return Limits(
-        threshold=threshold,
-        room=room,
-        tail_tokens=min(config.compact_tail_tokens, tail_max),
-        tail_max_tokens=tail_max,
-        # A summary must pay for its call even when the header leaves the messages nothing:
-        # never less than a sixteenth of the window.
-        min_reclaim_tokens=min(config.compact_min_reclaim_tokens, max(window // 16, messages // 4)),
-        constraint_chars=constraint_chars,
-        file_chars=min(config.compact_file_chars, (chars - constraint_chars) // files),
-    )
 
 
 def _within(summarizer: Callable[[Sequence[Any]], Any], part: list[Any], timeout: float) -> Any:
@@ -247,17 +190,22 @@ class Compactor:
         tokens: Callable[[Any], int],
         append: Append,
         window: Callable[[], int],
+        as_sent: Callable[[list[Any]], list[Any]],
         *,
         manual: bool,
     ) -> bool:
         """Summarize the prefix of the current view and record the checkpoint.
 
-        False when there is nothing worth summarizing (a prefix under the minimum reclaim) or,
-        for an automatic compaction, when the summarizer failed (counted towards the breaker).
-        A manual call re-raises the summarizer's error after counting it.
+        False when there is nothing worth summarizing (a prefix under the minimum reclaim, or
+        not one message of it fits the summary request) or, for an automatic compaction, when
+        the summarizer failed (counted towards the breaker). A manual call re-raises the
+        summarizer's error after counting it.
 
-        The summary request itself must fit: what is summarized is cut from the oldest end to
-        ``window - compact_reserve_tokens - margin`` (the manual margin for a manual call).
+        The summarizer reads the prefix as the requests sent it (``as_sent``: results shown as
+        decided, a spilled output as its envelope and ref), not the caller's raw outputs, which
+        it would never fit. The summary request itself must fit: what is summarized is cut from
+        the oldest end to ``window - compact_reserve_tokens - margin`` (the manual margin for a
+        manual call).
         """
         if self.summarizer is None:
             raise InputError("compaction needs a summarizer: Budget.open(..., summarizer=...)")
@@ -266,13 +214,17 @@ class Compactor:
         tail = self._tail(view, fmt, tokens, lim)
         if not self._worth_it(view is not messages, tail, lim, manual):
             return False
+        sent = as_sent(view)
+        first_summarized = summary_start(sent, tail, tokens, lim.room)
+        if not self._fits(first_summarized, tail, manual):
+            return False
         extra = self._attachments(view is not messages, view, fmt, tail, lim)
-        first_summarized = _summary_start(view, tail, tokens, lim.room)
         if manual:
             # The caller chose to try again: the breaker closes, and counts from this call.
             self.failures = 0
         try:
-            summary = self._summarize(view[first_summarized : tail.start], fmt, tokens, manual)
+            part = sent[first_summarized : tail.start]
+            summary = self._summarize(part, fmt, tokens, manual, lim.reserve)
         except Exception as exc:
             self._failed(exc, manual)
             if manual:
@@ -314,9 +266,23 @@ class Compactor:
                 "toolbudget.session.compaction_skipped",
                 prefix_tokens=tail.prefix_tokens,
                 manual=manual,
+                reason="the prefix holds less than compact_min_reclaim_tokens",
             )
             return False
         return True
+
+    def _fits(self, first_summarized: int, tail: Tail, manual: bool) -> bool:
+        """Whether a message before ``tail`` fits the summary request; logs a skip when none
+        does (a summary of nothing would stand for the whole prefix)."""
+        if first_summarized < tail.start:
+            return True
+        self._log.info(
+            "toolbudget.session.compaction_skipped",
+            prefix_tokens=tail.prefix_tokens,
+            manual=manual,
+            reason="the message before the retained tail does not fit a summary request",
+        )
+        return False
 
     def _attachments(
         self, projected: bool, view: list[Any], fmt: Format, tail: Tail, lim: Limits
@@ -359,17 +325,25 @@ class Compactor:
         )
 
     def _summarize(
-        self, part: list[Any], fmt: Format, tokens: Callable[[Any], int], manual: bool
+        self,
+        part: list[Any],
+        fmt: Format,
+        tokens: Callable[[Any], int],
+        manual: bool,
+        reserve: int,
     ) -> str:
         """The summary of ``part``; its oldest rounds dropped while the request is too long.
 
         Raises what the summarizer raised (a SummaryTimeout when it ran past
-        ``compact_timeout_s``, an InputError for no text) once no retry is left.
+        ``compact_timeout_s``, an InputError for no text or for more than ``reserve`` tokens)
+        once no retry is left.
         """
         retries = 0
         while True:
             try:
-                return self._call(part)
+                summary = self._call(part)
+                check_summary_size(summary, tokens, reserve)
+                return summary
             except Exception as exc:
                 if not (isinstance(exc, SummaryTooLong) or is_context_overflow(exc)):
                     raise
@@ -437,12 +411,3 @@ class Compactor:
         if at is None:
             return start
         return at + (start - cp.head - 1)
-
-
-def _summary_start(view: list[Any], tail: Tail, tokens: Callable[[Any], int], room: int) -> int:
-    """The first message summarized: the newest messages before the tail that fit in ``room``."""
-    first_summarized, held = tail.start, 0
-    while first_summarized > tail.head and held + tokens(view[first_summarized - 1]) <= room:
-        first_summarized -= 1
-        held += tokens(view[first_summarized])
-    return first_summarized

@@ -133,6 +133,15 @@ class RequestCopy(HistoryCache):
                 m.tokens_out = tokens
             self._cum_out.append(self._cum_out[-1] + m.tokens_out)
 
+    def _as_sent(self, view: list[Any]) -> list[Any]:
+        """``view`` with each leading message the last request sent as it sent it (its results
+        shown as decided), the rest as they are: what a compaction summarizes."""
+        inputs, outputs = self._inputs, self._outputs
+        k, n = 0, min(len(inputs), len(outputs), len(view))
+        while k < n and view[k] is inputs[k]:
+            k += 1
+        return [*outputs[:k], *view[k:]]
+
     def _render(self, message: Any, results: Sequence[ToolResult]) -> Any:
         texts = {}
         for r in results:

@@ -37,7 +37,7 @@ from typing import Any, ParamSpec, Self, TypeVar, overload
 
 from budget._bodies import Bodies
 from budget._calibration import Anchor, Calibration
-from budget._compacting import Awaited, Compacting
+from budget._compacting import Awaited, Compacting, require_list
 from budget._compactor import Compactor
 from budget._config import BudgetConfig, build_config
 from budget._errors import ContextOverflow, InputError, StoreError
@@ -252,8 +252,7 @@ class Budget(Compacting, Outcome, Bodies):
         """``prepare``, with the summaries ``aprepare`` awaited (see ``budget._compacting``)."""
         started = time.perf_counter()
         self._check_open()
-        if not isinstance(messages, list):
-            raise InputError(f"messages must be a list of messages, not {type(messages).__name__}")
+        messages = require_list(messages)
         when = time.time() if now is None else _timestamp(now)
         with self._lock:
             try:
