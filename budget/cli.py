@@ -91,7 +91,23 @@ def read(
     except BudgetError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
-    sys.stdout.write(text)
+    _write_exactly(text)
+
+
+def _write_exactly(text: str) -> None:
+    """Print ``text`` as it was stored, whatever it holds: the stream's own encoding where it can
+    (undecodable bytes kept as surrogates come back as those bytes), else UTF-8 with each lone
+    surrogate as its code point's bytes (a JSON string cut in the middle of an emoji holds one),
+    where a plain write would raise and print nothing."""
+    out = sys.stdout
+    try:
+        out.write(text)
+        return
+    except UnicodeEncodeError:
+        pass
+    out.flush()
+    out.buffer.write(text.encode("utf-8", "surrogatepass"))
+    out.buffer.flush()
 
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}

@@ -27,6 +27,7 @@ from spill._sessiondir import (
     META_NAME,
     SIDECAR_NAMES,
     TMP_PREFIX,
+    checked_path,
 )
 from spill._store import events
 
@@ -55,8 +56,15 @@ def gc_sessions(
         raise ConfigError(f"older_than_s must be a number of seconds, got {older_than_s!r}")
     if not older_than_s >= 0:
         raise ConfigError(f"older_than_s must be >= 0 seconds, got {older_than_s!r}")
+    raw = checked_path(root, "gc root")
+    if os.path.normpath(raw) == ".":
+        # Path("") is Path("."): an unset variable would collect the current directory.
+        raise ConfigError(
+            f"gc root {raw!r} is the current directory as an unset variable names it; name the "
+            "directory holding the sessions by its path (e.g. sessions, or $PWD)"
+        )
     current = time.time() if now is None else now
-    root = Path(root)
+    root = Path(raw)
     try:
         root_fd = _fs.open_fd(str(root), _DIR_FLAGS)
     except FileNotFoundError:

@@ -47,6 +47,7 @@ from spill._sessiondir import (
     META_NAME,
     READ_FLAGS,
     SIDECAR_NAMES,
+    checked_path,
     decode_meta,
     encode_meta,
 )
@@ -95,14 +96,7 @@ class LocalStore(Bodies, StoreBase):
         fsync: bool = True,
         lock_timeout: float = 0.0,
     ) -> None:
-        if not isinstance(path, str | os.PathLike):
-            raise ConfigError(f"session path must be a str or path, not {type(path).__name__}")
-        raw = os.fspath(path)
-        if not isinstance(raw, str) or not raw:
-            # "" would make the current directory a session: an unset variable is enough.
-            raise ConfigError(f"session path must be a non-empty str path, got {raw!r}")
-        if "\0" in raw:
-            raise ConfigError("session path must not contain a NUL character")
+        raw = checked_path(path, "session path")
         check_quota(quota_bytes)
         if isinstance(lock_timeout, bool) or not isinstance(lock_timeout, int | float):
             raise ConfigError(f"lock_timeout must be a number of seconds, got {lock_timeout!r}")

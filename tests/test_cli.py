@@ -6,6 +6,7 @@ import os
 import time
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from budget import Budget, __version__
@@ -100,3 +101,33 @@ def test_gc_says_which_sessions_it_skipped_and_why(tmp_path: Path) -> None:
     )
     assert "0 session(s) removed, 2 skipped" in result.stdout
     assert (tmp_path / "open").exists() and (tmp_path / "foreign").exists()
+
+
+def test_gc_with_an_empty_root_removes_nothing_in_the_current_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``toolbudget gc ""`` (an unset ``$SESSIONS``) exits 2 and leaves the old session in the
+    current directory, which it used to remove."""
+    _session_with_spill(tmp_path / "old")
+    past = time.time() - 30 * 86400
+    for root, dirs, files in os.walk(tmp_path / "old"):
+        for name in dirs + files:
+            os.utime(Path(root) / name, (past, past))
+    os.utime(tmp_path / "old", (past, past))
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, ["gc", "", "--older-than", "1d"])
+    assert result.exit_code == 2
+    assert "error: gc root" in result.stderr and "current directory" in result.stderr
+    assert (tmp_path / "old" / "session.json").exists()
+
+
+def test_read_prints_a_lone_surrogate_as_its_utf8_bytes(tmp_path: Path) -> None:
+    """A spilled output holding a lone surrogate (a JSON string cut inside an emoji) is printed,
+    the surrogate as its code point's UTF-8 bytes, where the command used to crash printing
+    nothing."""
+    text = "".join(f"deployed {i} \ud83d\n" for i in range(5_000))
+    with Budget.open(tmp_path / "s") as b:
+        b.prepare(conversation([[text]]), now=0)
+    result = runner.invoke(app, ["read", str(tmp_path / "s"), ref_for(text)])
+    assert result.exit_code == 0, result.output
+    assert result.stdout_bytes == text.encode("utf-8", "surrogatepass")

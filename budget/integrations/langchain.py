@@ -217,8 +217,11 @@ def _last_usage(messages: Sequence[Any]) -> Any:
 
 
 def _thread_dir(thread_id: object) -> str:
-    """The directory name of a thread's session: its id, percent-encoded (no ``/``, reversible)."""
-    name = quote(str(thread_id), safe="")
+    """The directory name of a thread's session: its id, percent-encoded (no ``/``, reversible).
+
+    A lone surrogate (a JSON id cut in the middle of an emoji) is encoded as its code point's
+    UTF-8 form, so every id, like every other, names a directory of its own."""
+    name = quote(str(thread_id).encode("utf-8", "surrogatepass"), safe="")
     if name in ("", ".", "..") or len(name) > 200:
         raise ConfigError(
             f"thread_id {str(thread_id)[:80]!r} cannot name a session directory "

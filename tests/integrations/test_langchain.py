@@ -258,5 +258,10 @@ def test_root_middleware_refuses_a_run_without_thread_id(tmp_path: Path) -> None
         agent.invoke({"messages": [HumanMessage(str(tmp_path))]})
     with pytest.raises(ConfigError, match="cannot name a session directory"):
         middleware.session_for("..")
+    # A thread id cut inside an emoji names a directory of its own (it raised UnicodeEncodeError).
+    cut = middleware.session_for("chat-\ud83d")
+    assert (tmp_path / "sessions" / "chat-%ED%A0%BD" / "session.json").is_file()
+    assert middleware.session_for("chat-\ud83d") is cut
+    middleware.close()
     with pytest.raises(ConfigError, match="either a session or root"):
         ToolBudgetMiddleware()

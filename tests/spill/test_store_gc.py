@@ -134,3 +134,33 @@ def test_collected_directory_can_be_reopened_fresh(tmp_path: Path) -> None:
     with LocalStore(session) as store:
         assert store.read_log() == []
         assert store.bodies_bytes == 0
+
+
+@pytest.mark.parametrize("root", ["", Path(""), ".", "./"])
+def test_an_unset_variable_as_root_collects_nothing_in_the_current_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, root: Any
+) -> None:
+    """ "" (an unset variable), Path("") and "." are refused before anything is touched: the old
+    session in the current directory stays (they collected it)."""
+    now = time.time()
+    session = make_session(tmp_path / "old", age_s=30 * DAY, now=now)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match="gc root"):
+        gc_sessions(root, older_than_s=DAY, now=now)
+    assert (session / "session.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("root", "says"),
+    [
+        (None, "must be a str or path, not NoneType"),
+        (5, "must be a str or path, not int"),
+        ("sessions\0x", "must not contain a NUL"),
+        ("sessions/chat-\ud83d", "which no file name can encode"),
+    ],
+)
+def test_a_root_that_is_not_a_path_is_a_config_error(tmp_path: Path, root: Any, says: str) -> None:
+    """None, a number, a NUL or a lone surrogate in the root is a ConfigError naming it, as the
+    same session path is for Budget.open, not a raw TypeError, ValueError or UnicodeEncodeError."""
+    with pytest.raises(ConfigError, match=says):
+        gc_sessions(root, older_than_s=DAY)
