@@ -20,6 +20,7 @@ from typing import Final
 
 from spill import _fs
 from spill._errors import ConfigError, StoreError
+from spill._paths import checked_path
 from spill._sessiondir import (
     BODIES_NAME,
     LOCK_NAME,
@@ -27,7 +28,6 @@ from spill._sessiondir import (
     META_NAME,
     SIDECAR_NAMES,
     TMP_PREFIX,
-    checked_path,
 )
 from spill._store import events
 

@@ -40,6 +40,7 @@ from spill._bodies import Bodies
 from spill._errors import ConfigError, RefError, StoreError
 from spill._log import decode_log, encode_records
 from spill._packs import PackIndex, file_or_packed
+from spill._paths import checked_path
 from spill._sessiondir import (
     BODIES_NAME,
     BODY_SUFFIX,
@@ -47,7 +48,6 @@ from spill._sessiondir import (
     META_NAME,
     READ_FLAGS,
     SIDECAR_NAMES,
-    checked_path,
     decode_meta,
     encode_meta,
 )

@@ -21,7 +21,7 @@ from typing import Any, Final
 import orjson
 
 from spill import _fs
-from spill._errors import ConfigError, RefError, SessionLocked, StoreError
+from spill._errors import RefError, SessionLocked, StoreError
 from spill._store import events
 
 __all__ = [
@@ -33,7 +33,6 @@ __all__ = [
     "SIDECAR_NAMES",
     "TMP_PREFIX",
     "SessionDir",
-    "checked_path",
     "decode_meta",
 ]
 
@@ -436,23 +435,3 @@ def encode_meta(meta: Mapping[str, Any]) -> bytes:
         return orjson.dumps(dict(meta), option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2)
     except TypeError as exc:
         raise StoreError(f"session metadata is not JSON-serializable: {exc}") from exc
-
-
-def checked_path(path: object, what: str) -> str:
-    """``path`` as a str a file name can be made of, or a ConfigError naming ``what`` it is: not
-    a str or path, empty (an unset variable), holding a NUL, or not encodable to the file
-    system's bytes (a lone surrogate, as a JSON id cut in the middle of an emoji holds)."""
-    if not isinstance(path, str | os.PathLike):
-        raise ConfigError(f"{what} must be a str or path, not {type(path).__name__}")
-    raw = os.fspath(path)
-    if not isinstance(raw, str) or not raw:
-        # "" would name the current directory: an unset variable is enough.
-        raise ConfigError(f"{what} must be a non-empty str path, got {raw!r}")
-    if "\0" in raw:
-        raise ConfigError(f"{what} must not contain a NUL character")
-    try:
-        os.fsencode(raw)
-    except UnicodeEncodeError as exc:
-        bad = raw[exc.start : exc.end]
-        raise ConfigError(f"{what} {raw!r} holds {bad!r}, which no file name can encode") from None
-    return raw
