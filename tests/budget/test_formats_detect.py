@@ -123,6 +123,13 @@ def test_unknown_shapes_are_refused_naming_what_was_seen() -> None:
         assert isinstance(info.value, InputError)
 
 
+@pytest.mark.parametrize("messages", [None, 5, {"role": "user", "content": "hi"}])
+def test_detect_format_of_what_is_no_list_of_messages_is_an_input_error(messages: Any) -> None:
+    """detect_format(None), of a number or of one message dict is an InputError, as prepare's."""
+    with pytest.raises(InputError, match=r"^messages must be a list of messages"):
+        detect_format(messages)
+
+
 def test_sdk_models_are_detected() -> None:
     """anthropic and openai response objects are recognised like their dict forms."""
     import anthropic.types
