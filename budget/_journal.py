@@ -14,7 +14,7 @@ from typing import Any, TypeGuard
 from budget._calibration import Calibration, restore
 from budget._compactor import Compactor
 from budget._config import BudgetConfig
-from budget._errors import SessionLocked, StoreError
+from budget._errors import InputError, SessionLocked, StoreError
 from budget._ledger import Ledger
 from budget._log import Events
 from spill import Store
@@ -257,3 +257,11 @@ def finite(value: object) -> float | None:
     if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
         return float(value)
     return None
+
+
+def timestamp(now: object) -> float:
+    """``now`` (a request's ``now=``) as a float; InputError unless it is a finite number."""
+    when = finite(now)
+    if when is None:
+        raise InputError(f"now must be a finite number of seconds (a Unix time), not {now!r:.80}")
+    return when

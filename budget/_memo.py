@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Final
 
-from budget._errors import ConfigError
+from budget._errors import ConfigError, InputError
 from budget._estimates_cache import CACHE_MIN_CHARS, EstimateCache
 from budget._tokens import DEFAULT_PROFILE, TokenizerProfile
 
@@ -112,7 +112,13 @@ _MAX_TOKENS: Final = 2**53
 
 def _checked(count: Callable[[str], int]) -> Callable[[str], int]:
     """``count`` refusing what is no token count: the caller's counter is code we do not own,
-    and a string, a negative or a 65-bit number would corrupt every estimate and the log."""
+    and a string, a negative or a 65-bit number would corrupt every estimate and the log.
+    A ``count`` that is not callable (an encoding's name) is refused at once, naming it."""
+    if not callable(count):
+        raise InputError(
+            "text_tokens must be a callable taking a text and returning its token count "
+            f"(budget.tiktoken_text_tokens('o200k_base')), not {count!r:.80}"
+        )
 
     def checked(text: str) -> int:
         n = count(text)

@@ -43,7 +43,7 @@ from budget._config import BudgetConfig, build_config
 from budget._errors import ContextOverflow, InputError, StoreError
 from budget._estimates_cache import load as load_estimates
 from budget._history import result_key
-from budget._journal import Counters, finite
+from budget._journal import Counters, timestamp
 from budget._ledger import Decision, Ledger
 from budget._log import get_logger
 from budget._memo import TextTokens
@@ -79,6 +79,8 @@ class Budget(Compacting, Outcome, Bodies):
         summarizer: Callable[[Sequence[Any]], Any] | None = None,
     ) -> None:
         self.config = build_config(config)
+        if summarizer is not None and not callable(summarizer):  # else a TypeError when compacting
+            raise InputError(f"summarizer must be a callable, not {summarizer!r:.80}")
         self._discover = discover_window
         self._window: int | None = None
         self._window_cap: int | None = None
@@ -253,7 +255,7 @@ class Budget(Compacting, Outcome, Bodies):
         started = time.perf_counter()
         self._check_open()
         messages = require_list(messages)
-        when = time.time() if now is None else _timestamp(now)
+        when = time.time() if now is None else timestamp(now)
         with self._lock:
             try:
                 fmt, to_fix = self._formats.for_request(messages, format)
@@ -402,7 +404,9 @@ class Budget(Compacting, Outcome, Bodies):
         return self._reader.result(tool_input)
 
     def decision(self, call_id: str) -> Decision | None:
-        """The frozen decision for the first result answering a call id, if it was decided."""
+        """The frozen decision for the first result answering ``call_id`` (a string), if decided."""
+        if not isinstance(call_id, str):
+            raise InputError(f"call_id must be a tool call's id (a string), not {call_id!r:.80}")
         return self._ledger.get(result_key(call_id, 1))
 
     # -- spilling at execution time -------------------------------------------------------------
@@ -415,6 +419,8 @@ class Budget(Compacting, Outcome, Bodies):
         """
         if not isinstance(text, str):
             raise InputError(f"a tool output must be a string, not {type(text).__name__}")
+        if not isinstance(tool, str):
+            raise InputError(f"tool must be the tool's name (a string), not {tool!r:.80}")
         self._check_open()
         limit = self.config.cap_for(tool)
         if limit is None or len(text) <= limit or self._envelope_ref(text) is not None:
@@ -450,10 +456,3 @@ class Budget(Compacting, Outcome, Bodies):
         if fn is None:
             return lambda f: wrap_tool(f, spill=self.spill_output, name=name)
         return wrap_tool(fn, spill=self.spill_output, name=name)
-
-
-def _timestamp(now: object) -> float:
-    when = finite(now)
-    if when is None:
-        raise InputError(f"now must be a finite number of seconds (a Unix time), not {now!r:.80}")
-    return when

@@ -25,6 +25,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final, NamedTuple
 
+from budget._errors import InputError
+
 __all__ = [
     "ANTHROPIC_PROFILE",
     "DEFAULT_PROFILE",
@@ -274,6 +276,10 @@ def tokenizer_profile(model: str | None) -> TokenizerProfile:
     Names are matched loosely, so provider prefixes and dates do not matter
     (``openrouter/google/gemini-3-pro-preview``, ``claude-sonnet-4-5-20250929``, ``o3-mini``).
     """
+    if not isinstance(model, str):
+        if model is None:
+            return DEFAULT_PROFILE
+        raise InputError(f"model must be a model name (a string), not {model!r:.80}")
     if not model:
         return DEFAULT_PROFILE
     name = model.lower()

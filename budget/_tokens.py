@@ -17,6 +17,7 @@ from typing import Any, Final, Protocol, runtime_checkable
 
 import orjson
 
+from budget._errors import InputError
 from budget._textunits import (
     ANTHROPIC_PROFILE,
     DEFAULT_PROFILE,
@@ -316,6 +317,8 @@ def estimate_tokens(
     ``text`` replaces the text estimator, e.g. with an exact tokenizer, keeping the framing.
     """
     profile = model if isinstance(model, TokenizerProfile) else tokenizer_profile(model)
+    if text is not None and not callable(text):
+        raise InputError(f"text must be a callable counting a text's tokens, not {text!r:.80}")
     return _value_tokens(obj, profile.text_tokens if text is None else text, profile)
 
 

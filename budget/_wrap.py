@@ -15,6 +15,7 @@ import inspect
 from collections.abc import Callable, Iterable
 from typing import Any, ParamSpec, Protocol, TypeVar, cast
 
+from budget._errors import InputError
 from budget._ledger import Decision
 from budget._view import ToolResult
 
@@ -39,6 +40,10 @@ def wrap_tool(fn: Callable[P, T], *, spill: Spiller, name: str | None = None) ->
     wording use it); by default the function's ``__name__``. Outputs that are not strings and
     exceptions pass through untouched.
     """
+    if not callable(fn):
+        raise InputError(f"wrap_tool takes the tool's function, not {fn!r:.80}")
+    if name is not None and not isinstance(name, str):
+        raise InputError(f"name must be the tool's name (a string), not {name!r:.80}")
     tool = name if name is not None else getattr(fn, "__name__", "")
 
     if inspect.iscoroutinefunction(fn):

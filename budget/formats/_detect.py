@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from budget._errors import FormatError
+from budget._errors import FormatError, InputError
 from budget._view import Format
 from budget.formats._common import type_name
 from budget.formats._shapes import NAMES, describe, explain, shape_fits
@@ -70,7 +70,10 @@ def detect_format(messages: Sequence[Any]) -> Format:
 
     Messages without any tool call that every format allows (role/content dicts with string
     content, say) are taken as Anthropic when Anthropic fits, else as Chat Completions.
+    InputError when ``messages`` is no sequence of messages at all (None, a dict).
     """
+    if not isinstance(messages, Sequence):
+        raise InputError(f"messages must be a list of messages, not {type_name(messages)}")
     return detect(messages)[0]
 
 

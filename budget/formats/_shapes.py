@@ -5,17 +5,32 @@ and the ``type`` of its content parts; :func:`shape_fits` returns the formats it
 intersects them over a history; an adapter uses them to refuse, rather than pass through
 silently, a message that belongs to another format (a Chat ``tool`` message given to the
 Anthropic adapter would otherwise be a plain message, and its result never budgeted).
+
+A message an adapter refuses as malformed may be a well-formed message of another format (a Chat
+assistant message's ``content: null``, a Responses item without a role): when the history it is
+in is another format, the refusal is a FormatError (:class:`ShapedFormat`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from budget._errors import FormatError
+from budget._errors import FormatError, InputError
+from budget._view import Format, Scanned
 from budget.formats._common import field, is_record, type_name
 
-__all__ = ["LABELS", "NAMES", "Reason", "describe", "explain", "require_fit", "shape_fits"]
+__all__ = [
+    "LABELS",
+    "NAMES",
+    "Reason",
+    "ShapedFormat",
+    "describe",
+    "explain",
+    "history_fits",
+    "require_fit",
+    "shape_fits",
+]
 
 NAMES = ("anthropic", "openai_chat", "openai_responses")
 """The built-in formats, in the order a guess prefers them."""
@@ -156,11 +171,69 @@ def explain(index: int, message: Any, reason: Reason) -> str:
 
 def require_fit(name: str, index: int, message: Any) -> None:
     """FormatError unless ``message`` may be a message of format ``name``."""
+    error = _fit_error(name, index, message)
+    if error is not None:
+        raise error
+
+
+def _fit_error(name: str, index: int, message: Any) -> FormatError | None:
+    """The FormatError :func:`require_fit` raises, or None when ``message`` may be ``name``'s."""
     fits, reason = shape_fits(message)
-    if name not in fits:
-        label = LABELS.get(name, name)
-        seen = f" ({describe(fits)})" if fits else ""
-        raise FormatError(
-            f"{explain(index, message, reason)}{seen}, which the session's format, {label} "
-            f"({name!r}), does not allow"
-        )
+    if name in fits:
+        return None
+    label = LABELS.get(name, name)
+    seen = f" ({describe(fits)})" if fits else ""
+    return FormatError(
+        f"{explain(index, message, reason)}{seen}, which the session's format, {label} "
+        f"({name!r}), does not allow"
+    )
+
+
+def history_fits(messages: Sequence[Any]) -> frozenset[str]:
+    """The formats every message of ``messages`` fits, leaving out messages that fit none (they
+    tell nothing of the history's format): one when the history is certainly that format,
+    several when it may be any of them, none when its messages mix formats."""
+    candidates = _ALL
+    for message in messages:
+        fits, _ = shape_fits(message)
+        if fits:
+            candidates &= fits
+            if not candidates:
+                break
+    return candidates
+
+
+class ShapedFormat(Format):
+    """A built-in format: a message its adapter refuses in a history of another format is a
+    FormatError, not the adapter's InputError about a field.
+
+    The adapters check a message's fields first and its shape (:func:`require_fit`) only where
+    the fields allow a message of another format through, so a Chat assistant message
+    (``content: null``) in an Anthropic session or a Responses item (no role) in a Chat session
+    is refused by a field. Once a message is refused, the history decides: FormatError when that
+    message fits other formats only and the history is certainly another format (a tool call is
+    conclusive) or mixes formats. The adapter's own error stands for a message that may be one
+    of its format's (``content: 3``), fits none (``role: 'critic'``), or sits in a history that
+    is no format for sure (a lone ``system`` message in an Anthropic session). The history is
+    looked at on that error path only: a request that is not refused pays nothing.
+    """
+
+    def scan_in(self, messages: Sequence[Any], index: int) -> Scanned:
+        """:meth:`Format.scan_in`, with a refusal of another format's message a FormatError."""
+        try:
+            return self.scan(index, messages[index])
+        except InputError as exc:
+            # A FormatError already names the formats.
+            foreign = None if type(exc) is not InputError else _foreign(self.name, messages, index)
+            if foreign is None:
+                raise
+            raise foreign from None
+
+
+def _foreign(name: str, messages: Sequence[Any], index: int) -> FormatError | None:
+    """The FormatError for format ``name``'s refusal of ``messages[index]`` when the messages
+    are another format (see :class:`ShapedFormat`); None when the refusal stands."""
+    fits, _ = shape_fits(messages[index])
+    if not fits or name in fits or len(history_fits(messages)) > 1:
+        return None
+    return _fit_error(name, index, messages[index])

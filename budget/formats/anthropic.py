@@ -12,7 +12,6 @@ from budget._errors import InputError
 from budget._view import (
     EMPTY_SCAN,
     Call,
-    Format,
     RawResult,
     Scanned,
     build_call,
@@ -28,7 +27,7 @@ from budget.formats._common import (
     to_dict,
     type_name,
 )
-from budget.formats._shapes import require_fit
+from budget.formats._shapes import ShapedFormat, require_fit
 
 __all__ = ["ANTHROPIC", "AnthropicFormat"]
 
@@ -65,7 +64,7 @@ def _getter(block: object, index: int, j: int) -> Callable[[str], Any]:
     return partial(field, block)
 
 
-class AnthropicFormat(Format):
+class AnthropicFormat(ShapedFormat):
     """The Anthropic Messages format: dicts (what the SDK sends) or the SDK's models.
 
     An assistant message may be a ``{"role": "assistant", "content": response.content}`` dict

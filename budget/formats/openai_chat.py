@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from budget._errors import InputError
-from budget._view import EMPTY_SCAN, Call, Format, RawResult, Scanned
+from budget._view import EMPTY_SCAN, Call, RawResult, Scanned
 from budget.formats._common import (
     field,
     is_record,
@@ -21,7 +21,7 @@ from budget.formats._common import (
     require_str,
     type_name,
 )
-from budget.formats._shapes import require_fit
+from budget.formats._shapes import ShapedFormat, require_fit
 
 __all__ = ["OPENAI_CHAT", "OpenAIChatFormat"]
 
@@ -30,7 +30,7 @@ _ROLES = ("system", "developer", "user", "assistant", "tool", "function")
 _CALL_KINDS = (None, "function", "custom")  # a tuple: a type may be any value, even unhashable
 
 
-class OpenAIChatFormat(Format):
+class OpenAIChatFormat(ShapedFormat):
     """The Chat Completions message list, as dicts or as the SDK's models."""
 
     name = "openai_chat"

@@ -16,7 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 from budget._errors import InputError
-from budget._view import EMPTY_SCAN, Call, Format, RawResult, Scanned
+from budget._view import EMPTY_SCAN, Call, RawResult, Scanned
 from budget.formats._common import (
     field,
     is_record,
@@ -25,7 +25,7 @@ from budget.formats._common import (
     require_str,
     type_name,
 )
-from budget.formats._shapes import require_fit
+from budget.formats._shapes import ShapedFormat, require_fit
 
 __all__ = ["CALL_TYPES", "OPENAI_RESPONSES", "OUTPUT_TYPES", "OpenAIResponsesFormat"]
 
@@ -35,7 +35,7 @@ _NEUTRAL = "reasoning"
 """Items that may sit between the calls of one turn without ending it."""
 
 
-class OpenAIResponsesFormat(Format):
+class OpenAIResponsesFormat(ShapedFormat):
     """The Responses API ``input`` list, as dicts or as the SDK's models."""
 
     name = "openai_responses"
@@ -80,7 +80,7 @@ class OpenAIResponsesFormat(Format):
     def scan_in(self, messages: Sequence[Any], index: int) -> Scanned:
         """:meth:`scan` of ``messages[index]``, knowing its neighbours: a call item right after
         other call items (reasoning items aside) continues their round instead of opening one."""
-        scanned = self.scan(index, messages[index])
+        scanned = super().scan_in(messages, index)
         if not scanned.opens_round:
             return scanned
         j = index - 1

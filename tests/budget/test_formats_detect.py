@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import typing
+from itertools import permutations
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ from pydantic import TypeAdapter
 
 from budget import Budget, BudgetConfig, FormatError, InputError, detect_format, get_format
 from budget.formats import ANTHROPIC, OPENAI_CHAT, OPENAI_RESPONSES, detect
+from budget.formats._shapes import LABELS
 from tests.strategies import assistant, chat_assistant, chat_tool, conversation, results
 
 SMALL = BudgetConfig(result_cap=1_000, preview_chars=200, fsync=False)
@@ -121,6 +123,13 @@ def test_unknown_shapes_are_refused_naming_what_was_seen() -> None:
         assert isinstance(info.value, InputError)
 
 
+@pytest.mark.parametrize("messages", [None, 5, {"role": "user", "content": "hi"}])
+def test_detect_format_of_what_is_no_list_of_messages_is_an_input_error(messages: Any) -> None:
+    """detect_format(None), of a number or of one message dict is an InputError, as prepare's."""
+    with pytest.raises(InputError, match=r"^messages must be a list of messages"):
+        detect_format(messages)
+
+
 def test_sdk_models_are_detected() -> None:
     """anthropic and openai response objects are recognised like their dict forms."""
     import anthropic.types
@@ -181,6 +190,47 @@ def test_a_named_format_is_used_as_is(tmp_path: Path) -> None:
     bad_role = r"messages\[0\]\.role must be 'user' or 'assistant'"
     with Budget.open(tmp_path / "b", SMALL) as b, pytest.raises(InputError, match=bad_role):
         b.prepare([{"role": "system", "content": "x"}], format="anthropic")
+
+
+HISTORIES = {
+    "anthropic": ANTHROPIC_MSGS,
+    "openai_chat": [{"role": "system", "content": "Be brief."}, *CHAT_MSGS],
+    "openai_responses": RESPONSES_MSGS,
+}
+
+
+@pytest.mark.parametrize(("session_format", "history_format"), list(permutations(HISTORIES, 2)))
+def test_a_history_of_another_format_than_the_sessions_is_a_format_error(
+    session_format: str, history_format: str
+) -> None:
+    """A history in another format than the session's is a FormatError naming both formats,
+    whichever field of it the session's adapter refuses first."""
+    with Budget.in_memory(SMALL, format=session_format) as b:
+        with pytest.raises(FormatError) as info:
+            b.prepare(HISTORIES[history_format])
+        assert f"the session's format, {LABELS[session_format]}" in str(info.value)
+        assert LABELS[history_format] in str(info.value)
+        assert b.prepare(HISTORIES[session_format]).report.format == session_format
+
+
+@pytest.mark.parametrize(
+    ("session_format", "history", "needle"),
+    [
+        ("anthropic", [{"role": "user", "content": 3}], "messages[0].content must be"),
+        ("anthropic", [{"role": "developer", "content": "x"}], "messages[0].role must be"),
+        ("openai_chat", [*CHAT_MSGS, {"role": "critic", "content": "x"}], "messages[3].role"),
+        ("openai_responses", [*RESPONSES_MSGS, {"content": "x"}], "neither a type nor a role"),
+    ],
+)
+def test_a_malformed_message_of_the_sessions_format_keeps_its_input_error(
+    session_format: str, history: list[Any], needle: str
+) -> None:
+    """A message that may be the session's format, fits none, or sits in a history of no
+    certain format gets the adapter's own InputError, not a FormatError."""
+    with Budget.in_memory(SMALL, format=session_format) as b, pytest.raises(InputError) as info:
+        b.prepare(history)
+    assert type(info.value) is InputError
+    assert needle in str(info.value)
 
 
 def test_a_format_error_leaves_the_session_usable(tmp_path: Path) -> None:

@@ -211,6 +211,32 @@ def test_bad_input_raises_an_input_error_naming_the_problem(
     assert needle in str(info.value)
 
 
+@pytest.mark.parametrize(
+    ("argument", "value"), [("summarizer", "claude-sonnet-4-5"), ("text_tokens", "o200k_base")]
+)
+def test_open_refuses_a_callback_that_is_not_callable(
+    tmp_path: Path, argument: str, value: str
+) -> None:
+    """A summarizer or text counter that is not callable is an InputError naming it at open."""
+    with pytest.raises(InputError, match=rf"^{argument} must be a callable"):
+        Budget.open(tmp_path / "s", SMALL, **{argument: value})  # type: ignore[arg-type]
+    with Budget.open(tmp_path / "s", SMALL) as b:  # the refused open let the session go
+        assert b.prepare(conversation([["ok"]])).report.format == "anthropic"
+
+
+@pytest.mark.parametrize("call_id", [None, 5, ["call_0_0"]])
+def test_a_decision_asked_by_a_call_id_that_is_not_a_string_is_an_input_error(
+    tmp_path: Path, call_id: Any
+) -> None:
+    """decision() with None (a missing id field), a number or a list is an InputError naming
+    call_id."""
+    with Budget.open(tmp_path / "s", SMALL) as b:
+        b.prepare(conversation([[big(40)]]))
+        with pytest.raises(InputError, match="call_id must be"):
+            b.decision(call_id)
+        assert b.decision("call_0_0") is not None
+
+
 @pytest.mark.parametrize("ref", ["../../etc/passwd", "/etc/passwd", "A" * 32, "0" * 31, 7])
 def test_bad_refs_are_refused(tmp_path: Path, ref: Any) -> None:
     """A ref that is not 32 lowercase hex characters is a RefError, and no file is touched."""

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from budget import InputError
 from budget._tokens import (
     ANTHROPIC_PROFILE,
     DEFAULT_PROFILE,
@@ -263,6 +264,18 @@ def test_estimator_protocol_and_missing_tiktoken() -> None:
 def test_tokenizer_profile_from_model_name(model: str | None, profile: TokenizerProfile) -> None:
     """A model name picks its tokenizer family whatever its provider prefix or date suffix."""
     assert tokenizer_profile(model) is profile
+
+
+@pytest.mark.parametrize("model", [5, b"gpt-5", ["gpt-5"]])
+def test_a_model_that_is_not_a_name_is_an_input_error(model: Any) -> None:
+    """tokenizer_profile and estimate_tokens(model=...) refuse a model that is no string, and
+    estimate_tokens(text=...) a text counter that is not callable, with an InputError."""
+    with pytest.raises(InputError, match=r"^model must be a model name"):
+        tokenizer_profile(model)
+    with pytest.raises(InputError, match=r"^model must be a model name"):
+        estimate_tokens("x", model=model)
+    with pytest.raises(InputError, match=r"^text must be a callable"):
+        estimate_tokens("x", text="o200k_base")  # type: ignore[arg-type]
 
 
 def test_unknown_family_gets_the_densest_profile() -> None:

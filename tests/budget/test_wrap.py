@@ -7,8 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 
-from budget import Budget, ToolPolicy, wrap_tool
+from budget import Budget, InputError, ToolPolicy, wrap_tool
 from spill import ref_for
 from tests.strategies import (
     SMALL,
@@ -160,6 +161,21 @@ def test_outputs_that_need_no_spill_pass_through(tmp_path: Path) -> None:
     full = SMALL.model_copy(update={"quota_bytes": 100})
     with Budget.open(tmp_path / "q", full) as b:
         assert b.spill_output(text, tool="bash") == text
+
+
+def test_a_tool_name_that_is_not_a_string_is_an_input_error() -> None:
+    """spill_output(tool=...) and wrap_tool(name=...) refuse a number or bytes as the tool's
+    name with an InputError naming the argument; wrap_tool refuses what is no function."""
+    text = big(300)
+    with Budget.in_memory(SMALL) as b:
+        for tool in (3, b"cat", None):
+            with pytest.raises(InputError, match=r"^tool must be the tool's name"):
+                b.spill_output(text, tool=tool)  # type: ignore[arg-type]
+        with pytest.raises(InputError, match=r"^name must be the tool's name"):
+            b.wrap_tool(name=5)(lambda: text)  # type: ignore[call-overload]
+        with pytest.raises(InputError, match=r"^wrap_tool takes the tool's function"):
+            b.wrap_tool("bash")  # type: ignore[call-overload]
+        assert b.spill_output(text, tool="bash").startswith("[toolbudget] Output of bash")
 
 
 def test_wrapped_anthropic_results_with_error_flags_keep_them(tmp_path: Path) -> None:
