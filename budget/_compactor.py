@@ -262,12 +262,7 @@ class Compactor:
         # must cover more than it, and the retained tail's first message is a caller's message.
         first = tail.head + (1 if projected else 0)
         if tail.start <= first or tail.prefix_tokens < lim.min_reclaim_tokens:
-            self._log.info(
-                "toolbudget.session.compaction_skipped",
-                prefix_tokens=tail.prefix_tokens,
-                manual=manual,
-                reason="the prefix holds less than compact_min_reclaim_tokens",
-            )
+            self._skipped(tail, manual, "the prefix holds less than compact_min_reclaim_tokens")
             return False
         return True
 
@@ -276,13 +271,18 @@ class Compactor:
         does (a summary of nothing would stand for the whole prefix)."""
         if first_summarized < tail.start:
             return True
+        self._skipped(
+            tail, manual, "the message before the retained tail does not fit a summary request"
+        )
+        return False
+
+    def _skipped(self, tail: Tail, manual: bool, reason: str) -> None:
         self._log.info(
             "toolbudget.session.compaction_skipped",
             prefix_tokens=tail.prefix_tokens,
             manual=manual,
-            reason="the message before the retained tail does not fit a summary request",
+            reason=reason,
         )
-        return False
 
     def _attachments(
         self, projected: bool, view: list[Any], fmt: Format, tail: Tail, lim: Limits

@@ -24,6 +24,15 @@ def _session_with_spill(path: Path) -> str:
     return text
 
 
+def _age(session: Path, *, days: float) -> None:
+    """Make every entry of ``session`` (and itself) look untouched for ``days`` days."""
+    past = time.time() - days * 86400
+    for root, dirs, files in os.walk(session):
+        for name in dirs + files:
+            os.utime(Path(root) / name, (past, past))
+    os.utime(session, (past, past))
+
+
 def test_version() -> None:
     """--version prints the package version."""
     result = runner.invoke(app, ["--version"])
@@ -59,11 +68,7 @@ def test_gc_removes_only_old_sessions(tmp_path: Path) -> None:
     """gc removes sessions untouched for longer than the age given and keeps recent ones."""
     _session_with_spill(tmp_path / "old")
     _session_with_spill(tmp_path / "new")
-    past = time.time() - 10 * 86400
-    for root, dirs, files in os.walk(tmp_path / "old"):
-        for name in dirs + files:
-            os.utime(Path(root) / name, (past, past))
-    os.utime(tmp_path / "old", (past, past))
+    _age(tmp_path / "old", days=10)
     result = runner.invoke(app, ["gc", str(tmp_path), "--older-than", "7d"])
     assert result.exit_code == 0, result.output
     assert not (tmp_path / "old").exists()
@@ -109,11 +114,7 @@ def test_gc_with_an_empty_root_removes_nothing_in_the_current_directory(
     """``toolbudget gc ""`` (an unset ``$SESSIONS``) exits 2 and leaves the old session in the
     current directory, which it used to remove."""
     _session_with_spill(tmp_path / "old")
-    past = time.time() - 30 * 86400
-    for root, dirs, files in os.walk(tmp_path / "old"):
-        for name in dirs + files:
-            os.utime(Path(root) / name, (past, past))
-    os.utime(tmp_path / "old", (past, past))
+    _age(tmp_path / "old", days=30)
     monkeypatch.chdir(tmp_path)
     result = runner.invoke(app, ["gc", "", "--older-than", "1d"])
     assert result.exit_code == 2

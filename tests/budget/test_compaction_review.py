@@ -13,7 +13,7 @@ import structlog
 
 from budget import Budget, BudgetConfig, InputError
 from tests.compaction import AUTO, Counting
-from tests.strategies import big
+from tests.strategies import big, conversation
 
 Message = dict[str, Any]
 
@@ -29,23 +29,7 @@ MANUAL = BudgetConfig(
 
 def _spilling_history(rounds: int = 6, lines: int = 20_000) -> list[Message]:
     """A task, then ``rounds`` rounds of one bash call whose output (~400 KB) is spilled."""
-    msgs: list[Message] = [{"role": "user", "content": "Find why the build is slow."}]
-    for r in range(rounds):
-        msgs.append(
-            {
-                "role": "assistant",
-                "content": [{"type": "tool_use", "id": f"t{r}", "name": "bash", "input": {}}],
-            }
-        )
-        msgs.append(
-            {
-                "role": "user",
-                "content": [
-                    {"type": "tool_result", "tool_use_id": f"t{r}", "content": big(lines, f"b{r}")}
-                ],
-            }
-        )
-    return msgs
+    return conversation([[big(lines, f"b{r}")] for r in range(rounds)])
 
 
 class Recording:
