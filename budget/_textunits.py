@@ -276,12 +276,10 @@ def tokenizer_profile(model: str | None) -> TokenizerProfile:
     Names are matched loosely, so provider prefixes and dates do not matter
     (``openrouter/google/gemini-3-pro-preview``, ``claude-sonnet-4-5-20250929``, ``o3-mini``).
     """
-    if not isinstance(model, str):
-        if model is None:
-            return DEFAULT_PROFILE
-        raise InputError(f"model must be a model name (a string), not {model!r:.80}")
-    if not model:
+    if model is None or model == "":
         return DEFAULT_PROFILE
+    if not isinstance(model, str):
+        raise InputError(f"model must be a model name (a string), not {model!r:.80}")
     name = model.lower()
     for marker, profile in _FAMILY_MARKERS:
         if marker in name:
