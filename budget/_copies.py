@@ -16,6 +16,8 @@ from budget._ledger import Decision
 from budget._markers import Markers, markers
 from budget._report import DecisionReport
 from budget._view import ToolResult
+from budget.passes.staleness import BATCH
+from budget.policy import Verdict
 
 __all__ = ["RequestCopy"]
 
@@ -27,8 +29,24 @@ loop marks the last three user turns and unmarks the fourth, at most 7 messages 
 _NO_MARKS: tuple[Markers, Markers] = ((), ())
 
 
+def _cost_fields(cost: Verdict) -> dict[str, object]:
+    """A verdict's figures as event fields (rounded: billed tokens, not their fractions)."""
+    return {
+        "regime": cost.regime,
+        "expected_requests": round(cost.expected_requests, 2),
+        "saving": round(cost.saving),
+        "rewrite_cost": round(cost.rewrite_cost),
+        "readback_risk": round(cost.readback_risk),
+        "window_gain": round(cost.window_gain),
+        "net": round(cost.net),
+    }
+
+
 class RequestCopy(HistoryCache):
     """Freezes a request's decisions and makes the request-copy messages they change."""
+
+    _verdicts: dict[str, Verdict]
+    """This request's priced decisions (set by the passes' run), for the reports."""
 
     def _apply(
         self,
@@ -39,8 +57,9 @@ class RequestCopy(HistoryCache):
     ) -> list[DecisionReport]:
         """Freeze the decisions and build the request-copy messages they change."""
         reports, touched_old = self._freeze(k, made, by_id)
-        if any(d.kind == "trimmed" for d in made.values()):
-            self._trimmed_upto_cutoff()
+        trimmed = {cid for cid, d in made.items() if d.kind == "trimmed"}
+        if trimmed:
+            self._drop_trimmed(trimmed)
         for i in sorted(touched_old):
             self._outputs[i] = self._render(messages[i], self._msgs[i].results)
             self._note_markers(i, messages[i])
@@ -64,6 +83,9 @@ class RequestCopy(HistoryCache):
                 self._totals.add(d, len(r.text), +1)
                 touched_old.add(r.msg_index)
             self._ledger.record(d)
+            cost = self._verdicts.get(BATCH if d.kind == "trimmed" else call_id)
+            if d.kind == "trimmed" and d.reason == "forced":
+                cost = None  # an overflow decided it, not a price
             reports.append(
                 DecisionReport(
                     call_id=call_of(call_id),
@@ -73,6 +95,7 @@ class RequestCopy(HistoryCache):
                     tool=d.tool,
                     chars_before=len(r.text),
                     chars_after=d.shown_chars(),
+                    cost=cost,
                 )
             )
             self._log.debug(
@@ -83,6 +106,7 @@ class RequestCopy(HistoryCache):
                 ref=d.ref,
                 chars_before=len(r.text),
                 chars_after=d.shown_chars(),
+                **(_cost_fields(cost) if cost is not None else {}),
             )
         return reports, touched_old
 

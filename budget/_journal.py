@@ -17,12 +17,26 @@ from budget._config import BudgetConfig
 from budget._errors import InputError, SessionLocked, StoreError
 from budget._ledger import Ledger
 from budget._log import Events
+from budget.policy import Observed
 from spill import Store
 
-__all__ = ["Journal"]
+__all__ = ["Journal", "note_request"]
 
 Counters = tuple[int, float | None, int, int | None]
 """Request count, time, length and history tokens (``_last_f``) as a request record holds them."""
+
+
+def note_request(
+    marks: list[tuple[int, float]], length: int, at: float, rewritten: int | None = None
+) -> None:
+    """Add a request of ``length`` messages sent at ``at`` to ``marks`` (kept ordered by length:
+    a retry replaces the request it repeats, a shorter history the longer ones it replaces).
+    ``rewritten``: the first message its batch rewrote; the requests that held it are dropped
+    (their cache entries no longer match the prompt)."""
+    keep = length if rewritten is None else min(length, rewritten + 1)
+    while marks and marks[-1][0] >= keep:
+        marks.pop()
+    marks.append((length, at))
 
 
 class Journal:
@@ -45,6 +59,9 @@ class Journal:
     _last_usage: tuple[int, ...] | None
     _before_last: Counters
     _window_cap: int | None
+    _observed: Observed
+    _req_marks: list[tuple[int, float]]
+    """(history length, time) of each request, ordered by length."""
 
     def _append_log(self, records: list[Mapping[str, Any]]) -> None:
         """Append records after any a failed append left behind; never raises for the store.
@@ -129,6 +146,7 @@ class Journal:
         stated = [rec["w"] for rec in records if rec.get("t") == "ovf" and _count(rec.get("w"))]
         self._window_cap = min((w for w in stated if w > 0), default=None)
         self._restore_counters(records)
+        self._restore_marks(records)
         restored = len(decisions) - skipped
         if restored:
             self._log.info(
@@ -166,12 +184,24 @@ class Journal:
                     if overflows is None and _count(rec.get("o")):
                         overflows = rec["o"]
                     self._last_usage = _usage_key(rec.get("u"))
+                    # What the cost model learned (logs written before it: nothing yet).
+                    self._observed = Observed.from_record(rec.get("p")) or Observed()
                 elif m != last[2]:
                     self._before_last = (n, finite(rec.get("at")), m, _tokens_field(rec.get("f")))
                     break
         if last is not None:
             self._requests, self._last_at, self._last_n, self._last_f = last
         self._overflows = overflows or 0
+
+    def _restore_marks(self, records: list[dict[str, Any]]) -> None:
+        """When each request was sent, by its history length, from the request records (the
+        cost model dates the cache entry a trim would fall back to)."""
+        self._req_marks = []
+        for rec in records:
+            m, at = rec.get("m"), finite(rec.get("at"))
+            if rec.get("t") == "req" and _count(m) and at is not None:
+                x = rec.get("x")
+                note_request(self._req_marks, m, at, x if _count(x) else None)
 
     def _invalid_record(self, call_id: str, reason: str) -> None:
         self._log.warning("toolbudget.log.record_skipped", call_id=call_id, reason=reason)

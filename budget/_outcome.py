@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from budget._calibration import Anchor
 from budget._history import Scan
-from budget._journal import Counters
+from budget._journal import Counters, note_request
 from budget._ledger import Decision
 from budget._passrun import PassRun, Turn
 from budget._report import DecisionReport, Report
+from budget.passes.staleness import BATCH
 
 __all__ = ["Outcome"]
 
@@ -51,6 +53,9 @@ class Outcome(PassRun):
         """Log the decisions and the request record that closes them; return the history's
         fingerprint (its tokens but the last messages)."""
         records: list[Mapping[str, Any]] = [d.to_record() for d in made.values()]
+        gap = None if self._last_at is None else max(now - self._last_at, 0.0)
+        note_request(self._req_marks, length, now, self._batch_from)
+        self._observed = replace(self._observed, gap_s=gap)
         self._requests += 1
         if learned:
             records.append(self._calib.to_record(self._requests))
@@ -61,6 +66,9 @@ class Outcome(PassRun):
         req.update(f=fingerprint, o=self._overflows)
         if self._last_usage is not None:
             req["u"] = list(self._last_usage)
+        req["p"] = self._observed.to_record()
+        if self._batch_from is not None:
+            req["x"] = self._batch_from
         records.append(req)
         self._append_log(records)
         return fingerprint
@@ -108,6 +116,7 @@ class Outcome(PassRun):
             prefix_stable=stable,
             staleness_ran=bool(trimmed_now),
             staleness_reason=trimmed_now[0].reason if trimmed_now else None,
+            staleness_cost=self._verdicts.get(BATCH),
             reclaimable_tokens=reclaimable,
             elapsed_s=time.perf_counter() - started,
         )

@@ -7,8 +7,9 @@ gets the default decision.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from bisect import bisect_right
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any
 
@@ -17,7 +18,8 @@ from budget._copies import RequestCopy
 from budget._ledger import Decision
 from budget._usage import ProviderUsage, normalize_usage
 from budget._view import ToolResult
-from budget.passes import PIPELINE, PassContext, Staleness
+from budget.passes import PIPELINE, Costs, PassContext, Staleness
+from budget.policy import LOOKBACK_BLOCKS, Item, Observed, Verdict, outlook, prices_for
 from spill import ref_for
 
 __all__ = ["PassRun", "Turn"]
@@ -37,6 +39,18 @@ class Turn:
     retry: bool
 
 
+def _reach(messages: Sequence[Any], before: Callable[[int], int]) -> int:
+    """The earliest token of the request a cache lookup from its end still finds an entry at,
+    with explicit breakpoints: the start of its last ``LOOKBACK_BLOCKS`` content blocks."""
+    blocks = 0
+    for i in range(len(messages) - 1, -1, -1):
+        content = messages[i].get("content") if isinstance(messages[i], dict) else None
+        blocks += len(content) if isinstance(content, list) and content else 1
+        if blocks > LOOKBACK_BLOCKS:
+            return before(i + 1)
+    return 0
+
+
 class PassRun(RequestCopy):
     """Runs the passes of a request over its fresh results."""
 
@@ -44,6 +58,14 @@ class PassRun(RequestCopy):
     """The context window in tokens (:meth:`budget.Budget.window`)."""
     _cal_anchor: Anchor | None
     """The last request's anchored estimate, for the usage the next request reports."""
+    _observed: Observed
+    """What the cost model learned from this session's usage and times (logged as ``p``)."""
+    _readback_ids: set[str]
+    """Results of the read-back tool seen in the history: the agent needed hidden text."""
+    _verdicts: dict[str, Verdict]
+    """This request's priced decisions, by result key (the report's ``cost``)."""
+    _batch_from: int | None
+    """The first message this request's batch rewrites (None: no batch)."""
 
     def _usage_for(self, usage: Any, length: int) -> ProviderUsage | None:
         """The usage reported with this request, if it anchors this history's estimate."""
@@ -77,6 +99,13 @@ class PassRun(RequestCopy):
             # A usage we have not seen is a new successful response: the overflow streak ends.
             self._last_usage = key
             self._overflows = 0
+            self._observed = self._observed.after_usage(
+                prompt=u.prompt_tokens,
+                cache_read=u.cache_read_tokens,
+                cache_write=u.cache_write_tokens,
+                answered=self._requests,
+                ttl_s=self.config.cache_ttl_s,
+            )
         return u
 
     def _decide(
@@ -87,6 +116,8 @@ class PassRun(RequestCopy):
         # now, as they would be in a session that had gone on (no-op for known candidates).
         fresh_ids = {r.call_id for r in turn.fresh}
         self._add_candidates(r for r in new_results if r.call_id not in fresh_ids)
+        read_tool = self.config.read_tool_name
+        self._readback_ids.update(r.call_id for r in new_results if r.tool == read_tool)
         made: dict[str, Decision] = dict(wrapped)
         # ``decided`` is a live view: each pass sees the decisions of the passes before it.
         ctx = self._context(turn, made)
@@ -96,6 +127,14 @@ class PassRun(RequestCopy):
         for r in turn.fresh:
             if r.call_id not in made:
                 made[r.call_id] = self._default(r)
+        # The first message a batch rewrites: cache entries of earlier requests that hold it
+        # are of no use from now on (the request record says so, for a resumed session).
+        rewritten = [
+            self._cand_results[cid].msg_index
+            for cid, d in made.items()
+            if d.kind == "trimmed" and cid in self._cand_results
+        ]
+        self._batch_from = min(rewritten, default=None)
         return made
 
     def _context(self, turn: Turn, made: dict[str, Decision]) -> PassContext:
@@ -113,6 +152,9 @@ class PassRun(RequestCopy):
             before_first = self._cum_out[first]
         else:
             before_first = self._cum_out[k] + self._cum_pre[first] - self._cum_pre[k]
+        costs = self._costs(
+            turn, eligible, estimate, before=self._before_tokens(k), k=k, full_out=full_out
+        )
         return PassContext(
             config=self.config,
             fresh=tuple(turn.fresh),
@@ -133,6 +175,80 @@ class PassRun(RequestCopy):
             path_of=self._store.path_of,
             cap_scale=0.5 ** min(self._overflows, 3),
             text_tokens=self._tt,
+            costs=costs,
+        )
+
+    def _before_tokens(self, k: int) -> Callable[[int], int]:
+        """Tokens of the request before message ``i`` (as the last request showed the first
+        ``k`` messages, the rest as their frozen decisions show them)."""
+        cum_out, cum_pre = self._cum_out, self._cum_pre
+
+        def before(i: int) -> int:
+            return cum_out[i] if i < k else cum_out[k] + cum_pre[i] - cum_pre[k]
+
+        return before
+
+    def _costs(
+        self,
+        turn: Turn,
+        eligible: Sequence[Any],
+        estimate: int,
+        *,
+        before: Callable[[int], int],
+        k: int,
+        full_out: int,
+    ) -> Costs:
+        """The cost model's inputs for this request, from what the session observed."""
+        cfg = self.config
+        if self._requests == 0:
+            self._observed = replace(self._observed, first_tokens=estimate)
+        t = self._totals
+        observed = replace(
+            self._observed,
+            requests=self._requests,
+            hidden=t.spilled + t.trimmed,
+            readbacks=len(self._readback_ids),
+            readbacks_visible=not cfg.include_path,
+        )
+        prices = prices_for(
+            observed, write=cfg.cache_write_price, read=cfg.cache_read_price, ttl_s=cfg.cache_ttl_s
+        )
+        look = outlook(observed, tokens=estimate, window=self.window())
+        cold = self._last_at is not None and turn.now - self._last_at >= prices.ttl_s
+        stub_tokens = (cfg.stub_chars + 150) // 4
+        page_chars = cfg.read_page_chars
+        marks, now = self._req_marks, turn.now
+        lengths = [m for m, _ in marks]
+
+        def fallback(group: int) -> tuple[int, bool]:
+            # A trim starting at a result re-writes from the end of the last request before
+            # the message that made its call, whose prompt still matches (a batch since then
+            # dropped those holding what it rewrote): that entry's position, and whether it is
+            # alive. With explicit breakpoints only the entry a request hits is refreshed, so
+            # it lives a TTL after that request; automatic caching refreshes every prefix a
+            # request shares, so any position is alive there.
+            if not prices.explicit:
+                return before(group), True
+            i = bisect_right(lengths, group) - 1
+            if i < 0:
+                return 0, False
+            return before(marks[i][0]), now - marks[i][1] < prices.ttl_s
+
+        def items() -> list[Item]:
+            out = []
+            for r, reclaim in eligible.facts():  # type: ignore[attr-defined]
+                shown = reclaim + stub_tokens
+                chars = max(len(r.text), 1)
+                page = shown if chars <= page_chars else round(shown * page_chars / chars)
+                at, alive = fallback(r.group)
+                out.append(Item(reclaim, at, page, r.is_error, alive))
+            return out
+
+        reach = _reach(turn.messages, before) if prices.explicit else 0
+        header = max(estimate - full_out, 0)
+        self._verdicts = {}
+        return Costs(
+            prices, look, observed, self._cum_out[k], cold, items, self._verdicts, reach, header
         )
 
     def _group_frozen_chars(self, fresh: list[ToolResult]) -> dict[int, int]:
