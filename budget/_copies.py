@@ -83,9 +83,10 @@ class RequestCopy(HistoryCache):
                 self._totals.add(d, len(r.text), +1)
                 touched_old.add(r.msg_index)
             self._ledger.record(d)
-            cost = self._verdicts.get(BATCH if d.kind == "trimmed" else call_id)
-            if d.kind == "trimmed" and d.reason == "forced":
-                cost = None  # an overflow decided it, not a price
+            # The priced options behind the decision, where a price decided it (not a cap, a
+            # group's budget, an overflow or the window's hard limit).
+            priced = d.kind == "kept" or d.reason == "pays" or d.kind == "trimmed"
+            cost = self._verdicts.get(BATCH if d.kind == "trimmed" else call_id) if priced else None
             reports.append(
                 DecisionReport(
                     call_id=call_of(call_id),

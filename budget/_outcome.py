@@ -54,8 +54,16 @@ class Outcome(PassRun):
         fingerprint (its tokens but the last messages)."""
         records: list[Mapping[str, Any]] = [d.to_record() for d in made.values()]
         gap = None if self._last_at is None else max(now - self._last_at, 0.0)
+        # Results hidden for the first time (a retry's, or a spilled one trimmed, count once).
+        hidden = sum(
+            1
+            for cid, d in made.items()
+            if d.needs_body and ((prev := self._ledger.get(cid)) is None or not prev.needs_body)
+        )
         note_request(self._req_marks, length, now, self._batch_from)
-        self._observed = replace(self._observed, gap_s=gap)
+        self._observed = replace(
+            self._observed, gap_s=gap, hidden=self._observed.hidden + hidden
+        )
         self._requests += 1
         if learned:
             records.append(self._calib.to_record(self._requests))

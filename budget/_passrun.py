@@ -202,11 +202,9 @@ class PassRun(RequestCopy):
         cfg = self.config
         if self._requests == 0:
             self._observed = replace(self._observed, first_tokens=estimate)
-        t = self._totals
         observed = replace(
             self._observed,
             requests=self._requests,
-            hidden=t.spilled + t.trimmed,
             readbacks=len(self._readback_ids),
             readbacks_visible=not cfg.include_path,
         )
@@ -247,9 +245,10 @@ class PassRun(RequestCopy):
         reach = _reach(turn.messages, before) if prices.explicit else 0
         header = max(estimate - full_out, 0)
         self._verdicts = {}
-        return Costs(
-            prices, look, observed, self._cum_out[k], cold, items, self._verdicts, reach, header
-        )
+        # What the last request sent (its length is logged): the same figure in a resumed
+        # session, whose first request reuses no message.
+        cached_end = before(min(self._last_n, len(turn.messages)))
+        return Costs(prices, look, observed, cached_end, cold, items, self._verdicts, reach, header)
 
     def _group_frozen_chars(self, fresh: list[ToolResult]) -> dict[int, int]:
         """Per group of a fresh result, the characters its results decided before show."""

@@ -28,6 +28,9 @@ def batch(ctx: PassContext) -> tuple[int, str] | None:
     costs = ctx.costs
     if not cfg.staleness or costs is None:
         return None
+    if costs.look.tokens >= costs.look.window:
+        # Over the window the provider refuses the request: no price to weigh, trim all.
+        return 0, "window"
     verdict = best_cut(
         costs.prices,
         costs.look,
