@@ -61,9 +61,7 @@ class Outcome(PassRun):
             if d.needs_body and ((prev := self._ledger.get(cid)) is None or not prev.needs_body)
         )
         note_request(self._req_marks, length, now, self._batch_from)
-        self._observed = replace(
-            self._observed, gap_s=gap, hidden=self._observed.hidden + hidden
-        )
+        self._observed = replace(self._observed, gap_s=gap, hidden=self._observed.hidden + hidden)
         self._requests += 1
         if learned:
             records.append(self._calib.to_record(self._requests))

@@ -19,7 +19,7 @@ from budget._ledger import Decision
 from budget._usage import ProviderUsage, normalize_usage
 from budget._view import ToolResult
 from budget.passes import PIPELINE, Costs, PassContext, Staleness
-from budget.policy import LOOKBACK_BLOCKS, Item, Observed, Verdict, outlook, prices_for
+from budget.policy import LOOKBACK_BLOCKS, Item, Observed, Prices, Verdict, outlook, prices_for
 from spill import ref_for
 
 __all__ = ["PassRun", "Turn"]
@@ -66,6 +66,14 @@ class PassRun(RequestCopy):
     """This request's priced decisions, by result key (the report's ``cost``)."""
     _batch_from: int | None
     """The first message this request's batch rewrites (None: no batch)."""
+
+    def _init_policy(self) -> None:
+        """The cost model's state before any request (a resume restores it from the log)."""
+        self._observed = Observed()
+        self._readback_ids = set()
+        self._req_marks = []
+        self._batch_from = None
+        self._verdicts = {}
 
     def _usage_for(self, usage: Any, length: int) -> ProviderUsage | None:
         """The usage reported with this request, if it anchors this history's estimate."""
@@ -152,8 +160,10 @@ class PassRun(RequestCopy):
             before_first = self._cum_out[first]
         else:
             before_first = self._cum_out[k] + self._cum_pre[first] - self._cum_pre[k]
+        # The cost model prices with the raw estimate (usage plus what was added): the learned
+        # correction is not restored alike by a resumed session, and a price must be.
         costs = self._costs(
-            turn, eligible, estimate, before=self._before_tokens(k), k=k, full_out=full_out
+            turn, eligible, raw, before=self._before_tokens(k), k=k, full_out=full_out
         )
         return PassContext(
             config=self.config,
@@ -213,12 +223,25 @@ class PassRun(RequestCopy):
         )
         look = outlook(observed, tokens=estimate, window=self.window())
         cold = self._last_at is not None and turn.now - self._last_at >= prices.ttl_s
+        items = self._items(eligible, prices, before, turn.now)
+        reach = _reach(turn.messages, before) if prices.explicit else 0
+        header = max(estimate - full_out, 0)
+        self._verdicts = {}
+        # What the last request sent (its length is logged): the same figure in a resumed
+        # session, whose first request reuses no message.
+        cached_end = before(min(self._last_n, len(turn.messages)))
+        return Costs(prices, look, observed, cached_end, cold, items, self._verdicts, reach, header)
+
+    def _items(
+        self, eligible: Sequence[Any], prices: Prices, before: Callable[[int], int], now: float
+    ) -> Callable[[], list[Item]]:
+        """The eligible results as the cut search sees them, made when it asks."""
+        cfg = self.config
         stub_tokens = (cfg.stub_chars + 150) // 4
         page_chars = cfg.read_page_chars
-        marks, now = self._req_marks, turn.now
-        lengths = [m for m, _ in marks]
+        marks = self._req_marks
 
-        def fallback(group: int) -> tuple[int, bool]:
+        def fallback(group: int, lengths: list[int]) -> tuple[int, bool]:
             # A trim starting at a result re-writes from the end of the last request before
             # the message that made its call, whose prompt still matches (a batch since then
             # dropped those holding what it rewrote): that entry's position, and whether it is
@@ -234,21 +257,16 @@ class PassRun(RequestCopy):
 
         def items() -> list[Item]:
             out = []
+            lengths = [m for m, _ in marks] if prices.explicit else []
             for r, reclaim in eligible.facts():  # type: ignore[attr-defined]
                 shown = reclaim + stub_tokens
                 chars = max(len(r.text), 1)
                 page = shown if chars <= page_chars else round(shown * page_chars / chars)
-                at, alive = fallback(r.group)
+                at, alive = fallback(r.group, lengths)
                 out.append(Item(reclaim, at, page, r.is_error, alive))
             return out
 
-        reach = _reach(turn.messages, before) if prices.explicit else 0
-        header = max(estimate - full_out, 0)
-        self._verdicts = {}
-        # What the last request sent (its length is logged): the same figure in a resumed
-        # session, whose first request reuses no message.
-        cached_end = before(min(self._last_n, len(turn.messages)))
-        return Costs(prices, look, observed, cached_end, cold, items, self._verdicts, reach, header)
+        return items
 
     def _group_frozen_chars(self, fresh: list[ToolResult]) -> dict[int, int]:
         """Per group of a fresh result, the characters its results decided before show."""

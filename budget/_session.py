@@ -40,7 +40,6 @@ from budget._calibration import Anchor, Calibration
 from budget._compacting import Awaited, Compacting, require_list
 from budget._compactor import Compactor
 from budget._config import BudgetConfig, build_config
-from budget.policy import Observed, Verdict
 from budget._errors import ContextOverflow, InputError, StoreError
 from budget._estimates_cache import load as load_estimates
 from budget._history import result_key
@@ -121,11 +120,7 @@ class Budget(Compacting, Outcome, Bodies):
         self._cal_anchor: Anchor | None = None
         """The last request's anchored estimate, for the usage the next request reports."""
         self._compactor = Compactor(self.config, summarizer, self._log)
-        self._observed = Observed()
-        self._readback_ids: set[str] = set()
-        self._req_marks: list[tuple[int, float]] = []
-        self._batch_from: int | None = None
-        self._verdicts: dict[str, Verdict] = {}
+        self._init_policy()
         self._reset()
         self._restore()
         # The format: given, remembered by a resumed session, or detected on the first request.

@@ -113,7 +113,9 @@ def observed(sent: list[Any], prepared: Prepared) -> dict[str, Any]:
     return {
         "copy": copy,
         # The cost model's figures are pinned by tests/budget/test_policy.py, worked by hand.
-        "decisions": [d.model_dump(mode="json", exclude={"cost"}) for d in prepared.report.decisions],
+        "decisions": [
+            d.model_dump(mode="json", exclude={"cost"}) for d in prepared.report.decisions
+        ],
         "report": {key: report[key] for key in REPORT_KEYS},
     }
 

@@ -23,8 +23,8 @@ from pydantic import BaseModel, ConfigDict
 from budget.policy._observed import Observed
 
 __all__ = [
-    "NO_CACHE_AFTER",
     "LOOKBACK_BLOCKS",
+    "NO_CACHE_AFTER",
     "Item",
     "Outlook",
     "Prices",
@@ -185,10 +185,7 @@ def outlook(observed: Observed, *, tokens: int, window: int) -> Outlook:
     """
     made = observed.requests
     grown = tokens - observed.first_tokens
-    if made >= 1 and grown > 0:
-        growth = grown / made
-    else:
-        growth = max(tokens, 1) / (made + 1)
+    growth = grown / made if made >= 1 and grown > 0 else max(tokens, 1) / (made + 1)
     growth = max(growth, 1.0)
     horizon = (window - tokens) / growth
     return Outlook(made, tokens, window, growth, expected_remaining(made, horizon))
@@ -327,12 +324,9 @@ def best_cut(
     """
     carry, new, n = prices.carry, prices.new, look.requests
     keep_price = new if cold or prices.regime == "uncached" else prices.read
-    per_readback = {
-        e: readback_chance(observed, fresh=False, is_error=e) for e in (False, True)
-    }
-    reclaim = risk = 0.0
-    reclaim_in_cache = 0.0
-    best: Verdict | None = None
+    per_readback = {e: readback_chance(observed, fresh=False, is_error=e) for e in (False, True)}
+    reclaim = risk = reclaim_in_cache = 0.0
+    best: tuple[float, int, float, float, float] | None = None
     for j in range(len(items) - 1, -1, -1):
         it = items[j]
         reclaim += it.reclaim
@@ -342,33 +336,36 @@ def best_cut(
         shallow = it.before >= reach and it.alive
         span = max(cached_end - it.before, 0) if shallow else cached_end + header
         rewrite = new * (span - reclaim_in_cache) - keep_price * span
-        saving = reclaim * carry * n
-        gain = look.window_gain(prices, reclaim)
-        net = saving + gain - rewrite - risk
-        if best is None or net > best.net:
-            best = Verdict(
-                choice="trim",
-                regime=prices.regime,
-                expected_requests=n,
-                saving=saving,
-                rewrite_cost=rewrite,
-                readback_risk=risk,
-                window_gain=gain,
-                net=net,
-                reclaim_tokens=int(reclaim),
-                cut=j,
-            )
+        net = reclaim * carry * n + look.window_gain(prices, reclaim) - rewrite - risk
+        # Ties go to the later cut (fewer results hidden, less re-written).
+        if best is None or net > best[0]:
+            best = (net, j, reclaim, rewrite, risk)
     if best is None:
-        return Verdict(
-            choice="wait",
-            regime=prices.regime,
-            expected_requests=n,
-            saving=0.0,
-            rewrite_cost=0.0,
-            readback_risk=0.0,
-            window_gain=0.0,
-            net=0.0,
-        )
-    if best.net <= 0:
-        return best.model_copy(update={"choice": "wait"})
-    return best
+        return _waiting(prices, look)
+    net, j, reclaim, rewrite, risk = best
+    return Verdict(
+        choice="trim" if net > 0 else "wait",
+        regime=prices.regime,
+        expected_requests=n,
+        saving=reclaim * carry * n,
+        rewrite_cost=rewrite,
+        readback_risk=risk,
+        window_gain=look.window_gain(prices, reclaim),
+        net=net,
+        reclaim_tokens=int(reclaim),
+        cut=j,
+    )
+
+
+def _waiting(prices: Prices, look: Outlook) -> Verdict:
+    """The verdict when nothing is eligible: wait, nothing priced."""
+    return Verdict(
+        choice="wait",
+        regime=prices.regime,
+        expected_requests=look.requests,
+        saving=0.0,
+        rewrite_cost=0.0,
+        readback_risk=0.0,
+        window_gain=0.0,
+        net=0.0,
+    )

@@ -219,17 +219,17 @@ def test_toolbudget_gets_the_window_the_anchor_and_the_clock(tmp_path: Path) -> 
     trace = Trace(trace.name, trace.path, trace.format, trace.provider, trace.messages, tuple(late))
     tb = build_strategies(
         ["toolbudget"],
-        window=4321,
-        overrides={"toolbudget": {"min_reclaim_tokens": 1000, "fsync": False}},
+        window=12345,
+        overrides={"toolbudget": {"fsync": False}},
     )[1]
     reasons: list[str | None] = []
 
     def seen(i: int, session: StrategySession, out: Messages) -> None:
         report = session.report  # type: ignore[attr-defined]
-        assert report.window == 4321
+        assert report.window == 12345
         reasons.append(report.staleness_reason if report.staleness_ran else None)
 
-    got = replay_trace(trace, tb, tmp_path, window=4321, on_request=seen)
+    got = replay_trace(trace, tb, tmp_path, window=12345, on_request=seen)
     assert "cold_cache" in reasons
     assert got.notes["staleness_batches"] == sum(r is not None for r in reasons)
     assert got.prefix_breaks == got.notes["staleness_batches"]

@@ -5,8 +5,6 @@ from __future__ import annotations
 from dataclasses import replace
 from types import MappingProxyType
 
-import pytest
-
 from budget import BudgetConfig, Decision, ToolPolicy
 from budget._view import ToolResult
 from budget.passes import Candidate, Costs, PassContext, Staleness
@@ -151,7 +149,9 @@ def test_staleness_without_a_cost_model_or_switched_off_trims_nothing() -> None:
     """No cost model (hard limits only), staleness off, or nothing eligible: no batch."""
     assert staleness(ctx([], staleness=_stale())) == []
     off = CFG.model_copy(update={"staleness": False})
-    assert staleness(ctx([], config=off, staleness=_stale(), costs=_costs(ITEMS, requests=20))) == []
+    assert (
+        staleness(ctx([], config=off, staleness=_stale(), costs=_costs(ITEMS, requests=20))) == []
+    )
     assert staleness(ctx([], staleness=_stale(0), costs=_costs([], requests=20))) == []
 
 

@@ -173,6 +173,7 @@ def test_the_window_risk_makes_a_spill_pay_near_the_window() -> None:
     of 0.8 x (19,000 + 6,250 + 5,000) = 24,200: kept far from the window. In a 200k window
     growing 1k a request (m = 21) reaching it goes from 21/31 to 21/36.35 likely: at 270k a
     fill that gains 26,920, and the spill pays (net 14,757)."""
+
     def verdict(window: int, growth: float) -> Any:
         at = Outlook(made=20, tokens=190_000, window=window, growth=growth, requests=10)
         return spill_verdict(
@@ -263,7 +264,9 @@ def test_without_a_cache_every_aged_result_is_trimmed() -> None:
 
 
 def _rounds(n: int, chars: int) -> list[dict[str, Any]]:
-    return conversation([[f"{r:03d} " + "log line of a build output\n" * (chars // 28)] for r in range(n)])
+    return conversation(
+        [[f"{r:03d} " + "log line of a build output\n" * (chars // 28)] for r in range(n)]
+    )
 
 
 def _drive(config: dict[str, Any], usage: dict[str, int], path: Path) -> list[Any]:
