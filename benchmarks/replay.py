@@ -64,6 +64,7 @@ from benchmarks.strategies._common import result_text, safe_name, tool_use_ids
 from benchmarks.strategies.toolbudget import ToolbudgetSession
 from benchmarks.trace import Trace
 from budget._errors import BudgetError, ConfigError
+from budget._windows import resolve_window
 
 __all__ = [
     "BASELINE",
@@ -88,6 +89,7 @@ __all__ = [
     "summarize",
     "summarize_by_format",
     "trace_rows",
+    "trace_window",
 ]
 
 BASELINE = "none"
@@ -166,6 +168,17 @@ class Replay:
     """Part of ``billed_tokens`` that pays for summary calls: input at cache rates, output at
     the model's output price."""
     breaker_openings: int = 0
+    window: int = DEFAULT_WINDOW
+    """The context window this replay ran in (overflows count against it)."""
+
+
+def trace_window(trace: Trace, window: int | None = None) -> int:
+    """The window ``trace`` is replayed in: ``window`` (``--window``) when given, else its
+    recorded model's, resolved as a session resolves it (``budget._windows.resolve_window``:
+    the model table, 128k for a model nobody knows)."""
+    if window is not None:
+        return window
+    return resolve_window(trace.model or None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -502,6 +515,7 @@ def _replay(
         compactions=int(getattr(session, "compactions", summaries)),
         summary_billed=summary_billed,
         breaker_openings=int(getattr(session, "breaker_openings", 0)),
+        window=window,
     )
 
 
@@ -729,5 +743,13 @@ def trace_rows(replays: Sequence[Replay]) -> list[dict[str, Any]]:
     out = []
     for r in replays:
         row = aggregate(r.strategy, [r], base.get(r.trace))
-        out.append({"trace": r.trace, "file": r.file, "format": r.format, **row.as_dict()})
+        out.append(
+            {
+                "trace": r.trace,
+                "file": r.file,
+                "format": r.format,
+                "window": r.window,
+                **row.as_dict(),
+            }
+        )
     return out

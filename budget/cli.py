@@ -26,7 +26,8 @@ if TYPE_CHECKING:
     from benchmarks.trace import Trace
 
 DEFAULT_BENCH_WINDOW = 128_000
-"""``toolbudget bench``'s default ``--window``; a smaller one adds the compacting strategies."""
+"""A ``--window`` under this adds the compacting strategies (by default each trace runs in its
+recorded model's window)."""
 
 app = typer.Typer(
     name="toolbudget",
@@ -167,11 +168,13 @@ _Strategies = Annotated[
     ),
 ]
 _Window = Annotated[
-    int,
+    int | None,
     typer.Option(
         "--window",
         min=1,
-        help="Context window in tokens: overflows are counted above it. Under 128000 the "
+        help="Context window in tokens for every trace: overflows are counted above it "
+        "(default: each trace's recorded model's window, as a session resolves it). Under "
+        "128000 the "
         "compacting strategies run too (toolbudget-compact, langchain-summary, "
         "claude-code-compact).",
     ),
@@ -225,7 +228,7 @@ _Seed = Annotated[int, typer.Option("--seed", help="--generate: the corpus's see
 def bench(
     traces: _Traces = None,
     strategies: _Strategies = None,
-    window: _Window = DEFAULT_BENCH_WINDOW,
+    window: _Window = None,
     json_path: _JsonPath = None,
     plots: _Plots = None,
     limit: _Limit = None,
@@ -267,7 +270,7 @@ def bench(
             console.print(f"wrote {path}")
 
 
-def _chosen_strategies(strategies: str | None, window: int) -> list[str]:
+def _chosen_strategies(strategies: str | None, window: int | None) -> list[str]:
     """The strategy names ``--strategies`` gives (all by default); exits on an unknown one.
 
     A window small enough to force compaction adds the compacting strategies by default.
@@ -277,7 +280,7 @@ def _chosen_strategies(strategies: str | None, window: int) -> list[str]:
     known = [*registry.names(), *registry.compacting_names()]
     if strategies is None:
         names = registry.names()
-        if window < DEFAULT_BENCH_WINDOW:
+        if window is not None and window < DEFAULT_BENCH_WINDOW:
             names += registry.compacting_names()
         return names
     names = [n.strip() for n in strategies.split(",") if n.strip()]

@@ -113,6 +113,11 @@ def prices_for(
     return Prices(write=write, read=read, ttl_s=ttl, regime="unknown")
 
 
+PAYBACK_SHARE = 0.5
+"""The horizon as a share of the requests so far: a decision must pay back within ``m / 2``
+later requests, which under Lindy's law a session outlives two times in three."""
+
+
 def expected_remaining(made: int, horizon: float) -> float:
     """Expected requests after this one, when ``made`` were made before it and at most
     ``horizon`` more fit before the window fills.
@@ -121,17 +126,18 @@ def expected_remaining(made: int, horizon: float) -> float:
     ``k`` more with probability ``m / (m + k)``, with ``m = made + 1`` (this request counts: the
     prior that a session seen once is as likely to stop as to go on). The expectation of that
     survival summed to ``horizon``, ``sum m / (m + k)``, is ``m ln((m + H + 1/2) / (m + 1/2))``
-    to within a fraction of a request (the midpoint rule on ``1 / x``), but at most the median
-    remaining lifetime ``m`` (see below).
+    to within a fraction of a request (the midpoint rule on ``1 / x``), but at most ``m / 2``
+    (:data:`PAYBACK_SHARE`: see below).
     """
     if horizon <= 0:
         return 0.0
     m = made + 1
     mean = m * math.log((m + horizon + 0.5) / (m + 0.5))
     # A trim's cost is paid now and for certain, its saving only as the session goes on: the
-    # horizon is never taken past the median (``m``: the session is as likely to stop before
-    # as after it), so what is acted on pays back at least as often as not.
-    return min(mean, float(m), horizon)
+    # horizon is never taken past m / 2 requests, which the session outlives with probability
+    # m / (m + m/2) = 2/3. What is acted on pays back two times in three (at m, the median,
+    # one time in two: a session in three would then cost more than sending everything).
+    return min(mean, m * PAYBACK_SHARE, horizon)
 
 
 def fill_chance(made: int, requests_to_fill: float) -> float:

@@ -42,27 +42,32 @@ def look(requests: float, *, tokens: int = 50_000, window: int = FAR) -> Outlook
 # --- what the session expects of its future ------------------------------------------------------
 
 
-def test_expected_requests_follow_lindy_up_to_the_median_and_the_window() -> None:
-    """9 requests made (m = 10): 10 ln(20.5/10.5) = 6.69 within 10 of the window; the median
-    (10) caps a far window; none once the window is reached."""
-    assert expected_remaining(9, 10) == pytest.approx(10 * math.log(20.5 / 10.5))
-    assert expected_remaining(9, 10) == pytest.approx(6.690, abs=1e-3)
-    assert expected_remaining(9, 1_000) == 10.0
+def test_expected_requests_follow_lindy_up_to_the_payback_horizon_and_the_window() -> None:
+    """9 requests made (m = 10): 10 ln(13.5/10.5) = 2.51 within 3 of the window; within 10 of
+    it 10 ln(20.5/10.5) = 6.69, over m/2 = 5 (which a session outlives two times in three);
+    none once the window is reached."""
+    assert expected_remaining(9, 3) == pytest.approx(10 * math.log(13.5 / 10.5))
+    assert expected_remaining(9, 3) == pytest.approx(2.513, abs=1e-3)
+    assert expected_remaining(9, 10) == 5.0
+    assert expected_remaining(9, 1_000) == 5.0
     assert expected_remaining(9, 0) == 0.0
     assert fill_chance(9, 30) == pytest.approx(10 / 40)
     assert fill_chance(9, 0) == 1.0
 
 
 def test_the_outlook_measures_growth_from_the_first_request() -> None:
-    """First request 10k, now 30k after 4: 5k a request; (100k - 30k) / 5k = 14 to the window."""
+    """First request 10k, now 30k after 4: 5k a request; (100k - 30k) / 5k = 14 to the window,
+    so m / 2 = 2.5 later requests; at 95k one request to go."""
     seen = Observed(requests=4, first_tokens=10_000)
     out = outlook(seen, tokens=30_000, window=100_000)
     assert out.growth == 5_000
-    assert out.requests == pytest.approx(min(5 * math.log(19.5 / 5.5), 5))
+    assert out.requests == 2.5  # 5 ln(19.5 / 5.5) = 6.3 > m / 2
+    near = outlook(Observed(requests=4, first_tokens=75_000), tokens=95_000, window=100_000)
+    # 5k a request, 1 request to go: 5 ln(6.5 / 5.5) = 0.84
+    assert near.requests == pytest.approx(5 * math.log(6.5 / 5.5))
     # Before a second request the prior growth is the prompt itself: 30k, 70k / 30k to go.
     first = outlook(Observed(), tokens=30_000, window=100_000)
-    assert first.growth == 30_000
-    assert first.requests == pytest.approx(math.log((1 + 70 / 30 + 0.5) / 1.5))
+    assert (first.growth, first.requests) == (30_000, 0.5)
 
 
 def test_prices_follow_the_cache_regime_the_usage_shows() -> None:
