@@ -39,7 +39,9 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
+
+import typer
 
 from budget import Budget, Prepared
 from budget._envelope import envelope
@@ -57,6 +59,7 @@ __all__ = [
     "bench_resume",
     "bench_spill",
     "bench_trace_replay",
+    "command",
     "format_table",
     "main",
     "run",
@@ -1037,7 +1040,21 @@ def main(
     return 0
 
 
-if __name__ == "__main__":
-    from benchmarks.cli import alias
+def command(
+    quick: Annotated[bool, typer.Option(help="Smaller sizes, under a minute.")] = False,
+    json_path: Annotated[
+        Path | None, typer.Option("--json", help="Also write the figures here.")
+    ] = None,
+    traces: Annotated[
+        Path | None, typer.Option(help="Recorded traces (default ../shared/traces).")
+    ] = None,
+    workdir: Annotated[Path | None, typer.Option("--dir", help="Where to create sessions.")] = None,
+) -> None:
+    """Performance against SPEC §10's numbers, side by side with LangChain."""
+    raise typer.Exit(main(quick=quick, json_path=json_path, traces=traces, workdir=workdir))
 
-    alias("perf")
+
+if __name__ == "__main__":
+    from benchmarks._command import run_alone
+
+    run_alone(command, "benchmarks.perf")

@@ -49,9 +49,10 @@ import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Final, Literal, Protocol
+from typing import Annotated, Any, Final, Literal, Protocol
 
 import orjson
+import typer
 
 from benchmarks.trace import Trace
 from budget import Budget
@@ -65,6 +66,7 @@ __all__ = [
     "TokenAccuracy",
     "calibrated",
     "collect_pairs",
+    "command",
     "main",
     "measure",
     "replay_session",
@@ -508,7 +510,19 @@ def main(*, traces_dir: Path = DEFAULT_TRACES, json_path: Path | None = None) ->
     return 0
 
 
-if __name__ == "__main__":
-    from benchmarks.cli import alias
+def command(
+    traces: Annotated[Path | None, typer.Option(help="Traces directory.")] = None,
+    json_path: Annotated[
+        Path | None, typer.Option("--json", help="Write the results here.")
+    ] = None,
+) -> None:
+    """Accuracy of the token estimates against the usage the recorded traces report."""
+    if traces is None:
+        raise typer.Exit(main(json_path=json_path))
+    raise typer.Exit(main(traces_dir=traces, json_path=json_path))
 
-    alias("tokens")
+
+if __name__ == "__main__":
+    from benchmarks._command import run_alone
+
+    run_alone(command, "benchmarks.tokens")
