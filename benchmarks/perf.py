@@ -45,7 +45,7 @@ import typer
 
 from budget import Budget, Prepared
 from budget._envelope import envelope
-from budget._estimates_cache import SIDECAR
+from budget.tokens._estimates_cache import SIDECAR
 from spill import LocalStore, ref_for
 
 __all__ = [
@@ -705,7 +705,7 @@ def bench_resume(root: Path, decisions: int = 10_000, repeats: int = 7) -> list[
     then makes.
 
     The first ``prepare()`` is timed on two copies of that directory, alternately: as a closed
-    session leaves it (with the token estimates it saved, ``budget/_estimates_cache.py``: the
+    session leaves it (with the token estimates it saved, ``budget/tokens/_estimates_cache.py``: the
     sidecar the session wrote at close, which holds the estimates of the same history), and as
     a crash before any save leaves it (no sidecar: every text estimated again, the rebuild of
     ee5f395). The second is the floor's counterpart: the same rebuild without the cache. Body

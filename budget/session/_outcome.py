@@ -11,12 +11,12 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from budget._calibration import Anchor
-from budget._history import Scan
-from budget._journal import Counters
 from budget._ledger import Decision
-from budget._passrun import PassRun, Turn
 from budget._report import DecisionReport, Report
+from budget.session._history import Scan
+from budget.session._journal import Counters
+from budget.session._passrun import PassRun, Turn
+from budget.tokens._calibration import Anchor
 
 __all__ = ["Outcome"]
 

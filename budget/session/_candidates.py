@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from typing import overload
 
 from budget._envelope import EMPTY_TEXT
-from budget._journal import Journal
 from budget._ledger import Decision
-from budget._memo import TextTokens
 from budget._view import ToolResult
 from budget.passes import Candidate
+from budget.session._journal import Journal
+from budget.tokens._memo import TextTokens
 
 __all__ = ["StalenessCandidates"]
 

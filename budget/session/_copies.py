@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from budget._history import BULK, RESCAN, HistoryCache, call_of
 from budget._ledger import Decision
 from budget._markers import Markers, markers
 from budget._report import DecisionReport
 from budget._view import ToolResult
+from budget.session._history import BULK, RESCAN, HistoryCache, call_of
 
 __all__ = ["RequestCopy"]
 

@@ -11,11 +11,11 @@ from dataclasses import replace
 
 from budget._envelope import envelope_ref
 from budget._errors import StoreError
-from budget._journal import Journal
 from budget._ledger import Decision
 from budget._view import ToolResult
 from budget._wrap import wrapped_decisions
 from budget.passes._context import spill_envelope
+from budget.session._journal import Journal
 from spill import ref_for
 
 __all__ = ["Bodies"]

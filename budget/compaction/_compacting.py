@@ -1,16 +1,16 @@
 """Compaction on the request path: when ``prepare`` compacts, and the async ``aprepare``.
 
 ``Budget`` gets from :class:`Compacting` the compaction half of its public methods. The state
-(checkpoint, breaker) is the :class:`budget._compactor.Compactor`'s; this layer decides when it
+(checkpoint, breaker) is the :class:`budget.compaction._compactor.Compactor`'s; this layer decides when it
 runs:
 
 * **Proactively** (``compaction="auto"``), after the request is budgeted: when the report's
   ``tokens_after`` — the anchored estimate (the usage reported with this request plus the
-  calibrated estimate of what was added since, ``budget._calibration``) of the copy as it will be
+  calibrated estimate of what was added since, ``budget.tokens._calibration``) of the copy as it will be
   sent — or the copy's messages plus the header the compactor learned from earlier reports
   (system prompt, tool definitions), whichever is more, exceeds ``window -
   compact_reserve_tokens - compact_margin_tokens``, those scaled to half of a small window
-  (:meth:`budget._compactor.Compactor.due`). A compaction that runs makes the copy again from
+  (:meth:`budget.compaction._compactor.Compactor.due`). A compaction that runs makes the copy again from
   the compacted view. Measuring the budgeted copy, not the raw history, matters: a history
   whose large results were spilled is many times its copy, and a usage also counts what the
   messages do not show.
@@ -41,11 +41,11 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from typing import Any
 
-from budget._compactor import Append, Compactor
 from budget._config import BudgetConfig
 from budget._errors import InputError, SummaryTimeout
 from budget._report import Prepared
 from budget._view import Format
+from budget.compaction._compactor import Append, Compactor
 from budget.formats import FormatChoice
 
 __all__ = ["Awaited", "Compacting"]

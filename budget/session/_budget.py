@@ -1,10 +1,10 @@
 """Budget: one session per conversation; ``prepare`` turns a history into its request copy.
 
 A request is a pipeline (:meth:`Budget._prepare`, read top to bottom): the format, the history
-scanned from what the last request left (``budget._history``), the passes over the fresh results
-with the staleness candidates (``budget._passrun``, ``budget._candidates``), the bodies stored
-(``budget._bodies``), the decisions logged (``budget._journal``), the request copy made
-(``budget._copies``), then the report. Each of those modules is one layer of the session's
+scanned from what the last request left (``budget.session._history``), the passes over the fresh results
+with the staleness candidates (``budget.session._passrun``, ``budget.session._candidates``), the bodies stored
+(``budget.session._bodies``), the decisions logged (``budget.session._journal``), the request copy made
+(``budget.session._copies``), then the report. Each of those modules is one layer of the session's
 state; this one holds the public methods.
 
 What a request costs, and what it does not:
@@ -18,9 +18,9 @@ What a request costs, and what it does not:
   (every message that carried one, and the last few: ``RequestCopy._sync_markers``), not all of
   them.
 * Token estimates of big texts are memoized by the identity of the text for two requests
-  (:class:`budget._memo.TextTokens`), so re-scanned messages and staleness candidates are not
+  (:class:`budget.tokens._memo.TextTokens`), so re-scanned messages and staleness candidates are not
   estimated again; very large texts are estimated from samples.
-* Staleness candidates are built only when a batch runs (``budget._candidates._Eligible``).
+* Staleness candidates are built only when a batch runs (``budget.session._candidates._Eligible``).
 * The request copy is a new list (the caller owns it; earlier copies never change), so one
   pointer per message is copied: the only step proportional to the history, done in C.
 """
@@ -35,28 +35,28 @@ from functools import partial
 from types import TracebackType
 from typing import Any, ParamSpec, Self, TypeVar, overload
 
-from budget._bodies import Bodies
-from budget._calibration import Anchor, Calibration
-from budget._compacting import Awaited, Compacting, require_list
-from budget._compactor import Compactor
 from budget._config import BudgetConfig, build_config
 from budget._errors import ContextOverflow, InputError, StoreError
-from budget._estimates_cache import load as load_estimates
-from budget._history import result_key
-from budget._journal import Counters, timestamp
 from budget._ledger import Decision, Ledger
 from budget._log import get_logger
-from budget._memo import TextTokens
-from budget._outcome import Outcome
-from budget._overflow import is_context_overflow, overflow_limit
-from budget._passrun import Turn
 from budget._readback import ReadBack, ReadToolResult
 from budget._report import Prepared
-from budget._tokens import estimate_tokens, tokenizer_profile
 from budget._view import Format
-from budget._windows import resolve_window
 from budget._wrap import wrap_tool
+from budget.compaction._compacting import Awaited, Compacting, require_list
+from budget.compaction._compactor import Compactor
 from budget.formats import ANTHROPIC, FormatChoice, get_format
+from budget.session._bodies import Bodies
+from budget.session._history import result_key
+from budget.session._journal import Counters, timestamp
+from budget.session._outcome import Outcome
+from budget.session._passrun import Turn
+from budget.tokens._calibration import Anchor, Calibration
+from budget.tokens._estimates_cache import load as load_estimates
+from budget.tokens._memo import TextTokens
+from budget.tokens._overflow import is_context_overflow, overflow_limit
+from budget.tokens._tokens import estimate_tokens, tokenizer_profile
+from budget.tokens._windows import resolve_window
 from spill import FsspecStore, LocalStore, MemoryStore, Store, ref_for
 
 __all__ = ["Budget"]
@@ -251,7 +251,7 @@ class Budget(Compacting, Outcome, Bodies):
         awaited: Awaited | None,
         can_wait: bool = True,
     ) -> Prepared:
-        """``prepare``, with the summaries ``aprepare`` awaited (see ``budget._compacting``)."""
+        """``prepare``, with the summaries ``aprepare`` awaited (see ``budget.compaction._compacting``)."""
         started = time.perf_counter()
         self._check_open()
         messages = require_list(messages)

@@ -11,12 +11,12 @@ import math
 from collections.abc import Mapping
 from typing import Any, TypeGuard
 
-from budget._calibration import Calibration, restore
-from budget._compactor import Compactor
 from budget._config import BudgetConfig
 from budget._errors import InputError, SessionLocked, StoreError
 from budget._ledger import Ledger
 from budget._log import Events
+from budget.compaction._compactor import Compactor
+from budget.tokens._calibration import Calibration, restore
 from spill import Store
 
 __all__ = ["Journal"]

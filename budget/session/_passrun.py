@@ -12,12 +12,12 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from budget._calibration import Anchor, learn
-from budget._copies import RequestCopy
 from budget._ledger import Decision
-from budget._usage import ProviderUsage, normalize_usage
 from budget._view import ToolResult
 from budget.passes import PIPELINE, PassContext, Staleness
+from budget.session._copies import RequestCopy
+from budget.tokens._calibration import Anchor, learn
+from budget.tokens._usage import ProviderUsage, normalize_usage
 from spill import ref_for
 
 __all__ = ["PassRun", "Turn"]
@@ -29,7 +29,7 @@ class Turn:
 
     messages: list[Any]
     k: int
-    """Leading messages reused from the last request (see ``budget._history.Scan``)."""
+    """Leading messages reused from the last request (see ``budget.session._history.Scan``)."""
     fresh: list[ToolResult]
     reported: ProviderUsage | None
     """The usage reported with this request, if it anchors this history's estimate."""

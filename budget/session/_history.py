@@ -13,13 +13,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from budget._candidates import StalenessCandidates, _Cand
 from budget._errors import InputError
 from budget._ledger import Decision
 from budget._markers import Markers
-from budget._tokens import TokenizerProfile, estimate_tokens
-from budget._usage import ProviderUsage
 from budget._view import Format, RawResult, Scanned, ToolResult, build_result
+from budget.session._candidates import StalenessCandidates, _Cand
+from budget.tokens._tokens import TokenizerProfile, estimate_tokens
+from budget.tokens._usage import ProviderUsage
 from spill import ref_for
 
 __all__ = ["RESCAN", "HistoryCache", "call_of", "result_key"]
@@ -29,7 +29,7 @@ RESCAN = 2
 BULK = 64
 """A scan of more messages than this (a resume, a diverged history) looks their estimates up in
 the saved ones by the hash of their JSON; a request's few new messages are walked, as hashing
-them would cost a steady-state request more than it saves (budget/_estimates_cache.py)."""
+them would cost a steady-state request more than it saves (budget/tokens/_estimates_cache.py)."""
 
 
 @dataclass(slots=True)
@@ -159,7 +159,7 @@ class HistoryCache(StalenessCandidates):
             return -1
         inputs = self._inputs
         if messages is self._seen and messages[n - 1] is inputs[n - 1] and messages[0] is inputs[0]:
-            # The list passed last time, grown: taken as extended (see budget._session).
+            # The list passed last time, grown: taken as extended (see budget.session._budget).
             return max(n - RESCAN, 0)
         if messages[:n] == inputs:
             # Equal by identity (or by value): the previous history is a prefix of this one.
@@ -280,7 +280,7 @@ class HistoryCache(StalenessCandidates):
 
     def _estimate(self, message: Any) -> int:
         """Tokens of ``message``; in a bulk scan (a resume) looked up in the saved estimates by
-        the hash of the message's JSON (budget/_estimates_cache.py) rather than walked."""
+        the hash of the message's JSON (budget/tokens/_estimates_cache.py) rather than walked."""
         known = self._tt.known
         if known is None or not self._bulk:
             return estimate_tokens(message, model=self._profile, text=self._tt)
