@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import os
 import sys
 import time
@@ -111,13 +112,19 @@ def _write_exactly(text: str) -> None:
 
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+# ASCII digits only: str.isdigit (and \d without re.ASCII) also accept "²", "③" or "٣", which
+# float() then refuses or reads otherwise. A bare 0 needs no unit: zero is zero in any.
+_DURATION = re.compile(r"(?:(?P<n>[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?P<unit>[smhd])|0+(?:\.0*)?)", re.ASCII)
 
 
 def _duration(text: str) -> float:
-    unit = text[-1:]
-    if unit in _UNITS and text[:-1].replace(".", "", 1).isdigit():
-        return float(text[:-1]) * _UNITS[unit]
-    raise typer.BadParameter(f"{text!r} is not a duration like 30m, 12h or 7d")
+    """Seconds in ``text`` (``30m``, ``12h``, ``7d``, ``1.5h``, ``0``), else a usage error."""
+    found = _DURATION.fullmatch(text)
+    if found is None:
+        raise typer.BadParameter(f"{text!r:.80} is not a duration like 30m, 12h or 7d")
+    if found["unit"] is None:
+        return 0.0
+    return float(found["n"]) * _UNITS[found["unit"]]
 
 
 @app.command()
