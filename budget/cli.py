@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import logging
-import re
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -114,7 +114,9 @@ def _write_exactly(text: str) -> None:
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 # ASCII digits only: str.isdigit (and \d without re.ASCII) also accept "²", "③" or "٣", which
 # float() then refuses or reads otherwise. A bare 0 needs no unit: zero is zero in any.
-_DURATION = re.compile(r"(?:(?P<n>[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?P<unit>[smhd])|0+(?:\.0*)?)", re.ASCII)
+_DURATION = re.compile(
+    r"(?:(?P<n>[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?P<unit>[smhd])|0+(?:\.0*)?)", re.ASCII
+)
 
 
 def _duration(text: str) -> float:

@@ -141,7 +141,6 @@ class Compacting:
     _compactor: Compactor
     _formats: FormatChoice
     _log: Any
-    _overflows: int
     _reactive_at: int | None = None
     """The overflow count a reactive compaction was scheduled at (one per overflow streak)."""
     _reactive_due: bool = False
@@ -209,17 +208,17 @@ class Compacting:
         finally:
             comp.summarizer = fn
 
-    def _schedule_reactive(self) -> bool:
+    def _schedule_reactive(self, overflows: int) -> bool:
         """After the last trim level: schedule a compaction for the next request; False when
         there is nothing left to do (no summarizer, compaction off, the breaker open, or one
         already done in this overflow streak)."""
         comp = self._compactor
         if comp.summarizer is None or self.config.compaction == "off" or comp.breaker_open:
             return False
-        if self._reactive_at is not None and self._overflows > self._reactive_at:
+        if self._reactive_at is not None and overflows > self._reactive_at:
             return False  # the streak went on after its compaction: nothing left to do
-        self._reactive_at, self._reactive_due = self._overflows, True
-        self._log.warning("toolbudget.session.compaction_reactive", overflows=self._overflows)
+        self._reactive_at, self._reactive_due = overflows, True
+        self._log.warning("toolbudget.session.compaction_reactive", overflows=overflows)
         return True
 
     # -- the public methods -----------------------------------------------------------------------

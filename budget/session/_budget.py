@@ -47,11 +47,13 @@ from budget.compaction._compacting import Awaited, Compacting, require_list
 from budget.compaction._compactor import Compactor
 from budget.formats import ANTHROPIC, FormatChoice, get_format
 from budget.session._bodies import Bodies
+from budget.session._candidates import Candidates
 from budget.session._history import result_key
-from budget.session._journal import Counters, timestamp
+from budget.session._journal import Journal, timestamp
 from budget.session._outcome import Outcome
 from budget.session._passrun import Turn
-from budget.tokens._calibration import Anchor, Calibration
+from budget.session._tally import Tally
+from budget.tokens._calibration import Anchor
 from budget.tokens._estimates_cache import load as load_estimates
 from budget.tokens._memo import TextTokens
 from budget.tokens._overflow import is_context_overflow, overflow_limit
@@ -65,7 +67,7 @@ _P = ParamSpec("_P")
 _T = TypeVar("_T")
 
 
-class Budget(Compacting, Outcome, Bodies):
+class Budget(Compacting, Outcome):
     """A conversation's budgeting session: frozen decisions, a store, the passes."""
 
     def __init__(
@@ -83,25 +85,15 @@ class Budget(Compacting, Outcome, Bodies):
             raise InputError(f"summarizer must be a callable, not {summarizer!r:.80}")
         self._discover = discover_window
         self._window: int | None = None
-        self._window_cap: int | None = None
-        """The smallest window a prompt-too-long error stated (logged, so a resume keeps it)."""
         self._store = store
         self._closed = False
         self._lock = threading.RLock()
         self._log = get_logger("toolbudget")
         self._reader = ReadBack(store, self.config)
-        self._ledger = Ledger(on_invalid=self._invalid_record)
-        self._stored: set[str] = set()
-        self._requests = 0
-        self._last_at: float | None = None
-        self._last_n = 0
-        self._overflows = 0
-        self._last_usage: tuple[int, ...] | None = None
-        self._last_f: int | None = None
-        """Tokens of the last request's history but its last ``RESCAN`` messages, as given: what
-        tells whether a usage measured on that history is still an anchor for the next one."""
-        self._seq = 0
-        """Sequence number of the last log record: records that may repeat stay distinct lines."""
+        self._journal = Journal(store, self._log)
+        self._append_log = self._journal.append  # what compaction logs its records with
+        self._ledger = Ledger(on_invalid=self._journal.invalid_record)
+        self._bodies = Bodies(store, self.config, self._ledger, self._log)
         # The model's tokenizer family sets text density and framing for every estimate.
         self._profile = tokenizer_profile(self.config.model)
         known = (
@@ -110,20 +102,18 @@ class Budget(Compacting, Outcome, Bodies):
             else load_estimates(store, self._profile, self._profile.text_tokens)
         )
         self._tt = TextTokens(self._profile, exact=text_tokens, known=known)
-        self._unlogged: list[Mapping[str, Any]] = []
-        self._tail: list[dict[str, Any]] = []
-        """Records of a request a crash cut off, still in the log: its retry does not repeat them."""
-        self._before_last: Counters = (0, None, 0, None)
-        """Request count, time, length and history tokens (see ``_last_f``) before the last
-        request: what a retry rolls back to."""
-        self._calib = Calibration(self.config.model)
         self._cal_anchor: Anchor | None = None
         """The last request's anchored estimate, for the usage the next request reports."""
         self._compactor = Compactor(self.config, summarizer, self._log)
+        self._candidates = Candidates(self.config, self._ledger, self._tt)
         self._reset()
-        self._restore()
+        resumed = self._journal.restore(self._ledger, self._compactor, self.config.model)
+        self._tally = Tally.resumed(resumed)
+        self._calib = resumed.calibration
+        self._window_cap = resumed.window_cap
+        """The smallest window a prompt-too-long error stated (logged, so a resume keeps it)."""
         # The format: given, remembered by a resumed session, or detected on the first request.
-        self._formats = FormatChoice.start(format, self._read_meta().get("format"))
+        self._formats = FormatChoice.start(format, self._journal.read_meta().get("format"))
         self._format: Format = self._formats.fixed or ANTHROPIC
 
     # -- construction ---------------------------------------------------------------------------
@@ -205,8 +195,8 @@ class Budget(Compacting, Outcome, Bodies):
                 if self._tt.known is not None:
                     self._keep_estimates()
                     self._tt.known.save()  # the estimates a resume reuses (budget/_estimates_cache)
-                if self._unlogged:
-                    self._append_log([])
+                if self._journal.queued:
+                    self._journal.append([])
             finally:
                 self._store.close()
 
@@ -266,7 +256,7 @@ class Budget(Compacting, Outcome, Bodies):
                 prepared = self._compacted(messages, fmt, budget, awaited, can_wait)
                 # Fixed only now: a request refused as bad input does not settle the format.
                 if to_fix and self._formats.hold(fmt):
-                    self._write_meta(format=fmt.name)
+                    self._journal.write_meta(format=fmt.name)
                 return prepared
             except BaseException as exc:
                 # The per-message caches may be half updated: rebuild them from the frozen
@@ -287,28 +277,32 @@ class Budget(Compacting, Outcome, Bodies):
             raise StoreError("the session is closed; open it again with Budget.open to go on")
 
     def _is_retry(self, length: int) -> bool:
-        return self._requests > 0 and length == self._last_n
+        return self._tally.is_retry(length)
 
     def _prepare(self, messages: list[Any], usage: Any, now: float, started: float) -> Prepared:
         """One request, its format set: scan → passes → store → log → apply → report."""
-        before = (self._requests, self._last_at, self._last_n, self._last_f)
+        before = self._tally.counters()
         retry = self._is_retry(len(messages))
         self._roll_back(before, retry=retry)
         prev_len = len(self._inputs)
         scan = self._scan_history(messages)
         retry = retry and self._still_a_retry(len(messages), before)
-        fresh, wrapped = self._take_wrapped(scan.fresh)
+        fresh, wrapped = self._bodies.take_wrapped(scan.fresh)
         reported = self._usage_for(usage, len(messages))
         learned = self._learn(reported, len(messages), diverged=scan.diverged)
         turn = Turn(messages, scan.k, fresh, reported, now, retry)
         made = self._decide(turn, scan.results, wrapped)
-        by_id = self._results_of(made, scan.results)
-        made = self._digested(self._materialize(made, by_id), by_id)
+        by_id = self._candidates.results_of(made, scan.results)
+        made = self._bodies.digested(self._bodies.materialize(made, by_id), by_id)
         fingerprint = self._log_request(made, len(messages), now, learned=learned)
         reports = self._apply(messages, scan.k, made, by_id)
         self._sync_markers(messages, scan.k)
-        since = self._last_n
-        self._last_at, self._last_n, self._last_f = now, len(messages), fingerprint
+        since = self._tally.last_n
+        self._tally.last_at, self._tally.last_n, self._tally.last_f = (
+            now,
+            len(messages),
+            fingerprint,
+        )
         report = self._report(turn, made, reports, since, (scan, prev_len), started)
         self._seen = messages
         self._tt.next_request()
@@ -332,7 +326,7 @@ class Budget(Compacting, Outcome, Bodies):
                 self.config.model, explicit=self.config.window, discover=self._discover, cache=cache
             )
             if cache != before:
-                self._write_meta(windows=cache)
+                self._journal.write_meta(windows=cache)
             if self._window_cap is not None:
                 self._window = min(self._window, self._window_cap)
         return self._window
@@ -353,20 +347,20 @@ class Budget(Compacting, Outcome, Bodies):
         with self._lock:
             self._check_open()
             limit = overflow_limit(error) if error is not None else None
-            record: dict[str, Any] = {"t": "ovf", "count": self._overflows + 1}
+            record: dict[str, Any] = {"t": "ovf", "count": self._tally.overflows + 1}
             if limit is not None and 0 < limit < self.window():
                 # The provider told us the real window: believe it from now on, also after a
                 # resume (the record keeps it).
                 self._window = self._window_cap = limit
                 record["w"] = limit
-            self._overflows += 1
-            self._append_log([record])
+            self._tally.overflows += 1
+            self._journal.append([record])
             self._log.warning(
-                "toolbudget.session.context_overflow", count=self._overflows, error=str(error)
+                "toolbudget.session.context_overflow", count=self._tally.overflows, error=str(error)
             )
-            if self._overflows >= 3 and not self._schedule_reactive():
+            if self._tally.overflows >= 3 and not self._schedule_reactive(self._tally.overflows):
                 raise ContextOverflow(
-                    f"the provider refused the prompt as too long {self._overflows} times in a "
+                    f"the provider refused the prompt as too long {self._tally.overflows} times in a "
                     f"row, even with staleness forced, caps halved and compaction where a "
                     f"summarizer allows it: {error}"
                 )
@@ -423,20 +417,18 @@ class Budget(Compacting, Outcome, Bodies):
             raise InputError(f"tool must be the tool's name (a string), not {tool!r:.80}")
         self._check_open()
         limit = self.config.cap_for(tool)
-        if limit is None or len(text) <= limit or self._envelope_ref(text) is not None:
+        if limit is None or len(text) <= limit or self._bodies.envelope_ref(text) is not None:
             return text
         ref = ref_for(text)
         with self._lock:
-            if ref not in self._stored:
-                try:
-                    self._store.put(text)
-                except (StoreError, OSError) as exc:
-                    self._log.error(
-                        "toolbudget.spill.failed", tool=tool, chars=len(text), error=str(exc)
-                    )
-                    return text
-                self._stored.add(ref)
-        return self._envelope(text, ref, tool, is_error=False)
+            try:
+                self._bodies.put(text, ref)
+            except (StoreError, OSError) as exc:
+                self._log.error(
+                    "toolbudget.spill.failed", tool=tool, chars=len(text), error=str(exc)
+                )
+                return text
+        return self._bodies.envelope(text, ref, tool, is_error=False)
 
     @overload
     def wrap_tool(self, fn: Callable[_P, _T], *, name: str | None = None) -> Callable[_P, _T]: ...

@@ -40,13 +40,15 @@ class RequestCopy(HistoryCache):
         """Freeze the decisions and build the request-copy messages they change."""
         reports, touched_old = self._freeze(k, made, by_id)
         if any(d.kind == "trimmed" for d in made.values()):
-            self._trimmed_upto_cutoff()
+            self._candidates.trimmed_upto_cutoff(
+                self._current_round(), overflowing=self._tally.overflows > 0
+            )
         for i in sorted(touched_old):
             self._outputs[i] = self._render(messages[i], self._msgs[i].results)
             self._note_markers(i, messages[i])
         counted = self._copy_from(messages, k, made)
         self._count_out(messages, min(touched_old) if touched_old else k, counted)
-        self._add_candidates(r for r in by_id.values() if r.msg_index >= k)
+        self._candidates.add(r for r in by_id.values() if r.msg_index >= k)
         return reports
 
     def _freeze(

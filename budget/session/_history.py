@@ -13,11 +13,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from budget._config import BudgetConfig
 from budget._errors import InputError
-from budget._ledger import Decision
+from budget._ledger import Decision, Ledger
+from budget._log import Events
 from budget._markers import Markers
 from budget._view import Format, RawResult, Scanned, ToolResult, build_result
-from budget.session._candidates import StalenessCandidates, _Cand
+from budget.session._candidates import Candidates
+from budget.session._tally import Tally
+from budget.tokens._memo import TextTokens
 from budget.tokens._tokens import TokenizerProfile, estimate_tokens
 from budget.tokens._usage import ProviderUsage
 from spill import ref_for
@@ -84,11 +88,17 @@ class Scan:
     """The history is not the last one grown (rebuilt, or shorter)."""
 
 
-class HistoryCache(StalenessCandidates):
+class HistoryCache:
     """Per message of the last history: its scan, results, rounds and token sums."""
 
+    config: BudgetConfig
     _format: Format
     _profile: TokenizerProfile
+    _ledger: Ledger
+    _log: Events
+    _tt: TextTokens
+    _candidates: Candidates
+    _tally: Tally
 
     def _reset(self) -> None:
         """Forget the per-message caches (not the decisions): the next request rebuilds them."""
@@ -107,11 +117,7 @@ class HistoryCache(StalenessCandidates):
         self._stale = False
         self._members: dict[int, dict[str, ToolResult]] = {}
         self._totals = _Totals()
-        self._cands: list[_Cand] = []
-        self._cand_rounds: list[int] = []
-        self._cand_cum: list[int] = [0]
-        self._cand_results: dict[str, ToolResult] = {}
-        self._cand_start = 0
+        self._candidates.reset()
         self._seen: list[Any] | None = None
         self._bulk = False
         self._marks: dict[int, tuple[Markers, Markers]] = {}
@@ -129,7 +135,7 @@ class HistoryCache(StalenessCandidates):
     def _scan_history(self, messages: list[Any]) -> Scan:
         """Reuse what the last history left, scan the rest."""
         k = self._reusable(messages)
-        diverged = k < 0 or len(messages) < self._last_n
+        diverged = k < 0 or len(messages) < self._tally.last_n
         # Until this request completes, the caches may not match the list passed last time.
         self._seen = None
         if k < 0:
@@ -182,11 +188,11 @@ class HistoryCache(StalenessCandidates):
         """Whether a usage reported now was measured on a prefix of this history: the last
         request's history (its length, and its tokens but the last messages, which callers edit
         in place) must lead this one. The same answer live and after a resume."""
-        if length < self._last_n:
+        if length < self._tally.last_n:
             return False
-        if self._last_f is None:
+        if self._tally.last_f is None:
             return True  # a log written before the tokens were recorded: the length only
-        return self._fingerprint(self._last_n) == self._last_f
+        return self._fingerprint(self._tally.last_n) == self._tally.last_f
 
     def _truncate(self, k: int) -> None:
         for i in range(len(self._msgs) - 1, k - 1, -1):

@@ -14,7 +14,7 @@ from typing import Any
 from budget._ledger import Decision
 from budget._report import DecisionReport, Report
 from budget.session._history import Scan
-from budget.session._journal import Counters
+from budget.session._journal import Counters, Journal
 from budget.session._passrun import PassRun, Turn
 from budget.tokens._calibration import Anchor
 
@@ -24,15 +24,17 @@ __all__ = ["Outcome"]
 class Outcome(PassRun):
     """Logs a request and reports it; rolls the counters back for a retry."""
 
+    _journal: Journal
+
     def _roll_back(self, before: Counters, *, retry: bool) -> None:
         """On a retry, the counters as they were before the request it repeats."""
         if retry:
             # The last request's history again (a retry after an error or a crash, in this
             # process or after a resume): counted as that request, and it makes no new batch
             # (unless an overflow forces one), so it shows what that request showed.
-            self._requests, self._last_at, self._last_n, self._last_f = self._before_last
+            self._tally.set(self._tally.before_last)
         else:
-            self._before_last = before
+            self._tally.before_last = before
 
     def _still_a_retry(self, length: int, before: Counters) -> bool:
         """Whether a request of the last one's length, now scanned, repeats that request; if
@@ -41,8 +43,8 @@ class Outcome(PassRun):
             return True
         # As many messages as the last request but other ones (a history compacted to a
         # fixed size, first message plus the last N): a new request, not a retry of it.
-        self._before_last = before
-        self._requests, self._last_at, self._last_n, self._last_f = before
+        self._tally.before_last = before
+        self._tally.set(before)
         return False
 
     def _log_request(
@@ -51,18 +53,18 @@ class Outcome(PassRun):
         """Log the decisions and the request record that closes them; return the history's
         fingerprint (its tokens but the last messages)."""
         records: list[Mapping[str, Any]] = [d.to_record() for d in made.values()]
-        self._requests += 1
+        self._tally.requests += 1
         if learned:
-            records.append(self._calib.to_record(self._requests))
+            records.append(self._calib.to_record(self._tally.requests))
         fingerprint = self._fingerprint(length)
-        req: dict[str, Any] = {"t": "req", "n": self._requests, "at": now, "m": length}
+        req: dict[str, Any] = {"t": "req", "n": self._tally.requests, "at": now, "m": length}
         # What a resumed session needs to treat the next request as this one would: the
         # history it anchors a usage on, the overflow streak and the last usage seen.
-        req.update(f=fingerprint, o=self._overflows)
-        if self._last_usage is not None:
-            req["u"] = list(self._last_usage)
+        req.update(f=fingerprint, o=self._tally.overflows)
+        if self._tally.last_usage is not None:
+            req["u"] = list(self._tally.last_usage)
         records.append(req)
-        self._append_log(records)
+        self._journal.append(records)
         return fingerprint
 
     def _report(
@@ -82,7 +84,7 @@ class Outcome(PassRun):
         k, old_outputs = scan.k, scan.old_outputs
         stable = not trimmed_now and self._outputs[k:prev_len] == old_outputs[: prev_len - k]
         window = self.window()
-        reclaimable = self._reclaimable()
+        reclaimable = self._candidates.reclaimable(self._current_round())
         t = self._totals
         raw_after = max(self._cum_out[-1], self._anchor(reported, messages, since, out=True))
         if reported is not None and not trimmed_now:
@@ -90,7 +92,7 @@ class Outcome(PassRun):
             growth = raw_after - reported.prompt_tokens
             self._cal_anchor = Anchor(reported, growth, len(messages))
         return Report(
-            request=self._requests,
+            request=self._tally.requests,
             format=self._format.name,
             messages=len(messages),
             results=t.results,

@@ -16,9 +16,9 @@ from budget._ledger import Decision
 from budget._view import ToolResult
 from budget.passes import PIPELINE, PassContext, Staleness
 from budget.session._copies import RequestCopy
-from budget.tokens._calibration import Anchor, learn
+from budget.tokens._calibration import Anchor, Calibration, learn
 from budget.tokens._usage import ProviderUsage, normalize_usage
-from spill import ref_for
+from spill import Store, ref_for
 
 __all__ = ["PassRun", "Turn"]
 
@@ -43,6 +43,8 @@ class PassRun(RequestCopy):
     window: Callable[[], int]
     """The context window in tokens (:meth:`budget.Budget.window`)."""
     _cal_anchor: Anchor | None
+    _calib: Calibration
+    _store: Store
     """The last request's anchored estimate, for the usage the next request reports."""
 
     def _usage_for(self, usage: Any, length: int) -> ProviderUsage | None:
@@ -52,7 +54,7 @@ class PassRun(RequestCopy):
         reported = self._reported_usage(usage)
         if reported is not None and not self._anchor_holds(length):
             self._log.info(
-                "toolbudget.session.usage_anchor_dropped", messages=length, last=self._last_n
+                "toolbudget.session.usage_anchor_dropped", messages=length, last=self._tally.last_n
             )
             reported = None
         return reported
@@ -73,10 +75,10 @@ class PassRun(RequestCopy):
         if u is None:
             return None
         key = (u.input_tokens, u.cache_read_tokens, u.cache_write_tokens, u.output_tokens)
-        if key != self._last_usage:
+        if key != self._tally.last_usage:
             # A usage we have not seen is a new successful response: the overflow streak ends.
-            self._last_usage = key
-            self._overflows = 0
+            self._tally.last_usage = key
+            self._tally.overflows = 0
         return u
 
     def _decide(
@@ -86,7 +88,7 @@ class PassRun(RequestCopy):
         # Results decided before (an earlier process, a rebuilt history) are staleness candidates
         # now, as they would be in a session that had gone on (no-op for known candidates).
         fresh_ids = {r.call_id for r in turn.fresh}
-        self._add_candidates(r for r in new_results if r.call_id not in fresh_ids)
+        self._candidates.add(r for r in new_results if r.call_id not in fresh_ids)
         made: dict[str, Decision] = dict(wrapped)
         # ``decided`` is a live view: each pass sees the decisions of the passes before it.
         ctx = self._context(turn, made)
@@ -95,18 +97,20 @@ class PassRun(RequestCopy):
                 made[d.call_id] = d
         for r in turn.fresh:
             if r.call_id not in made:
-                made[r.call_id] = self._default(r)
+                made[r.call_id] = self._candidates.default(r)
         return made
 
     def _context(self, turn: Turn, made: dict[str, Decision]) -> PassContext:
-        overflowing = self._overflows > 0
+        overflowing = self._tally.overflows > 0
         messages, k, reported = turn.messages, turn.k, turn.reported
         frozen = self._group_frozen_chars(turn.fresh)
-        eligible, reclaim = self._eligible(overflowing=overflowing, retry=turn.retry)
+        eligible, reclaim = self._candidates.eligible(
+            self._current_round(), overflowing=overflowing, retry=turn.retry
+        )
         # Messages before ``k`` as the previous request showed them, the rest as their frozen
         # decisions show them: the same figure whether the session went on or was resumed.
         full_out = self._cum_out[k] + (self._cum_pre[-1] - self._cum_pre[k])
-        raw = max(full_out, self._anchor(reported, messages, self._last_n, out=False))
+        raw = max(full_out, self._anchor(reported, messages, self._tally.last_n, out=False))
         estimate = self._calib.correct(raw, full_out, reported)
         first = eligible[0].result.msg_index if eligible else len(messages)
         if first < k:
@@ -125,13 +129,13 @@ class PassRun(RequestCopy):
                 estimate_tokens=estimate,
                 window=self.window(),
                 now=turn.now,
-                last_request_at=self._last_at,
-                requests_so_far=self._requests,
+                last_request_at=self._tally.last_at,
+                requests_so_far=self._tally.requests,
                 forced=overflowing,
             ),
             ref_for=ref_for,
             path_of=self._store.path_of,
-            cap_scale=0.5 ** min(self._overflows, 3),
+            cap_scale=0.5 ** min(self._tally.overflows, 3),
             text_tokens=self._tt,
         )
 
