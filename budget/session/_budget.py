@@ -48,17 +48,17 @@ from budget.compaction._compactor import Compactor
 from budget.formats import ANTHROPIC, FormatChoice, get_format
 from budget.session._bodies import Bodies
 from budget.session._candidates import Candidates
-from budget.session._history import result_key
+from budget.session._copies import Copies
+from budget.session._estimator import Estimator
+from budget.session._history import History, result_key
 from budget.session._journal import Journal, timestamp
-from budget.session._outcome import Outcome
-from budget.session._passrun import Turn
+from budget.session._parts import Parts
+from budget.session._pipeline import Pipeline
 from budget.session._tally import Tally
-from budget.tokens._calibration import Anchor
 from budget.tokens._estimates_cache import load as load_estimates
 from budget.tokens._memo import TextTokens
 from budget.tokens._overflow import is_context_overflow, overflow_limit
 from budget.tokens._tokens import estimate_tokens, tokenizer_profile
-from budget.tokens._windows import resolve_window
 from spill import FsspecStore, LocalStore, MemoryStore, Store, ref_for
 
 __all__ = ["Budget"]
@@ -67,7 +67,7 @@ _P = ParamSpec("_P")
 _T = TypeVar("_T")
 
 
-class Budget(Compacting, Outcome):
+class Budget(Compacting):
     """A conversation's budgeting session: frozen decisions, a store, the passes."""
 
     def __init__(
@@ -83,17 +83,14 @@ class Budget(Compacting, Outcome):
         self.config = build_config(config)
         if summarizer is not None and not callable(summarizer):  # else a TypeError when compacting
             raise InputError(f"summarizer must be a callable, not {summarizer!r:.80}")
-        self._discover = discover_window
-        self._window: int | None = None
         self._store = store
         self._closed = False
         self._lock = threading.RLock()
-        self._log = get_logger("toolbudget")
+        self._log = log = get_logger("toolbudget")
         self._reader = ReadBack(store, self.config)
-        self._journal = Journal(store, self._log)
-        self._append_log = self._journal.append  # what compaction logs its records with
-        self._ledger = Ledger(on_invalid=self._journal.invalid_record)
-        self._bodies = Bodies(store, self.config, self._ledger, self._log)
+        journal = Journal(store, log)
+        self._append_log = journal.append  # what compaction logs its records with
+        ledger = Ledger(on_invalid=journal.invalid_record)
         # The model's tokenizer family sets text density and framing for every estimate.
         self._profile = tokenizer_profile(self.config.model)
         known = (
@@ -101,19 +98,33 @@ class Budget(Compacting, Outcome):
             if text_tokens is not None
             else load_estimates(store, self._profile, self._profile.text_tokens)
         )
-        self._tt = TextTokens(self._profile, exact=text_tokens, known=known)
-        self._cal_anchor: Anchor | None = None
-        """The last request's anchored estimate, for the usage the next request reports."""
-        self._compactor = Compactor(self.config, summarizer, self._log)
-        self._candidates = Candidates(self.config, self._ledger, self._tt)
-        self._reset()
-        resumed = self._journal.restore(self._ledger, self._compactor, self.config.model)
-        self._tally = Tally.resumed(resumed)
-        self._calib = resumed.calibration
-        self._window_cap = resumed.window_cap
-        """The smallest window a prompt-too-long error stated (logged, so a resume keeps it)."""
+        tt = TextTokens(self._profile, exact=text_tokens, known=known)
+        self._compactor = Compactor(self.config, summarizer, log)
+        candidates = Candidates(self.config, ledger, tt)
+        history = History(self.config, ledger, log, self._profile, tt)
+        copies = Copies(ledger, log, history, candidates)
+        self._as_sent = copies.as_sent  # what compaction summarizes
+        resumed = journal.restore(ledger, self._compactor, self.config.model)
+        estimator = Estimator(
+            self.config, journal, discover_window, resumed.calibration, resumed.window_cap
+        )
+        self._parts = Parts(
+            config=self.config,
+            store=store,
+            log=log,
+            journal=journal,
+            ledger=ledger,
+            bodies=Bodies(store, self.config, ledger, log),
+            tally=Tally.resumed(resumed),
+            estimator=estimator,
+            text_tokens=tt,
+            history=history,
+            copies=copies,
+            candidates=candidates,
+        )
+        self._pipeline = Pipeline(self._parts)
         # The format: given, remembered by a resumed session, or detected on the first request.
-        self._formats = FormatChoice.start(format, self._journal.read_meta().get("format"))
+        self._formats = FormatChoice.start(format, journal.read_meta().get("format"))
         self._format: Format = self._formats.fixed or ANTHROPIC
 
     # -- construction ---------------------------------------------------------------------------
@@ -192,11 +203,12 @@ class Budget(Compacting, Outcome):
         with self._lock:
             self._closed = True
             try:
-                if self._tt.known is not None:
-                    self._keep_estimates()
-                    self._tt.known.save()  # the estimates a resume reuses (budget/_estimates_cache)
-                if self._journal.queued:
-                    self._journal.append([])
+                known = self._parts.text_tokens.known
+                if known is not None:
+                    self._pipeline.keep_estimates(known)
+                    known.save()  # the estimates a resume reuses (budget/tokens/_estimates_cache.py)
+                if self._parts.journal.queued:
+                    self._parts.journal.append([])
             finally:
                 self._store.close()
 
@@ -250,18 +262,18 @@ class Budget(Compacting, Outcome):
             try:
                 fmt, to_fix = self._formats.for_request(messages, format)
                 if fmt is not self._format:
-                    self._reset()  # caches hold another adapter's scans
+                    self._pipeline.reset()  # caches hold another adapter's scans
                     self._format = fmt
                 budget = partial(self._prepare, usage=usage, now=when, started=started)
                 prepared = self._compacted(messages, fmt, budget, awaited, can_wait)
                 # Fixed only now: a request refused as bad input does not settle the format.
                 if to_fix and self._formats.hold(fmt):
-                    self._journal.write_meta(format=fmt.name)
+                    self._parts.journal.write_meta(format=fmt.name)
                 return prepared
             except BaseException as exc:
                 # The per-message caches may be half updated: rebuild them from the frozen
                 # decisions next time rather than trust them.
-                self._reset()
+                self._pipeline.reset()
                 if isinstance(exc, RecursionError):
                     raise InputError(
                         "messages nest too deeply to be budgeted (Python's recursion limit)"
@@ -276,60 +288,15 @@ class Budget(Compacting, Outcome):
             # Not a copy with every result inline as kept_unspillable: the caller has a bug.
             raise StoreError("the session is closed; open it again with Budget.open to go on")
 
-    def _is_retry(self, length: int) -> bool:
-        return self._tally.is_retry(length)
-
     def _prepare(self, messages: list[Any], usage: Any, now: float, started: float) -> Prepared:
-        """One request, its format set: scan → passes → store → log → apply → report."""
-        before = self._tally.counters()
-        retry = self._is_retry(len(messages))
-        self._roll_back(before, retry=retry)
-        prev_len = len(self._inputs)
-        scan = self._scan_history(messages)
-        retry = retry and self._still_a_retry(len(messages), before)
-        fresh, wrapped = self._bodies.take_wrapped(scan.fresh)
-        reported = self._usage_for(usage, len(messages))
-        learned = self._learn(reported, len(messages), diverged=scan.diverged)
-        turn = Turn(messages, scan.k, fresh, reported, now, retry)
-        made = self._decide(turn, scan.results, wrapped)
-        by_id = self._candidates.results_of(made, scan.results)
-        made = self._bodies.digested(self._bodies.materialize(made, by_id), by_id)
-        fingerprint = self._log_request(made, len(messages), now, learned=learned)
-        reports = self._apply(messages, scan.k, made, by_id)
-        self._sync_markers(messages, scan.k)
-        since = self._tally.last_n
-        self._tally.last_at, self._tally.last_n, self._tally.last_f = (
-            now,
-            len(messages),
-            fingerprint,
-        )
-        report = self._report(turn, made, reports, since, (scan, prev_len), started)
-        self._seen = messages
-        self._tt.next_request()
-        return Prepared(list(self._outputs), report)
+        """One request, its format set (see ``budget.session._pipeline``)."""
+        return self._pipeline.run(messages, usage, now, started, self._format)
 
     # -- window and overflow --------------------------------------------------------------------
 
     def window(self) -> int:
         """The context window in tokens: setting, then discovery (kept in the session), then table."""
-        if self._window is None:
-            try:
-                known = self._store.read_meta().get("windows")
-            except (StoreError, OSError) as exc:
-                # Only a cache of discovered windows: work without it rather than fail.
-                self._log.error("toolbudget.session.meta_failed", error=str(exc))
-                known = None
-            known = known if isinstance(known, dict) else {}
-            cache = {k: v for k, v in known.items() if isinstance(v, int)}
-            before = dict(cache)
-            self._window = resolve_window(
-                self.config.model, explicit=self.config.window, discover=self._discover, cache=cache
-            )
-            if cache != before:
-                self._journal.write_meta(windows=cache)
-            if self._window_cap is not None:
-                self._window = min(self._window, self._window_cap)
-        return self._window
+        return self._parts.estimator.window()
 
     def on_overflow(self, error: object = None) -> bool:
         """The provider refused the last request as too long: budget the next one harder.
@@ -347,20 +314,20 @@ class Budget(Compacting, Outcome):
         with self._lock:
             self._check_open()
             limit = overflow_limit(error) if error is not None else None
-            record: dict[str, Any] = {"t": "ovf", "count": self._tally.overflows + 1}
-            if limit is not None and 0 < limit < self.window():
-                # The provider told us the real window: believe it from now on, also after a
+            tally = self._parts.tally
+            record: dict[str, Any] = {"t": "ovf", "count": tally.overflows + 1}
+            if self._parts.estimator.stated(limit):
+                # The provider told us the real window: believed from now on, also after a
                 # resume (the record keeps it).
-                self._window = self._window_cap = limit
                 record["w"] = limit
-            self._tally.overflows += 1
-            self._journal.append([record])
+            tally.overflows += 1
+            self._parts.journal.append([record])
             self._log.warning(
-                "toolbudget.session.context_overflow", count=self._tally.overflows, error=str(error)
+                "toolbudget.session.context_overflow", count=tally.overflows, error=str(error)
             )
-            if self._tally.overflows >= 3 and not self._schedule_reactive(self._tally.overflows):
+            if tally.overflows >= 3 and not self._schedule_reactive(tally.overflows):
                 raise ContextOverflow(
-                    f"the provider refused the prompt as too long {self._tally.overflows} times in a "
+                    f"the provider refused the prompt as too long {tally.overflows} times in a "
                     f"row, even with staleness forced, caps halved and compaction where a "
                     f"summarizer allows it: {error}"
                 )
@@ -401,7 +368,7 @@ class Budget(Compacting, Outcome):
         """The frozen decision for the first result answering ``call_id`` (a string), if decided."""
         if not isinstance(call_id, str):
             raise InputError(f"call_id must be a tool call's id (a string), not {call_id!r:.80}")
-        return self._ledger.get(result_key(call_id, 1))
+        return self._parts.ledger.get(result_key(call_id, 1))
 
     # -- spilling at execution time -------------------------------------------------------------
 
@@ -417,18 +384,18 @@ class Budget(Compacting, Outcome):
             raise InputError(f"tool must be the tool's name (a string), not {tool!r:.80}")
         self._check_open()
         limit = self.config.cap_for(tool)
-        if limit is None or len(text) <= limit or self._bodies.envelope_ref(text) is not None:
+        if limit is None or len(text) <= limit or self._parts.bodies.envelope_ref(text) is not None:
             return text
         ref = ref_for(text)
         with self._lock:
             try:
-                self._bodies.put(text, ref)
+                self._parts.bodies.put(text, ref)
             except (StoreError, OSError) as exc:
                 self._log.error(
                     "toolbudget.spill.failed", tool=tool, chars=len(text), error=str(exc)
                 )
                 return text
-        return self._bodies.envelope(text, ref, tool, is_error=False)
+        return self._parts.bodies.envelope(text, ref, tool, is_error=False)
 
     @overload
     def wrap_tool(self, fn: Callable[_P, _T], *, name: str | None = None) -> Callable[_P, _T]: ...

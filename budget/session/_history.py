@@ -3,13 +3,14 @@
 The work per request is proportional to what is new: per message, the session keeps its scan,
 the results it holds, its rounds and its token estimates (as given, and as shown), with running
 sums, and reuses them when the next history starts with the same message objects
-(:meth:`HistoryCache._reusable`). Only the last :data:`RESCAN` messages are looked at again
+(:meth:`History.reusable`). Only the last :data:`RESCAN` messages are looked at again
 (callers move ``cache_control`` markers there in place). A history that diverges earlier is
 rebuilt from the frozen decisions, which gives the same bytes.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,16 +18,13 @@ from budget._config import BudgetConfig
 from budget._errors import InputError
 from budget._ledger import Decision, Ledger
 from budget._log import Events
-from budget._markers import Markers
 from budget._view import Format, RawResult, Scanned, ToolResult, build_result
-from budget.session._candidates import Candidates
-from budget.session._tally import Tally
 from budget.tokens._memo import TextTokens
 from budget.tokens._tokens import TokenizerProfile, estimate_tokens
 from budget.tokens._usage import ProviderUsage
 from spill import ref_for
 
-__all__ = ["RESCAN", "HistoryCache", "call_of", "result_key"]
+__all__ = ["BULK", "RESCAN", "History", "Scan", "anchor", "call_of", "result_key"]
 
 RESCAN = 2
 """Trailing messages of the previous history looked at again: callers mutate those in place."""
@@ -45,31 +43,6 @@ class _Msg:
     round_after: int
     group_after: int
     tokens_in: int
-    tokens_out: int
-
-
-@dataclass(slots=True)
-class _Totals:
-    results: int = 0
-    chars_before: int = 0
-    chars_after: int = 0
-    kept: int = 0
-    spilled: int = 0
-    trimmed: int = 0
-    unspillable: int = 0
-
-    def add(self, d: Decision, original_chars: int, sign: int) -> None:
-        self.results += sign
-        self.chars_before += sign * original_chars
-        self.chars_after += sign * d.shown_chars()
-        if d.kind == "kept":
-            self.kept += sign
-        elif d.kind == "spilled":
-            self.spilled += sign
-        elif d.kind == "trimmed":
-            self.trimmed += sign
-        else:
-            self.unspillable += sign
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,83 +61,83 @@ class Scan:
     """The history is not the last one grown (rebuilt, or shorter)."""
 
 
-class HistoryCache:
-    """Per message of the last history: its scan, results, rounds and token sums."""
+class History:
+    """Per message of the last history scanned: its scan, its results, its rounds and its token
+    estimates (as given, and as shown by the decisions frozen before it), with running sums.
 
-    config: BudgetConfig
-    _format: Format
-    _profile: TokenizerProfile
-    _ledger: Ledger
-    _log: Events
-    _tt: TextTokens
-    _candidates: Candidates
-    _tally: Tally
+    Its state is those per-message caches and the calls and results they register; the request
+    copy made from them is the :class:`budget.session._copies.Copies`' own.
+    """
 
-    def _reset(self) -> None:
+    def __init__(
+        self,
+        config: BudgetConfig,
+        ledger: Ledger,
+        log: Events,
+        profile: TokenizerProfile,
+        text_tokens: TextTokens,
+    ) -> None:
+        self._config, self._ledger, self._log = config, ledger, log
+        self._profile, self._tt = profile, text_tokens
+        self.reset()
+
+    def reset(self) -> None:
         """Forget the per-message caches (not the decisions): the next request rebuilds them."""
-        self._inputs: list[Any] = []
-        self._outputs: list[Any] = []
+        self.inputs: list[Any] = []
+        """The messages scanned (the caller's objects)."""
         self._msgs: list[_Msg] = []
-        self._cum_out: list[int] = [0]
-        self._cum_in: list[int] = [0]
+        self.cum_in: list[int] = [0]
+        """Running sums of the messages' tokens as given (``cum_in[i]``: the first ``i``)."""
         # Tokens of each message as shown with the decisions frozen before the request that
         # scanned it: what the request is estimated at before its passes run.
-        self._cum_pre: list[int] = [0]
+        self.cum_pre: list[int] = [0]
         self._calls: dict[str, list[tuple[str, int, int]]] = {}
         """Per call id, the calls made with it (tool, group, round), the latest last."""
         self._occ: dict[str, int] = {}
         """Per call id, how many results answer it in the history scanned so far."""
-        self._stale = False
+        self.stale = False
+        """The last scan met a result edited after it was decided."""
         self._members: dict[int, dict[str, ToolResult]] = {}
-        self._totals = _Totals()
-        self._candidates.reset()
-        self._seen: list[Any] | None = None
-        self._bulk = False
-        self._marks: dict[int, tuple[Markers, Markers]] = {}
-        """Per rewritten message that carried ``cache_control`` markers when its copy was made
-        (in the caller's message or in the copy): both, as :func:`budget._markers.markers` lists
-        them. Checked on every request, so a marker removed or changed anywhere is seen."""
+        self.seen: list[Any] | None = None
+        """The list the last request that completed was given (None while caches may not match)."""
         self._shown_now: dict[int, tuple[Any, int]] = {}
         """Per message scanned by this request and shown rewritten by earlier decisions: that
-        copy and its tokens. _apply takes them for messages this request decides nothing in
+        copy and its tokens. The copy takes them for messages this request decides nothing in
         (rebuilding a long history after a resume is mostly such messages)."""
 
-    def _current_round(self) -> int:
+    def __len__(self) -> int:
+        return len(self._msgs)
+
+    def results(self, i: int) -> tuple[ToolResult, ...]:
+        """The results message ``i`` holds."""
+        return self._msgs[i].results
+
+    def tokens_in(self, i: int) -> int:
+        """Tokens of message ``i`` as given."""
+        return self._msgs[i].tokens_in
+
+    def members(self, group: int) -> Mapping[str, ToolResult]:
+        """The results of round group ``group`` by call id."""
+        return self._members.get(group, {})
+
+    def take_shown(self) -> dict[int, tuple[Any, int]]:
+        """The copies (and tokens) the scan made of messages earlier decisions rewrite, once."""
+        shown, self._shown_now = self._shown_now, {}
+        return shown
+
+    def current_round(self) -> int:
+        """The round of the last message of the history scanned (-1 before any)."""
         return self._msgs[-1].round_after if self._msgs else -1
 
-    def _scan_history(self, messages: list[Any]) -> Scan:
-        """Reuse what the last history left, scan the rest."""
-        k = self._reusable(messages)
-        diverged = k < 0 or len(messages) < self._tally.last_n
-        # Until this request completes, the caches may not match the list passed last time.
-        self._seen = None
-        if k < 0:
-            old_outputs = self._outputs
-            self._reset()
-            k = 0
-        else:
-            old_outputs = self._outputs[k:]
-            self._truncate(k)
-        fresh, new_results = self._scan(messages, k)
-        if self._stale and k > 0:
-            # A result was edited after it was decided: it is a new result, and the caches of
-            # earlier requests (its staleness candidate holds the old text) must not outlive
-            # its old decision. Rebuilt from the frozen decisions, as a resumed session would.
-            old_outputs = self._outputs[:k] + old_outputs
-            self._reset()
-            k = 0
-            fresh, new_results = self._scan(messages, k)
-        return Scan(k, old_outputs, fresh, new_results, diverged)
-
-    def _reusable(self, messages: list[Any]) -> int:
+    def reusable(self, messages: list[Any]) -> int:
         """How many leading messages keep their cached state; -1 when the history diverged."""
-        n = len(self._inputs)
+        n = len(self.inputs)
         if n == 0:
             return 0
         if len(messages) < n:
             return -1
-        inputs = self._inputs
-        if messages is self._seen and messages[n - 1] is inputs[n - 1] and messages[0] is inputs[0]:
+        inputs = self.inputs
+        if messages is self.seen and messages[n - 1] is inputs[n - 1] and messages[0] is inputs[0]:
             # The list passed last time, grown: taken as extended (see budget.session._budget).
             return max(n - RESCAN, 0)
         if messages[:n] == inputs:
@@ -172,29 +145,30 @@ class HistoryCache:
             return max(n - RESCAN, 0)
         return -1
 
-    def _fingerprint(self, length: int) -> int:
+    def fingerprint(self, length: int) -> int:
         """Tokens of a history of ``length`` messages but its last ``RESCAN`` (callers edit
         those in place): what tells a history from another of the same length."""
-        return self._cum_in[max(length - RESCAN, 0)]
+        return self.cum_in[max(length - RESCAN, 0)]
 
-    def _same_history(self, length: int, last_f: int | None) -> bool:
+    def same_history(self, length: int, last_f: int | None) -> bool:
         """Whether this history of the last request's length is that history: its tokens but
         the last messages (which callers edit in place) are the ones the last request logged."""
         if last_f is None:
             return True  # a log written before the tokens were recorded: the length only
-        return self._fingerprint(length) == last_f
+        return self.fingerprint(length) == last_f
 
-    def _anchor_holds(self, length: int) -> bool:
+    def anchor_holds(self, length: int, last_n: int, last_f: int | None) -> bool:
         """Whether a usage reported now was measured on a prefix of this history: the last
         request's history (its length, and its tokens but the last messages, which callers edit
         in place) must lead this one. The same answer live and after a resume."""
-        if length < self._tally.last_n:
+        if length < last_n:
             return False
-        if self._tally.last_f is None:
+        if last_f is None:
             return True  # a log written before the tokens were recorded: the length only
-        return self._fingerprint(self._tally.last_n) == self._tally.last_f
+        return self.fingerprint(last_n) == last_f
 
-    def _truncate(self, k: int) -> None:
+    def truncate(self, k: int) -> None:
+        """Forget the messages from ``k`` on (their calls and results with them)."""
         for i in range(len(self._msgs) - 1, k - 1, -1):
             m = self._msgs[i]
             for call in m.scanned.calls:
@@ -210,29 +184,25 @@ class HistoryCache:
                     self._occ[raw] = left
                 else:
                     self._occ.pop(raw, None)
-                d = self._ledger.get(r.call_id)
-                if d is not None:
-                    self._totals.add(d, len(r.text), -1)
-        del self._inputs[k:], self._outputs[k:], self._msgs[k:]
-        del self._cum_out[k + 1 :], self._cum_in[k + 1 :], self._cum_pre[k + 1 :]
-        if self._marks:
-            for i in [i for i in self._marks if i >= k]:
-                del self._marks[i]
+        del self.inputs[k:], self._msgs[k:]
+        del self.cum_in[k + 1 :], self.cum_pre[k + 1 :]
 
-    def _scan(self, messages: list[Any], k: int) -> tuple[list[ToolResult], list[ToolResult]]:
+    def scan(
+        self, messages: list[Any], k: int, fmt: Format
+    ) -> tuple[list[ToolResult], list[ToolResult]]:
         """Scan messages from ``k``: register calls, place results; return (fresh, all new)."""
-        fmt = self._format
-        self._bulk = len(messages) - k > BULK
+        bulk = len(messages) - k > BULK
         rnd = self._msgs[k - 1].round_after if k else -1
         group = self._msgs[k - 1].group_after if k else -1
         fresh: list[ToolResult] = []
         placed: list[ToolResult] = []
         self._shown_now = {}
-        self._stale = False
+        self.stale = False
         # Bound once: a resume runs this loop for every message of a long history.
         scan_in = fmt.scan_in
         calls_of, members = self._calls, self._members
-        place, prior_of, remember = self._place, self._prior, self._remember
+        place, prior_of = self._place, self._prior
+        remember = self._remember
         for i in range(k, len(messages)):
             scanned = scan_in(messages, i)
             if scanned.opens_round:
@@ -245,7 +215,7 @@ class HistoryCache:
                 else:
                     made.append((call.tool, group, rnd))
             if not scanned.results:
-                remember(messages[i], _Msg(scanned, (), rnd, group, 0, 0), None, i)
+                remember(messages[i], _Msg(scanned, (), rnd, group, 0), None, i, fmt, bulk)
                 continue
             results = []
             shown: dict[int, str] | None = None
@@ -265,54 +235,48 @@ class HistoryCache:
                         shown = {}
                     shown[raw.slot] = prior.text
             placed.extend(results)
-            remember(messages[i], _Msg(scanned, tuple(results), rnd, group, 0, 0), shown, i)
+            remember(messages[i], _Msg(scanned, tuple(results), rnd, group, 0), shown, i, fmt, bulk)
         return fresh, placed
 
-    def _remember(self, message: Any, m: _Msg, shown: dict[int, str] | None, i: int) -> None:
+    def _remember(
+        self,
+        message: Any,
+        m: _Msg,
+        shown: dict[int, str] | None,
+        i: int,
+        fmt: Format,
+        bulk: bool,
+    ) -> None:
         """Keep message ``i``'s scan and its tokens, as given and as earlier decisions show it."""
-        tokens = self._estimate(message)
+        tokens = self.estimate(message, bulk=bulk)
         pre = tokens
         if shown:
             # Decided in an earlier request or process: counted as it is shown.
-            out = self._format.rewrite(message, shown)
-            pre = self._estimate(out)
+            out = fmt.rewrite(message, shown)
+            pre = self.estimate(out, bulk=bulk)
             self._shown_now[i] = (out, pre)
         m.tokens_in = tokens
         self._msgs.append(m)
-        self._inputs.append(message)
-        cum_in, cum_pre = self._cum_in, self._cum_pre
+        self.inputs.append(message)
+        cum_in, cum_pre = self.cum_in, self.cum_pre
         cum_in.append(cum_in[-1] + tokens)
         cum_pre.append(cum_pre[-1] + pre)
 
-    def _estimate(self, message: Any) -> int:
+    def estimate(self, message: Any, *, bulk: bool) -> int:
         """Tokens of ``message``; in a bulk scan (a resume) looked up in the saved estimates by
         the hash of the message's JSON (budget/tokens/_estimates_cache.py) rather than walked."""
         known = self._tt.known
-        if known is None or not self._bulk:
+        if known is None or not bulk:
             return estimate_tokens(message, model=self._profile, text=self._tt)
         return known.message_tokens(message, self._estimate_walked)
 
     def _estimate_walked(self, message: Any) -> int:
         return estimate_tokens(message, model=self._profile, text=self._tt)
 
-    def _keep_estimates(self) -> None:
-        """Hand the saved estimates every message's tokens, as given and as its copy shows it,
-        but the last ``RESCAN`` (callers edit those in place: their tokens may be stale): what
-        a resume's bulk scan of the same history looks up. Done at close, in one pass (~15 ms
-        for 5,201 messages), not per request."""
-        known = self._tt.known
-        if known is None or self._seen is None:
-            return  # no saved estimates, or caches a failed request left half updated
-        end = max(len(self._msgs) - RESCAN, 0)
-        inputs, outputs, msgs = self._inputs, self._outputs, self._msgs
-        given = ((inputs[i], msgs[i].tokens_in) for i in range(end))
-        # A copy's markers may have been made again since it was counted (_sync_markers):
-        # cache_control is never counted, so its tokens are still the copy's.
-        shown = (
-            (outputs[i], msgs[i].tokens_out) for i in range(end) if outputs[i] is not inputs[i]
-        )
-        known.keep_messages(given)
-        known.keep_messages(shown)
+    def given(self, end: int) -> Iterator[tuple[Any, int]]:
+        """The first ``end`` messages with their tokens as given (for the saved estimates)."""
+        inputs, msgs = self.inputs, self._msgs
+        return ((inputs[i], msgs[i].tokens_in) for i in range(end))
 
     def _place(self, i: int, raw: RawResult) -> ToolResult:
         """Result ``raw`` of message ``i``, placed under the call it answers."""
@@ -329,7 +293,7 @@ class HistoryCache:
         self._occ[raw.call_id] = occ
         return build_result(
             result_key(raw.call_id, occ), tool, i, raw.slot, g, r_round, raw.text, raw.is_error,
-            raw.other_blocks * self.config.image_chars, (i << 16) + raw.slot,
+            raw.other_blocks * self._config.image_chars, (i << 16) + raw.slot,
         )  # fmt: skip
 
     def _prior(self, result: ToolResult) -> Decision | None:
@@ -346,31 +310,8 @@ class HistoryCache:
                 chars=len(result.text),
             )
             prior = None
-            self._stale = True
+            self.stale = True
         return prior
-
-    def _anchor(
-        self, usage: ProviderUsage | None, messages: list[Any], since: int, *, out: bool
-    ) -> int:
-        """Last reported usage plus what was added after the first ``since`` messages (0 when
-        no usage was given)."""
-        if usage is None:
-            return 0
-        cum = self._cum_out if out else self._cum_in
-        total = usage.total
-        start = min(since, len(messages))
-        if start < len(messages) and _role(messages[start]) == "assistant":
-            # The reply is in the usage already, as its output; but it counts at no less than
-            # its own estimate, since a streamed response's first event reports an output of a
-            # token or so, and callers (and some recorders) keep that usage.
-            if len(cum) > start + 1:
-                total = usage.prompt_tokens + max(usage.output_tokens, cum[start + 1] - cum[start])
-            start += 1
-        if start >= len(messages):
-            return total
-        if len(cum) > len(messages):
-            return total + cum[len(messages)] - cum[start]
-        return total
 
 
 _REPEAT = "\x00"
@@ -389,6 +330,27 @@ def result_key(call_id: str, occurrence: int) -> str:
 def call_of(key: str) -> str:
     """The call id a result key names."""
     return key.rpartition(_REPEAT)[0] if _REPEAT in key else key
+
+
+def anchor(usage: ProviderUsage | None, messages: list[Any], since: int, cum: list[int]) -> int:
+    """Last reported usage plus what was added after the first ``since`` messages (0 when
+    no usage was given)."""
+    if usage is None:
+        return 0
+    total = usage.total
+    start = min(since, len(messages))
+    if start < len(messages) and _role(messages[start]) == "assistant":
+        # The reply is in the usage already, as its output; but it counts at no less than
+        # its own estimate, since a streamed response's first event reports an output of a
+        # token or so, and callers (and some recorders) keep that usage.
+        if len(cum) > start + 1:
+            total = usage.prompt_tokens + max(usage.output_tokens, cum[start + 1] - cum[start])
+        start += 1
+    if start >= len(messages):
+        return total
+    if len(cum) > len(messages):
+        return total + cum[len(messages)] - cum[start]
+    return total
 
 
 def _role(message: Any) -> str | None:
