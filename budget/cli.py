@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import logging
-import re
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -114,7 +114,9 @@ def _write_exactly(text: str) -> None:
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 # ASCII digits only: str.isdigit (and \d without re.ASCII) also accept "²", "③" or "٣", which
 # float() then refuses or reads otherwise. A bare 0 needs no unit: zero is zero in any.
-_DURATION = re.compile(r"(?:(?P<n>[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?P<unit>[smhd])|0+(?:\.0*)?)", re.ASCII)
+_DURATION = re.compile(
+    r"(?:(?P<n>[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?P<unit>[smhd])|0+(?:\.0*)?)", re.ASCII
+)
 
 
 def _duration(text: str) -> float:
@@ -272,6 +274,16 @@ def bench(
     if plots is not None:
         for path in write_plots(result, plots):
             console.print(f"wrote {path}")
+    ours = sorted({s.path for s in result.skipped if (s.strategy or "").startswith("toolbudget")})
+    if ours:
+        # A peer that cannot take a trace is the peer's limit; toolbudget failing is our defect:
+        # the figures above leave those traces out, and the run must not pass for a clean one.
+        typer.echo(
+            f"error: toolbudget's own replay failed on {len(ours)} trace(s), left out of every "
+            f"figure above: {', '.join(ours[:5])}{' …' if len(ours) > 5 else ''}",
+            err=True,
+        )
+        raise typer.Exit(1)
 
 
 def _chosen_strategies(strategies: str | None, window: int) -> list[str]:
