@@ -663,7 +663,7 @@ def run(
     max_requests: int | None = None,
     progress: Callable[[Trace, str, int], None] | None = None,
     engine: Engine | None = None,
-    on_failure: Callable[[Trace, str], None] | None = None,
+    on_failure: Callable[[Trace, Replay], None] | None = None,
 ) -> list[Replay]:
     """Replay every trace under every strategy on ``engine`` (default: :class:`LocalEngine`);
     ``progress(trace, strategy, requests)`` after each replay. The replays come back trace by
@@ -671,7 +671,8 @@ def run(
 
     Without ``on_failure`` a replay's exception stops the run. With it, a trace whose replay
     fails under any strategy is left out of every strategy's replays (figures side by side must
-    cover the same traces), and ``on_failure(trace, why)`` is called once for it.
+    cover the same traces), and ``on_failure(trace, replay)`` is called once for it with the first
+    failed replay (its ``strategy``, and ``failed`` saying why).
     """
     jobs = [
         replace(job, tolerant=on_failure is not None)
@@ -693,10 +694,10 @@ def run(
     replays = (engine if engine is not None else LocalEngine()).replay(jobs, done)
     if on_failure is None:
         return replays
-    failed: dict[str, str] = {}
+    failed: dict[str, Replay] = {}
     for replay in replays:
         if replay.failed is not None:
-            failed.setdefault(replay.trace, replay.failed)
+            failed.setdefault(replay.trace, replay)
     for trace in traces:
         if trace.name in failed:
             on_failure(trace, failed[trace.name])

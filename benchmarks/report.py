@@ -164,9 +164,10 @@ def run_bench(
         failed: list[Skipped] = []
         gone: set[str] = set()
 
-        def left_out(trace: Trace, why: str) -> None:
+        def left_out(trace: Trace, replay: Replay) -> None:
+            why = replay.failed or ""
             gone.add(trace.name)
-            failed.append(Skipped(trace.path, why))
+            failed.append(Skipped(trace.path, why, strategy=replay.strategy))
             console.print(f"skipped {trace.path}: {why}", markup=False, highlight=False)
 
         replays = run(
@@ -427,7 +428,9 @@ def as_json(result: BenchResult) -> dict[str, Any]:
     return {
         "summary": [r.as_dict() for r in result.summary],
         "traces": trace_rows(result.replays),
-        "skipped": [{"path": s.path, "reason": s.reason} for s in result.skipped],
+        "skipped": [
+            {"path": s.path, "reason": s.reason, "strategy": s.strategy} for s in result.skipped
+        ],
         "bound": result.bound(),
         "calibration": [c.as_dict() for c in result.calibration],
     }

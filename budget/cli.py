@@ -274,6 +274,16 @@ def bench(
     if plots is not None:
         for path in write_plots(result, plots):
             console.print(f"wrote {path}")
+    ours = sorted({s.path for s in result.skipped if (s.strategy or "").startswith("toolbudget")})
+    if ours:
+        # A peer that cannot take a trace is the peer's limit; toolbudget failing is our defect:
+        # the figures above leave those traces out, and the run must not pass for a clean one.
+        typer.echo(
+            f"error: toolbudget's own replay failed on {len(ours)} trace(s), left out of every "
+            f"figure above: {', '.join(ours[:5])}{' …' if len(ours) > 5 else ''}",
+            err=True,
+        )
+        raise typer.Exit(1)
 
 
 def _chosen_strategies(strategies: str | None, window: int) -> list[str]:

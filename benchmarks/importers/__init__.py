@@ -74,6 +74,9 @@ class Skipped:
     path: str
     """Relative to the traces directory."""
     reason: str
+    strategy: str | None = None
+    """For a trace left out at replay time: the strategy whose replay failed (None: the file gave
+    no trace to score)."""
 
 
 def detect(path: Path) -> str | None:

@@ -321,7 +321,7 @@ def test_a_replay_that_fails_leaves_its_trace_out_of_every_strategy(tmp_path: Pa
         [good, bad],
         strategies,
         tmp_path / "a",
-        on_failure=lambda trace, why: failures.append((trace.name, why)),
+        on_failure=lambda trace, replay: failures.append((trace.name, replay.failed or "")),
     )
     assert {r.trace for r in got} == {"t/good"}
     assert {r.strategy for r in got} == {"none", "toolbudget", "boom"}
@@ -330,3 +330,62 @@ def test_a_replay_that_fails_leaves_its_trace_out_of_every_strategy(tmp_path: Pa
     ]
     with pytest.raises(RuntimeError, match="cannot take this one"):
         run([good, bad], strategies, tmp_path / "b")
+
+
+def test_toolbudget_failing_on_a_trace_is_never_a_clean_run(
+    shared_traces: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When toolbudget's own replay fails on a trace, the bench reports the rest and exits 1."""
+    from typer.testing import CliRunner
+
+    import benchmarks.report
+    from budget.cli import app
+
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    (folder / "good.json").write_bytes((shared_traces / SEEDS["gemini-cli"]).read_bytes())
+    small = folder / "small.json"
+    small.write_bytes(orjson.dumps(HANDMADE["anthropic"]))
+    real = build_strategies
+
+    class Failing:
+        """toolbudget's strategy, raising on the hand-made trace (a defect stand-in)."""
+
+        def __init__(self, inner: Any) -> None:
+            self.inner = inner
+            self.name = inner.name
+
+        def open(self, trace: Trace, workdir: Path) -> Any:
+            if trace.path == "small.json":
+                raise ValueError("a defect of ours")
+            return self.inner.open(trace, workdir)
+
+    def patched(names: Any, **kwargs: Any) -> list[Any]:
+        return [Failing(s) if s.name == "toolbudget" else s for s in real(names, **kwargs)]
+
+    monkeypatch.setattr(benchmarks.report, "build_strategies", patched)
+    out = CliRunner().invoke(
+        app,
+        [
+            "bench",
+            "--traces",
+            str(folder),
+            "--strategies",
+            "toolbudget",
+            "--json",
+            str(tmp_path / "o.json"),
+        ],
+    )
+    assert out.exit_code == 1, out.output
+    assert "toolbudget's own replay failed on 1 trace(s)" in out.stderr
+    doc = orjson.loads((tmp_path / "o.json").read_bytes())
+    assert [t["trace"] for t in doc["traces"] if t["strategy"] == "toolbudget"] == [
+        "gemini-cli/5b959dae"
+    ]
+    assert doc["skipped"] == [
+        {
+            "path": "small.json",
+            "reason": "anthropic/small: the replay under toolbudget failed (ValueError: a defect of ours)",
+            "strategy": "toolbudget",
+        }
+    ]
