@@ -20,7 +20,7 @@ PACKAGES = ("budget", "spill")
 MAX_MODULE_LINES = 450
 MAX_FUNCTION_LINES = 60
 
-MODULES_OVER: dict[str, int] = {"budget/session/_budget.py": 460}
+MODULES_OVER: dict[str, int] = {"budget/session/_budget.py": 413}
 """Modules above ``MAX_MODULE_LINES`` today, with the most lines each may have."""
 
 FUNCTIONS_OVER: dict[str, int] = {

@@ -7,7 +7,9 @@ raises for the store. An envelope made by ``spill_output`` is recognised by its 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from dataclasses import replace
+from typing import Any
 
 from budget._config import BudgetConfig
 from budget._envelope import envelope_ref
@@ -30,15 +32,25 @@ class Bodies:
         self._stored: set[str] = set()
         """Refs whose bodies are known to be in the store (put, or found there)."""
 
-    def stored(self, ref: str) -> bool:
-        """Whether the body of ``ref`` is known to be in the store."""
-        return ref in self._stored
-
-    def put(self, text: str, ref: str) -> None:
-        """Store ``text`` (whose ref is ``ref``) unless known stored; raises the store's errors."""
-        if ref not in self._stored:
-            self._store.put(text)
-            self._stored.add(ref)
+    def spill(self, text: str, tool: str, lock: AbstractContextManager[Any]) -> str:
+        """``text`` as a tool result should hold it (``Budget.spill_output``): itself, or (over
+        ``tool``'s cap) its envelope, the body stored first (under ``lock``, the session's); a
+        failed spill returns ``text`` itself."""
+        limit = self._config.cap_for(tool)
+        if limit is None or len(text) <= limit or self.envelope_ref(text) is not None:
+            return text
+        ref = ref_for(text)
+        with lock:
+            if ref not in self._stored:
+                try:
+                    self._store.put(text)
+                except (StoreError, OSError) as exc:
+                    self._log.error(
+                        "toolbudget.spill.failed", tool=tool, chars=len(text), error=str(exc)
+                    )
+                    return text
+                self._stored.add(ref)
+        return self.envelope(text, ref, tool, is_error=False)
 
     def take_wrapped(self, fresh: list[ToolResult]) -> tuple[list[ToolResult], dict[str, Decision]]:
         """(the fresh results left to the passes, the decisions of those ``wrap_tool`` made)."""

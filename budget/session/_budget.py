@@ -1,28 +1,10 @@
 """Budget: one session per conversation; ``prepare`` turns a history into its request copy.
 
-A request is a pipeline (:meth:`Budget._prepare`, read top to bottom): the format, the history
-scanned from what the last request left (``budget.session._history``), the passes over the fresh results
-with the staleness candidates (``budget.session._passrun``, ``budget.session._candidates``), the bodies stored
-(``budget.session._bodies``), the decisions logged (``budget.session._journal``), the request copy made
-(``budget.session._copies``), then the report. Each of those modules is one layer of the session's
-state; this one holds the public methods.
-
-What a request costs, and what it does not:
-
-* Whether the previous history is a prefix of this one is checked in O(1) when the caller passes
-  the same list object again (agents append to one list): same list, no shorter, and the same
-  message objects at both ends of the previous history. Replacing or deleting an earlier message
-  of that list in place is therefore not seen; code that edits its history must pass a new list
-  (``list(messages)``), which is compared in full (by identity first, at C speed). The
-  ``cache_control`` markers of earlier messages are compared where agents move them in place
-  (every message that carried one, and the last few: ``RequestCopy._sync_markers``), not all of
-  them.
-* Token estimates of big texts are memoized by the identity of the text for two requests
-  (:class:`budget.tokens._memo.TextTokens`), so re-scanned messages and staleness candidates are not
-  estimated again; very large texts are estimated from samples.
-* Staleness candidates are built only when a batch runs (``budget.session._candidates._Eligible``).
-* The request copy is a new list (the caller owns it; earlier copies never change), so one
-  pointer per message is copied: the only step proportional to the history, done in C.
+``Budget`` holds the session's parts (:class:`budget.session._parts.Parts`: the journal, the
+ledger, the bodies, the counters, the estimator, the history cache, the request copy, the
+staleness candidates) and compaction's turn (:class:`budget.compaction._compacting.Compacting`),
+and gives them one public interface. A request is :class:`budget.session._pipeline.Pipeline`'s
+``run``; what it costs, and what it does not, is told there.
 """
 
 from __future__ import annotations
@@ -37,7 +19,7 @@ from typing import Any, ParamSpec, Self, TypeVar, overload
 
 from budget._config import BudgetConfig, build_config
 from budget._errors import ContextOverflow, InputError, StoreError
-from budget._ledger import Decision, Ledger
+from budget._ledger import Decision
 from budget._log import get_logger
 from budget._readback import ReadBack, ReadToolResult
 from budget._report import Prepared
@@ -46,20 +28,13 @@ from budget._wrap import wrap_tool
 from budget.compaction._compacting import Awaited, Compacting, require_list
 from budget.compaction._compactor import Compactor
 from budget.formats import ANTHROPIC, FormatChoice, get_format
-from budget.session._bodies import Bodies
-from budget.session._candidates import Candidates
-from budget.session._copies import Copies
-from budget.session._estimator import Estimator
-from budget.session._history import History, result_key
-from budget.session._journal import Journal, timestamp
+from budget.session._journal import timestamp
+from budget.session._keys import result_key
 from budget.session._parts import Parts
 from budget.session._pipeline import Pipeline
-from budget.session._tally import Tally
-from budget.tokens._estimates_cache import load as load_estimates
-from budget.tokens._memo import TextTokens
 from budget.tokens._overflow import is_context_overflow, overflow_limit
 from budget.tokens._tokens import estimate_tokens, tokenizer_profile
-from spill import FsspecStore, LocalStore, MemoryStore, Store, ref_for
+from spill import FsspecStore, LocalStore, MemoryStore, Store
 
 __all__ = ["Budget"]
 
@@ -67,7 +42,7 @@ _P = ParamSpec("_P")
 _T = TypeVar("_T")
 
 
-class Budget(Compacting):
+class Budget:
     """A conversation's budgeting session: frozen decisions, a store, the passes."""
 
     def __init__(
@@ -88,43 +63,24 @@ class Budget(Compacting):
         self._lock = threading.RLock()
         self._log = log = get_logger("toolbudget")
         self._reader = ReadBack(store, self.config)
-        journal = Journal(store, log)
-        self._append_log = journal.append  # what compaction logs its records with
-        ledger = Ledger(on_invalid=journal.invalid_record)
         # The model's tokenizer family sets text density and framing for every estimate.
         self._profile = tokenizer_profile(self.config.model)
-        known = (
-            None
-            if text_tokens is not None
-            else load_estimates(store, self._profile, self._profile.text_tokens)
-        )
-        tt = TextTokens(self._profile, exact=text_tokens, known=known)
         self._compactor = Compactor(self.config, summarizer, log)
-        candidates = Candidates(self.config, ledger, tt)
-        history = History(self.config, ledger, log, self._profile, tt)
-        copies = Copies(ledger, log, history, candidates)
-        self._as_sent = copies.as_sent  # what compaction summarizes
-        resumed = journal.restore(ledger, self._compactor, self.config.model)
-        estimator = Estimator(
-            self.config, journal, discover_window, resumed.calibration, resumed.window_cap
-        )
-        self._parts = Parts(
-            config=self.config,
-            store=store,
-            log=log,
-            journal=journal,
-            ledger=ledger,
-            bodies=Bodies(store, self.config, ledger, log),
-            tally=Tally.resumed(resumed),
-            estimator=estimator,
-            text_tokens=tt,
-            history=history,
-            copies=copies,
-            candidates=candidates,
+        self._parts = Parts.build(
+            self.config, store, log, self._profile, self._compactor, discover_window, text_tokens
         )
         self._pipeline = Pipeline(self._parts)
+        self._compacting = Compacting(
+            self.config,
+            self._compactor,
+            log,
+            message_tokens=self._message_tokens,
+            window=self._parts.estimator.window,
+            as_sent=self._parts.copies.as_sent,
+            append_log=self._parts.journal.append,
+        )
         # The format: given, remembered by a resumed session, or detected on the first request.
-        self._formats = FormatChoice.start(format, journal.read_meta().get("format"))
+        self._formats = FormatChoice.start(format, self._parts.journal.read_meta().get("format"))
         self._format: Format = self._formats.fixed or ANTHROPIC
 
     # -- construction ---------------------------------------------------------------------------
@@ -265,7 +221,7 @@ class Budget(Compacting):
                     self._pipeline.reset()  # caches hold another adapter's scans
                     self._format = fmt
                 budget = partial(self._prepare, usage=usage, now=when, started=started)
-                prepared = self._compacted(messages, fmt, budget, awaited, can_wait)
+                prepared = self._compacting.compacted(messages, fmt, budget, awaited, can_wait)
                 # Fixed only now: a request refused as bad input does not settle the format.
                 if to_fix and self._formats.hold(fmt):
                     self._parts.journal.write_meta(format=fmt.name)
@@ -291,6 +247,58 @@ class Budget(Compacting):
     def _prepare(self, messages: list[Any], usage: Any, now: float, started: float) -> Prepared:
         """One request, its format set (see ``budget.session._pipeline``)."""
         return self._pipeline.run(messages, usage, now, started, self._format)
+
+    async def aprepare(
+        self,
+        messages: Sequence[Any],
+        *,
+        usage: Any = None,
+        now: float | None = None,
+        format: Format | str | None = None,
+    ) -> Prepared:
+        """:meth:`prepare` for an async summarizer: the same copy, byte for byte.
+
+        The budgeting runs in a worker thread (it may write spilled bodies); a summary it
+        needs is awaited on the event loop (a sync summarizer runs in a worker thread).
+        """
+        when = time.time() if now is None else now
+        return await self._compacting.awaiting(
+            partial(self._request, messages, usage, when, format)
+        )
+
+    # -- compaction -----------------------------------------------------------------------------
+
+    def compact(self, messages: list[Any], *, format: Format | str | None = None) -> bool:
+        """Summarize the history's prefix now (the manual margin); False if too little to gain.
+
+        The next ``prepare`` of the same history sends the summary and the retained tail. An
+        async summarizer needs :meth:`acompact`.
+        """
+        return self._compact_now(messages, format, None)
+
+    async def acompact(self, messages: list[Any], *, format: Format | str | None = None) -> bool:
+        """:meth:`compact` for an async summarizer (a sync one runs in a worker thread)."""
+        return await self._compacting.awaiting(partial(self._compact_now, messages, format))
+
+    def _compact_now(
+        self,
+        messages: list[Any],
+        format: Format | str | None,
+        awaited: Awaited | None,
+        can_wait: bool = True,
+    ) -> bool:
+        self._check_open()
+        messages = require_list(messages)
+        with self._lock:
+            fmt, _ = self._formats.for_request(messages, format)
+            with self._compacting.summaries(awaited, can_wait):
+                return self._compacting.compact(messages, fmt, manual=True)
+
+    def uncompact(self) -> bool:
+        """Clear the compaction checkpoint: requests show the full history again."""
+        self._check_open()
+        with self._lock:
+            return self._compacting.clear()
 
     # -- window and overflow --------------------------------------------------------------------
 
@@ -325,7 +333,7 @@ class Budget(Compacting):
             self._log.warning(
                 "toolbudget.session.context_overflow", count=tally.overflows, error=str(error)
             )
-            if tally.overflows >= 3 and not self._schedule_reactive(tally.overflows):
+            if tally.overflows >= 3 and not self._compacting.schedule_reactive(tally.overflows):
                 raise ContextOverflow(
                     f"the provider refused the prompt as too long {tally.overflows} times in a "
                     f"row, even with staleness forced, caps halved and compaction where a "
@@ -383,19 +391,7 @@ class Budget(Compacting):
         if not isinstance(tool, str):
             raise InputError(f"tool must be the tool's name (a string), not {tool!r:.80}")
         self._check_open()
-        limit = self.config.cap_for(tool)
-        if limit is None or len(text) <= limit or self._parts.bodies.envelope_ref(text) is not None:
-            return text
-        ref = ref_for(text)
-        with self._lock:
-            try:
-                self._parts.bodies.put(text, ref)
-            except (StoreError, OSError) as exc:
-                self._log.error(
-                    "toolbudget.spill.failed", tool=tool, chars=len(text), error=str(exc)
-                )
-                return text
-        return self._parts.bodies.envelope(text, ref, tool, is_error=False)
+        return self._parts.bodies.spill(text, tool, self._lock)
 
     @overload
     def wrap_tool(self, fn: Callable[_P, _T], *, name: str | None = None) -> Callable[_P, _T]: ...

@@ -18,7 +18,7 @@ from budget.tokens._calibration import Anchor, Calibration, learn
 from budget.tokens._usage import ProviderUsage
 from budget.tokens._windows import resolve_window
 
-__all__ = ["Estimator"]
+__all__ = ["Estimator", "anchor"]
 
 
 class Estimator:
@@ -85,3 +85,28 @@ class Estimator:
             self._window = self._window_cap = limit
             return True
         return False
+
+
+def anchor(usage: ProviderUsage | None, messages: list[Any], since: int, cum: list[int]) -> int:
+    """Last reported usage plus what was added after the first ``since`` messages (0 when
+    no usage was given)."""
+    if usage is None:
+        return 0
+    total = usage.total
+    start = min(since, len(messages))
+    if start < len(messages) and _role(messages[start]) == "assistant":
+        # The reply is in the usage already, as its output; but it counts at no less than
+        # its own estimate, since a streamed response's first event reports an output of a
+        # token or so, and callers (and some recorders) keep that usage.
+        if len(cum) > start + 1:
+            total = usage.prompt_tokens + max(usage.output_tokens, cum[start + 1] - cum[start])
+        start += 1
+    if start >= len(messages):
+        return total
+    if len(cum) > len(messages):
+        return total + cum[len(messages)] - cum[start]
+    return total
+
+
+def _role(message: Any) -> str | None:
+    return message.get("role") if isinstance(message, dict) else None

@@ -19,12 +19,12 @@ from budget._errors import InputError
 from budget._ledger import Decision, Ledger
 from budget._log import Events
 from budget._view import Format, RawResult, Scanned, ToolResult, build_result
+from budget.session._keys import call_of, result_key
 from budget.tokens._memo import TextTokens
 from budget.tokens._tokens import TokenizerProfile, estimate_tokens
-from budget.tokens._usage import ProviderUsage
 from spill import ref_for
 
-__all__ = ["BULK", "RESCAN", "History", "Scan", "anchor", "call_of", "result_key"]
+__all__ = ["BULK", "RESCAN", "History"]
 
 RESCAN = 2
 """Trailing messages of the previous history looked at again: callers mutate those in place."""
@@ -43,22 +43,6 @@ class _Msg:
     round_after: int
     group_after: int
     tokens_in: int
-
-
-@dataclass(frozen=True, slots=True)
-class Scan:
-    """What a request's scan of its history found."""
-
-    k: int
-    """Leading messages whose cached state (and request copy) was reused."""
-    old_outputs: list[Any]
-    """The copies from ``k`` on handed out by the last request (to tell a stable prefix)."""
-    fresh: list[ToolResult]
-    """Results with no frozen decision: what the passes decide."""
-    results: list[ToolResult]
-    """Every result of the messages scanned."""
-    diverged: bool
-    """The history is not the last one grown (rebuilt, or shorter)."""
 
 
 class History:
@@ -312,46 +296,3 @@ class History:
             prior = None
             self.stale = True
         return prior
-
-
-_REPEAT = "\x00"
-"""Separates a call id from the number of a repeated result answering it in result keys."""
-
-
-def result_key(call_id: str, occurrence: int) -> str:
-    """The key of the ``occurrence``-th result (from 1) answering ``call_id``: the call id
-    itself for the first (what logs have always used), else ``call id + NUL + n``. A call id
-    holding NUL always gets the suffix, so two keys never collide."""
-    if occurrence == 1 and _REPEAT not in call_id:
-        return call_id
-    return f"{call_id}{_REPEAT}{occurrence}"
-
-
-def call_of(key: str) -> str:
-    """The call id a result key names."""
-    return key.rpartition(_REPEAT)[0] if _REPEAT in key else key
-
-
-def anchor(usage: ProviderUsage | None, messages: list[Any], since: int, cum: list[int]) -> int:
-    """Last reported usage plus what was added after the first ``since`` messages (0 when
-    no usage was given)."""
-    if usage is None:
-        return 0
-    total = usage.total
-    start = min(since, len(messages))
-    if start < len(messages) and _role(messages[start]) == "assistant":
-        # The reply is in the usage already, as its output; but it counts at no less than
-        # its own estimate, since a streamed response's first event reports an output of a
-        # token or so, and callers (and some recorders) keep that usage.
-        if len(cum) > start + 1:
-            total = usage.prompt_tokens + max(usage.output_tokens, cum[start + 1] - cum[start])
-        start += 1
-    if start >= len(messages):
-        return total
-    if len(cum) > len(messages):
-        return total + cum[len(messages)] - cum[start]
-    return total
-
-
-def _role(message: Any) -> str | None:
-    return message.get("role") if isinstance(message, dict) else None

@@ -13,10 +13,10 @@ from typing import Any
 
 from budget._ledger import Decision
 from budget._report import DecisionReport, Report
-from budget.session._history import Scan, anchor
+from budget.session._estimator import anchor
 from budget.session._journal import Counters
 from budget.session._parts import Parts
-from budget.session._passrun import Turn
+from budget.session._values import Scan, Turn
 
 __all__ = ["Outcome"]
 

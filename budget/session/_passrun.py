@@ -8,33 +8,19 @@ gets the default decision.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
 from budget._ledger import Decision
 from budget._view import ToolResult
 from budget.passes import PIPELINE, PassContext, Staleness
-from budget.session._history import anchor
+from budget.session._estimator import anchor
 from budget.session._parts import Parts
+from budget.session._values import Turn
 from budget.tokens._usage import ProviderUsage, normalize_usage
 from spill import ref_for
 
-__all__ = ["Passes", "Turn"]
-
-
-@dataclass(frozen=True, slots=True)
-class Turn:
-    """What the passes of one request are run for."""
-
-    messages: list[Any]
-    k: int
-    """Leading messages reused from the last request (see ``budget.session._history.Scan``)."""
-    fresh: list[ToolResult]
-    reported: ProviderUsage | None
-    """The usage reported with this request, if it anchors this history's estimate."""
-    now: float
-    retry: bool
+__all__ = ["Passes"]
 
 
 class Passes:

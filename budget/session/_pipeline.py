@@ -4,6 +4,23 @@ scan the history (:class:`Scan`) → decide (the passes over the fresh results, 
 :class:`Turn`) → store the bodies and log the decisions → build the copy → report
 (:class:`budget.Prepared`). Each step takes and returns values; the parts
 (:class:`budget.session._parts.Parts`) keep what outlives the request.
+
+What a request costs, and what it does not:
+
+* Whether the previous history is a prefix of this one is checked in O(1) when the caller passes
+  the same list object again (agents append to one list): same list, no shorter, and the same
+  message objects at both ends of the previous history. Replacing or deleting an earlier message
+  of that list in place is therefore not seen; code that edits its history must pass a new list
+  (``list(messages)``), which is compared in full (by identity first, at C speed). The
+  ``cache_control`` markers of earlier messages are compared where agents move them in place
+  (every message that carried one, and the last few: ``Copies.sync_markers``), not all of
+  them.
+* Token estimates of big texts are memoized by the identity of the text for two requests
+  (:class:`budget.tokens._memo.TextTokens`), so re-scanned messages and staleness candidates are
+  not estimated again; very large texts are estimated from samples.
+* Staleness candidates are built only when a batch runs (``budget.session._candidates._Eligible``).
+* The request copy is a new list (the caller owns it; earlier copies never change), so one
+  pointer per message is copied: the only step proportional to the history, done in C.
 """
 
 from __future__ import annotations
@@ -12,10 +29,11 @@ from typing import Any
 
 from budget._report import Prepared
 from budget._view import Format
-from budget.session._history import RESCAN, Scan
+from budget.session._history import RESCAN
 from budget.session._outcome import Outcome
 from budget.session._parts import Parts
-from budget.session._passrun import Passes, Turn
+from budget.session._passrun import Passes
+from budget.session._values import Scan, Turn
 from budget.tokens._estimates_cache import EstimateCache
 
 __all__ = ["Pipeline"]
