@@ -9,34 +9,21 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
-from budget._calibration import Anchor, learn
-from budget._copies import RequestCopy
 from budget._ledger import Decision
-from budget._usage import ProviderUsage, normalize_usage
 from budget._view import ToolResult
 from budget.passes import PIPELINE, Costs, PassContext, Staleness
-from budget.policy import LOOKBACK_BLOCKS, Item, Observed, Prices, Verdict, outlook, prices_for
+from budget.policy import LOOKBACK_BLOCKS, Item, Prices, outlook, prices_for
+from budget.session._estimator import anchor
+from budget.session._parts import Parts
+from budget.session._values import Turn
+from budget.tokens._usage import ProviderUsage, normalize_usage
 from spill import ref_for
 
-__all__ = ["PassRun", "Turn"]
-
-
-@dataclass(frozen=True, slots=True)
-class Turn:
-    """What the passes of one request are run for."""
-
-    messages: list[Any]
-    k: int
-    """Leading messages reused from the last request (see ``budget._history.Scan``)."""
-    fresh: list[ToolResult]
-    reported: ProviderUsage | None
-    """The usage reported with this request, if it anchors this history's estimate."""
-    now: float
-    retry: bool
+__all__ = ["Passes"]
 
 
 def _reach(messages: Sequence[Any], before: Callable[[int], int]) -> int:
@@ -51,50 +38,29 @@ def _reach(messages: Sequence[Any], before: Callable[[int], int]) -> int:
     return 0
 
 
-class PassRun(RequestCopy):
-    """Runs the passes of a request over its fresh results."""
+class Passes:
+    """The passes' turn in a request: the usage it is anchored on, the context the passes read,
+    and their run over the fresh results. No state of its own: it reads the session's parts."""
 
-    window: Callable[[], int]
-    """The context window in tokens (:meth:`budget.Budget.window`)."""
-    _cal_anchor: Anchor | None
-    """The last request's anchored estimate, for the usage the next request reports."""
-    _observed: Observed
-    """What the cost model learned from this session's usage and times (logged as ``p``)."""
-    _readback_ids: set[str]
-    """Results of the read-back tool seen in the history: the agent needed hidden text."""
-    _verdicts: dict[str, Verdict]
-    """This request's priced decisions, by result key (the report's ``cost``)."""
-    _batch_from: int | None
-    """The first message this request's batch rewrites (None: no batch)."""
+    def __init__(self, parts: Parts) -> None:
+        self.config = parts.config
+        self._store, self._log, self._ledger = parts.store, parts.log, parts.ledger
+        self._tt, self._tally, self._estimator = parts.text_tokens, parts.tally, parts.estimator
+        self._history, self._copies = parts.history, parts.copies
+        self._candidates = parts.candidates
 
-    def _init_policy(self) -> None:
-        """The cost model's state before any request (a resume restores it from the log)."""
-        self._observed = Observed()
-        self._readback_ids = set()
-        self._req_marks = []
-        self._batch_from = None
-        self._verdicts = {}
-
-    def _usage_for(self, usage: Any, length: int) -> ProviderUsage | None:
+    def usage_for(self, usage: Any, length: int) -> ProviderUsage | None:
         """The usage reported with this request, if it anchors this history's estimate."""
         # A usage still ends an overflow streak, but anchors the estimate only if it was
         # measured on this history: not after the caller shortened or rewrote it (compaction).
         reported = self._reported_usage(usage)
-        if reported is not None and not self._anchor_holds(length):
+        holds = self._history.anchor_holds(length, self._tally.last_n, self._tally.last_f)
+        if reported is not None and not holds:
             self._log.info(
-                "toolbudget.session.usage_anchor_dropped", messages=length, last=self._last_n
+                "toolbudget.session.usage_anchor_dropped", messages=length, last=self._tally.last_n
             )
             reported = None
         return reported
-
-    def _learn(self, reported: ProviderUsage | None, length: int, *, diverged: bool) -> bool:
-        """Calibrate the estimate on the usage the last request's response reported; whether
-        that taught it something (a calibration record is then logged)."""
-        self._calib, learned = learn(
-            self._calib, self._cal_anchor, reported, length, diverged=diverged
-        )
-        self._cal_anchor = None
-        return learned
 
     def _reported_usage(self, usage: Any) -> ProviderUsage | None:
         if usage is None:
@@ -103,29 +69,29 @@ class PassRun(RequestCopy):
         if u is None:
             return None
         key = (u.input_tokens, u.cache_read_tokens, u.cache_write_tokens, u.output_tokens)
-        if key != self._last_usage:
+        if key != self._tally.last_usage:
             # A usage we have not seen is a new successful response: the overflow streak ends.
-            self._last_usage = key
-            self._overflows = 0
-            self._observed = self._observed.after_usage(
+            self._tally.last_usage = key
+            self._tally.overflows = 0
+            self._tally.observed = self._tally.observed.after_usage(
                 prompt=u.prompt_tokens,
                 cache_read=u.cache_read_tokens,
                 cache_write=u.cache_write_tokens,
-                answered=self._requests,
+                answered=self._tally.requests,
                 ttl_s=self.config.cache_ttl_s,
             )
         return u
 
-    def _decide(
+    def decide(
         self, turn: Turn, new_results: list[ToolResult], wrapped: Mapping[str, Decision]
     ) -> dict[str, Decision]:
         """Run the passes in order: every fresh result gets a decision (a default at least)."""
         # Results decided before (an earlier process, a rebuilt history) are staleness candidates
         # now, as they would be in a session that had gone on (no-op for known candidates).
         fresh_ids = {r.call_id for r in turn.fresh}
-        self._add_candidates(r for r in new_results if r.call_id not in fresh_ids)
+        self._candidates.add(r for r in new_results if r.call_id not in fresh_ids)
         read_tool = self.config.read_tool_name
-        self._readback_ids.update(r.call_id for r in new_results if r.tool == read_tool)
+        self._tally.readback_ids.update(r.call_id for r in new_results if r.tool == read_tool)
         made: dict[str, Decision] = dict(wrapped)
         # ``decided`` is a live view: each pass sees the decisions of the passes before it.
         ctx = self._context(turn, made)
@@ -134,37 +100,36 @@ class PassRun(RequestCopy):
                 made[d.call_id] = d
         for r in turn.fresh:
             if r.call_id not in made:
-                made[r.call_id] = self._default(r)
+                made[r.call_id] = self._candidates.default(r)
         # The first message a batch rewrites: cache entries of earlier requests that hold it
         # are of no use from now on (the request record says so, for a resumed session).
         rewritten = [
-            self._cand_results[cid].msg_index
+            c.msg_index
             for cid, d in made.items()
-            if d.kind == "trimmed" and cid in self._cand_results
+            if d.kind == "trimmed" and (c := self._candidates.result(cid)) is not None
         ]
-        self._batch_from = min(rewritten, default=None)
+        self._tally.batch_from = min(rewritten, default=None)
         return made
 
     def _context(self, turn: Turn, made: dict[str, Decision]) -> PassContext:
-        overflowing = self._overflows > 0
+        overflowing = self._tally.overflows > 0
         messages, k, reported = turn.messages, turn.k, turn.reported
         frozen = self._group_frozen_chars(turn.fresh)
-        eligible, reclaim = self._eligible(overflowing=overflowing, retry=turn.retry)
+        eligible, reclaim = self._candidates.eligible(
+            self._history.current_round(), overflowing=overflowing, retry=turn.retry
+        )
         # Messages before ``k`` as the previous request showed them, the rest as their frozen
         # decisions show them: the same figure whether the session went on or was resumed.
-        full_out = self._cum_out[k] + (self._cum_pre[-1] - self._cum_pre[k])
-        raw = max(full_out, self._anchor(reported, messages, self._last_n, out=False))
-        estimate = self._calib.correct(raw, full_out, reported)
+        cum_out, cum_pre = self._copies.cum_out, self._history.cum_pre
+        full_out = cum_out[k] + (cum_pre[-1] - cum_pre[k])
+        raw = max(full_out, anchor(reported, messages, self._tally.last_n, self._history.cum_in))
+        estimate = self._estimator.correct(raw, full_out, reported)
         first = eligible[0].result.msg_index if eligible else len(messages)
-        if first < k:
-            before_first = self._cum_out[first]
-        else:
-            before_first = self._cum_out[k] + self._cum_pre[first] - self._cum_pre[k]
+        # Messages from ``k`` on as their frozen decisions show them (the scan's figures).
+        before_first = cum_out[first] if first < k else cum_out[k] + cum_pre[first] - cum_pre[k]
         # The cost model prices with the raw estimate (usage plus what was added): the learned
         # correction is not restored alike by a resumed session, and a price must be.
-        costs = self._costs(
-            turn, eligible, raw, before=self._before_tokens(k), k=k, full_out=full_out
-        )
+        costs = self._costs(turn, eligible, raw, k=k, full_out=full_out)
         return PassContext(
             config=self.config,
             fresh=tuple(turn.fresh),
@@ -175,15 +140,15 @@ class PassRun(RequestCopy):
                 reclaim_tokens=reclaim,
                 rewrite_tokens=full_out - before_first,
                 estimate_tokens=estimate,
-                window=self.window(),
+                window=self._estimator.window(),
                 now=turn.now,
-                last_request_at=self._last_at,
-                requests_so_far=self._requests,
+                last_request_at=self._tally.last_at,
+                requests_so_far=self._tally.requests,
                 forced=overflowing,
             ),
             ref_for=ref_for,
             path_of=self._store.path_of,
-            cap_scale=0.5 ** min(self._overflows, 3),
+            cap_scale=0.5 ** min(self._tally.overflows, 3),
             text_tokens=self._tt,
             costs=costs,
         )
@@ -191,7 +156,7 @@ class PassRun(RequestCopy):
     def _before_tokens(self, k: int) -> Callable[[int], int]:
         """Tokens of the request before message ``i`` (as the last request showed the first
         ``k`` messages, the rest as their frozen decisions show them)."""
-        cum_out, cum_pre = self._cum_out, self._cum_pre
+        cum_out, cum_pre = self._copies.cum_out, self._history.cum_pre
 
         def before(i: int) -> int:
             return cum_out[i] if i < k else cum_out[k] + cum_pre[i] - cum_pre[k]
@@ -199,38 +164,34 @@ class PassRun(RequestCopy):
         return before
 
     def _costs(
-        self,
-        turn: Turn,
-        eligible: Sequence[Any],
-        estimate: int,
-        *,
-        before: Callable[[int], int],
-        k: int,
-        full_out: int,
+        self, turn: Turn, eligible: Sequence[Any], estimate: int, *, k: int, full_out: int
     ) -> Costs:
         """The cost model's inputs for this request, from what the session observed."""
-        cfg = self.config
-        if self._requests == 0:
-            self._observed = replace(self._observed, first_tokens=estimate)
+        cfg, tally = self.config, self._tally
+        before = self._before_tokens(k)
+        if tally.requests == 0:
+            tally.observed = replace(tally.observed, first_tokens=estimate)
         observed = replace(
-            self._observed,
-            requests=self._requests,
-            readbacks=len(self._readback_ids),
+            tally.observed,
+            requests=tally.requests,
+            readbacks=len(tally.readback_ids),
             readbacks_visible=not cfg.include_path,
         )
         prices = prices_for(
             observed, write=cfg.cache_write_price, read=cfg.cache_read_price, ttl_s=cfg.cache_ttl_s
         )
-        look = outlook(observed, tokens=estimate, window=self.window())
-        cold = self._last_at is not None and turn.now - self._last_at >= prices.ttl_s
+        look = outlook(observed, tokens=estimate, window=self._estimator.window())
+        cold = tally.last_at is not None and turn.now - tally.last_at >= prices.ttl_s
         items = self._items(eligible, prices, before, turn.now)
         reach = _reach(turn.messages, before) if prices.explicit else 0
         header = max(estimate - full_out, 0)
-        self._verdicts = {}
+        tally.verdicts = {}
         # What the last request sent (its length is logged): the same figure in a resumed
         # session, whose first request reuses no message.
-        cached_end = before(min(self._last_n, len(turn.messages)))
-        return Costs(prices, look, observed, cached_end, cold, items, self._verdicts, reach, header)
+        cached_end = before(min(tally.last_n, len(turn.messages)))
+        return Costs(
+            prices, look, observed, cached_end, cold, items, tally.verdicts, reach, header
+        )
 
     def _items(
         self, eligible: Sequence[Any], prices: Prices, before: Callable[[int], int], now: float
@@ -239,7 +200,7 @@ class PassRun(RequestCopy):
         cfg = self.config
         stub_tokens = (cfg.stub_chars + 150) // 4
         page_chars = cfg.read_page_chars
-        marks = self._req_marks
+        marks = self._tally.marks
 
         def fallback(group: int, lengths: list[int]) -> tuple[int, bool]:
             # A trim starting at a result re-writes from the end of the last request before
@@ -275,7 +236,7 @@ class PassRun(RequestCopy):
         for g in {r.group for r in fresh}:
             frozen[g] = sum(
                 d.shown_chars() + r.extra_chars
-                for cid, r in self._members.get(g, {}).items()
+                for cid, r in self._history.members(g).items()
                 if cid not in fresh_ids and (d := self._ledger.get(cid)) is not None
             )
         return frozen
