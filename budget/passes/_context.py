@@ -10,8 +10,8 @@ from budget._config import BudgetConfig
 from budget._envelope import envelope
 from budget._ledger import Decision, Kind
 from budget._view import ToolResult
-from budget.tokens._tokens import estimate_text_tokens
 from budget.policy import Item, Observed, Outlook, Prices, Verdict
+from budget.tokens._tokens import estimate_text_tokens
 
 __all__ = [
     "Candidate",

@@ -69,6 +69,22 @@ class Observed:
             warm_pause_s=pause,
         )
 
+    def now(self, *, requests: int, readbacks: int, visible: bool) -> Observed:
+        """These counts as of a request: ``requests`` made before it, ``readbacks`` seen in the
+        history, whether read-backs are ``visible`` (a constructor call: ``replace`` takes 6 µs)."""
+        return Observed(
+            requests,
+            self.chances,
+            self.reads,
+            self.writes,
+            self.warm_pause_s,
+            self.hidden,
+            readbacks,
+            self.first_tokens,
+            self.gap_s,
+            visible,
+        )
+
     def to_record(self) -> list[Any]:
         """The counts as the request record's ``p`` field (a short JSON list)."""
         return [

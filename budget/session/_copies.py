@@ -17,10 +17,10 @@ from budget._log import Events
 from budget._markers import Markers, markers
 from budget._report import DecisionReport
 from budget._view import Format, ToolResult
-from budget.session._candidates import Candidates
-from budget.session._history import BULK, RESCAN, History
 from budget.passes.staleness import BATCH
 from budget.policy import Verdict
+from budget.session._candidates import Candidates
+from budget.session._history import BULK, RESCAN, History
 from budget.session._keys import call_of
 
 __all__ = ["Copies"]

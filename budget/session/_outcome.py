@@ -14,8 +14,8 @@ from typing import Any
 
 from budget._ledger import Decision
 from budget._report import DecisionReport, Report
-from budget.session._estimator import anchor
 from budget.passes.staleness import BATCH
+from budget.session._estimator import anchor
 from budget.session._journal import Counters, note_request
 from budget.session._parts import Parts
 from budget.session._values import Scan, Turn

@@ -171,11 +171,10 @@ class Passes:
         before = self._before_tokens(k)
         if tally.requests == 0:
             tally.observed = replace(tally.observed, first_tokens=estimate)
-        observed = replace(
-            tally.observed,
+        observed = tally.observed.now(
             requests=tally.requests,
             readbacks=len(tally.readback_ids),
-            readbacks_visible=not cfg.include_path,
+            visible=not cfg.include_path,
         )
         prices = prices_for(
             observed, write=cfg.cache_write_price, read=cfg.cache_read_price, ttl_s=cfg.cache_ttl_s
@@ -183,15 +182,14 @@ class Passes:
         look = outlook(observed, tokens=estimate, window=self._estimator.window())
         cold = tally.last_at is not None and turn.now - tally.last_at >= prices.ttl_s
         items = self._items(eligible, prices, before, turn.now)
-        reach = _reach(turn.messages, before) if prices.explicit else 0
+        # Only a batch asks where the lookup reaches: nothing eligible, nothing to walk.
+        reach = _reach(turn.messages, before) if prices.explicit and len(eligible) else 0
         header = max(estimate - full_out, 0)
         tally.verdicts = {}
         # What the last request sent (its length is logged): the same figure in a resumed
         # session, whose first request reuses no message.
         cached_end = before(min(tally.last_n, len(turn.messages)))
-        return Costs(
-            prices, look, observed, cached_end, cold, items, tally.verdicts, reach, header
-        )
+        return Costs(prices, look, observed, cached_end, cold, items, tally.verdicts, reach, header)
 
     def _items(
         self, eligible: Sequence[Any], prices: Prices, before: Callable[[int], int], now: float
