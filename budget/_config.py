@@ -89,6 +89,9 @@ class BudgetConfig(BaseSettings):
     result_cap: PositiveInt = 50_000
     """A ceiling: a fresh result strictly longer than this many characters is always spilled;
     under it the cost policy (``budget.policy``) decides. A tool's own cap is a hard limit."""
+    price_spills: bool = True
+    """Let the cost policy spill a fresh result under ``result_cap`` when that costs less than
+    keeping it; False: ``result_cap`` is a plain cap again (only longer results are spilled)."""
     preview_chars: PositiveInt = 2_000
     """Characters of preview in an envelope (head and tail together)."""
     preview_shape: PreviewShape = "head_tail"

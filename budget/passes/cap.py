@@ -31,8 +31,8 @@ def cap(ctx: PassContext) -> list[Decision]:
         if len(result.text) > limit:
             out.append(spill(ctx, result, "cap"))
             continue
-        if ctx.config.policy(result.tool).cap is not None:
-            continue  # the caller's own cap: a hard limit, not a ceiling
+        if ctx.config.policy(result.tool).cap is not None or not ctx.config.price_spills:
+            continue  # the caller's own cap, or a plain one: a hard limit, not a ceiling
         verdict = weigh(ctx, result)
         if verdict is not None and verdict.choice == "spill":
             out.append(spill(ctx, result, "pays"))

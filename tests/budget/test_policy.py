@@ -323,3 +323,17 @@ def test_every_priced_decision_carries_its_two_costs(tmp_path: Path) -> None:
     with Budget.open(tmp_path / "c", config) as session:
         decision = session.prepare(capped, now=0.0).report.decisions[0]
     assert (decision.reason, decision.cost) == ("cap", None)
+
+
+def test_price_spills_off_makes_result_cap_a_plain_cap_again(tmp_path: Path) -> None:
+    """The same 30,000-character result the cost policy spills is kept whole (reason fits,
+    no price) when ``price_spills`` is off; over the cap it is spilled either way."""
+    history = conversation([["x\n" * 15_000, "z\n" * 40_000]])
+    for price, first in ((True, ("spilled", "pays")), (False, ("kept", "fits"))):
+        config = BudgetConfig(fsync=False, result_cap=60_000, price_spills=price)
+        with Budget.open(tmp_path / f"s-{price}", config) as session:
+            decisions = session.prepare(history, now=0.0).report.decisions
+        got = {d.call_id: (d.kind, d.reason) for d in decisions}
+        assert got == {"call_0_0": first, "call_0_1": ("spilled", "cap")}
+        plain = next(d for d in decisions if d.call_id == "call_0_0")
+        assert (plain.cost is None) is (not price)
