@@ -337,3 +337,49 @@ def test_price_spills_off_makes_result_cap_a_plain_cap_again(tmp_path: Path) -> 
         assert got == {"call_0_0": first, "call_0_1": ("spilled", "cap")}
         plain = next(d for d in decisions if d.call_id == "call_0_0")
         assert (plain.cost is None) is (not price)
+
+
+def _net_of_cut(prices: Prices, at: Outlook, items: list[Item], j: int, cached_end: int) -> float:
+    """One cut priced from scratch, term by term (what the cut search folds into one pass)."""
+    trimmed = items[j:]
+    reclaim = sum(it.reclaim for it in trimmed)
+    in_cache = sum(it.reclaim for it in trimmed if it.before < cached_end)
+    span = max(cached_end - items[j].before, 0)
+    rewrite = prices.new * (span - in_cache) - prices.read * span
+    risk = sum(
+        readback_chance(Observed(), fresh=False, is_error=it.is_error)
+        * readback_cost(prices, at, it.page)
+        for it in trimmed
+    )
+    return reclaim * prices.carry * at.requests + at.window_gain(prices, reclaim) - rewrite - risk
+
+
+@given(
+    st.lists(
+        st.tuples(st.integers(1, 20_000), st.integers(0, 5_000), st.booleans()),
+        min_size=1,
+        max_size=12,
+    ),
+    st.floats(0, 60),
+)
+def test_the_cut_search_finds_the_best_cut_of_a_brute_force_search(
+    raw: list[tuple[int, int, bool]], requests: float
+) -> None:
+    """On any eligible results (oldest first), the cut chosen is the one whose net, priced
+    from scratch, is largest (the later one on a tie), and it runs only when that is positive."""
+    items, at = [], 0
+    for reclaim, gap, error in raw:
+        items.append(Item(reclaim=reclaim, before=at, page=reclaim + 100, is_error=error))
+        at += gap + reclaim
+    cached_end = at
+    outlook_ = Outlook(made=20, tokens=at + 20_000, window=at + 200_000, growth=500.0,
+                       requests=requests)  # fmt: skip
+    v = best_cut(AUTO, outlook_, Observed(), items, cached_end=cached_end, cold=False)
+    nets = [_net_of_cut(AUTO, outlook_, items, j, cached_end) for j in range(len(items))]
+    best = max(nets)
+    assert v.cut is not None
+    assert v.net == pytest.approx(best, rel=1e-9, abs=1e-6)
+    assert v.cut == max(
+        j for j, n in enumerate(nets) if n == pytest.approx(best, rel=1e-9, abs=1e-6)
+    )
+    assert v.choice == ("trim" if best > 0 else "wait")
