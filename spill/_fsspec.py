@@ -115,7 +115,11 @@ class FsspecStore(ObjectLog, ReadCache, StoreBase):
         self._mutex = threading.Lock()
         self._closed = True
         self._locked_out = False
+        self._tried = []
+        self._present = set()
         self._fs, self._root = filesystem(self._url, storage_options)
+        # Listed before the cache is made: a missing bucket refuses the open and leaves nothing.
+        self._next_seq = self._scan_log_names()[1]
         self._own_cache = cache_dir is None
         self._cache = (
             tempfile.mkdtemp(prefix="toolbudget-cache-")
@@ -124,7 +128,6 @@ class FsspecStore(ObjectLog, ReadCache, StoreBase):
         )
         os.makedirs(self._cache, mode=0o700, exist_ok=True)
         self._total: int | None = None
-        self._next_seq = self._scan_log_names()[1]
         self._closed = False
         events().debug("toolbudget.spill.opened", path=self._url)
 
@@ -271,6 +274,11 @@ class FsspecStore(ObjectLog, ReadCache, StoreBase):
         with self._mutex:
             self._check_open()
             data = self._cache_get(ref)
+            if data is not None and ref not in self._present:
+                # The cache may be shared with other sessions: ask this one (issue 31).
+                if self._remote_size(self._body_key(ref)) is None:
+                    raise RefError(f"no body is stored for ref {ref} in session {self._url}")
+                self._present.add(ref)
             if data is None:
                 try:
                     data = bytes(self._fs.cat_file(self._body_key(ref)))

@@ -10,9 +10,9 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from spill._errors import SessionLocked
+from spill._errors import SessionLocked, StoreError
 from spill._log import decode_log, encode_records
-from spill._objfs import LOG_DIR, ObjectSession
+from spill._objfs import LOG_DIR, ObjectSession, fetch_exact, missing_bucket
 from spill._store import LogRecord, events
 
 _LOG_NAME_RE: Final = re.compile(r"\A([0-9]{12})\.jsonl\Z")
@@ -23,6 +23,8 @@ class ObjectLog(ObjectSession):
 
     _locked_out: bool
     _next_seq: int
+    _tried: list[bytes]
+    """Every payload a failed create at ``_next_seq`` sent: one of them may have landed."""
 
     def append_log(self, records: Sequence[Mapping[str, Any]]) -> None:
         """Create the next log object with these records (a conditional create; see module)."""
@@ -33,17 +35,35 @@ class ObjectLog(ObjectSession):
             self._check_open()
             if self._locked_out:
                 raise self._locked(self._next_seq)
+            self._create_next(payload)
+
+    def _create_next(self, payload: bytes) -> None:
+        """Create ``payload`` at the next sequence number; SessionLocked if another writer has it.
+
+        A create whose reply was lost may have landed: its payload is remembered, and the next
+        create at that number that finds it taken by exactly one of those payloads knows the
+        object for its own (a retried PUT meets a 412 the same way). The lines of ours already
+        there are then left out and the rest goes to the next number: the caller re-sends what a
+        failed append could not confirm, and a line written twice is only a duplicate the reader
+        skips, but it is not written twice (issue 31).
+        """
+        while payload:
             seq = self._next_seq
             key = self._log_key(seq)
             try:
                 self._fs.pipe_file(key, payload, mode="create")
             except FileExistsError:
-                if self._existing(key) != payload:
+                existing = self._existing(key)
+                if existing is None or (existing != payload and existing not in self._tried):
                     self._locked_out = True
                     raise self._locked(seq) from None
-                # Our own PUT landed and a retry of it found it there.
+                payload = _lines_not_in(payload, existing)
             except Exception as exc:
+                self._tried.append(payload)
                 raise self._error(f"create log object {self._log_rel(seq)}", exc) from exc
+            else:
+                payload = b""
+            self._tried = []
             self._next_seq = seq + 1
 
     def read_log(self) -> list[LogRecord]:
@@ -58,7 +78,7 @@ class ObjectLog(ObjectSession):
             seqs, _ = self._scan_log_names()
             keys = [self._log_key(seq) for seq in seqs]
             try:
-                fetched = self._fs.cat(keys, on_error="return") if keys else {}
+                fetched = dict(zip(keys, fetch_exact(self._fs, keys), strict=True))
             except Exception as exc:
                 raise self._error("read the log objects", exc) from exc
         parts: list[bytes] = []
@@ -72,7 +92,7 @@ class ObjectLog(ObjectSession):
                     count=seq - expected,
                 )
             expected = seq + 1
-            data = fetched.get(key, fetched.get(self._fs.unstrip_protocol(key)))
+            data = fetched.get(key)
             if not isinstance(data, bytes | bytearray):
                 events().warning(
                     "toolbudget.log.object_skipped",
@@ -95,7 +115,13 @@ class ObjectLog(ObjectSession):
         """The sequence numbers present in log/, sorted, and the next one to create."""
         try:
             names = self._fs.ls(self._key(LOG_DIR), detail=False)
-        except FileNotFoundError:
+        except FileNotFoundError as exc:
+            if missing_bucket(exc):
+                # A session that could persist nothing must not open (issue 31).
+                raise StoreError(
+                    f"cannot open session {self._url}: its bucket does not exist "
+                    f"({exc}); create the bucket or correct the URL"
+                ) from None
             return [], 0
         except Exception as exc:
             raise self._error(f"list {LOG_DIR}/", exc) from exc
@@ -105,3 +131,9 @@ class ObjectLog(ObjectSession):
             if (match := _LOG_NAME_RE.match(str(name).rstrip("/").rsplit("/", 1)[-1]))
         )
         return seqs, (seqs[-1] + 1 if seqs else 0)
+
+
+def _lines_not_in(payload: bytes, existing: bytes) -> bytes:
+    """The lines of ``payload`` that ``existing`` does not hold, in order."""
+    have = set(existing.split(b"\n"))
+    return b"".join(line + b"\n" for line in payload.split(b"\n") if line and line not in have)
