@@ -54,6 +54,7 @@ from spill._objcache import ReadCache
 from spill._objfs import BODIES_NAME, META_NAME, URL_RE, filesystem
 from spill._objgc import gc_url_sessions, ignore_skip
 from spill._objlog import ObjectLog
+from spill._objsnap import ROLLUP_OBJECTS
 from spill._sessiondir import decode_meta, encode_meta
 from spill._store import (
     PutResult,
@@ -118,8 +119,12 @@ class FsspecStore(ObjectLog, ReadCache, StoreBase):
         self._tried = []
         self._present = set()
         self._fs, self._root = filesystem(self._url, storage_options)
+        self._body, self._through = None, -1
         # Listed before the cache is made: a missing bucket refuses the open and leaves nothing.
-        self._next_seq = self._scan_log_names()[1]
+        listing = self._scan()
+        self._next_seq = listing.next_seq
+        self._snapshot = listing.snapshots[-1] if listing.snapshots else -1
+        self._due = self._snapshot + ROLLUP_OBJECTS
         self._own_cache = cache_dir is None
         self._cache = (
             tempfile.mkdtemp(prefix="toolbudget-cache-")
