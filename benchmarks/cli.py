@@ -110,11 +110,16 @@ def object_store(
     json_path: Annotated[
         Path | None, typer.Option("--json", help="Also write the figures here.")
     ] = None,
+    decisions: Annotated[
+        list[int] | None,
+        typer.Option(min=1, help="Session sizes of the resume curve (default 1,000 and 10,000)."),
+    ] = None,
 ) -> None:
     """Object-store sessions (FsspecStore on moto's S3 on loopback) beside LocalStore."""
     from benchmarks import object_store as module
 
-    raise typer.Exit(module.main(repeat=repeat, json_path=json_path))
+    sizes = tuple(decisions) if decisions else module.DECISIONS
+    raise typer.Exit(module.main(repeat=repeat, json_path=json_path, decisions=sizes))
 
 
 def tokens(

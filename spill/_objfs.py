@@ -79,6 +79,10 @@ def filesystem(url: str, storage_options: Mapping[str, Any]) -> tuple[Any, str]:
         if protocol in ("s3", "s3a"):
             options.setdefault("use_listings_cache", False)
             options.setdefault("config_kwargs", {"retries": _S3_RETRIES, **_S3_TIMEOUTS})
+            # s3fs (2026.9, ``_cat_file``) HEADs every object it reads unless max_concurrency is
+            # 1, to split reads above its 50 MB block size into ranged GETs: a round trip more
+            # per log object and body, for objects that are nearly always far smaller.
+            options.setdefault("max_concurrency", 1)
             cls = _s3_class()
             fs, root = cls(**options), cls._strip_protocol(url)
         else:
