@@ -5,6 +5,7 @@ Layout under the session URL::
     <url>/session.json                 metadata, replaced by one PUT
     <url>/bodies/<ab>/<ref>.txt        spilled bodies by content hash (one PUT each)
     <url>/log/<seq:012d>.jsonl         the decision log: one object per append_log call
+    <url>/log/<seq:012d>.snapshot      a roll-up of the log through <seq> (spill._objsnap)
 
 Object stores give atomic whole-object PUTs and (S3 since 2024, GCS, Azure) a conditional
 create, but no append and no lock. So the log is a sequence of immutable objects: each
@@ -31,7 +32,8 @@ between the two leaves bodies that nothing points to, never a decision without i
 
 :class:`FsspecStore` is assembled from one layer per job: the filesystem, object names and
 error mapping (:mod:`spill._objfs`), the log of objects (:mod:`spill._objlog`), the read-through
-cache (:mod:`spill._objcache`); removing idle sessions is :mod:`spill._objgc`. This module holds
+cache (:mod:`spill._objcache`); the roll-up snapshots that keep a resume to one snapshot and
+a few appends are :mod:`spill._objsnap`; removing idle sessions is :mod:`spill._objgc`. This module holds
 the bodies (put, group commit, get, quota) and the metadata.
 """
 
