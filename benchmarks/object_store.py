@@ -30,12 +30,14 @@ import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+import typer
 
 from benchmarks._timing import times
 from spill import FsspecStore, LocalStore
 
-__all__ = ["Row", "main", "measure"]
+__all__ = ["Row", "command", "main", "measure"]
 
 SIZES = {"10 KB": 10_000, "1 MB": 1_000_000, "10 MB": 10_000_000}
 DECISIONS = (1_000, 10_000)
@@ -257,7 +259,22 @@ def main(
     return 0
 
 
-if __name__ == "__main__":
-    from benchmarks.cli import alias
+def command(
+    repeat: Annotated[int, typer.Option(min=1, help="Runs per figure.")] = 5,
+    json_path: Annotated[
+        Path | None, typer.Option("--json", help="Also write the figures here.")
+    ] = None,
+    decisions: Annotated[
+        list[int] | None,
+        typer.Option(min=1, help="Session sizes of the resume curve (default 1,000 and 10,000)."),
+    ] = None,
+) -> None:
+    """Object-store sessions (FsspecStore on moto's S3 on loopback) beside LocalStore."""
+    sizes = tuple(decisions) if decisions else DECISIONS
+    raise typer.Exit(main(repeat=repeat, json_path=json_path, decisions=sizes))
 
-    alias("object-store")
+
+if __name__ == "__main__":
+    from benchmarks._command import run_alone
+
+    run_alone(command, "benchmarks.object_store")
