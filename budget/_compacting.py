@@ -44,7 +44,7 @@ from typing import Any
 from budget._compactor import Append, Compactor
 from budget._config import BudgetConfig
 from budget._errors import InputError, SummaryTimeout
-from budget._report import Prepared
+from budget._report import Prepared, Report
 from budget._view import Format
 from budget.formats import FormatChoice
 
@@ -150,6 +150,7 @@ class Compacting:
     _check_open: Callable[[], None]
     _message_tokens: Callable[[Any], int]
     _as_sent: Callable[[list[Any]], list[Any]]
+    _keep_text: Callable[[str], str | None]
     _prepare: Callable[[list[Any], Any, float, float], Prepared]
     _request: Callable[..., Prepared]
     _lock: Any
@@ -178,6 +179,10 @@ class Compacting:
                 prepared = budget(comp.view(messages, fmt))
         return comp.reported(prepared)
 
+    def _learn_header(self, report: Report, copy: list[Any]) -> None:
+        """Learn the compaction header from a request as it is made (before it is logged)."""
+        self._compactor.learn_header(report, copy, self._message_tokens)
+
     def _compact(self, messages: list[Any], fmt: Format, *, manual: bool) -> bool:
         return self._compactor.compact(
             messages,
@@ -187,6 +192,7 @@ class Compacting:
             self.window,
             self._as_sent,
             manual=manual,
+            keep=self._keep_text,
         )
 
     @contextmanager
@@ -209,18 +215,21 @@ class Compacting:
         finally:
             comp.summarizer = fn
 
-    def _schedule_reactive(self) -> bool:
-        """After the last trim level: schedule a compaction for the next request; False when
-        there is nothing left to do (no summarizer, compaction off, the breaker open, or one
-        already done in this overflow streak)."""
+    def _can_compact_reactively(self) -> bool:
+        """After the last trim level: whether a compaction can be scheduled for the next
+        request; False when there is nothing left to do (no summarizer, compaction off, the
+        breaker open, or one already done in this overflow streak)."""
         comp = self._compactor
         if comp.summarizer is None or self.config.compaction == "off" or comp.breaker_open:
             return False
-        if self._reactive_at is not None and self._overflows > self._reactive_at:
-            return False  # the streak went on after its compaction: nothing left to do
+        # The streak went on after its compaction: nothing left to do.
+        return self._reactive_at is None or self._overflows <= self._reactive_at
+
+    def _schedule_reactive(self) -> None:
+        """Schedule a compaction for the next request (the overflow record that says so,
+        ``"rc"``, is logged: a resumed session runs it too, ``budget._resumed``)."""
         self._reactive_at, self._reactive_due = self._overflows, True
         self._log.warning("toolbudget.session.compaction_reactive", overflows=self._overflows)
-        return True
 
     # -- the public methods -----------------------------------------------------------------------
 

@@ -21,9 +21,11 @@ from budget.formats._common import field, is_record, to_dict
 
 __all__ = [
     "Attachments",
+    "Constraints",
     "Tail",
     "anchor_of",
     "attachments",
+    "constraints_note",
     "drop_oldest_rounds",
     "extract_constraints",
     "file_snapshots",
@@ -179,14 +181,39 @@ def _user_texts(message: Any) -> list[str]:
     ]
 
 
+@dataclass(frozen=True, slots=True)
+class Constraints:
+    """The user's constraint lines as a summary message carries them, and what did not fit."""
+
+    shown: tuple[str, ...] = ()
+    """The lines carried, verbatim; the last one may be cut (at a word boundary when it has
+    one) where the limit falls."""
+    left_out: int = 0
+    """Characters of the constraint lines not carried (0 when all of them are)."""
+    full: str = ""
+    """Every constraint line, one per line: what a note about the rest points to."""
+
+
+def _cut(line: str, room: int) -> str:
+    """``line``'s first ``room`` characters at most, cut after its last word that fits (mid-word
+    only when no word boundary is in reach), trailing whitespace removed."""
+    if len(line) <= room:
+        return line
+    head = line[: room + 1]  # a space just past the room is a boundary too
+    at = max(head.rfind(" "), head.rfind("\t"))
+    return (line[:at] if at > 0 else line[:room]).rstrip()
+
+
 def extract_constraints(
     messages: Sequence[Any], *, limit_chars: int, first: int = 3
-) -> tuple[str, ...]:
+) -> Constraints:
     """The user's key constraints, verbatim, from the first ``first`` user messages with text.
 
     The first line of the first message is the goal and always comes first; then each line that
     states a requirement, a prohibition, a format, a path or a command (a cue word, a code span,
-    a path), as written (only surrounding whitespace removed), once, up to ``limit_chars``.
+    a path), as written (only surrounding whitespace removed), once. They are carried in order
+    up to ``limit_chars``: the line where the limit falls is cut at a word boundary, and what
+    is left out is counted (:attr:`Constraints.left_out`), never dropped silently (issue 28).
     """
     texts = [t for m in messages for t in _user_texts(m)][:first]
     lines = [ln.strip() for t in texts for ln in t.splitlines()]
@@ -195,14 +222,27 @@ def extract_constraints(
     if lines:
         picked.append(lines[0])
     picked += [ln for ln in lines[1:] if _CONSTRAINT_RE.search(ln)]
+    picked = list(dict.fromkeys(picked))
     out: list[str] = []
     used = 0
-    for ln in dict.fromkeys(picked):
-        if used + len(ln) > limit_chars:
+    for ln in picked:
+        part = _cut(ln, limit_chars - used)
+        if part:
+            out.append(part)
+            used += len(part)
+        if len(part) < len(ln):
             break
-        out.append(ln)
-        used += len(ln)
-    return tuple(out)
+    total = sum(len(ln) for ln in picked)
+    return Constraints(tuple(out), total - used, "\n".join(picked))
+
+
+def constraints_note(left_out: int, ref: str | None, read_tool: str) -> str:
+    """The line standing for ``left_out`` characters of the user's constraints not carried:
+    how many, and where to read them (the stored ``ref``, else that they could not be kept)."""
+    said = f"[{left_out:,} more characters of the user's constraints are not shown here"
+    if ref is None:
+        return said + "; they could not be stored to read back: ask the user if they matter]"
+    return said + f'; read them in full with the {read_tool} tool: {{"ref": "{ref}"}}]'
 
 
 _READ_TOOL_RE = re.compile(
@@ -314,10 +354,24 @@ def attachments(
     constraint_chars: int,
     files: int,
     file_chars: int,
+    keep: Callable[[str], str | None] | None = None,
+    read_tool: str = "toolbudget_read",
+    note: bool = True,
 ) -> Attachments:
-    """The constraints and file snapshots carried beside a summary of ``messages[:start]``."""
+    """The constraints and file snapshots carried beside a summary of ``messages[:start]``.
+
+    Constraints that do not fit in ``constraint_chars`` are stored with ``keep`` (it returns
+    their ref, or None when they could not be stored) and a last line says how much was left
+    out and how to read it with ``read_tool`` (:func:`constraints_note`); ``note=False`` (the
+    section turned off by a setting of 0) carries none.
+    """
+    found = extract_constraints(messages[:start], limit_chars=constraint_chars)
+    shown = found.shown
+    if found.left_out and note:
+        ref = None if keep is None else keep(found.full)
+        shown = (*shown, constraints_note(found.left_out, ref, read_tool))
     return Attachments(
-        constraints=extract_constraints(messages[:start], limit_chars=constraint_chars),
+        constraints=shown,
         files=file_snapshots(messages, fmt, start, files=files, file_chars=file_chars),
         tools=tool_names(messages),
     )

@@ -34,12 +34,14 @@ from budget._compaction import (
 from budget._config import BudgetConfig
 from budget._errors import InputError, SummaryTimeout, SummaryTooLong
 from budget._overflow import is_context_overflow
-from budget._report import Prepared
+from budget._report import Prepared, Report
 from budget._view import Format
 
 __all__ = ["Checkpoint", "Compactor", "Limits", "limits"]
 
 Append = Callable[[list[Mapping[str, Any]]], None]
+Keep = Callable[[str], str | None]
+"""Stores a text for the read-back tool: its ref, or None when it could not be stored."""
 
 SUMMARY_RETRIES = 3
 """Retries of a summary request refused as too long, each without the oldest quarter of what
@@ -104,7 +106,11 @@ class Compactor:
         """Tokens each request carries beyond its messages (system prompt, tool definitions),
         learned from the reports: the anchored estimate of a copy minus its messages' estimate.
         The largest seen is kept: an unanchored report (after a compaction, before the next
-        usage) sees no header, and overestimating it only compacts a little earlier."""
+        usage) sees no header, and overestimating it only compacts a little earlier. Logged
+        with each request record and restored from the last (``budget._resumed``)."""
+        self._sent: tuple[list[Any], int] | None = None
+        """The last copy :meth:`learn_header` measured (the list ``prepare`` returns), and its
+        tokens: :meth:`due` reads them rather than estimating the copy again."""
 
     @property
     def breaker_open(self) -> bool:
@@ -143,6 +149,17 @@ class Compactor:
             return messages
         return project(messages, cp.head, at, self._message)
 
+    def learn_header(self, report: Report, copy: list[Any], tokens: Callable[[Any], int]) -> None:
+        """Learn :attr:`header` from a request's report and its ``copy`` (``tokens``: one
+        estimate per message), before the request's record logs it (a resumed session then
+        compacts where this one does). Only where :meth:`due` reads it: ``"auto"`` mode with a
+        summarizer."""
+        if self.config.compaction != "auto" or self.summarizer is None:
+            return
+        sent = sum(tokens(m) for m in copy)
+        self.header = max(self.header, report.tokens_after - sent)
+        self._sent = (copy, sent)
+
     def due(self, prepared: Prepared, tokens: Callable[[Any], int]) -> bool:
         """Whether the budgeted copy ``prepared`` passes the auto-compaction threshold.
 
@@ -152,15 +169,18 @@ class Compactor:
         definitions too), or the copy's messages plus the learned :attr:`header` where that is
         more (an unanchored report, as after a compaction, sees no header). The threshold is
         ``window - compact_reserve_tokens - compact_margin_tokens`` (SPEC §11.2), scaled down
-        under a small window (:func:`limits`). Learns :attr:`header` on the way, with ``tokens``
-        (one estimate per message of the copy).
+        under a small window (:func:`limits`). :meth:`learn_header` measured the copy (with
+        ``tokens``, one estimate per message) as the request made it.
         """
         cfg = self.config
         if cfg.compaction != "auto" or self.summarizer is None:
             return False
         report = prepared.report
-        sent = sum(tokens(m) for m in prepared.messages)
-        self.header = max(self.header, report.tokens_after - sent)
+        if self._sent is not None and self._sent[0] is prepared.messages:
+            sent = self._sent[1]
+        else:
+            sent = sum(tokens(m) for m in prepared.messages)
+            self.header = max(self.header, report.tokens_after - sent)
         if self.breaker_open:
             return False
         threshold = limits(cfg, report.window, self.header, manual=False).threshold
@@ -193,6 +213,7 @@ class Compactor:
         as_sent: Callable[[list[Any]], list[Any]],
         *,
         manual: bool,
+        keep: Keep = lambda text: None,
     ) -> bool:
         """Summarize the prefix of the current view and record the checkpoint.
 
@@ -218,7 +239,7 @@ class Compactor:
         first_summarized = summary_start(sent, tail, tokens, lim.room)
         if not self._fits(first_summarized, tail, manual):
             return False
-        extra = self._attachments(view is not messages, view, fmt, tail, lim)
+        extra = self._attachments(view is not messages, view, fmt, tail, lim, keep)
         if manual:
             # The caller chose to try again: the breaker closes, and counts from this call.
             self.failures = 0
@@ -285,10 +306,11 @@ class Compactor:
         )
 
     def _attachments(
-        self, projected: bool, view: list[Any], fmt: Format, tail: Tail, lim: Limits
+        self, projected: bool, view: list[Any], fmt: Format, tail: Tail, lim: Limits, keep: Keep
     ) -> Attachments:
         """What the new checkpoint carries verbatim beside its summary."""
         cfg = self.config
+        carried = projected and self.checkpoint is not None
         extra = attachments(
             view,
             fmt,
@@ -296,8 +318,13 @@ class Compactor:
             constraint_chars=lim.constraint_chars,
             files=cfg.compact_files,
             file_chars=lim.file_chars,
+            # What does not fit is stored to read back, never dropped silently (a setting of 0
+            # turns the section off; the last checkpoint's are carried as they are).
+            keep=keep,
+            read_tool=cfg.read_tool_name,
+            note=cfg.compact_constraint_chars > 0 and not carried,
         )
-        if projected and self.checkpoint is not None:
+        if carried and self.checkpoint is not None:
             # The user's constraints were carried by the last summary message: the early user
             # messages they came from are summarized, and read from the view now they would be
             # lines of the summary message itself. The tools called accumulate.

@@ -11,12 +11,13 @@ import math
 from collections.abc import Mapping
 from typing import Any, TypeGuard
 
-from budget._calibration import Calibration, restore
+from budget._calibration import Anchor, Calibration, restore
 from budget._compactor import Compactor
 from budget._config import BudgetConfig
 from budget._errors import InputError, SessionLocked, StoreError
 from budget._ledger import Ledger
 from budget._log import Events
+from budget._resumed import header_of, reactive_of, read_anchor
 from spill import Store
 
 __all__ = ["Journal"]
@@ -45,6 +46,9 @@ class Journal:
     _last_usage: tuple[int, ...] | None
     _before_last: Counters
     _window_cap: int | None
+    _cal_anchor: Anchor | None
+    _reactive_at: int | None
+    _reactive_due: bool
 
     def _append_log(self, records: list[Mapping[str, Any]]) -> None:
         """Append records after any a failed append left behind; never raises for the store.
@@ -129,6 +133,8 @@ class Journal:
         stated = [rec["w"] for rec in records if rec.get("t") == "ovf" and _count(rec.get("w"))]
         self._window_cap = min((w for w in stated if w > 0), default=None)
         self._restore_counters(records)
+        reactive = reactive_of(records)
+        self._reactive_at, self._reactive_due = reactive.at, reactive.due
         restored = len(decisions) - skipped
         if restored:
             self._log.info(
@@ -166,6 +172,10 @@ class Journal:
                     if overflows is None and _count(rec.get("o")):
                         overflows = rec["o"]
                     self._last_usage = _usage_key(rec.get("u"))
+                    # What the next request's decisions read that this one learned (logs
+                    # written before these fields: no anchor, no header, as they resumed).
+                    self._cal_anchor = read_anchor(rec)
+                    self._compactor.header = header_of(rec)
                 elif m != last[2]:
                     self._before_last = (n, finite(rec.get("at")), m, _tokens_field(rec.get("f")))
                     break

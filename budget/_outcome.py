@@ -12,17 +12,25 @@ from collections.abc import Mapping
 from typing import Any
 
 from budget._calibration import Anchor
+from budget._compactor import Compactor
 from budget._history import Scan
 from budget._journal import Counters
 from budget._ledger import Decision
 from budget._passrun import PassRun, Turn
 from budget._report import DecisionReport, Report
+from budget._resumed import anchor_field
 
-__all__ = ["Outcome"]
+__all__ = ["Outcome", "Redone"]
+
+Redone = tuple[Scan, int, Counters, int]
+"""What tells a stable prefix: the request's scan, the length of the copy the last request left
+in memory, the counters before the request, the first message a decision of it is about."""
 
 
 class Outcome(PassRun):
     """Logs a request and reports it; rolls the counters back for a retry."""
+
+    _compactor: Compactor
 
     def _roll_back(self, before: Counters, *, retry: bool) -> None:
         """On a retry, the counters as they were before the request it repeats."""
@@ -45,11 +53,12 @@ class Outcome(PassRun):
         self._requests, self._last_at, self._last_n, self._last_f = before
         return False
 
-    def _log_request(
+    def _request_records(
         self, made: Mapping[str, Decision], length: int, now: float, *, learned: bool
-    ) -> int:
-        """Log the decisions and the request record that closes them; return the history's
-        fingerprint (its tokens but the last messages)."""
+    ) -> tuple[list[Mapping[str, Any]], int]:
+        """The decisions and the request record that closes them, appended by
+        :meth:`_close_request` once the request is made; and the history's fingerprint (its
+        tokens but the last messages)."""
         records: list[Mapping[str, Any]] = [d.to_record() for d in made.values()]
         self._requests += 1
         if learned:
@@ -62,8 +71,35 @@ class Outcome(PassRun):
         if self._last_usage is not None:
             req["u"] = list(self._last_usage)
         records.append(req)
-        self._append_log(records)
-        return fingerprint
+        return records, fingerprint
+
+    def _close_request(self, records: list[Mapping[str, Any]]) -> None:
+        """Append a request's records, its request record (the last) with what the request
+        learned that a later one reads (``budget._resumed``): the calibration anchor, the
+        compaction header. Also when the request failed after freezing its decisions: they are
+        logged, with the state as the failure left it (the anchor is then the one it had)."""
+        header = self._compactor.header
+        state = {**anchor_field(self._cal_anchor), **({"hdr": header} if header > 0 else {})}
+        self._append_log([*records[:-1], {**records[-1], **state}])
+
+    def _prefix_stable(self, redone: Redone, length: int) -> bool:
+        """Whether the previous request's copy is a prefix of this one (a batch, which rewrites
+        results the previous request showed, is told apart by the caller).
+
+        The copies are compared message by message from the first one this request made
+        again. With no copy in memory (the first request after a resume, or after the caches
+        were rebuilt), the previous copy is what its history shows with the decisions frozen
+        before this request: the same when this history extends that one (its length, and its
+        tokens but the last messages, as the log holds them) and no decision of this request
+        is about a result among those messages.
+        """
+        scan, prev_len, (_, _, base_n, base_f), first_decided = redone
+        k, old_outputs = scan.k, scan.old_outputs
+        if prev_len or not base_n:
+            return self._outputs[k:prev_len] == old_outputs[: prev_len - k]
+        if length < base_n or not self._same_history(base_n, base_f):
+            return False
+        return first_decided >= base_n
 
     def _report(
         self,
@@ -71,16 +107,13 @@ class Outcome(PassRun):
         made: Mapping[str, Decision],
         reports: list[DecisionReport],
         since: int,
-        redone: tuple[Scan, int],
+        redone: Redone,
         started: float,
     ) -> Report:
         """What this request did, in the totals of the whole history."""
         messages, reported = turn.messages, turn.reported
         trimmed_now = [d for d in made.values() if d.kind == "trimmed"]
-        # A batch rewrites results the previous request showed; otherwise compare what was redone.
-        scan, prev_len = redone
-        k, old_outputs = scan.k, scan.old_outputs
-        stable = not trimmed_now and self._outputs[k:prev_len] == old_outputs[: prev_len - k]
+        stable = not trimmed_now and self._prefix_stable(redone, len(messages))
         window = self.window()
         reclaimable = self._reclaimable()
         t = self._totals

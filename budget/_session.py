@@ -290,7 +290,7 @@ class Budget(Compacting, Outcome, Bodies):
         return self._requests > 0 and length == self._last_n
 
     def _prepare(self, messages: list[Any], usage: Any, now: float, started: float) -> Prepared:
-        """One request, its format set: scan → passes → store → log → apply → report."""
+        """One request, its format set: scan → passes → store → apply → report → log."""
         before = (self._requests, self._last_at, self._last_n, self._last_f)
         retry = self._is_retry(len(messages))
         self._roll_back(before, retry=retry)
@@ -304,15 +304,27 @@ class Budget(Compacting, Outcome, Bodies):
         made = self._decide(turn, scan.results, wrapped)
         by_id = self._results_of(made, scan.results)
         made = self._digested(self._materialize(made, by_id), by_id)
-        fingerprint = self._log_request(made, len(messages), now, learned=learned)
-        reports = self._apply(messages, scan.k, made, by_id)
-        self._sync_markers(messages, scan.k)
-        since = self._last_n
-        self._last_at, self._last_n, self._last_f = now, len(messages), fingerprint
-        report = self._report(turn, made, reports, since, (scan, prev_len), started)
+        records, fingerprint = self._request_records(made, len(messages), now, learned=learned)
+        try:
+            reports = self._apply(messages, scan.k, made, by_id)
+            self._sync_markers(messages, scan.k)
+            since = self._last_n
+            self._last_at, self._last_n, self._last_f = now, len(messages), fingerprint
+            first = min((by_id[c].msg_index for c in made), default=len(messages))
+            redone = (scan, prev_len, before, first)
+            report = self._report(turn, made, reports, since, redone, started)
+            copy = list(self._outputs)
+            self._learn_header(report, copy)
+        finally:
+            # Appended once the request has learned what the next one reads (its calibration
+            # anchor, the compaction header); the decisions even when making the copy failed.
+            self._close_request(records)
         self._seen = messages
         self._tt.next_request()
-        return Prepared(list(self._outputs), report)
+        # The time spent includes the append (its fsyncs), as it did when it came first.
+        return Prepared(
+            copy, report.model_copy(update={"elapsed_s": time.perf_counter() - started})
+        )
 
     # -- window and overflow --------------------------------------------------------------------
 
@@ -360,11 +372,16 @@ class Budget(Compacting, Outcome, Bodies):
                 self._window = self._window_cap = limit
                 record["w"] = limit
             self._overflows += 1
+            reactive = self._overflows >= 3 and self._can_compact_reactively()
+            if reactive:
+                record["rc"] = True  # the next request compacts, also after a resume
             self._append_log([record])
             self._log.warning(
                 "toolbudget.session.context_overflow", count=self._overflows, error=str(error)
             )
-            if self._overflows >= 3 and not self._schedule_reactive():
+            if reactive:
+                self._schedule_reactive()
+            elif self._overflows >= 3:
                 raise ContextOverflow(
                     f"the provider refused the prompt as too long {self._overflows} times in a "
                     f"row, even with staleness forced, caps halved and compaction where a "
