@@ -50,6 +50,24 @@ retries as often (``MAX_PTL_RETRIES = 3`` in ``src/services/compact/compact.ts``
 public reconstructions of the 2.1.x bundle, e.g. NanmiCoder/cc-haha)."""
 
 
+FAILED = "cmpf"
+"""The log record of a failed compaction: the breaker's count of consecutive failures after it.
+A later checkpoint record (a compaction that succeeded) resets the count; a log written before
+these records restores none (the breaker closed, as it resumed before)."""
+
+
+def _failures(log: Sequence[Mapping[str, Any]]) -> int:
+    """Consecutive failed compactions as the log leaves them."""
+    for rec in reversed(log):
+        kind = rec.get("t")
+        if kind == FAILED:
+            count = rec.get("failures")
+            return count if type(count) is int and count > 0 else 0
+        if kind == "cmp" and not rec.get("clear"):
+            return 0
+    return 0
+
+
 def _within(summarizer: Callable[[Sequence[Any]], Any], part: list[Any], timeout: float) -> Any:
     """``summarizer(part)`` in a daemon thread, given ``timeout`` seconds.
 
@@ -118,7 +136,9 @@ class Compactor:
         return self.failures >= self.config.compact_breaker_failures
 
     def restore(self, log: Sequence[Mapping[str, Any]]) -> None:
-        """Take the last checkpoint record of the log (a cleared one clears)."""
+        """Take the last checkpoint record of the log (a cleared one clears), and the breaker's
+        count of failures."""
+        self.failures = _failures(log)
         for rec in reversed(log):
             if rec.get("t") == "cmp":
                 self._set(None if rec.get("clear") else Checkpoint.from_record(rec))
@@ -248,6 +268,9 @@ class Compactor:
             summary = self._summarize(part, fmt, tokens, manual, lim.reserve)
         except Exception as exc:
             self._failed(exc, manual)
+            # The breaker's count is an input of later requests: logged, so a resumed session
+            # keeps it closed or open as this one does (read from the whole log, as ``cmp``).
+            append([{"t": FAILED, "failures": self.failures}])
             if manual:
                 raise
             return False

@@ -55,10 +55,27 @@ class Scenario:
     config: BudgetConfig
     history: list[Message]
     actions: list[Action]
-    summarizer: bool
+    summarizer: str
+    """"" (none), "counting" (:class:`tests.compaction.Counting`) or "flaky" (:class:`Flaky`)."""
 
 
-MODES: Final = ("off", "proactive", "reactive")
+MODES: Final = ("off", "proactive", "reactive", "breaker")
+
+
+class Flaky(cmp.Counting):
+    """A summarizer that fails on parts of fewer than :data:`FLAKY_BELOW` messages: the first
+    three compactions of the ``breaker`` scenario fail (the breaker opens), a later one would
+    succeed."""
+
+    def __call__(self, messages: Sequence[Any]) -> str:
+        if len(messages) < FLAKY_BELOW:
+            self.calls.append(len(messages))
+            raise RuntimeError("the summary model is overloaded")
+        return super().__call__(messages)
+
+
+FLAKY_BELOW: Final = 32
+"""Messages of the parts the breaker scenario's first three compactions summarize: 27, 29, 31."""
 
 
 def _usage(copy: Sequence[Any] | None) -> dict[str, int] | None:
@@ -71,12 +88,13 @@ def _usage(copy: Sequence[Any] | None) -> dict[str, int] | None:
 
 def scenario(mode: str) -> Scenario:
     """The long session of ``mode``: compaction off (spills, calibration, staleness batches
-    after pauses past the cache TTL), proactive compaction, or reactive compaction after three
-    overflows in a row (twice), each with usage and a pause past the TTL."""
+    after pauses past the cache TTL), proactive compaction, reactive compaction after three
+    overflows in a row (twice), or proactive compaction whose first three summaries fail (the
+    breaker opens), each with usage and a pause past the TTL."""
     if mode == "off":
         mixed, steps = mixed_conversation(seed=7, rounds=36)
         replayed = [Action(s.length, s.now, usage=s.usage is not None) for s in steps]
-        return Scenario(CONFIG.model_copy(update={"fsync": False}), mixed, replayed, False)
+        return Scenario(CONFIG.model_copy(update={"fsync": False}), mixed, replayed, "")
     rounds = 40
     history = cmp.history(rounds, lines=30)
     actions: list[Action] = []
@@ -87,15 +105,16 @@ def scenario(mode: str) -> Scenario:
         if mode == "reactive" and r in (14, 29):
             actions += [Action(overflow=True)] * 3
         actions.append(Action(1 + 2 * (r + 1), now, usage=r % 5 != 3))
-    config = cmp.compaction_config("auto" if mode == "proactive" else "manual")
+    config = cmp.compaction_config("manual" if mode == "reactive" else "auto")
     # A window of a dozen rounds: calibration learns between two compactions. In reactive
     # mode nothing compacts on its own: only the compaction scheduled by the third overflow.
     config = config.model_copy(update={"window": 8_000})
-    return Scenario(config, history, actions, True)
+    return Scenario(config, history, actions, "flaky" if mode == "breaker" else "counting")
 
 
 def _open(path: Path, sc: Scenario) -> Budget:
-    return Budget.open(path, sc.config, summarizer=cmp.Counting() if sc.summarizer else None)
+    summarizer = {"": None, "counting": cmp.Counting(), "flaky": Flaky()}[sc.summarizer]
+    return Budget.open(path, sc.config, summarizer=summarizer)
 
 
 def _line(prepared: Any) -> str:

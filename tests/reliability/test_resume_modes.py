@@ -2,11 +2,13 @@
 
 Each mode's long session (``tests/reliability/resume_modes.py``: compaction off with spills,
 calibration and staleness batches; proactive compaction; reactive compaction after three
-overflows in a row, twice; usage on most requests and pauses past the cache TTL throughout) is
+overflows in a row, twice; proactive compaction whose summaries fail until the breaker opens;
+usage on most requests and pauses past the cache TTL throughout) is
 replayed once uninterrupted, then resumed in a fresh ``Budget.open`` of its directory just
 before each action, and before every action in a row: every request copy is byte-identical and
-every report the same. On 8473673 the calibration anchor (6), the compaction header (7) and the
-reactive schedule (8) lived in memory only, and the resumed copies differed.
+every report the same. On 8473673 the calibration anchor (6), the compaction header (7), the
+reactive schedule (8) and the breaker's count of failures lived in memory only, and the resumed
+copies differed.
 """
 
 from __future__ import annotations
@@ -37,6 +39,11 @@ def test_each_mode_exercises_what_it_claims(mode: str, tmp_path: Path) -> None:
     compacted = sum(r["compacted"] for r in reports)
     if mode == "off":
         assert compacted == 0 and sum(r["staleness_ran"] for r in reports) >= 3
+    elif mode == "breaker":
+        assert compacted == 0  # three failures, then the breaker stays open
+        with Budget.open(tmp_path) as session:
+            log = session.store.read_log()
+        assert [rec["failures"] for rec in log if rec.get("t") == "cmpf"] == [1, 2, 3]
     else:
         assert compacted >= 2
     if mode == "reactive":
@@ -99,8 +106,8 @@ def test_a_new_process_resumes_to_the_same_copies(mode: str, tmp_path: Path) -> 
 
 @pytest.mark.parametrize("mode", MODES)
 def test_a_log_without_the_new_fields_still_resumes(mode: str, tmp_path: Path) -> None:
-    """A log written before the anchor, header and reactive fields (``budget._resumed``)
-    resumes without a skipped record and replays to the end; with the fields the same replay
+    """A log written before the anchor, header and reactive fields (``budget._resumed``) and
+    the failed-compaction records resumes without a skipped record and replays to the end; with the fields the same replay
     gives the uninterrupted copies."""
     sc = scenario(mode)
     cut = len(sc.actions) // 2
@@ -113,7 +120,8 @@ def test_a_log_without_the_new_fields_still_resumes(mode: str, tmp_path: Path) -
         if name == "old":
             (path / "decisions.jsonl").unlink()
             strip = {"ca", "hdr", "rc"}
-            store.append_log([{k: v for k, v in r.items() if k not in strip} for r in records])
+            old = [{k: v for k, v in r.items() if k not in strip} for r in records]
+            store.append_log([r for r in old if r.get("t") != "cmpf"])
         store.close()
         with capture_logs() as events:
             rest, _ = replay(path, sc, start=cut, last=last)
