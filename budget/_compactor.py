@@ -139,13 +139,21 @@ class Compactor:
         """Take the last checkpoint record of the log (a cleared one clears), and the breaker's
         count of failures."""
         self.failures = _failures(log)
+        reported = False
         for rec in reversed(log):
-            if rec.get("t") == "cmp":
+            kind = rec.get("t")
+            reported = reported or kind == "req"
+            if kind == "cmp":
                 self._set(None if rec.get("clear") else Checkpoint.from_record(rec))
                 if self.checkpoint is None and not rec.get("clear"):
                     self._log.warning(
                         "toolbudget.log.record_skipped", reason="malformed compaction record"
                     )
+                pt = rec.get("pt")
+                if self.checkpoint is not None and not reported and type(pt) is int and pt >= 0:
+                    # A compact() call no request has reported yet: the next report says so,
+                    # as it would have in the process that compacted.
+                    self._unreported = pt
                 return
 
     def _set(self, cp: Checkpoint | None) -> None:
@@ -283,7 +291,9 @@ class Compactor:
             files=extra.files,
             tools=extra.tools,
         )
-        append([cp.to_record()])
+        # With the prefix's tokens: the report after it says what was summarized, also after
+        # a resume (``pt``; a record without it restores no report of it).
+        append([{**cp.to_record(), "pt": tail.prefix_tokens}])
         self._done(cp, tail, manual)
         return True
 

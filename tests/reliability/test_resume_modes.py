@@ -21,6 +21,7 @@ from structlog.testing import capture_logs
 
 from budget import Budget
 from spill import LocalStore
+from tests import compaction as cmp
 from tests.reliability._child import run_json_child
 from tests.reliability.resume_modes import MODES, replay, scenario
 
@@ -127,3 +128,26 @@ def test_a_log_without_the_new_fields_still_resumes(mode: str, tmp_path: Path) -
             rest, _ = replay(path, sc, start=cut, last=last)
         assert not [e for e in events if e["event"].startswith("toolbudget.log.")], name
         assert len(rest) == len(sc.actions) - cut
+
+
+MANUAL = cmp.compaction_config("manual")
+
+
+def test_the_report_after_a_compact_call_says_so_after_a_resume(tmp_path: Path) -> None:
+    """``compact()``, then a restart, then ``prepare``: the report says a compaction ran and how
+    many tokens it summarized, as in the process that compacted (the count was in memory)."""
+    msgs = cmp.history(14)
+    reports = []
+    for name in ("live", "resumed"):
+        session = Budget.open(tmp_path / name, MANUAL, summarizer=cmp.Counting())
+        session.prepare(msgs[:-2])
+        assert session.compact(msgs[:-2])
+        if name == "resumed":
+            session.close()
+            session = Budget.open(tmp_path / name, MANUAL, summarizer=cmp.Counting())
+        with session:
+            first = session.prepare(msgs).report
+            second = session.prepare(msgs + cmp.history(15)[-2:]).report
+        assert first.compacted and first.summarized_tokens > 0 and not second.compacted
+        reports.append((first.summarized_tokens, second.compacted))
+    assert reports[0] == reports[1]
