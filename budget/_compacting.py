@@ -43,7 +43,7 @@ from typing import Any
 
 from budget._compactor import Append, Compactor
 from budget._config import BudgetConfig
-from budget._errors import InputError, SummaryTimeout
+from budget._errors import ContextOverflow, InputError, SummaryTimeout
 from budget._report import Prepared, Report
 from budget._view import Format
 from budget.formats import FormatChoice
@@ -225,11 +225,27 @@ class Compacting:
         # The streak went on after its compaction: nothing left to do.
         return self._reactive_at is None or self._overflows <= self._reactive_at
 
-    def _schedule_reactive(self) -> None:
-        """Schedule a compaction for the next request (the overflow record that says so,
-        ``"rc"``, is logged: a resumed session runs it too, ``budget._resumed``)."""
-        self._reactive_at, self._reactive_due = self._overflows, True
-        self._log.warning("toolbudget.session.compaction_reactive", overflows=self._overflows)
+    def _mark_reactive(self, record: dict[str, Any]) -> bool:
+        """Whether the overflow ``record`` (not logged yet) schedules a compaction for the next
+        request: at the third overflow in a row when one can run. It then says so (``"rc"``):
+        a resumed session runs it too (``budget._resumed``)."""
+        reactive = self._overflows >= 3 and self._can_compact_reactively()
+        if reactive:
+            record["rc"] = True
+        return reactive
+
+    def _react(self, reactive: bool, error: object) -> None:
+        """After the overflow record is logged: schedule the compaction it marked, or raise
+        ContextOverflow when trimming is exhausted and no compaction can run."""
+        if reactive:
+            self._reactive_at, self._reactive_due = self._overflows, True
+            self._log.warning("toolbudget.session.compaction_reactive", overflows=self._overflows)
+        elif self._overflows >= 3:
+            raise ContextOverflow(
+                f"the provider refused the prompt as too long {self._overflows} times in a "
+                f"row, even with staleness forced, caps halved and compaction where a "
+                f"summarizer allows it: {error}"
+            )
 
     # -- the public methods -----------------------------------------------------------------------
 

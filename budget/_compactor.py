@@ -35,6 +35,7 @@ from budget._config import BudgetConfig
 from budget._errors import InputError, SummaryTimeout, SummaryTooLong
 from budget._overflow import is_context_overflow
 from budget._report import Prepared, Report
+from budget._resumed import FAILED, failures_of, unreported_of
 from budget._view import Format
 
 __all__ = ["Checkpoint", "Compactor", "Limits", "limits"]
@@ -48,24 +49,6 @@ SUMMARY_RETRIES = 3
 it summarized (whole rounds), before the compaction counts as failed (SPEC §11.6). Claude Code
 retries as often (``MAX_PTL_RETRIES = 3`` in ``src/services/compact/compact.ts``, read from the
 public reconstructions of the 2.1.x bundle, e.g. NanmiCoder/cc-haha)."""
-
-
-FAILED = "cmpf"
-"""The log record of a failed compaction: the breaker's count of consecutive failures after it.
-A later checkpoint record (a compaction that succeeded) resets the count; a log written before
-these records restores none (the breaker closed, as it resumed before)."""
-
-
-def _failures(log: Sequence[Mapping[str, Any]]) -> int:
-    """Consecutive failed compactions as the log leaves them."""
-    for rec in reversed(log):
-        kind = rec.get("t")
-        if kind == FAILED:
-            count = rec.get("failures")
-            return count if type(count) is int and count > 0 else 0
-        if kind == "cmp" and not rec.get("clear"):
-            return 0
-    return 0
 
 
 def _within(summarizer: Callable[[Sequence[Any]], Any], part: list[Any], timeout: float) -> Any:
@@ -138,22 +121,14 @@ class Compactor:
     def restore(self, log: Sequence[Mapping[str, Any]]) -> None:
         """Take the last checkpoint record of the log (a cleared one clears), and the breaker's
         count of failures."""
-        self.failures = _failures(log)
-        reported = False
+        self.failures, self._unreported = failures_of(log), unreported_of(log)
         for rec in reversed(log):
-            kind = rec.get("t")
-            reported = reported or kind == "req"
-            if kind == "cmp":
+            if rec.get("t") == "cmp":
                 self._set(None if rec.get("clear") else Checkpoint.from_record(rec))
                 if self.checkpoint is None and not rec.get("clear"):
                     self._log.warning(
                         "toolbudget.log.record_skipped", reason="malformed compaction record"
                     )
-                pt = rec.get("pt")
-                if self.checkpoint is not None and not reported and type(pt) is int and pt >= 0:
-                    # A compact() call no request has reported yet: the next report says so,
-                    # as it would have in the process that compacted.
-                    self._unreported = pt
                 return
 
     def _set(self, cp: Checkpoint | None) -> None:
@@ -275,10 +250,7 @@ class Compactor:
             part = sent[first_summarized : tail.start]
             summary = self._summarize(part, fmt, tokens, manual, lim.reserve)
         except Exception as exc:
-            self._failed(exc, manual)
-            # The breaker's count is an input of later requests: logged, so a resumed session
-            # keeps it closed or open as this one does (read from the whole log, as ``cmp``).
-            append([{"t": FAILED, "failures": self.failures}])
+            self._failed(exc, manual, append)
             if manual:
                 raise
             return False
@@ -291,10 +263,7 @@ class Compactor:
             files=extra.files,
             tools=extra.tools,
         )
-        # With the prefix's tokens: the report after it says what was summarized, also after
-        # a resume (``pt``; a record without it restores no report of it).
-        append([{**cp.to_record(), "pt": tail.prefix_tokens}])
-        self._done(cp, tail, manual)
+        self._done(cp, tail, manual, append)
         return True
 
     def _tail(
@@ -367,8 +336,11 @@ class Compactor:
             )
         return extra
 
-    def _done(self, cp: Checkpoint, tail: Tail, manual: bool) -> None:
-        """Take ``cp`` as the checkpoint once its record is logged: the breaker and counters."""
+    def _done(self, cp: Checkpoint, tail: Tail, manual: bool, append: Append) -> None:
+        """Log ``cp`` and take it as the checkpoint: the breaker and counters."""
+        # With the prefix's tokens: the report after it says what was summarized, also after
+        # a resume (``pt``, ``budget._resumed.unreported_of``).
+        append([{**cp.to_record(), "pt": tail.prefix_tokens}])
         self._set(cp)
         self.failures = 0
         self.compactions += 1
@@ -440,9 +412,12 @@ class Compactor:
             raise InputError("the summarizer returned no summary text")
         return summary
 
-    def _failed(self, exc: Exception, manual: bool) -> None:
+    def _failed(self, exc: Exception, manual: bool, append: Append) -> None:
         """Count a failed compaction; open the breaker (one event) at the threshold."""
         self.failures += 1
+        # The count is an input of later requests: logged, so a resumed session keeps the
+        # breaker closed or open as this one does (``budget._resumed.failures_of``).
+        append([{"t": FAILED, "failures": self.failures}])
         self._log.warning(
             "toolbudget.session.compaction_failed",
             error=str(exc) or type(exc).__name__,

@@ -8,7 +8,8 @@ shows now, with the usage anchor the next request's response is measured against
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from budget._calibration import Anchor
@@ -17,8 +18,9 @@ from budget._history import Scan
 from budget._journal import Counters
 from budget._ledger import Decision
 from budget._passrun import PassRun, Turn
-from budget._report import DecisionReport, Report
+from budget._report import DecisionReport, Prepared, Report
 from budget._resumed import anchor_field
+from budget._view import ToolResult
 
 __all__ = ["Outcome", "Redone"]
 
@@ -81,6 +83,30 @@ class Outcome(PassRun):
         header = self._compactor.header
         state = {**anchor_field(self._cal_anchor), **({"hdr": header} if header > 0 else {})}
         self._append_log([*records[:-1], {**records[-1], **state}])
+
+    @contextmanager
+    def _closing(self, records: list[Mapping[str, Any]]) -> Iterator[None]:
+        """Append the request's records (:meth:`_close_request`) after the block: once the
+        request has learned what the next one reads; also when the block fails, since the
+        decisions are frozen by then."""
+        try:
+            yield
+        finally:
+            self._close_request(records)
+
+    @staticmethod
+    def _first_decided(
+        made: Mapping[str, Decision], by_id: Mapping[str, ToolResult], length: int
+    ) -> int:
+        """The first message a decision of this request is about (``length`` when none)."""
+        return min((by_id[c].msg_index for c in made), default=length)
+
+    @staticmethod
+    def _timed(copy: list[Any], report: Report, started: float) -> Prepared:
+        """The request's result; its time spent includes the log append (its fsyncs)."""
+        return Prepared(
+            copy, report.model_copy(update={"elapsed_s": time.perf_counter() - started})
+        )
 
     def _prefix_stable(self, redone: Redone, length: int) -> bool:
         """Whether the previous request's copy is a prefix of this one (a batch, which rewrites

@@ -40,7 +40,7 @@ from budget._calibration import Anchor, Calibration
 from budget._compacting import Awaited, Compacting, require_list
 from budget._compactor import Compactor
 from budget._config import BudgetConfig, build_config
-from budget._errors import ContextOverflow, InputError, StoreError
+from budget._errors import InputError, StoreError
 from budget._estimates_cache import load as load_estimates
 from budget._history import result_key
 from budget._journal import Counters, timestamp
@@ -305,26 +305,18 @@ class Budget(Compacting, Outcome, Bodies):
         by_id = self._results_of(made, scan.results)
         made = self._digested(self._materialize(made, by_id), by_id)
         records, fingerprint = self._request_records(made, len(messages), now, learned=learned)
-        try:
+        with self._closing(records):  # logged once it learned what the next request reads
             reports = self._apply(messages, scan.k, made, by_id)
             self._sync_markers(messages, scan.k)
             since = self._last_n
             self._last_at, self._last_n, self._last_f = now, len(messages), fingerprint
-            first = min((by_id[c].msg_index for c in made), default=len(messages))
-            redone = (scan, prev_len, before, first)
+            redone = (scan, prev_len, before, self._first_decided(made, by_id, len(messages)))
             report = self._report(turn, made, reports, since, redone, started)
             copy = list(self._outputs)
             self._learn_header(report, copy)
-        finally:
-            # Appended once the request has learned what the next one reads (its calibration
-            # anchor, the compaction header); the decisions even when making the copy failed.
-            self._close_request(records)
         self._seen = messages
         self._tt.next_request()
-        # The time spent includes the append (its fsyncs), as it did when it came first.
-        return Prepared(
-            copy, report.model_copy(update={"elapsed_s": time.perf_counter() - started})
-        )
+        return self._timed(copy, report, started)
 
     # -- window and overflow --------------------------------------------------------------------
 
@@ -372,21 +364,12 @@ class Budget(Compacting, Outcome, Bodies):
                 self._window = self._window_cap = limit
                 record["w"] = limit
             self._overflows += 1
-            reactive = self._overflows >= 3 and self._can_compact_reactively()
-            if reactive:
-                record["rc"] = True  # the next request compacts, also after a resume
+            reactive = self._mark_reactive(record)
             self._append_log([record])
             self._log.warning(
                 "toolbudget.session.context_overflow", count=self._overflows, error=str(error)
             )
-            if reactive:
-                self._schedule_reactive()
-            elif self._overflows >= 3:
-                raise ContextOverflow(
-                    f"the provider refused the prompt as too long {self._overflows} times in a "
-                    f"row, even with staleness forced, caps halved and compaction where a "
-                    f"summarizer allows it: {error}"
-                )
+            self._react(reactive, error)
         return True
 
     # -- read-back ------------------------------------------------------------------------------
