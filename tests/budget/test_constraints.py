@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from budget import Budget
-from budget._compaction import attachments, extract_constraints
+from budget.compaction._compaction import attachments, extract_constraints
 from budget.formats import ANTHROPIC
 from tests._lanes import examples
 from tests.compaction import Counting, compaction_config, history

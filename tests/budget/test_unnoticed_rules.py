@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from budget import Budget, BudgetConfig
-from budget._compaction import tail_start
+from budget.compaction._compaction import tail_start
 from budget.formats import ANTHROPIC
 from tests._lanes import examples
 from tests.strategies import SMALL, assistant, big, conversations, results

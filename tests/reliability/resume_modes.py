@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from budget import Budget, BudgetConfig, ContextOverflow
-from budget._tokens import estimate_tokens
+from budget.tokens._tokens import estimate_tokens
 from tests import compaction as cmp
 from tests.conversations import CONFIG, digest
 from tests.conversations import conversation as mixed_conversation

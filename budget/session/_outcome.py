@@ -8,19 +8,18 @@ shows now, with the usage anchor the next request's response is measured against
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from budget._calibration import Anchor
-from budget._compactor import Compactor
-from budget._history import Scan
-from budget._journal import Counters
 from budget._ledger import Decision
-from budget._passrun import PassRun, Turn
 from budget._report import DecisionReport, Prepared, Report
-from budget._resumed import anchor_field
 from budget._view import ToolResult
+from budget.session._estimator import anchor
+from budget.session._journal import Counters
+from budget.session._parts import Parts
+from budget.session._resumed import anchor_field
+from budget.session._values import Scan, Turn
 
 __all__ = ["Outcome", "Redone"]
 
@@ -29,84 +28,86 @@ Redone = tuple[Scan, int, Counters, int]
 in memory, the counters before the request, the first message a decision of it is about."""
 
 
-class Outcome(PassRun):
-    """Logs a request and reports it; rolls the counters back for a retry."""
+class Outcome:
+    """What a request leaves: its records logged, its report; the counters rolled back for a
+    retry. No state of its own: it reads and advances the session's parts."""
 
-    _compactor: Compactor
+    def __init__(self, parts: Parts, header: Callable[[], int] = lambda: 0) -> None:
+        self._journal, self._tally, self._estimator = parts.journal, parts.tally, parts.estimator
+        self._history, self._copies = parts.history, parts.copies
+        self._candidates = parts.candidates
+        self._header = header
+        """The compaction header learned so far (the compactor's), logged with each request."""
 
-    def _roll_back(self, before: Counters, *, retry: bool) -> None:
+    def roll_back(self, before: Counters, *, retry: bool) -> None:
         """On a retry, the counters as they were before the request it repeats."""
         if retry:
             # The last request's history again (a retry after an error or a crash, in this
             # process or after a resume): counted as that request, and it makes no new batch
             # (unless an overflow forces one), so it shows what that request showed.
-            self._requests, self._last_at, self._last_n, self._last_f = self._before_last
+            self._tally.set(self._tally.before_last)
         else:
-            self._before_last = before
+            self._tally.before_last = before
 
-    def _still_a_retry(self, length: int, before: Counters) -> bool:
+    def still_a_retry(self, length: int, before: Counters) -> bool:
         """Whether a request of the last one's length, now scanned, repeats that request; if
         not, the counters are put back as they were before it."""
-        if self._same_history(length, before[3]):
+        if self._history.same_history(length, before[3]):
             return True
         # As many messages as the last request but other ones (a history compacted to a
         # fixed size, first message plus the last N): a new request, not a retry of it.
-        self._before_last = before
-        self._requests, self._last_at, self._last_n, self._last_f = before
+        self._tally.before_last = before
+        self._tally.set(before)
         return False
 
-    def _request_records(
+    def request_records(
         self, made: Mapping[str, Decision], length: int, now: float, *, learned: bool
     ) -> tuple[list[Mapping[str, Any]], int]:
-        """The decisions and the request record that closes them, appended by
-        :meth:`_close_request` once the request is made; and the history's fingerprint (its
-        tokens but the last messages)."""
+        """The decisions and the request record that closes them, appended by :meth:`closing`
+        once the request is made; and the history's fingerprint (its tokens but the last
+        messages)."""
         records: list[Mapping[str, Any]] = [d.to_record() for d in made.values()]
-        self._requests += 1
+        self._tally.requests += 1
         if learned:
-            records.append(self._calib.to_record(self._requests))
-        fingerprint = self._fingerprint(length)
-        req: dict[str, Any] = {"t": "req", "n": self._requests, "at": now, "m": length}
+            records.append(self._estimator.to_record(self._tally.requests))
+        fingerprint = self._history.fingerprint(length)
+        req: dict[str, Any] = {"t": "req", "n": self._tally.requests, "at": now, "m": length}
         # What a resumed session needs to treat the next request as this one would: the
         # history it anchors a usage on, the overflow streak and the last usage seen.
-        req.update(f=fingerprint, o=self._overflows)
-        if self._last_usage is not None:
-            req["u"] = list(self._last_usage)
+        req.update(f=fingerprint, o=self._tally.overflows)
+        if self._tally.last_usage is not None:
+            req["u"] = list(self._tally.last_usage)
         records.append(req)
         return records, fingerprint
 
-    def _close_request(self, records: list[Mapping[str, Any]]) -> None:
-        """Append a request's records, its request record (the last) with what the request
-        learned that a later one reads (``budget._resumed``): the calibration anchor, the
-        compaction header. Also when the request failed after freezing its decisions: they are
-        logged, with the state as the failure left it (the anchor is then the one it had)."""
-        header = self._compactor.header
-        state = {**anchor_field(self._cal_anchor), **({"hdr": header} if header > 0 else {})}
-        self._append_log([*records[:-1], {**records[-1], **state}])
-
     @contextmanager
-    def _closing(self, records: list[Mapping[str, Any]]) -> Iterator[None]:
-        """Append the request's records (:meth:`_close_request`) after the block: once the
-        request has learned what the next one reads; also when the block fails, since the
-        decisions are frozen by then."""
+    def closing(self, records: list[Mapping[str, Any]]) -> Iterator[None]:
+        """Append a request's records after the block, its request record (the last) with what
+        the request learned that a later one reads (``budget.session._resumed``): the
+        calibration anchor, the compaction header. Also when the block fails: the decisions
+        are frozen by then (logged with the state as the failure left it)."""
         try:
             yield
         finally:
-            self._close_request(records)
+            header = self._header()
+            state = {
+                **anchor_field(self._estimator.pending),
+                **({"hdr": header} if header > 0 else {}),
+            }
+            self._journal.append([*records[:-1], {**records[-1], **state}])
 
     @staticmethod
-    def _first_decided(
+    def first_decided(
         made: Mapping[str, Decision], by_id: Mapping[str, ToolResult], length: int
     ) -> int:
         """The first message a decision of this request is about (``length`` when none)."""
         return min((by_id[c].msg_index for c in made), default=length)
 
     @staticmethod
-    def _timed(copy: list[Any], report: Report, started: float) -> Prepared:
+    def timed(copy: list[Any], report: Report, started: float) -> Prepared:
         """The request's result; its time spent includes the log append (its fsyncs)."""
-        return Prepared(
-            copy, report.model_copy(update={"elapsed_s": time.perf_counter() - started})
-        )
+        elapsed = time.perf_counter() - started
+        return Prepared(copy, report.model_copy(update={"elapsed_s": elapsed}))
 
     def _prefix_stable(self, redone: Redone, length: int) -> bool:
         """Whether the previous request's copy is a prefix of this one (a batch, which rewrites
@@ -122,12 +123,12 @@ class Outcome(PassRun):
         scan, prev_len, (_, _, base_n, base_f), first_decided = redone
         k, old_outputs = scan.k, scan.old_outputs
         if prev_len or not base_n:
-            return self._outputs[k:prev_len] == old_outputs[: prev_len - k]
-        if length < base_n or not self._same_history(base_n, base_f):
+            return self._copies.outputs[k:prev_len] == old_outputs[: prev_len - k]
+        if length < base_n or not self._history.same_history(base_n, base_f):
             return False
         return first_decided >= base_n
 
-    def _report(
+    def report(
         self,
         turn: Turn,
         made: Mapping[str, Decision],
@@ -135,22 +136,24 @@ class Outcome(PassRun):
         since: int,
         redone: Redone,
         started: float,
+        format_name: str,
     ) -> Report:
         """What this request did, in the totals of the whole history."""
         messages, reported = turn.messages, turn.reported
         trimmed_now = [d for d in made.values() if d.kind == "trimmed"]
+        copies, history = self._copies, self._history
         stable = not trimmed_now and self._prefix_stable(redone, len(messages))
-        window = self.window()
-        reclaimable = self._reclaimable()
-        t = self._totals
-        raw_after = max(self._cum_out[-1], self._anchor(reported, messages, since, out=True))
+        window = self._estimator.window()
+        reclaimable = self._candidates.reclaimable(history.current_round())
+        t = copies.totals
+        raw_after = max(copies.cum_out[-1], anchor(reported, messages, since, copies.cum_out))
         if reported is not None and not trimmed_now:
             # What this request's growth is estimated at, for the usage its response reports.
             growth = raw_after - reported.prompt_tokens
-            self._cal_anchor = Anchor(reported, growth, len(messages))
+            self._estimator.anchor(reported, growth, len(messages))
         return Report(
-            request=self._requests,
-            format=self._format.name,
+            request=self._tally.requests,
+            format=format_name,
             messages=len(messages),
             results=t.results,
             decisions=tuple(reports),
@@ -160,8 +163,8 @@ class Outcome(PassRun):
             unspillable=t.unspillable,
             chars_before=t.chars_before,
             chars_after=t.chars_after,
-            tokens_before=self._cum_in[-1],
-            tokens_after=self._calib.correct(raw_after, self._cum_out[-1], reported),
+            tokens_before=history.cum_in[-1],
+            tokens_after=self._estimator.correct(raw_after, copies.cum_out[-1], reported),
             tokens_after_raw=raw_after,
             window=window,
             prefix_stable=stable,

@@ -3,15 +3,16 @@
 A resumed session must decide as the one that went on (issue 28, items 6-8), so whatever a
 request learns in memory that a later request reads goes into the record closing it:
 
-* ``"ca"`` of a request record: the calibration :class:`~budget._calibration.Anchor` the request
+* ``"ca"`` of a request record: the calibration :class:`~budget.tokens._calibration.Anchor` the request
   left (its usage, estimated growth and length), which the next request's usage is measured
   against (a staleness batch and the pressure trigger read the corrected estimate);
 * ``"hdr"`` of a request record: the compaction header learned so far (tokens each request carries
   beyond its messages), which sets the compaction threshold and limits;
 * ``"rc"`` of an overflow record: that overflow scheduled a reactive compaction for the next
-  request;
-* a ``"cmpf"`` record (:data:`FAILED`): a compaction failed, and the breaker's count after it;
-* ``"pt"`` of a checkpoint record: the tokens it summarized, for the report after it.
+  request.
+
+The compactor's own (the breaker's count, a compaction not reported yet) are
+``budget.compaction._resumed``'s.
 
 Every field is optional: a log written before them restores as it did (no anchor, no header,
 no reactive compaction scheduled), and a malformed value reads as absent.
@@ -25,19 +26,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from budget._calibration import Anchor
-from budget._usage import ProviderUsage
+from budget.tokens._calibration import Anchor
+from budget.tokens._usage import ProviderUsage
 
-__all__ = [
-    "FAILED",
-    "Reactive",
-    "anchor_field",
-    "failures_of",
-    "header_of",
-    "reactive_of",
-    "read_anchor",
-    "unreported_of",
-]
+__all__ = ["Reactive", "anchor_field", "header_of", "reactive_of", "read_anchor"]
 
 
 def anchor_field(anchor: Anchor | None) -> dict[str, Any]:
@@ -103,34 +95,3 @@ def reactive_of(records: Sequence[Mapping[str, Any]]) -> Reactive:
         if scheduled and type(count) is int and count >= 0:
             return Reactive(count, due)
     return Reactive(None, bool(due))
-
-
-FAILED = "cmpf"
-"""The log record of a failed compaction: the breaker's count of consecutive failures after it.
-A later checkpoint record (a compaction that succeeded) resets the count; a log written before
-these records restores none (the breaker closed, as it resumed before)."""
-
-
-def failures_of(log: Sequence[Mapping[str, Any]]) -> int:
-    """Consecutive failed compactions as the log leaves them."""
-    for rec in reversed(log):
-        kind = rec.get("t")
-        if kind == FAILED:
-            count = rec.get("failures")
-            return count if type(count) is int and count > 0 else 0
-        if kind == "cmp" and not rec.get("clear"):
-            return 0
-    return 0
-
-
-def unreported_of(log: Sequence[Mapping[str, Any]]) -> int | None:
-    """Prefix tokens of a compaction no request has reported yet (a ``compact()`` call the log
-    ends with): the next report says a compaction ran, as in the process that compacted."""
-    for rec in reversed(log):
-        kind = rec.get("t")
-        if kind == "req":
-            return None
-        if kind == "cmp":
-            pt = rec.get("pt")
-            return pt if not rec.get("clear") and type(pt) is int and pt >= 0 else None
-    return None

@@ -2,7 +2,7 @@
 
 ``Budget`` holds one :class:`Compactor` and calls it at three points: on resume (the checkpoint
 records in the log), in each request (the projected view of the caller's list; whether a
-compaction is due, which ``budget._compacting`` asks after budgeting) and for ``compact()`` /
+compaction is due, which ``budget.compaction._compacting`` asks after budgeting) and for ``compact()`` /
 ``uncompact()``. The checkpoint is a log record of its own (``"t": "cmp"``): the summary, the
 attachments, and the first retained message's anchor. It is read from the whole log, not only
 from closed requests: it is written alone, after the summarizer returned, and is valid as soon
@@ -18,9 +18,13 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from budget._checkpoint import Checkpoint
-from budget._compact_limits import Limits, check_summary_size, limits, summary_start
-from budget._compaction import (
+from budget._config import BudgetConfig
+from budget._errors import InputError, SummaryTimeout, SummaryTooLong
+from budget._report import Prepared, Report
+from budget._view import Format
+from budget.compaction._checkpoint import Checkpoint
+from budget.compaction._compact_limits import Limits, check_summary_size, limits, summary_start
+from budget.compaction._compaction import (
     Attachments,
     Tail,
     anchor_of,
@@ -31,12 +35,8 @@ from budget._compaction import (
     summary_message,
     tail_start,
 )
-from budget._config import BudgetConfig
-from budget._errors import InputError, SummaryTimeout, SummaryTooLong
-from budget._overflow import is_context_overflow
-from budget._report import Prepared, Report
-from budget._resumed import FAILED, failures_of, unreported_of
-from budget._view import Format
+from budget.compaction._resumed import FAILED, failures_of, unreported_of
+from budget.tokens._overflow import is_context_overflow
 
 __all__ = ["Checkpoint", "Compactor", "Limits", "limits"]
 
@@ -108,7 +108,7 @@ class Compactor:
         learned from the reports: the anchored estimate of a copy minus its messages' estimate.
         The largest seen is kept: an unanchored report (after a compaction, before the next
         usage) sees no header, and overestimating it only compacts a little earlier. Logged
-        with each request record and restored from the last (``budget._resumed``)."""
+        with each request record and restored from the last (``budget.session._resumed``)."""
         self._sent: tuple[list[Any], int] | None = None
         """The last copy :meth:`learn_header` measured (the list ``prepare`` returns), and its
         tokens: :meth:`due` reads them rather than estimating the copy again."""
@@ -339,7 +339,7 @@ class Compactor:
     def _done(self, cp: Checkpoint, tail: Tail, manual: bool, append: Append) -> None:
         """Log ``cp`` and take it as the checkpoint: the breaker and counters."""
         # With the prefix's tokens: the report after it says what was summarized, also after
-        # a resume (``pt``, ``budget._resumed.unreported_of``).
+        # a resume (``pt``, ``budget.compaction._resumed.unreported_of``).
         append([{**cp.to_record(), "pt": tail.prefix_tokens}])
         self._set(cp)
         self.failures = 0
@@ -384,7 +384,7 @@ class Compactor:
                     raise
                 retries += 1
                 # aprepare runs a request again with each summary it awaited
-                # (budget._compacting): a retry it replays was reported in the earlier run.
+                # (budget.compaction._compacting): a retry it replays was reported in the earlier run.
                 replays = getattr(self.summarizer, "replays", None)
                 if not (callable(replays) and replays(part)):
                     self._log.warning(
@@ -416,7 +416,7 @@ class Compactor:
         """Count a failed compaction; open the breaker (one event) at the threshold."""
         self.failures += 1
         # The count is an input of later requests: logged, so a resumed session keeps the
-        # breaker closed or open as this one does (``budget._resumed.failures_of``).
+        # breaker closed or open as this one does (``budget.compaction._resumed.failures_of``).
         append([{"t": FAILED, "failures": self.failures}])
         self._log.warning(
             "toolbudget.session.compaction_failed",
