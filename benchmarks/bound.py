@@ -36,12 +36,15 @@ from budget import BudgetConfig
 
 __all__ = ["PROTECT_ROUNDS", "bound_billed", "share_of_saving"]
 
-_DEFAULTS = BudgetConfig()
-PROTECT_ROUNDS: int = _DEFAULTS.protect_rounds
+# The declared defaults, not ``BudgetConfig()``: that reads TOOLBUDGET_* variables, and a module
+# must not read settings (or fail on a bad one) when it is imported. A run passes toolbudget's
+# effective settings (benchmarks.settings).
+_FIELDS = BudgetConfig.model_fields
+PROTECT_ROUNDS: int = _FIELDS["protect_rounds"].default
 """Rounds whose results the bound keeps: toolbudget's default ``protect_rounds``."""
-RESULT_CAP: int = _DEFAULTS.result_cap
+RESULT_CAP: int = _FIELDS["result_cap"].default
 """A kept result longer than this many characters counts as its first ``PREVIEW_CHARS``."""
-PREVIEW_CHARS: int = _DEFAULTS.preview_chars
+PREVIEW_CHARS: int = _FIELDS["preview_chars"].default
 
 
 def _rounds(trace: Trace) -> tuple[list[int], dict[str, int]]:

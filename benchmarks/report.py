@@ -40,6 +40,7 @@ from rich.table import Table
 from benchmarks._count import Counter as TokenCounter
 from benchmarks._count import counter_for
 from benchmarks._table import report_table
+from benchmarks.attribution import AGE_BUCKETS, EXTRA_ROWS, SIZE_BUCKETS, Attribution, combine
 from benchmarks.bound import PROTECT_ROUNDS, bound_billed, share_of_saving
 from benchmarks.calibration import Calibration, calibrate, calibration_table
 from benchmarks.importers import Skipped
@@ -56,6 +57,7 @@ from benchmarks.replay import (
     summarize_by_format,
     trace_rows,
 )
+from benchmarks.settings import BenchSettings, resolve
 from benchmarks.trace import Trace
 
 __all__ = ["BenchResult", "as_json", "render", "run_bench", "write_json", "write_plots"]
@@ -73,6 +75,17 @@ class BenchResult:
     bounds: dict[str, float] = field(default_factory=dict)
     """The hindsight bound's billed tokens per trace (:mod:`benchmarks.bound`)."""
 
+    settings: BenchSettings | None = None
+    """toolbudget's effective settings and where each came from (:mod:`benchmarks.settings`)."""
+
+    def attribution(self) -> dict[str, Attribution]:
+        """Per attributed strategy (``none``, toolbudget), its billed tokens by bucket."""
+        parts: dict[str, list[Attribution]] = {}
+        for r in self.replays:
+            if r.attribution is not None:
+                parts.setdefault(r.strategy, []).append(r.attribution)
+        return {name: combine(group) for name, group in parts.items()}
+
     def bound(self) -> dict[str, Any]:
         """The bound over every trace, as a ratio to ``none``, and each strategy's share of it."""
         base = sum(r.billed_tokens for r in self.replays if r.strategy == BASELINE)
@@ -83,8 +96,9 @@ class BenchResult:
             for row in self.summary
             if row.billed_ratio is not None and ratio is not None
         }
+        protect = PROTECT_ROUNDS if self.settings is None else self.settings.config.protect_rounds
         return {
-            "protect_rounds": PROTECT_ROUNDS,
+            "protect_rounds": protect,
             "billed_tokens": total,
             "billed_ratio": ratio,
             "shares": shares,
@@ -133,10 +147,19 @@ def run_bench(
     count: TokenCounter | None = None,
     workdir: Path | None = None,
     engine: Engine | None = None,
+    settings: BenchSettings | None = None,
 ) -> BenchResult:
     """Replay ``traces`` under the named strategies (and the baseline) with a progress bar, on
-    ``engine`` (default: :class:`~benchmarks.replay.LocalEngine`, the replays in this process)."""
-    chosen = build_strategies(names, window=window)
+    ``engine`` (default: :class:`~benchmarks.replay.LocalEngine`, the replays in this process).
+
+    ``settings``: toolbudget's (``--set`` and the environment, :func:`benchmarks.settings.resolve`;
+    read here when not given). The bound keeps the rounds and caps toolbudget runs with.
+    """
+    settings = settings if settings is not None else resolve(window=window)
+    ours = dict(settings.overrides)
+    chosen = build_strategies(
+        names, window=window, overrides={"toolbudget": ours, "toolbudget-compact": ours}
+    )
     total = sum(
         len(t.requests) if max_requests is None else min(max_requests, len(t.requests))
         for t in traces
@@ -178,7 +201,11 @@ def run_bench(
             else replace(trace, requests=trace.requests[:max_requests])
         )
         bounds[trace.name] = bound_billed(
-            cut, count if count is not None else counter_for(trace.model)
+            cut,
+            count if count is not None else counter_for(trace.model),
+            protect_rounds=settings.config.protect_rounds,
+            result_cap=settings.config.result_cap,
+            preview_chars=settings.config.preview_chars,
         )
     return BenchResult(
         replays=tuple(replays),
@@ -188,6 +215,7 @@ def run_bench(
         window=window,
         bounds=bounds,
         calibration=tuple(calibrate(traces, replays)),
+        settings=settings,
     )
 
 
@@ -337,7 +365,12 @@ def render(result: BenchResult, console: Console, *, wide: bool = False) -> None
     every = [*result.summary, *(r for rows in result.by_format.values() for r in rows)]
     shown = _relevant(every)
     columns = shown if wide else _fit(every, console.width, console, shown)
-    console.print(_table(f"All traces ({traces})", result.summary, columns))
+    title = f"All traces ({traces})"
+    changed = None if result.settings is None else result.settings.header()
+    if changed is not None:
+        # In the header: a figure read without it would be taken for the defaults'.
+        title += f"\n{changed}"
+    console.print(_table(title, result.summary, columns))
     if len(result.by_format) > 1:
         for fmt, rows in result.by_format.items():
             n = len({r.trace for r in result.replays if r.format == fmt})
@@ -365,6 +398,13 @@ def render(result: BenchResult, console: Console, *, wide: bool = False) -> None
             f"bound: {bound['billed_ratio']:.3f}× {BASELINE} if every result outside the last "
             f"{bound['protect_rounds']} rounds vanished at no cache cost{reached}."
         )
+    attribution = result.attribution()
+    if attribution:
+        for by, buckets, what in (
+            ("by_size", SIZE_BUCKETS, "original result size (characters)"),
+            ("by_age", AGE_BUCKETS, "result age (rounds)"),
+        ):
+            console.print(_attribution_table(attribution, by, buckets, what))
     if result.calibration:
         calibration = calibration_table(result.calibration)
         if not wide and _width(calibration, console) > console.width:
@@ -377,6 +417,30 @@ def render(result: BenchResult, console: Console, *, wide: bool = False) -> None
         )
     hidden = [_COLUMNS[i][0] for i in shown if i not in columns]
     _legend(console, [_COLUMNS[i][0] for i in columns], hidden)
+
+
+def _attribution_table(
+    attribution: Mapping[str, Attribution],
+    by: str,
+    buckets: Sequence[tuple[str, int | None]],
+    what: str,
+) -> Table:
+    """Billed tokens of each attributed strategy per bucket of ``by``, and each one's share."""
+    table = report_table(f"Where the billed tokens go, by {what}")
+    table.add_column("bucket", justify="left", no_wrap=True)
+    names = list(attribution)
+    for name in names:
+        table.add_column(f"{name} tok", justify="right", no_wrap=True)
+        table.add_column("share", justify="right", no_wrap=True)
+    rows = [b for b, _ in buckets] + list(EXTRA_ROWS)
+    totals = {n: sum(getattr(attribution[n], by).values()) for n in names}
+    for row in rows:
+        cells = [row]
+        for name in names:
+            value = getattr(attribution[name], by).get(row, 0.0)
+            cells += [f"{value:,.0f}", _pct(value / totals[name] if totals[name] else None)]
+        table.add_row(*cells)
+    return table
 
 
 def _legend(console: Console, headers: Sequence[str], hidden: Sequence[str]) -> None:
@@ -414,6 +478,8 @@ def as_json(result: BenchResult) -> dict[str, Any]:
         "skipped": [{"path": s.path, "reason": s.reason} for s in result.skipped],
         "bound": result.bound(),
         "calibration": [c.as_dict() for c in result.calibration],
+        "settings": {} if result.settings is None else result.settings.as_dict(),
+        "attribution": {name: a.as_dict() for name, a in result.attribution().items()},
     }
 
 

@@ -13,7 +13,7 @@ import structlog
 import typer
 
 from budget import __version__
-from budget._config import BudgetConfig
+from budget._config import config_reading
 from budget._errors import BudgetError
 from budget._readback import ReadBack
 from spill import gc_sessions
@@ -24,6 +24,9 @@ if TYPE_CHECKING:
 
     from benchmarks.replay import Engine
     from benchmarks.trace import Trace
+
+READ_SETTINGS = ("read_page_chars", "read_tool_name")
+"""The settings ``toolbudget read`` uses (the read-back's page size, the tool's name)."""
 
 DEFAULT_BENCH_WINDOW = 128_000
 """``toolbudget bench``'s default ``--window``; a smaller one adds the compacting strategies."""
@@ -82,7 +85,9 @@ def read(
     """
     try:
         with ReadOnlyStore(session) as store:
-            reader = ReadBack(store, BudgetConfig())
+            # Only the settings reading back uses: a bad TOOLBUDGET_RESULT_CAP (a setting of
+            # the passes) must not keep anyone from reading a stored output.
+            reader = ReadBack(store, config_reading(READ_SETTINGS))
             if grep is None:
                 text = reader.read(ref, offset=offset, limit=limit)
             else:
@@ -219,6 +224,15 @@ _Generate = Annotated[
     ),
 ]
 _Seed = Annotated[int, typer.Option("--seed", help="--generate: the corpus's seed.")]
+_Set = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--set",
+        metavar="KEY=VALUE",
+        help="A toolbudget setting for this run (repeatable), e.g. --set result_cap=15000: "
+        "it wins over TOOLBUDGET_* variables. The JSON records every setting and its source.",
+    ),
+]
 
 
 @app.command()
@@ -235,14 +249,21 @@ def bench(
     workers: _Workers = None,
     generate: _Generate = None,
     seed: _Seed = 0,
+    sets: _Set = None,
 ) -> None:
     """Replay recorded agent traces under toolbudget and other agents' strategies, side by side."""
     # Imported here: the benchmarks (and matplotlib, langchain) are not needed by other commands.
     from rich.console import Console  # noqa: PLC0415
 
     from benchmarks.report import render, run_bench, write_json, write_plots  # noqa: PLC0415
+    from benchmarks.settings import resolve  # noqa: PLC0415
 
     names = _chosen_strategies(strategies, window)
+    try:
+        # Read now, when the command runs: a bad --set or TOOLBUDGET_* value is one line.
+        settings = resolve(sets or (), window=window)
+    except BudgetError as exc:
+        _fail(str(exc))
     # Every output is checked before the replay, which can take minutes: fail now, not after.
     _check_outputs(json_path, plots)
     names = _runnable(names)
@@ -255,7 +276,15 @@ def bench(
             found = _generated(generate, seed, traces, err)
         else:
             found, skipped = _load_traces(traces, limit, err)
-        result = run_bench(found, names, skipped=skipped, window=window, console=err, engine=runner)
+        result = run_bench(
+            found,
+            names,
+            skipped=skipped,
+            window=window,
+            console=err,
+            engine=runner,
+            settings=settings,
+        )
     except BudgetError as exc:
         _fail(str(exc))
     render(result, console, wide=wide)

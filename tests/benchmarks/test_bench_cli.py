@@ -33,7 +33,16 @@ def test_bench_on_the_builtin_set_writes_json_and_charts(tmp_path: Path) -> None
     assert "All traces (3)" in result.output
     assert "staleness batches" in result.output
     doc = orjson.loads(out.read_bytes())
-    assert set(doc) == {"summary", "traces", "skipped", "calibration", "bound"}
+    assert set(doc) == {
+        "summary",
+        "traces",
+        "skipped",
+        "calibration",
+        "bound",
+        "settings",
+        "attribution",
+    }
+    assert set(doc["attribution"]) == {"none", "toolbudget"}
     assert [r["strategy"] for r in doc["summary"]] == ["none", *CHOSEN.split(",")]
     for row in doc["summary"]:
         assert tuple(row) == ROW_KEYS
