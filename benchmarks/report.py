@@ -44,6 +44,8 @@ from benchmarks.attribution import AGE_BUCKETS, EXTRA_ROWS, SIZE_BUCKETS, Attrib
 from benchmarks.bound import PROTECT_ROUNDS, bound_billed, share_of_saving
 from benchmarks.calibration import Calibration, calibrate, calibration_table
 from benchmarks.importers import Skipped
+from benchmarks.oracle import OracleTrace, oracle_trace
+from benchmarks.oracle import summary as oracle_summary
 from benchmarks.replay import (
     BASELINE,
     DEFAULT_WINDOW,
@@ -77,6 +79,17 @@ class BenchResult:
 
     settings: BenchSettings | None = None
     """toolbudget's effective settings and where each came from (:mod:`benchmarks.settings`)."""
+    oracles: tuple[OracleTrace, ...] = ()
+    """The hindsight oracle on each trace (:mod:`benchmarks.oracle`)."""
+
+    def oracle(self) -> dict[str, Any]:
+        """The oracle over every trace and per format, and each strategy's share of its saving."""
+        ratios = {row.strategy: row.billed_ratio for row in self.summary}
+        by_format = {
+            fmt: {row.strategy: row.billed_ratio for row in rows}
+            for fmt, rows in self.by_format.items()
+        }
+        return oracle_summary(self.oracles, ratios, by_format)
 
     def attribution(self) -> dict[str, Attribution]:
         """Per attributed strategy (``none``, toolbudget), its billed tokens by bucket."""
@@ -193,15 +206,24 @@ def run_bench(
             progress=advance,
             engine=engine,
         )
+        none_billed = {r.trace: r.billed_tokens for r in replays if r.strategy == BASELINE}
+        oracles = []
+        for t, trace in enumerate(traces):
+            progress.update(task, description=f"{trace.name} · oracle")
+            oracles.append(
+                oracle_trace(
+                    _cut(trace, max_requests),
+                    none_billed[trace.name],
+                    settings.config,
+                    tmp / "oracle" / f"{t:04d}",
+                    count=count if count is not None else counter_for(trace.model),
+                    window=window,
+                )
+            )
     bounds = {}
     for trace in traces:
-        cut = (
-            trace
-            if max_requests is None
-            else replace(trace, requests=trace.requests[:max_requests])
-        )
         bounds[trace.name] = bound_billed(
-            cut,
+            _cut(trace, max_requests),
             count if count is not None else counter_for(trace.model),
             protect_rounds=settings.config.protect_rounds,
             result_cap=settings.config.result_cap,
@@ -216,7 +238,15 @@ def run_bench(
         bounds=bounds,
         calibration=tuple(calibrate(traces, replays)),
         settings=settings,
+        oracles=tuple(oracles),
     )
+
+
+def _cut(trace: Trace, max_requests: int | None) -> Trace:
+    """``trace`` with only its first ``max_requests`` requests (all of them when None)."""
+    if max_requests is None:
+        return trace
+    return replace(trace, requests=trace.requests[:max_requests])
 
 
 # -- terminal -----------------------------------------------------------------------------------
@@ -405,6 +435,7 @@ def render(result: BenchResult, console: Console, *, wide: bool = False) -> None
             ("by_age", AGE_BUCKETS, "result age (rounds)"),
         ):
             console.print(_attribution_table(attribution, by, buckets, what))
+    _oracle_line(result, console)
     if result.calibration:
         calibration = calibration_table(result.calibration)
         if not wide and _width(calibration, console) > console.width:
@@ -417,6 +448,32 @@ def render(result: BenchResult, console: Console, *, wide: bool = False) -> None
         )
     hidden = [_COLUMNS[i][0] for i in shown if i not in columns]
     _legend(console, [_COLUMNS[i][0] for i in columns], hidden)
+
+
+def _oracle_line(result: BenchResult, console: Console) -> None:
+    """The oracle beside the bound: its ratio, and toolbudget's share of its saving per format."""
+    if not result.oracles:
+        return
+    oracle = result.oracle()
+    if oracle["billed_ratio"] is None:
+        return
+    share = oracle["shares"].get("toolbudget")
+    line = (
+        f"oracle: {oracle['billed_ratio']:.3f}× {BASELINE} with hindsight, on toolbudget's own "
+        "envelopes, stubs and batch re-writes (read-backs charged)"
+    )
+    if share is not None:
+        line += f"; toolbudget reaches {share * 100:.1f}% of its saving"
+    parts = []
+    for fmt, entry in oracle["formats"].items():
+        fmt_share = entry["shares"].get("toolbudget")
+        ratio = entry["billed_ratio"]
+        if ratio is not None:
+            got = "—" if fmt_share is None else f"{fmt_share * 100:.0f}%"
+            parts.append(f"{fmt} {ratio:.3f} ({got})")
+    if len(parts) > 1:
+        line += "; per format, oracle (toolbudget's share): " + ", ".join(parts)
+    console.print(line + ".")
 
 
 def _attribution_table(
@@ -478,6 +535,7 @@ def as_json(result: BenchResult) -> dict[str, Any]:
         "skipped": [{"path": s.path, "reason": s.reason} for s in result.skipped],
         "bound": result.bound(),
         "calibration": [c.as_dict() for c in result.calibration],
+        "oracle": result.oracle(),
         "settings": {} if result.settings is None else result.settings.as_dict(),
         "attribution": {name: a.as_dict() for name, a in result.attribution().items()},
     }
