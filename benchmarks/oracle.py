@@ -48,7 +48,7 @@ import numpy as np
 from benchmarks.cache import CacheRules, Segmenter
 from benchmarks.pricing import rules_for
 from benchmarks.readbacks import PAGE_CHARS, Quotes, quotable_lines
-from benchmarks.replay import replay_trace
+from benchmarks.replay import Replay, replay_trace
 from benchmarks.strategies._base import Messages
 from benchmarks.strategies._common import is_error, result_text
 from benchmarks.strategies.toolbudget import SHOWN_DIR
@@ -400,9 +400,14 @@ def plan_trace(
     *,
     rules: CacheRules | None = None,
     quotes: Quotes | None = None,
+    spill_over: int | None = None,
 ) -> OraclePlan:
     """The oracle's plan for ``trace`` under toolbudget's ``config`` (caps, rounds, floor, stub
-    and preview sizes), priced with the trace's cache rules."""
+    and preview sizes), priced with the trace's cache rules.
+
+    ``spill_over``: fresh results longer than this (or than their cap) may be spilled at first
+    sight; None: only those over their cap, as toolbudget's cap pass does.
+    """
     rules = rules if rules is not None else rules_for(trace)
     quotes = quotes if quotes is not None else Quotes(trace)
     ends = [r.n_messages for r in trace.requests]
@@ -438,14 +443,14 @@ def plan_trace(
         if seen >= len(ends) or r.round < 0 or cap is None:
             continue  # never sent, answering no call, or exempt (like the read-back tool)
         needs = quoted.get((r.msg, r.call_id), [])
-        if len(r.text) > cap:
+        if len(r.text) > (cap if spill_over is None else min(cap, spill_over)):
             env = _envelope_if_it_pays(r, messages, count, config, prices, seen, needs)
             if env is not None:
                 envelopes[key] = env
                 originals[r.call_id] = r.text
                 messages[r.msg] = _with_block(messages[r.msg], r.block, env)
                 tokens[r.msg] = count(messages[r.msg])
-            continue
+                continue
         if len(r.text) <= config.stale_floor:
             continue
         eligible = next(
@@ -605,6 +610,13 @@ class OracleTrace:
         }
 
 
+SPILL_CHOICES: tuple[str | None, ...] = (None, "preview_chars")
+"""The first-sight spill rules the oracle plans with, the cheaper replay kept: results over their
+cap only (toolbudget's cap pass), or any result longer than its preview (``result_cap`` as a
+ceiling, issue 30): the spill decisions are made per result before the DP, so neither rule
+dominates the other on every trace."""
+
+
 def oracle_trace(
     trace: Trace,
     none_tokens: float,
@@ -614,12 +626,25 @@ def oracle_trace(
     count: Counter,
     window: int,
 ) -> OracleTrace:
-    """Plan ``trace``, replay the plan like any strategy, and keep the lesser of it and ``none``."""
+    """Plan ``trace`` (under each of :data:`SPILL_CHOICES`), replay each plan like any strategy,
+    and keep the least of them and ``none``."""
     quotes = Quotes(trace)
-    plan = plan_trace(trace, count, config, quotes=quotes)
-    replay = replay_trace(
-        trace, OracleStrategy(plan), workdir, window=window, count=count, quotes=quotes
-    )
+    best: tuple[OraclePlan, Replay] | None = None
+    for k, spill_over in enumerate(SPILL_CHOICES):
+        plan = plan_trace(
+            trace,
+            count,
+            config,
+            quotes=quotes,
+            spill_over=None if spill_over is None else getattr(config, spill_over),
+        )
+        replay = replay_trace(
+            trace, OracleStrategy(plan), workdir / f"{k}", window=window, count=count, quotes=quotes
+        )
+        if best is None or replay.billed_tokens < best[1].billed_tokens:
+            best = (plan, replay)
+    assert best is not None
+    plan, replay = best
     return OracleTrace(
         trace=trace.name,
         format=trace.format,

@@ -1,15 +1,18 @@
 """What ``toolbudget bench`` shows: a progress bar, terminal tables, a JSON file, PNG charts.
 
-The JSON file is ``{"summary": [...], "traces": [...], "skipped": [...], "calibration": [...],
-"bound": {...}}``: one summary object per strategy over all traces (exactly
-:data:`benchmarks.replay.ROW_KEYS`), one object per trace and strategy (the same keys plus
-``trace``, ``file`` and ``format``), the files or traces under the traces directory that were
-not scored (``path``, ``reason``), for each trace with recorded usage the baseline's simulated
-cache against the recording, with the header tokens added to its requests
-(:class:`benchmarks.calibration.Calibration`), and ``bound``: the hindsight bound of
-:mod:`benchmarks.bound` (``protect_rounds``, ``billed_tokens``, ``billed_ratio`` over ``none``,
-``shares``: each strategy's ``(1 - ratio) / (1 - bound)``, and ``traces``: the bound per trace).
-Shares are fractions in [0, 1]; a figure that has no value (the share of nothing) is ``null``.
+The JSON file is ``{"summary": [...], "traces": [...], "skipped": [...], "bound": {...},
+"calibration": [...], "oracle": {...}, "settings": {...}, "attribution": {...}}``: one summary
+object per strategy over all traces (exactly :data:`benchmarks.replay.ROW_KEYS`), one object per
+trace and strategy (the same keys plus ``trace``, ``file`` and ``format``), the files or traces
+under the traces directory that were not scored (``path``, ``reason``), ``bound``: the hindsight
+bound of :mod:`benchmarks.bound` (``protect_rounds``, ``billed_tokens``, ``billed_ratio`` over
+``none``, ``shares``: each strategy's ``(1 - ratio) / (1 - bound)``, and ``traces``: the bound per
+trace), for each trace with recorded usage the baseline's simulated cache against the recording
+(:class:`benchmarks.calibration.Calibration`), ``oracle``: the hindsight oracle of
+:mod:`benchmarks.oracle` (overall, per format and per trace, with each strategy's share of its
+saving), ``settings``: toolbudget's effective settings and their sources
+(:mod:`benchmarks.settings`), and ``attribution``: where ``none``'s and toolbudget's billed
+tokens go (:mod:`benchmarks.attribution`). A figure that has no value is ``null``.
 """
 
 from __future__ import annotations
@@ -226,7 +229,6 @@ def run_bench(
             _cut(trace, max_requests),
             count if count is not None else counter_for(trace.model),
             protect_rounds=settings.config.protect_rounds,
-            result_cap=settings.config.result_cap,
             preview_chars=settings.config.preview_chars,
         )
     return BenchResult(
@@ -426,7 +428,8 @@ def render(result: BenchResult, console: Console, *, wide: bool = False) -> None
         reached = "" if share is None else f"; toolbudget reaches {share * 100:.1f}% of that saving"
         console.print(
             f"bound: {bound['billed_ratio']:.3f}× {BASELINE} if every result outside the last "
-            f"{bound['protect_rounds']} rounds vanished at no cache cost{reached}."
+            f"{bound['protect_rounds']} rounds vanished at no cache cost (and the others showed "
+            f"at most their preview){reached}."
         )
     attribution = result.attribution()
     if attribution:
