@@ -147,7 +147,7 @@ class SessionDir:
             holder = _fs.read(self._lock_fd, 0, 32).decode("ascii", "replace").strip()
         except OSError:
             holder = ""
-        who = f" (pid {holder} per its lock file)" if holder.isdigit() else ""
+        who = f" (pid {holder} per its lock file)" if holder.isascii() and holder.isdigit() else ""
         raise SessionLocked(
             f"session {self._path} is open in another LocalStore{who}; a session can be open "
             f"in one place at a time. Close the other store first, or pass lock_timeout to "
