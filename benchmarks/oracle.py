@@ -443,6 +443,7 @@ def plan_trace(
         if seen >= len(ends) or r.round < 0 or cap is None:
             continue  # never sent, answering no call, or exempt (like the read-back tool)
         needs = quoted.get((r.msg, r.call_id), [])
+        shown = r.text
         if len(r.text) > (cap if spill_over is None else min(cap, spill_over)):
             env = _envelope_if_it_pays(r, messages, count, config, prices, seen, needs)
             if env is not None:
@@ -450,8 +451,10 @@ def plan_trace(
                 originals[r.call_id] = r.text
                 messages[r.msg] = _with_block(messages[r.msg], r.block, env)
                 tokens[r.msg] = count(messages[r.msg])
-                continue
-        if len(r.text) <= config.stale_floor:
+                shown = env
+        # A spilled result may be trimmed later too, as toolbudget's staleness pass does when its
+        # envelope is over the floor (budget/_candidates.py).
+        if len(shown) <= config.stale_floor:
             continue
         eligible = next(
             (i for i in range(len(ends)) if r.round < rounds_at[i] - config.protect_rounds),
@@ -527,7 +530,7 @@ class OracleSession:
     def __init__(self, plan: OraclePlan) -> None:
         self._plan = plan
         self._request = 0
-        self._memo: dict[tuple[int, frozenset[int]], dict[str, Any]] = {}
+        self._memo: dict[tuple[int, frozenset[tuple[int, int]]], dict[str, Any]] = {}
         by_msg: dict[int, list[int]] = {}
         for msg, block in [*plan.envelopes, *plan.stubs]:
             by_msg.setdefault(msg, []).append(block)
@@ -541,21 +544,22 @@ class OracleSession:
         for msg, blocks in self._by_msg.items():
             if msg >= len(out):
                 continue
-            active = frozenset(
-                b
-                for b in blocks
-                if (msg, b) in self._plan.envelopes or self._plan.stubs[(msg, b)][0] <= i
-            )
-            if not active:
+            shown: dict[int, str] = {}
+            for b in blocks:
+                trim = self._plan.stubs.get((msg, b))
+                if trim is not None and trim[0] <= i:
+                    shown[b] = trim[1]
+                elif (msg, b) in self._plan.envelopes:
+                    shown[b] = self._plan.envelopes[(msg, b)]
+            if not shown:
                 continue
-            key = (msg, active)
+            # The same copy object while nothing changes: the replay's segmenter reuses its work.
+            key = (msg, frozenset((b, id(t)) for b, t in shown.items()))
             copy = self._memo.get(key)
             if copy is None:
                 copy = out[msg]
-                for b in sorted(active):
-                    shown = self._plan.envelopes.get((msg, b))
-                    text = shown if shown is not None else self._plan.stubs[(msg, b)][1]
-                    copy = _with_block(copy, b, text)
+                for b in sorted(shown):
+                    copy = _with_block(copy, b, shown[b])
                 self._memo[key] = copy
             out[msg] = copy
         return out
