@@ -342,6 +342,8 @@ class OraclePlan:
     """Warm batches the plan makes (cold ones are free and implied)."""
     model_billed: float = 0.0
     """The plan's cost on the DP's model (the replay's figure is the one reported)."""
+    model: Model | None = None
+    """The model the plan was solved on."""
 
 
 def _cold(trace: Trace, rules: CacheRules) -> list[bool]:
@@ -493,7 +495,7 @@ def plan_trace(
         key = cands[k][0]
         stub_plan[key] = (i, stubs[key])
         originals[by_key[key].call_id] = by_key[key].text
-    return OraclePlan(envelopes, stub_plan, originals, len(batches), billed)
+    return OraclePlan(envelopes, stub_plan, originals, len(batches), billed, model)
 
 
 def _envelope_if_it_pays(

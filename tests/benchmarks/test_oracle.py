@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -21,9 +22,11 @@ from benchmarks.oracle import (
     plan_trace,
     solve,
 )
+from benchmarks.readbacks import Quotes
 from benchmarks.replay import build_strategies, replay_trace
+from benchmarks.strategies._common import result_text
 from benchmarks.synthetic import generate
-from benchmarks.trace import Trace
+from benchmarks.trace import Request, Trace
 from budget import BudgetConfig
 from tests._shared import SharedTraces
 
@@ -200,3 +203,79 @@ def test_the_oracle_is_between_the_bound_and_none_on_synthetic_traces(seed: int)
         )
     assert bound <= oracle.billed_tokens + 1e-6
     assert oracle.billed_tokens <= none
+
+
+def _openai_trace(sizes: list[int], pause_before: int) -> Trace:
+    """An OpenAI-priced trace of one round per size, one request per round 30 s apart but for a
+    10-minute pause before request ``pause_before``, results of ``sizes`` characters whose
+    lines the agent never quotes."""
+    messages: list[dict[str, object]] = [{"role": "user", "content": "start"}]
+    requests = [Request(1, timestamp=0.0)]
+    for k, size in enumerate(sizes):
+        messages.append(
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": f"c{k}", "name": "sh", "input": {}}],
+            }
+        )
+        text = "".join(f"{k}-{i:06d}\n" for i in range(size // 9 + 1))[:size]
+        messages.append(
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": f"c{k}", "content": text}],
+            }
+        )
+        at = requests[-1].timestamp or 0.0
+        gap = 600.0 if len(requests) == pause_before else 30.0
+        requests.append(Request(len(messages), timestamp=at + gap))
+    return Trace("hand/oracle", "o.json", "openai", "openai", tuple(messages), tuple(requests))
+
+
+def test_the_plan_of_a_hand_made_trace_is_the_brute_force_best() -> None:
+    """On a 9-request trace with a pause, the model built from it has candidates, the DP's plan
+    costs the least of every plan, and it trims at the cold request after the pause."""
+    sizes = [9_000, 600, 30_000, 700, 12_000, 500, 800, 900]
+    trace = replace(_openai_trace(sizes, pause_before=7), model="gpt-5")
+    count = counter_for(trace.model)
+    plan = plan_trace(trace, count, CONFIG)
+    assert plan.model is not None and len(plan.model.candidates) >= 2
+    assert plan.model.cold[7] and sum(plan.model.cold) == 2
+    assert plan.model_billed == pytest.approx(_brute_force(plan.model))
+    assert {at for at, _ in plan.stubs.values()} == {7}
+
+
+def test_the_plan_trims_only_what_toolbudget_may(
+    shared_trace_set: SharedTraces, tmp_path: Path
+) -> None:
+    """Every stub a plan shows is of a result outside the protected rounds, over the floor,
+    and never quoted again from that request on."""
+    traces, _ = shared_trace_set
+    for trace in traces:
+        count = counter_for(trace.model)
+        quotes = Quotes(trace)
+        plan = plan_trace(trace, count, CONFIG, quotes=quotes)
+        starts = [
+            j
+            for j, m in enumerate(trace.messages)
+            if m.get("role") == "assistant"
+            and isinstance(m.get("content"), list)
+            and any(isinstance(b, dict) and b.get("type") == "tool_use" for b in m["content"])
+        ]
+        round_of = {
+            str(b.get("id")): starts.index(j)
+            for j in starts
+            for b in trace.messages[j]["content"]
+            if isinstance(b, dict) and b.get("type") == "tool_use"
+        }
+        last_quote: dict[tuple[int, str], int] = {}
+        for i, events in enumerate(quotes.events):
+            for _, k in events:
+                res = quotes.results[k]
+                last_quote[(res.msg, res.call_id)] = i
+        for (msg, block), (at, _) in plan.stubs.items():
+            result = trace.messages[msg]["content"][block]
+            call_id = str(result["tool_use_id"])
+            rounds = sum(1 for s in starts if s < trace.requests[at].n_messages)
+            assert round_of[call_id] < rounds - CONFIG.protect_rounds, trace.name
+            assert len(result_text(result.get("content"))) > CONFIG.stale_floor, trace.name
+            assert last_quote.get((msg, call_id), -1) < at, trace.name
