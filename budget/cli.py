@@ -7,6 +7,7 @@ import os
 import re
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TextIO, cast
 
@@ -23,7 +24,9 @@ from spill._readonly import ReadOnlyStore
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from benchmarks.importers import Skipped
     from benchmarks.replay import Engine
+    from benchmarks.settings import BenchSettings
     from benchmarks.trace import Trace
 
 READ_SETTINGS = ("read_page_chars", "read_tool_name")
@@ -86,8 +89,7 @@ def read(
     """
     try:
         with ReadOnlyStore(session) as store:
-            # Only the settings reading back uses: a bad TOOLBUDGET_RESULT_CAP (a setting of
-            # the passes) must not keep anyone from reading a stored output.
+            # Only what reading uses: a bad TOOLBUDGET_RESULT_CAP must not stop a read.
             reader = ReadBack(store, config_reading(READ_SETTINGS))
             if grep is None:
                 text = reader.read(ref, offset=offset, limit=limit)
@@ -238,8 +240,7 @@ _Set = Annotated[
     typer.Option(
         "--set",
         metavar="KEY=VALUE",
-        help="A toolbudget setting for this run (repeatable), e.g. --set result_cap=15000: "
-        "it wins over TOOLBUDGET_* variables. The JSON records every setting and its source.",
+        help="A toolbudget setting for this run (repeatable; wins over TOOLBUDGET_* variables).",
     ),
 ]
 
@@ -265,14 +266,9 @@ def bench(
     from rich.console import Console  # noqa: PLC0415
 
     from benchmarks.report import render, run_bench, write_json, write_plots  # noqa: PLC0415
-    from benchmarks.settings import resolve  # noqa: PLC0415
 
     names = _chosen_strategies(strategies, window)
-    try:
-        # Read now, when the command runs: a bad --set or TOOLBUDGET_* value is one line.
-        settings = resolve(sets or (), window=window)
-    except BudgetError as exc:
-        _fail(str(exc))
+    settings = _bench_settings(sets, window)
     # Every output is checked before the replay, which can take minutes: fail now, not after.
     _check_outputs(json_path, plots)
     names = _runnable(names)
@@ -303,7 +299,12 @@ def bench(
     if plots is not None:
         for path in write_plots(result, plots):
             console.print(f"wrote {path}")
-    ours = sorted({s.path for s in result.skipped if (s.strategy or "").startswith("toolbudget")})
+    _exit_if_ours_failed(result.skipped)
+
+
+def _exit_if_ours_failed(skipped: Sequence[Skipped]) -> None:
+    """Exit 1, after the figures, when toolbudget's own replay failed on some trace."""
+    ours = sorted({s.path for s in skipped if (s.strategy or "").startswith("toolbudget")})
     if ours:
         # A peer that cannot take a trace is the peer's limit; toolbudget failing is our defect:
         # the figures above leave those traces out, and the run must not pass for a clean one.
@@ -313,6 +314,17 @@ def bench(
             err=True,
         )
         raise typer.Exit(1)
+
+
+def _bench_settings(sets: list[str] | None, window: int) -> BenchSettings:
+    """toolbudget's settings for the run (:func:`benchmarks.settings.resolve`), read now, when
+    the command runs: a bad ``--set`` or ``TOOLBUDGET_*`` value is one line and exit code 2."""
+    from benchmarks.settings import resolve  # noqa: PLC0415
+
+    try:
+        return resolve(sets or (), window=window)
+    except BudgetError as exc:
+        _fail(str(exc))
 
 
 def _chosen_strategies(strategies: str | None, window: int) -> list[str]:
@@ -351,7 +363,7 @@ def _runnable(names: list[str]) -> list[str]:
 
 def _load_traces(traces: Path | None, limit: int | None, err: Any) -> tuple[list[Any], list[Any]]:
     """(the traces to replay, the files skipped): recorded here without ``--traces``."""
-    from benchmarks.importers import Skipped, load_dir  # noqa: PLC0415
+    from benchmarks.importers import load_dir  # noqa: PLC0415
     from benchmarks.recorder import record_builtin  # noqa: PLC0415
 
     if traces is None:
