@@ -1,10 +1,11 @@
 """A hindsight oracle: toolbudget's own mechanism, driven by a plan that knows the trace's future.
 
-The oracle sends what toolbudget can send, no more: a fresh result longer than ``result_cap``
-may be replaced by toolbudget's envelope (the same bytes :func:`budget.passes._context.spill_envelope`
-makes), an old result by toolbudget's stub (:func:`budget._envelope.stub`), and only results
-toolbudget may trim: outside the last ``protect_rounds`` rounds, longer than ``stale_floor``,
-not exempt. What it knows that toolbudget does not: how many requests remain, when the pauses
+The oracle sends what toolbudget can send, no more: a fresh result longer than its cap (in a
+second plan, longer than its preview: ``result_cap`` as a ceiling, :data:`SPILL_CHOICES`) may be
+replaced by toolbudget's envelope (the same bytes :func:`budget.passes._context.spill_envelope`
+makes), an old result or envelope by toolbudget's stub (:func:`budget._envelope.stub`), and only
+where toolbudget may trim: outside the last ``protect_rounds`` rounds, longer than
+``stale_floor``, not exempt. What it knows that toolbudget does not: how many requests remain, when the pauses
 that let the cache expire come, and which results the agent will quote later. It therefore
 never trims a result before its last quote (a read-back would cost a whole extra request), and
 spills a fresh result only when what it saves over the rest of the trace outweighs the
@@ -31,9 +32,9 @@ later one saves less and re-writes more). The plan found is optimal on the model
 (``tests/benchmarks/test_oracle.py`` checks it against enumerating every plan on small traces),
 then **replayed like any strategy** (:func:`benchmarks.replay.replay_trace`): the figures come
 from the bench's own cache simulator and read-back pricing, not from the model. The oracle's
-billed tokens on a trace are the lesser of that replay and ``none`` (it can always do nothing),
-so the oracle is never above ``none``; it keeps what the bound keeps (:mod:`benchmarks.bound`),
-so it is never below the bound.
+billed tokens on a trace are the least of its plans' replays and ``none`` (it can always do
+nothing), so the oracle is never above ``none``; it keeps what the bound keeps (the last rounds,
+each result at least as its preview: :mod:`benchmarks.bound`), so it is never below the bound.
 """
 
 from __future__ import annotations
