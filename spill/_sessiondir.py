@@ -44,7 +44,7 @@ TMP_PREFIX: Final = ".tmp-"
 BODY_SUFFIX: Final = ".txt"
 SIDECAR_NAMES: Final = frozenset({"estimates.bin"})
 """The only names :meth:`LocalStore.write_sidecar` writes: caches derived from the history,
-each checked by its reader (``budget._estimates_cache``), so a torn or stale one costs time only."""
+each checked by its reader (``budget.tokens._estimates_cache``), so a torn or stale one costs time only."""
 
 DIR_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY
 READ_FLAGS: Final = os.O_RDONLY | os.O_NONBLOCK  # a FIFO planted as a body must not block us

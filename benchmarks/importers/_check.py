@@ -14,7 +14,7 @@ from dataclasses import fields
 
 from benchmarks.importers._common import TraceFileError
 from benchmarks.trace import Trace, Usage, digest
-from budget._usage import MAX_TOKENS
+from budget.tokens._usage import MAX_TOKENS
 
 __all__ = ["checked"]
 
@@ -48,7 +48,7 @@ def checked(trace: Trace) -> Trace:
 
 def _bad_usage(usage: Usage) -> str | None:
     """Why ``usage`` is no usage a provider could report (as the library's own check words it:
-    :func:`budget._usage.normalize_usage`), or None."""
+    :func:`budget.tokens._usage.normalize_usage`), or None."""
     for f in fields(usage):
         value = getattr(usage, f.name)
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_TOKENS:
