@@ -185,10 +185,10 @@ def run_bench(
     settings = settings if settings is not None else resolve(window=window)
     ours = dict(settings.overrides)
     overrides = {"toolbudget": ours, "toolbudget-compact": ours}
-    windows = {t.name: trace_window(t, window) for t in traces}
+    windows = {tr.name: trace_window(tr, window) for tr in traces}
     groups: dict[int, list[Trace]] = {}
-    for t in traces:
-        groups.setdefault(windows[t.name], []).append(t)
+    for tr in traces:
+        groups.setdefault(windows[tr.name], []).append(tr)
     total = sum(
         len(t.requests) if max_requests is None else min(max_requests, len(t.requests))
         for t in traces
@@ -235,7 +235,7 @@ def run_bench(
                 engine=engine,
                 on_failure=left_out,
             )
-        order = {t.name: i for i, t in enumerate(traces)}
+        order = {tr.name: i for i, tr in enumerate(traces)}
         replays.sort(key=lambda r: order[r.trace])  # stable: each trace's strategies in order
         if gone:
             traces = [t for t in traces if t.name not in gone]

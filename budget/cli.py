@@ -33,8 +33,7 @@ READ_SETTINGS = ("read_page_chars", "read_tool_name")
 """The settings ``toolbudget read`` uses (the read-back's page size, the tool's name)."""
 
 DEFAULT_BENCH_WINDOW = 128_000
-"""A ``--window`` under this adds the compacting strategies (by default each trace runs in its
-recorded model's window)."""
+"""A ``--window`` under this adds the compacting strategies (by default: each model's window)."""
 
 app = typer.Typer(
     name="toolbudget",
@@ -188,11 +187,9 @@ _Window = Annotated[
     typer.Option(
         "--window",
         min=1,
-        help="Context window in tokens for every trace: overflows are counted above it "
-        "(default: each trace's recorded model's window, as a session resolves it). Under "
-        "128000 the "
-        "compacting strategies run too (toolbudget-compact, langchain-summary, "
-        "claude-code-compact).",
+        help="Context window in tokens for every trace (default: each trace's recorded model's, "
+        "as a session resolves it); overflows count above it. Under 128000 the compacting "
+        "strategies run too (toolbudget-compact, langchain-summary, claude-code-compact).",
     ),
 ]
 _JsonPath = Annotated[

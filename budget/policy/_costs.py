@@ -320,9 +320,8 @@ def best_cut(
     """The best batch: the cut (first item trimmed, every later one trimmed too) whose net
     saving is largest; ``wait`` when none is positive (the best one's figures, to explain).
 
-    ``cached_end``: tokens of this request that the cache holds from the last request (what a
-    trim re-writes lies between a cut and it); ``cold``: the cache expired anyway (a pause over
-    the TTL), so keeping pays the write too. ``reach``: the earliest token a cache lookup still
+    ``cached_end``: tokens of this request the cache holds from the last request (a trim
+    re-writes from a cut to it); ``cold``: the cache expired anyway, so keeping writes too. ``reach``: the earliest token a cache lookup still
     finds an entry at (0 for automatic caching, which matches any prefix; with explicit
     breakpoints the start of the last :data:`LOOKBACK_BLOCKS` blocks): a cut before it re-writes
     the request from its start, ``header`` (system prompt, tools) included, as does a cut whose
