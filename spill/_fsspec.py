@@ -41,7 +41,6 @@ import os
 import re
 import shutil
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -51,11 +50,12 @@ import xxhash
 
 from spill._errors import ConfigError, QuotaExceeded, RefError, StoreError
 from spill._objcache import ReadCache
-from spill._objfs import BODIES_NAME, META_NAME, URL_RE, filesystem
+from spill._objfs import BODIES_NAME, META_NAME, URL_RE, ObjectSession, filesystem
 from spill._objgc import gc_url_sessions, ignore_skip
 from spill._objlog import ObjectLog
 from spill._sessiondir import decode_meta, encode_meta
 from spill._store import (
+    LogRecord,
     PutResult,
     StoreBase,
     check_quota,
@@ -78,7 +78,7 @@ connection pool (``max_pool_connections``, 10 by default in botocore, 100 as s3f
 aiobotocore) without queueing a whole large batch behind it."""
 
 
-class FsspecStore(ObjectLog, ReadCache, StoreBase):
+class FsspecStore(StoreBase):
     """A session at an fsspec URL: ``s3://bucket/sessions/abc``, ``gs://...``, ``memory://...``.
 
     ``FsspecStore(url, **storage_options)`` passes ``storage_options`` to the filesystem (for
@@ -112,10 +112,9 @@ class FsspecStore(ObjectLog, ReadCache, StoreBase):
         check_quota(quota_bytes)
         self._url = url.rstrip("/")
         self._quota = quota_bytes
-        self._mutex = threading.Lock()
-        self._closed = True
-        self._locked_out = False
-        self._fs, self._root = filesystem(self._url, storage_options)
+        self._fs, root = filesystem(self._url, storage_options)
+        self._objects = ObjectSession(self._url, self._fs, root)
+        self._mutex = self._objects.mutex
         self._own_cache = cache_dir is None
         self._cache = (
             tempfile.mkdtemp(prefix="toolbudget-cache-")
@@ -123,9 +122,10 @@ class FsspecStore(ObjectLog, ReadCache, StoreBase):
             else os.path.abspath(os.fspath(cache_dir))
         )
         os.makedirs(self._cache, mode=0o700, exist_ok=True)
+        self._reads = ReadCache(self._cache, self._url)
         self._total: int | None = None
-        self._next_seq = self._scan_log_names()[1]
-        self._closed = False
+        self._log = ObjectLog(self._objects)
+        self._objects.closed = False
         events().debug("toolbudget.spill.opened", path=self._url)
 
     # -- public API -----------------------------------------------------------------------
@@ -139,7 +139,7 @@ class FsspecStore(ObjectLog, ReadCache, StoreBase):
     def bodies_bytes(self) -> int:
         """Total size of the stored bodies, as counted against the quota."""
         with self._mutex:
-            self._check_open()
+            self._objects.check_open()
             return self._bodies_total()
 
     def put(self, text: str) -> str:
@@ -152,23 +152,23 @@ class FsspecStore(ObjectLog, ReadCache, StoreBase):
         data = encode_text(text)
         ref = xxhash.xxh3_128_hexdigest(data)
         with self._mutex:
-            self._check_open()
-            old = self._remote_size(self._body_key(ref))
+            self._objects.check_open()
+            old = self._objects.remote_size(self._objects.body_key(ref))
             if old == len(data):
-                self._cache_put(ref, data)
+                self._reads.put(ref, data)
                 return ref
             self._reserve(ref, data, old)
             try:
-                self._call(
-                    "write body " + self._body_rel(ref),
+                self._objects.call(
+                    "write body " + self._objects.body_rel(ref),
                     self._fs.pipe_file,
-                    self._body_key(ref),
+                    self._objects.body_key(ref),
                     data,
                 )
             except StoreError:
                 self._total = None  # the PUT may have landed before its reply was lost: recount
                 raise
-            self._cache_put(ref, data)
+            self._reads.put(ref, data)
         return ref
 
     def put_many(self, texts: Sequence[str]) -> list[PutResult]:
@@ -195,16 +195,16 @@ class FsspecStore(ObjectLog, ReadCache, StoreBase):
             refs.append(ref)
         errors: dict[str, StoreError] = {}
         with self._mutex:
-            self._check_open()
+            self._objects.check_open()
             unique = list(datas)
-            sizes = self._run_all([self._size_task(self._body_key(ref)) for ref in unique])
+            sizes = self._run_all([self._size_task(self._objects.body_key(ref)) for ref in unique])
             new: list[str] = []
             for ref, size in zip(unique, sizes, strict=True):
                 data = datas[ref]
                 if isinstance(size, StoreError):
                     errors[ref] = size
                 elif size == len(data):
-                    self._cache_put(ref, data)
+                    self._reads.put(ref, data)
                 else:
                     try:
                         self._reserve(ref, data, size)
@@ -215,7 +215,7 @@ class FsspecStore(ObjectLog, ReadCache, StoreBase):
             sent = self._run_all([self._put_task(ref, datas[ref]) for ref in new])
             for ref, error in zip(new, sent, strict=True):
                 if error is None:
-                    self._cache_put(ref, datas[ref])
+                    self._reads.put(ref, datas[ref])
                 else:
                     errors[ref] = error
                     self._total = None  # it may have landed before its reply was lost: recount
@@ -234,7 +234,7 @@ class FsspecStore(ObjectLog, ReadCache, StoreBase):
     def _size_task(self, key: str) -> Callable[[], int | StoreError | None]:
         def task() -> int | StoreError | None:
             try:
-                return self._remote_size(key)
+                return self._objects.remote_size(key)
             except StoreError as exc:
                 return exc
 
@@ -243,10 +243,10 @@ class FsspecStore(ObjectLog, ReadCache, StoreBase):
     def _put_task(self, ref: str, data: bytes) -> Callable[[], StoreError | None]:
         def task() -> StoreError | None:
             try:
-                self._call(
-                    "write body " + self._body_rel(ref),
+                self._objects.call(
+                    "write body " + self._objects.body_rel(ref),
                     self._fs.pipe_file,
-                    self._body_key(ref),
+                    self._objects.body_key(ref),
                     data,
                 )
             except StoreError as exc:
@@ -269,31 +269,33 @@ class FsspecStore(ObjectLog, ReadCache, StoreBase):
         """Return the exact text under ``ref``: from the local cache, else fetched and cached."""
         ref = validate_ref(ref)
         with self._mutex:
-            self._check_open()
-            data = self._cache_get(ref)
+            self._objects.check_open()
+            data = self._reads.get(ref)
             if data is None:
                 try:
-                    data = bytes(self._fs.cat_file(self._body_key(ref)))
+                    data = bytes(self._fs.cat_file(self._objects.body_key(ref)))
                 except FileNotFoundError:
                     raise RefError(
                         f"no body is stored for ref {ref} in session {self._url}"
                     ) from None
                 except Exception as exc:
-                    raise self._error(f"read body {self._body_rel(ref)}", exc) from exc
+                    raise self._objects.error(
+                        f"read body {self._objects.body_rel(ref)}", exc
+                    ) from exc
                 if xxhash.xxh3_128_hexdigest(data) != ref:
                     raise StoreError(
-                        f"body {self._body_rel(ref)} in session {self._url} is corrupt: "
+                        f"body {self._objects.body_rel(ref)} in session {self._url} is corrupt: "
                         "its content does not match its ref"
                     )
-                self._cache_put(ref, data, replace=True)
+                self._reads.put(ref, data, replace=True)
         return data.decode("utf-8", "surrogatepass")
 
     def has(self, ref: str) -> bool:
         """Whether a body is stored under ``ref``; RefError if ``ref`` is malformed."""
         ref = validate_ref(ref)
         with self._mutex:
-            self._check_open()
-            return self._remote_size(self._body_key(ref)) is not None
+            self._objects.check_open()
+            return self._objects.remote_size(self._objects.body_key(ref)) is not None
 
     def path_of(self, ref: str) -> None:
         """None: the bodies are objects, not local files (after checking ``ref``)."""
@@ -302,34 +304,45 @@ class FsspecStore(ObjectLog, ReadCache, StoreBase):
     def read_meta(self) -> dict[str, Any]:
         """The session metadata; ``{}`` if none was written."""
         with self._mutex:
-            self._check_open()
+            self._objects.check_open()
             try:
-                data = self._fs.cat_file(self._key(META_NAME))
+                data = self._fs.cat_file(self._objects.key(META_NAME))
             except FileNotFoundError:
                 return {}
             except Exception as exc:
-                raise self._error(f"read {META_NAME}", exc) from exc
+                raise self._objects.error(f"read {META_NAME}", exc) from exc
         return decode_meta(bytes(data), self._url)
 
     def write_meta(self, meta: Mapping[str, Any]) -> None:
         """Replace the session metadata with one PUT (atomic on object stores)."""
         data = encode_meta(meta)
         with self._mutex:
-            self._check_open()
-            self._call(f"write {META_NAME}", self._fs.pipe_file, self._key(META_NAME), data)
+            self._objects.check_open()
+            self._objects.call(
+                f"write {META_NAME}", self._fs.pipe_file, self._objects.key(META_NAME), data
+            )
+
+    def append_log(self, records: Sequence[Mapping[str, Any]]) -> None:
+        """Create the next log object with these records (a conditional create; see
+        ``spill/_objlog.py``)."""
+        self._log.append(records)
+
+    def read_log(self) -> list[LogRecord]:
+        """Every valid record in order (see ``spill/_objlog.py``)."""
+        return self._log.read()
 
     def close(self) -> None:
         """Release the session (and remove a private cache directory); idempotent."""
         with self._mutex:
-            if self._closed:
+            if self._objects.closed:
                 return
-            self._closed = True
+            self._objects.closed = True
             if self._own_cache:
                 shutil.rmtree(self._cache, ignore_errors=True)
         events().debug("toolbudget.spill.closed", path=self._url)
 
     def __repr__(self) -> str:
-        state = "closed" if self._closed else "open"
+        state = "closed" if self._objects.closed else "open"
         return f"FsspecStore({self._url!r}, {state})"
 
     @staticmethod
@@ -369,11 +382,11 @@ class FsspecStore(ObjectLog, ReadCache, StoreBase):
         """Bytes of bodies, listed once on first need (resume does not pay for it)."""
         if self._total is None:
             try:
-                found = self._fs.find(self._key(BODIES_NAME), detail=True)
+                found = self._fs.find(self._objects.key(BODIES_NAME), detail=True)
             except FileNotFoundError:
                 found = {}
             except Exception as exc:
-                raise self._error(f"list {BODIES_NAME}/", exc) from exc
+                raise self._objects.error(f"list {BODIES_NAME}/", exc) from exc
             self._total = sum(
                 int(info.get("size") or 0)
                 for name, info in found.items()

@@ -12,19 +12,20 @@ import secrets
 
 import xxhash
 
-from spill._objfs import BODY_SUFFIX, ObjectSession
+from spill._objfs import BODY_SUFFIX
 from spill._store import events
 
 
-class ReadCache(ObjectSession):
-    """The cache layer of :class:`spill.FsspecStore`: ``_cache`` is its directory."""
+class ReadCache:
+    """The cache of :class:`spill.FsspecStore`: bodies by ref in one local directory."""
 
-    _cache: str
+    def __init__(self, directory: str, url: str) -> None:
+        self._cache, self._url = directory, url
 
     def _cache_path(self, ref: str) -> str:
         return os.path.join(self._cache, ref + BODY_SUFFIX)
 
-    def _cache_get(self, ref: str) -> bytes | None:
+    def get(self, ref: str) -> bytes | None:
         try:
             with open(self._cache_path(ref), "rb") as f:
                 data = f.read()
@@ -35,7 +36,7 @@ class ReadCache(ObjectSession):
             return None
         return data
 
-    def _cache_put(self, ref: str, data: bytes, *, replace: bool = False) -> None:
+    def put(self, ref: str, data: bytes, *, replace: bool = False) -> None:
         """Best effort: a cache that cannot be written only costs a fetch later.
 
         ``replace``: after a fetch, which happens only when the entry is absent or damaged.

@@ -92,59 +92,60 @@ def filesystem(url: str, storage_options: Mapping[str, Any]) -> tuple[Any, str]:
 
 
 class ObjectSession:
-    """The state every layer of an :class:`spill.FsspecStore` reads: the session's URL, its
-    filesystem and root path, the mutex and the open flag; object names and error mapping."""
+    """An :class:`spill.FsspecStore` session's objects: its URL, its filesystem and root path,
+    the mutex and the open flag (its state); object names and error mapping. The store, its
+    log and its cache hold the one instance."""
 
-    _url: str
-    _fs: Any
-    _root: str
-    _mutex: threading.Lock
-    _closed: bool
+    def __init__(self, url: str, fs: Any, root: str) -> None:
+        self.url, self.fs, self.root = url, fs, root
+        self.mutex = threading.Lock()
+        self.closed = True
+        """Open only once the store is built (:class:`spill.FsspecStore` sets it)."""
 
-    def _check_open(self) -> None:
-        if self._closed:
-            raise StoreError(f"the store for session {self._url} is closed")
+    def check_open(self) -> None:
+        if self.closed:
+            raise StoreError(f"the store for session {self.url} is closed")
 
-    def _key(self, rel: str) -> str:
-        return f"{self._root}/{rel}"
+    def key(self, rel: str) -> str:
+        return f"{self.root}/{rel}"
 
-    def _body_rel(self, ref: str) -> str:
+    def body_rel(self, ref: str) -> str:
         return f"{BODIES_NAME}/{ref[:2]}/{ref}{BODY_SUFFIX}"
 
-    def _body_key(self, ref: str) -> str:
-        return self._key(self._body_rel(ref))
+    def body_key(self, ref: str) -> str:
+        return self.key(self.body_rel(ref))
 
-    def _log_rel(self, seq: int) -> str:
+    def log_rel(self, seq: int) -> str:
         return f"{LOG_DIR}/{seq:0{SEQ_DIGITS}d}{LOG_SUFFIX}"
 
-    def _log_key(self, seq: int) -> str:
-        return self._key(self._log_rel(seq))
+    def log_key(self, seq: int) -> str:
+        return self.key(self.log_rel(seq))
 
-    def _existing(self, key: str) -> bytes | None:
+    def existing(self, key: str) -> bytes | None:
         try:
-            return bytes(self._fs.cat_file(key))
+            return bytes(self.fs.cat_file(key))
         except FileNotFoundError:
             return None
         except Exception as exc:
-            raise self._error(f"read {key}", exc) from exc
+            raise self.error(f"read {key}", exc) from exc
 
-    def _remote_size(self, key: str) -> int | None:
+    def remote_size(self, key: str) -> int | None:
         try:
-            info = self._fs.info(key)
+            info = self.fs.info(key)
         except FileNotFoundError:
             return None
         except Exception as exc:
-            raise self._error(f"inspect {key}", exc) from exc
+            raise self.error(f"inspect {key}", exc) from exc
         size = info.get("size")
         return int(size) if isinstance(size, int) else None
 
-    def _call(self, action: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    def call(self, action: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
         except Exception as exc:
-            raise self._error(action, exc) from exc
+            raise self.error(action, exc) from exc
 
-    def _error(self, action: str, exc: BaseException) -> StoreError:
+    def error(self, action: str, exc: BaseException) -> StoreError:
         """A StoreError naming the action, the session and the cause (after any retries)."""
         if isinstance(exc, StoreError):
             return exc
@@ -153,6 +154,4 @@ class ObjectSession:
         response = getattr(exc.__cause__, "response", None)
         code = response.get("Error", {}).get("Code") if isinstance(response, dict) else None
         tag = code or type(exc).__name__
-        return StoreError(
-            f"cannot {action} in session {self._url}: {reason} [{tag}; no retry left]"
-        )
+        return StoreError(f"cannot {action} in session {self.url}: {reason} [{tag}; no retry left]")

@@ -18,75 +18,80 @@ from spill._store import LogRecord, events
 _LOG_NAME_RE: Final = re.compile(r"\A([0-9]{12})\.jsonl\Z")
 
 
-class ObjectLog(ObjectSession):
-    """The log layer of :class:`spill.FsspecStore`: append, read back, and the next number."""
+class ObjectLog:
+    """The log of :class:`spill.FsspecStore`: append, read back; its state is the next sequence
+    number and whether another writer locked this one out."""
 
-    _locked_out: bool
-    _next_seq: int
+    def __init__(self, objects: ObjectSession) -> None:
+        self._objects = objects
+        self._locked_out = False
+        self._next_seq = self._scan_log_names()[1]
 
-    def append_log(self, records: Sequence[Mapping[str, Any]]) -> None:
+    def append(self, records: Sequence[Mapping[str, Any]]) -> None:
         """Create the next log object with these records (a conditional create; see module)."""
         payload = encode_records(records)
         if not payload:
             return
-        with self._mutex:
-            self._check_open()
+        with self._objects.mutex:
+            self._objects.check_open()
             if self._locked_out:
                 raise self._locked(self._next_seq)
             seq = self._next_seq
-            key = self._log_key(seq)
+            key = self._objects.log_key(seq)
             try:
-                self._fs.pipe_file(key, payload, mode="create")
+                self._objects.fs.pipe_file(key, payload, mode="create")
             except FileExistsError:
-                if self._existing(key) != payload:
+                if self._objects.existing(key) != payload:
                     self._locked_out = True
                     raise self._locked(seq) from None
                 # Our own PUT landed and a retry of it found it there.
             except Exception as exc:
-                raise self._error(f"create log object {self._log_rel(seq)}", exc) from exc
+                raise self._objects.error(
+                    f"create log object {self._objects.log_rel(seq)}", exc
+                ) from exc
             self._next_seq = seq + 1
 
-    def read_log(self) -> list[LogRecord]:
+    def read(self) -> list[LogRecord]:
         """Every valid record in order: the log objects listed, fetched and read in sequence.
 
         A missing sequence number (an object deleted, or a writer that died between choosing
         the number and its PUT) and an unreadable object are skipped with a warning; damaged
         lines inside an object are skipped as in a local log.
         """
-        with self._mutex:
-            self._check_open()
+        with self._objects.mutex:
+            self._objects.check_open()
             seqs, _ = self._scan_log_names()
-            keys = [self._log_key(seq) for seq in seqs]
+            keys = [self._objects.log_key(seq) for seq in seqs]
             try:
-                fetched = self._fs.cat(keys, on_error="return") if keys else {}
+                fetched = self._objects.fs.cat(keys, on_error="return") if keys else {}
             except Exception as exc:
-                raise self._error("read the log objects", exc) from exc
+                raise self._objects.error("read the log objects", exc) from exc
         parts: list[bytes] = []
         expected = 0
         for seq, key in zip(seqs, keys, strict=True):
             if seq != expected:
                 events().warning(
                     "toolbudget.log.object_missing",
-                    source=self._url,
-                    first=self._log_rel(expected),
+                    source=self._objects.url,
+                    first=self._objects.log_rel(expected),
                     count=seq - expected,
                 )
             expected = seq + 1
-            data = fetched.get(key, fetched.get(self._fs.unstrip_protocol(key)))
+            data = fetched.get(key, fetched.get(self._objects.fs.unstrip_protocol(key)))
             if not isinstance(data, bytes | bytearray):
                 events().warning(
                     "toolbudget.log.object_skipped",
-                    source=self._url,
-                    object=self._log_rel(seq),
+                    source=self._objects.url,
+                    object=self._objects.log_rel(seq),
                     reason=str(data) if data is not None else "not returned",
                 )
                 continue
             parts.append(bytes(data) if data.endswith(b"\n") else bytes(data) + b"\n")
-        return decode_log(b"".join(parts), source=f"{self._url}/{LOG_DIR}")
+        return decode_log(b"".join(parts), source=f"{self._objects.url}/{LOG_DIR}")
 
     def _locked(self, seq: int) -> SessionLocked:
         return SessionLocked(
-            f"session {self._url} has another writer: log object {self._log_rel(seq)} was "
+            f"session {self._objects.url} has another writer: log object {self._objects.log_rel(seq)} was "
             "created by it first. A session can be written from one place at a time; reopen "
             "the session to continue from what the other writer logged."
         )
@@ -94,11 +99,11 @@ class ObjectLog(ObjectSession):
     def _scan_log_names(self) -> tuple[list[int], int]:
         """The sequence numbers present in log/, sorted, and the next one to create."""
         try:
-            names = self._fs.ls(self._key(LOG_DIR), detail=False)
+            names = self._objects.fs.ls(self._objects.key(LOG_DIR), detail=False)
         except FileNotFoundError:
             return [], 0
         except Exception as exc:
-            raise self._error(f"list {LOG_DIR}/", exc) from exc
+            raise self._objects.error(f"list {LOG_DIR}/", exc) from exc
         seqs = sorted(
             int(match.group(1))
             for name in names

@@ -106,12 +106,9 @@ def test_collecting_the_test_suite_in_a_fresh_interpreter_imports_no_heavy_sdk(
 INHERITING: dict[str, frozenset[str]] = {
     "spill/_bodies.py:Bodies": frozenset({"SessionDir"}),
     "spill/_local.py:LocalStore": frozenset({"Bodies"}),
-    "spill/_fsspec.py:FsspecStore": frozenset({"ObjectLog", "ReadCache"}),
-    "spill/_objcache.py:ReadCache": frozenset({"ObjectSession"}),
-    "spill/_objlog.py:ObjectLog": frozenset({"ObjectSession"}),
 }
-"""Classes that still inherit state from another of the project's classes today (spill's
-stores, which issue 29's slices left as they were), with those bases: they may lose them, never
+"""Classes that still inherit state from another of the project's classes today (the local
+store's layers, which issue 29's slices left as they were), with those bases: they may lose them, never
 gain one, and no other class may."""
 
 EXTENSION_BASES = frozenset({"Format", "ShapedFormat", "StoreBase"})
