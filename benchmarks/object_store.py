@@ -148,7 +148,7 @@ def _resume(root: Path, options: dict[str, Any], per_object: int, repeat: int) -
     with FsspecStore(url, cache_dir=root / "c2", **options) as s3:
         # The very bytes append_log writes, PUT concurrently: seeding 10,000 objects one by one
         # would take minutes and is not what is measured.
-        s3._fs.pipe({s3._log_key(seq): encode_records(batch) for seq, batch in enumerate(batches)})
+        s3._fs.pipe({s3._objects.log_key(seq): encode_records(batch) for seq, batch in enumerate(batches)})
 
     def local_resume() -> None:
         with LocalStore(local_dir) as store:
