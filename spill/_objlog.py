@@ -46,7 +46,7 @@ class ObjectLog:
                     raise self._locked(seq) from None
                 # Our own PUT landed and a retry of it found it there.
             except Exception as exc:
-                raise self._objects.error(
+                raise self._objects.store_error(
                     f"create log object {self._objects.log_rel(seq)}", exc
                 ) from exc
             self._next_seq = seq + 1
@@ -65,7 +65,7 @@ class ObjectLog:
             try:
                 fetched = self._objects.fs.cat(keys, on_error="return") if keys else {}
             except Exception as exc:
-                raise self._objects.error("read the log objects", exc) from exc
+                raise self._objects.store_error("read the log objects", exc) from exc
         parts: list[bytes] = []
         expected = 0
         for seq, key in zip(seqs, keys, strict=True):
@@ -103,7 +103,7 @@ class ObjectLog:
         except FileNotFoundError:
             return [], 0
         except Exception as exc:
-            raise self._objects.error(f"list {LOG_DIR}/", exc) from exc
+            raise self._objects.store_error(f"list {LOG_DIR}/", exc) from exc
         seqs = sorted(
             int(match.group(1))
             for name in names
