@@ -5,6 +5,7 @@ Layout under the session URL::
     <url>/session.json                 metadata, replaced by one PUT
     <url>/bodies/<ab>/<ref>.txt        spilled bodies by content hash (one PUT each)
     <url>/log/<seq:012d>.jsonl         the decision log: one object per append_log call
+    <url>/log/<seq:012d>.snapshot      a roll-up of the log through <seq> (spill._objsnap)
 
 Object stores give atomic whole-object PUTs and (S3 since 2024, GCS, Azure) a conditional
 create, but no append and no lock. So the log is a sequence of immutable objects: each
@@ -31,7 +32,8 @@ between the two leaves bodies that nothing points to, never a decision without i
 
 :class:`FsspecStore` is assembled from one layer per job: the filesystem, object names and
 error mapping (:mod:`spill._objfs`), the log of objects (:mod:`spill._objlog`), the read-through
-cache (:mod:`spill._objcache`); removing idle sessions is :mod:`spill._objgc`. This module holds
+cache (:mod:`spill._objcache`); the roll-up snapshots that keep a resume to one snapshot and
+a few appends are :mod:`spill._objsnap`; removing idle sessions is :mod:`spill._objgc`. This module holds
 the bodies (put, group commit, get, quota) and the metadata.
 """
 
@@ -41,6 +43,7 @@ import os
 import re
 import shutil
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -50,12 +53,12 @@ import xxhash
 
 from spill._errors import ConfigError, QuotaExceeded, RefError, StoreError
 from spill._objcache import ReadCache
-from spill._objfs import BODIES_NAME, META_NAME, URL_RE, ObjectSession, filesystem
+from spill._objfs import BODIES_NAME, META_NAME, URL_RE, filesystem
 from spill._objgc import gc_url_sessions, ignore_skip
 from spill._objlog import ObjectLog
+from spill._objsnap import ROLLUP_OBJECTS
 from spill._sessiondir import decode_meta, encode_meta
 from spill._store import (
-    LogRecord,
     PutResult,
     StoreBase,
     check_quota,
@@ -78,7 +81,7 @@ connection pool (``max_pool_connections``, 10 by default in botocore, 100 as s3f
 aiobotocore) without queueing a whole large batch behind it."""
 
 
-class FsspecStore(StoreBase):
+class FsspecStore(ObjectLog, ReadCache, StoreBase):
     """A session at an fsspec URL: ``s3://bucket/sessions/abc``, ``gs://...``, ``memory://...``.
 
     ``FsspecStore(url, **storage_options)`` passes ``storage_options`` to the filesystem (for
@@ -112,9 +115,18 @@ class FsspecStore(StoreBase):
         check_quota(quota_bytes)
         self._url = url.rstrip("/")
         self._quota = quota_bytes
-        self._fs, root = filesystem(self._url, storage_options)
-        self._objects = ObjectSession(self._url, self._fs, root)
-        self._mutex = self._objects.mutex
+        self._mutex = threading.Lock()
+        self._closed = True
+        self._locked_out = False
+        self._tried = []
+        self._present = set()
+        self._fs, self._root = filesystem(self._url, storage_options)
+        self._body, self._through = None, -1
+        # Listed before the cache is made: a missing bucket refuses the open and leaves nothing.
+        listing = self._scan()
+        self._next_seq = listing.next_seq
+        self._snapshot = listing.snapshots[-1] if listing.snapshots else -1
+        self._due = self._snapshot + ROLLUP_OBJECTS
         self._own_cache = cache_dir is None
         self._cache = (
             tempfile.mkdtemp(prefix="toolbudget-cache-")
@@ -122,10 +134,8 @@ class FsspecStore(StoreBase):
             else os.path.abspath(os.fspath(cache_dir))
         )
         os.makedirs(self._cache, mode=0o700, exist_ok=True)
-        self._reads = ReadCache(self._cache, self._url)
         self._total: int | None = None
-        self._log = ObjectLog(self._objects)
-        self._objects.closed = False
+        self._closed = False
         events().debug("toolbudget.spill.opened", path=self._url)
 
     # -- public API -----------------------------------------------------------------------
@@ -139,7 +149,7 @@ class FsspecStore(StoreBase):
     def bodies_bytes(self) -> int:
         """Total size of the stored bodies, as counted against the quota."""
         with self._mutex:
-            self._objects.check_open()
+            self._check_open()
             return self._bodies_total()
 
     def put(self, text: str) -> str:
@@ -152,23 +162,23 @@ class FsspecStore(StoreBase):
         data = encode_text(text)
         ref = xxhash.xxh3_128_hexdigest(data)
         with self._mutex:
-            self._objects.check_open()
-            old = self._objects.remote_size(self._objects.body_key(ref))
+            self._check_open()
+            old = self._remote_size(self._body_key(ref))
             if old == len(data):
-                self._reads.put(ref, data)
+                self._cache_put(ref, data)
                 return ref
             self._reserve(ref, data, old)
             try:
-                self._objects.call(
-                    "write body " + self._objects.body_rel(ref),
+                self._call(
+                    "write body " + self._body_rel(ref),
                     self._fs.pipe_file,
-                    self._objects.body_key(ref),
+                    self._body_key(ref),
                     data,
                 )
             except StoreError:
                 self._total = None  # the PUT may have landed before its reply was lost: recount
                 raise
-            self._reads.put(ref, data)
+            self._cache_put(ref, data)
         return ref
 
     def put_many(self, texts: Sequence[str]) -> list[PutResult]:
@@ -195,16 +205,16 @@ class FsspecStore(StoreBase):
             refs.append(ref)
         errors: dict[str, StoreError] = {}
         with self._mutex:
-            self._objects.check_open()
+            self._check_open()
             unique = list(datas)
-            sizes = self._run_all([self._size_task(self._objects.body_key(ref)) for ref in unique])
+            sizes = self._run_all([self._size_task(self._body_key(ref)) for ref in unique])
             new: list[str] = []
             for ref, size in zip(unique, sizes, strict=True):
                 data = datas[ref]
                 if isinstance(size, StoreError):
                     errors[ref] = size
                 elif size == len(data):
-                    self._reads.put(ref, data)
+                    self._cache_put(ref, data)
                 else:
                     try:
                         self._reserve(ref, data, size)
@@ -215,7 +225,7 @@ class FsspecStore(StoreBase):
             sent = self._run_all([self._put_task(ref, datas[ref]) for ref in new])
             for ref, error in zip(new, sent, strict=True):
                 if error is None:
-                    self._reads.put(ref, datas[ref])
+                    self._cache_put(ref, datas[ref])
                 else:
                     errors[ref] = error
                     self._total = None  # it may have landed before its reply was lost: recount
@@ -234,7 +244,7 @@ class FsspecStore(StoreBase):
     def _size_task(self, key: str) -> Callable[[], int | StoreError | None]:
         def task() -> int | StoreError | None:
             try:
-                return self._objects.remote_size(key)
+                return self._remote_size(key)
             except StoreError as exc:
                 return exc
 
@@ -243,10 +253,10 @@ class FsspecStore(StoreBase):
     def _put_task(self, ref: str, data: bytes) -> Callable[[], StoreError | None]:
         def task() -> StoreError | None:
             try:
-                self._objects.call(
-                    "write body " + self._objects.body_rel(ref),
+                self._call(
+                    "write body " + self._body_rel(ref),
                     self._fs.pipe_file,
-                    self._objects.body_key(ref),
+                    self._body_key(ref),
                     data,
                 )
             except StoreError as exc:
@@ -269,33 +279,36 @@ class FsspecStore(StoreBase):
         """Return the exact text under ``ref``: from the local cache, else fetched and cached."""
         ref = validate_ref(ref)
         with self._mutex:
-            self._objects.check_open()
-            data = self._reads.get(ref)
+            self._check_open()
+            data = self._cache_get(ref)
+            if data is not None and ref not in self._present:
+                # The cache may be shared with other sessions: ask this one (issue 31).
+                if self._remote_size(self._body_key(ref)) is None:
+                    raise RefError(f"no body is stored for ref {ref} in session {self._url}")
+                self._present.add(ref)
             if data is None:
                 try:
-                    data = bytes(self._fs.cat_file(self._objects.body_key(ref)))
+                    data = bytes(self._fs.cat_file(self._body_key(ref)))
                 except FileNotFoundError:
                     raise RefError(
                         f"no body is stored for ref {ref} in session {self._url}"
                     ) from None
                 except Exception as exc:
-                    raise self._objects.store_error(
-                        f"read body {self._objects.body_rel(ref)}", exc
-                    ) from exc
+                    raise self._error(f"read body {self._body_rel(ref)}", exc) from exc
                 if xxhash.xxh3_128_hexdigest(data) != ref:
                     raise StoreError(
-                        f"body {self._objects.body_rel(ref)} in session {self._url} is corrupt: "
+                        f"body {self._body_rel(ref)} in session {self._url} is corrupt: "
                         "its content does not match its ref"
                     )
-                self._reads.put(ref, data, replace=True)
+                self._cache_put(ref, data, replace=True)
         return data.decode("utf-8", "surrogatepass")
 
     def has(self, ref: str) -> bool:
         """Whether a body is stored under ``ref``; RefError if ``ref`` is malformed."""
         ref = validate_ref(ref)
         with self._mutex:
-            self._objects.check_open()
-            return self._objects.remote_size(self._objects.body_key(ref)) is not None
+            self._check_open()
+            return self._remote_size(self._body_key(ref)) is not None
 
     def path_of(self, ref: str) -> None:
         """None: the bodies are objects, not local files (after checking ``ref``)."""
@@ -304,45 +317,34 @@ class FsspecStore(StoreBase):
     def read_meta(self) -> dict[str, Any]:
         """The session metadata; ``{}`` if none was written."""
         with self._mutex:
-            self._objects.check_open()
+            self._check_open()
             try:
-                data = self._fs.cat_file(self._objects.key(META_NAME))
+                data = self._fs.cat_file(self._key(META_NAME))
             except FileNotFoundError:
                 return {}
             except Exception as exc:
-                raise self._objects.store_error(f"read {META_NAME}", exc) from exc
+                raise self._error(f"read {META_NAME}", exc) from exc
         return decode_meta(bytes(data), self._url)
 
     def write_meta(self, meta: Mapping[str, Any]) -> None:
         """Replace the session metadata with one PUT (atomic on object stores)."""
         data = encode_meta(meta)
         with self._mutex:
-            self._objects.check_open()
-            self._objects.call(
-                f"write {META_NAME}", self._fs.pipe_file, self._objects.key(META_NAME), data
-            )
-
-    def append_log(self, records: Sequence[Mapping[str, Any]]) -> None:
-        """Create the next log object with these records (a conditional create; see
-        ``spill/_objlog.py``)."""
-        self._log.append(records)
-
-    def read_log(self) -> list[LogRecord]:
-        """Every valid record in order (see ``spill/_objlog.py``)."""
-        return self._log.read()
+            self._check_open()
+            self._call(f"write {META_NAME}", self._fs.pipe_file, self._key(META_NAME), data)
 
     def close(self) -> None:
         """Release the session (and remove a private cache directory); idempotent."""
         with self._mutex:
-            if self._objects.closed:
+            if self._closed:
                 return
-            self._objects.closed = True
+            self._closed = True
             if self._own_cache:
                 shutil.rmtree(self._cache, ignore_errors=True)
         events().debug("toolbudget.spill.closed", path=self._url)
 
     def __repr__(self) -> str:
-        state = "closed" if self._objects.closed else "open"
+        state = "closed" if self._closed else "open"
         return f"FsspecStore({self._url!r}, {state})"
 
     @staticmethod
@@ -382,11 +384,11 @@ class FsspecStore(StoreBase):
         """Bytes of bodies, listed once on first need (resume does not pay for it)."""
         if self._total is None:
             try:
-                found = self._fs.find(self._objects.key(BODIES_NAME), detail=True)
+                found = self._fs.find(self._key(BODIES_NAME), detail=True)
             except FileNotFoundError:
                 found = {}
             except Exception as exc:
-                raise self._objects.store_error(f"list {BODIES_NAME}/", exc) from exc
+                raise self._error(f"list {BODIES_NAME}/", exc) from exc
             self._total = sum(
                 int(info.get("size") or 0)
                 for name, info in found.items()

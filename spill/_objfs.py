@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from spill._errors import ConfigError, StoreError
@@ -28,6 +28,8 @@ URL_RE: Final = re.compile(r"\A[A-Za-z][A-Za-z0-9+.-]*://")
 # 5 in all rather than standard mode's default of 3: a spill that gives up keeps its text inline.
 _S3_RETRIES: Final = {"mode": "standard", "total_max_attempts": 5}
 _S3_TIMEOUTS: Final = {"connect_timeout": 5, "read_timeout": 30}
+_S3_DELETE_BATCH: Final = 1000
+"""Most keys one S3 DeleteObjects request may name (S3 API reference, DeleteObjects)."""
 
 
 def _import_fsspec() -> Any:
@@ -77,6 +79,10 @@ def filesystem(url: str, storage_options: Mapping[str, Any]) -> tuple[Any, str]:
         if protocol in ("s3", "s3a"):
             options.setdefault("use_listings_cache", False)
             options.setdefault("config_kwargs", {"retries": _S3_RETRIES, **_S3_TIMEOUTS})
+            # s3fs (2026.9, ``_cat_file``) HEADs every object it reads unless max_concurrency is
+            # 1, to split reads above its 50 MB block size into ranged GETs: a round trip more
+            # per log object and body, for objects that are nearly always far smaller.
+            options.setdefault("max_concurrency", 1)
             cls = _s3_class()
             fs, root = cls(**options), cls._strip_protocol(url)
         else:
@@ -91,61 +97,124 @@ def filesystem(url: str, storage_options: Mapping[str, Any]) -> tuple[Any, str]:
     return fs, str(root).rstrip("/")
 
 
+def fetch_exact(fs: Any, keys: list[str]) -> list[bytes | BaseException]:
+    """The bytes of each object named, or the exception its read met, in order; concurrent on
+    an async filesystem (s3fs: one coroutine per object, fsspec batching them).
+
+    ``cat_ranges`` rather than ``cat``: ``cat`` expands glob characters (``[``, ``*``, ``?``) in
+    the names it is given, so a session named ``run[1]`` would read ``run1``'s objects; a name
+    a user chose is never a pattern here.
+    """
+    if not keys:
+        return []
+    out = fs.cat_ranges(keys, None, None, on_error="return")
+    return [bytes(item) if isinstance(item, bytes | bytearray) else item for item in out]
+
+
+def delete_exact(fs: Any, keys: Sequence[str]) -> None:
+    """Delete exactly the objects named (a missing one is fine); StoreError-free callers map
+    what is raised.
+
+    Never fsspec's ``rm``: it expands glob characters in the names, so collecting a session
+    named ``a?`` would delete the objects of a live session ``ab``. On S3 the keys go by
+    DeleteObjects, up to 1000 a request, and a key it could not delete raises; elsewhere one
+    ``rm_file`` each, which takes its path literally.
+    """
+    call = getattr(fs, "_call_s3", None)
+    if call is not None and hasattr(fs, "split_path"):
+        from fsspec.asyn import sync  # noqa: PLC0415 - optional dependency, as _import_fsspec
+
+        by_bucket: dict[str, list[str]] = {}
+        for key in keys:
+            bucket, name, _ = fs.split_path(key)
+            by_bucket.setdefault(bucket, []).append(name)
+        for bucket, names in by_bucket.items():
+            for start in range(0, len(names), _S3_DELETE_BATCH):
+                batch = [{"Key": name} for name in names[start : start + _S3_DELETE_BATCH]]
+                out = sync(
+                    fs.loop,
+                    call,
+                    "delete_objects",
+                    Bucket=bucket,
+                    Delete={"Objects": batch, "Quiet": True},
+                )
+                errors = out.get("Errors") or []
+                if errors:
+                    first = errors[0]
+                    raise OSError(
+                        f"{len(errors)} object(s) not deleted, e.g. {first.get('Key')}: "
+                        f"{first.get('Code')} {first.get('Message')}"
+                    )
+        return
+    for key in keys:
+        try:
+            fs.rm_file(key)
+        except FileNotFoundError:
+            continue
+
+
+def missing_bucket(exc: BaseException) -> bool:
+    """Whether ``exc`` (s3fs's FileNotFoundError) says the bucket itself does not exist."""
+    cause = exc.__cause__
+    response = getattr(cause, "response", None)
+    code = response.get("Error", {}).get("Code") if isinstance(response, dict) else None
+    return code == "NoSuchBucket" or "NoSuchBucket" in repr(cause)
+
+
 class ObjectSession:
-    """An :class:`spill.FsspecStore` session's objects: its URL, its filesystem and root path,
-    the mutex and the open flag (its state); object names and error mapping. The store, its
-    log and its cache hold the one instance."""
+    """The state every layer of an :class:`spill.FsspecStore` reads: the session's URL, its
+    filesystem and root path, the mutex and the open flag; object names and error mapping."""
 
-    def __init__(self, url: str, fs: Any, root: str) -> None:
-        self.url, self.fs, self.root = url, fs, root
-        self.mutex = threading.Lock()
-        self.closed = True
-        """Open only once the store is built (:class:`spill.FsspecStore` sets it)."""
+    _url: str
+    _fs: Any
+    _root: str
+    _mutex: threading.Lock
+    _closed: bool
 
-    def check_open(self) -> None:
-        if self.closed:
-            raise StoreError(f"the store for session {self.url} is closed")
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreError(f"the store for session {self._url} is closed")
 
-    def key(self, rel: str) -> str:
-        return f"{self.root}/{rel}"
+    def _key(self, rel: str) -> str:
+        return f"{self._root}/{rel}"
 
-    def body_rel(self, ref: str) -> str:
+    def _body_rel(self, ref: str) -> str:
         return f"{BODIES_NAME}/{ref[:2]}/{ref}{BODY_SUFFIX}"
 
-    def body_key(self, ref: str) -> str:
-        return self.key(self.body_rel(ref))
+    def _body_key(self, ref: str) -> str:
+        return self._key(self._body_rel(ref))
 
-    def log_rel(self, seq: int) -> str:
+    def _log_rel(self, seq: int) -> str:
         return f"{LOG_DIR}/{seq:0{SEQ_DIGITS}d}{LOG_SUFFIX}"
 
-    def log_key(self, seq: int) -> str:
-        return self.key(self.log_rel(seq))
+    def _log_key(self, seq: int) -> str:
+        return self._key(self._log_rel(seq))
 
-    def existing(self, key: str) -> bytes | None:
+    def _existing(self, key: str) -> bytes | None:
         try:
-            return bytes(self.fs.cat_file(key))
+            return bytes(self._fs.cat_file(key))
         except FileNotFoundError:
             return None
         except Exception as exc:
-            raise self.store_error(f"read {key}", exc) from exc
+            raise self._error(f"read {key}", exc) from exc
 
-    def remote_size(self, key: str) -> int | None:
+    def _remote_size(self, key: str) -> int | None:
         try:
-            info = self.fs.info(key)
+            info = self._fs.info(key)
         except FileNotFoundError:
             return None
         except Exception as exc:
-            raise self.store_error(f"inspect {key}", exc) from exc
+            raise self._error(f"inspect {key}", exc) from exc
         size = info.get("size")
         return int(size) if isinstance(size, int) else None
 
-    def call(self, action: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    def _call(self, action: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
         except Exception as exc:
-            raise self.store_error(action, exc) from exc
+            raise self._error(action, exc) from exc
 
-    def store_error(self, action: str, exc: BaseException) -> StoreError:
+    def _error(self, action: str, exc: BaseException) -> StoreError:
         """A StoreError naming the action, the session and the cause (after any retries)."""
         if isinstance(exc, StoreError):
             return exc
@@ -154,4 +223,6 @@ class ObjectSession:
         response = getattr(exc.__cause__, "response", None)
         code = response.get("Error", {}).get("Code") if isinstance(response, dict) else None
         tag = code or type(exc).__name__
-        return StoreError(f"cannot {action} in session {self.url}: {reason} [{tag}; no retry left]")
+        return StoreError(
+            f"cannot {action} in session {self._url}: {reason} [{tag}; no retry left]"
+        )
