@@ -18,8 +18,9 @@ from budget._report import DecisionReport, Prepared, Report
 from budget._view import ToolResult
 from budget.passes.staleness import BATCH
 from budget.session._estimator import anchor
-from budget.session._journal import Counters, note_request
+from budget.session._journal import Counters
 from budget.session._parts import Parts
+from budget.session._records import note_request
 from budget.session._resumed import anchor_field
 from budget.session._values import Scan, Turn
 
