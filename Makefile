@@ -46,8 +46,8 @@ test-fast: $(STAMP)
 	$(WRITE_BYTECODE) $(BIN)/pytest -n 2 --dist loadgroup -q -m "not slow" --hypothesis-profile=fast $(ARGS)
 
 lint: $(STAMP)
-	$(BIN)/ruff check budget spill benchmarks tests
-	$(BIN)/ruff format --check budget spill benchmarks tests
+	$(BIN)/ruff check toolbudget budget spill benchmarks tests
+	$(BIN)/ruff format --check toolbudget budget spill benchmarks tests
 	$(BIN)/mypy
 
 # The documentation site, built strictly (any warning fails) into site/.

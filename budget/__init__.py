@@ -21,6 +21,7 @@ from budget._errors import (
 )
 from budget._ledger import Decision
 from budget._readback import ReadToolResult
+from budget._reader import SessionReader
 from budget._report import DecisionReport, Prepared, Report
 from budget._session import Budget
 from budget._tokens import (
@@ -51,6 +52,7 @@ __all__ = [
     "RefError",
     "Report",
     "SessionLocked",
+    "SessionReader",
     "StoreError",
     "TokenizerProfile",
     "ToolPolicy",

@@ -25,6 +25,7 @@ def test_budget_public_names_are_pinned() -> None:
         "RefError",
         "Report",
         "SessionLocked",
+        "SessionReader",
         "StoreError",
         "TokenizerProfile",
         "ToolPolicy",
