@@ -147,6 +147,7 @@ def test_the_error_tree_in_the_docstring_is_the_class_tree() -> None:
         "ConfigError",
         "InputError",
         "FormatError",
+        "FormatUnknown",
         "StoreError",
         "RefError",
         "SessionLocked",
