@@ -14,7 +14,7 @@ import pytest
 import budget
 import spill
 import toolbudget
-from tests._ci import in_ci
+from tests._entry import run_toolbudget
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -69,17 +69,6 @@ def _all_of(source: str) -> list[str]:
     raise AssertionError("no __all__")
 
 
-def _entry_point() -> Path:
-    """The installed ``toolbudget`` console script, as pip generated it from pyproject.toml."""
-    script = Path(sys.executable).parent / "toolbudget"
-    if not script.is_file() or "toolbudget.cli" not in script.read_text(encoding="utf-8"):
-        why = f"{script} predates toolbudget.cli (reinstall: pip install -e .)"
-        if in_ci():
-            pytest.fail(why, pytrace=False)
-        pytest.skip(why)
-    return script
-
-
 def _foreign(tmp_path: Path, name: str) -> Path:
     """A directory holding a project's own package called ``name`` (with a ``report``-less body)."""
     project = tmp_path / "project"
@@ -89,16 +78,7 @@ def _foreign(tmp_path: Path, name: str) -> Path:
 
 
 def _run(args: list[str], pythonpath: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": pythonpath}
-    return subprocess.run(
-        [str(_entry_point()), *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=cwd,
-        timeout=120,
-        check=False,
-    )
+    return run_toolbudget(args, cwd=cwd, pythonpath=pythonpath)
 
 
 @pytest.mark.parametrize(

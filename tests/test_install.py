@@ -73,6 +73,8 @@ def test_the_wheel_installs_into_a_fresh_venv_and_works_outside_the_clone(
         "from toolbudget import Budget\n"
         "for m in (toolbudget, budget, spill, benchmarks.report):\n"
         "    print(m.__file__)\n"
+        "from benchmarks.fetch import load_manifest\n"
+        "assert len(load_manifest()) == 29  # the trace set's list ships in the wheel\n"
         "with Budget.open('s', format='anthropic') as s:\n"
         "    print(s.read_tool()['name'])\n"
     )
