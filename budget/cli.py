@@ -400,8 +400,9 @@ def traces_fetch(
 ) -> None:
     """Download the public trace set (29 files, 16 MB), checking each file's git blob hash.
 
-    The files come from their public repositories at pinned commits; a second run fetches only
-    what is missing or was cut off. Then: toolbudget bench --traces DIRECTORY
+    From public repositories at pinned commits; a rerun fetches only what is missing or cut off.
+
+    Then: toolbudget bench --traces DIRECTORY
     """
     from benchmarks.fetch import BASE_URL, fetch_traces  # noqa: PLC0415
 
