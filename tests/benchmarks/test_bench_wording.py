@@ -20,7 +20,8 @@ def _generated(tmp_path: Path) -> tuple[list[str], dict[str, Any]]:
     """``bench --generate 3`` (seed 0, where toolbudget bills more than ``none``): its stdout
     lines and its JSON document."""
     out = tmp_path / "r.json"
-    args = ["bench", "--generate", "3", "--strategies", STRATEGIES, "--json", str(out)]
+    # --wide: every column, no line folded, whatever COLUMNS the test run has.
+    args = ["bench", "--generate", "3", "--strategies", STRATEGIES, "--wide", "--json", str(out)]
     done = run_toolbudget(args, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     return done.stdout.splitlines(), orjson.loads(out.read_bytes())
