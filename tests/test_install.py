@@ -99,3 +99,41 @@ def test_the_wheel_installs_into_a_fresh_venv_and_works_outside_the_clone(
     )
     assert version.returncode == 0, version.stderr
     assert version.stdout.startswith("toolbudget ")
+
+
+@pytest.mark.slow
+def test_a_git_url_installs_the_command_and_the_import_name(tmp_path: Path) -> None:
+    """README's ``pip install 'git+URL'``, with this checkout's own git URL (``git+file://``, at
+    its committed HEAD), gives a fresh venv the ``toolbudget`` command and ``import toolbudget``."""
+    head = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    if head.returncode != 0:
+        pytest.skip(f"{ROOT} is not a git checkout: {head.stderr.strip()}")
+    env = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "VIRTUAL_ENV"}}
+    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    url = f"git+{ROOT.as_uri()}@{head.stdout.strip()}"
+    install = subprocess.run(
+        [str(venv / "bin" / "pip"), "install", "-q", url],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert install.returncode == 0, install.stderr[-3000:]
+    probe = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "import toolbudget; print(toolbudget.__file__)"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert probe.returncode == 0, probe.stderr
+    assert Path(probe.stdout.strip()).resolve().is_relative_to(venv.resolve())
+    version = subprocess.run(
+        [str(venv / "bin" / "toolbudget"), "--version"], capture_output=True, text=True, env=env
+    )
+    assert version.returncode == 0, version.stderr
+    assert version.stdout.startswith("toolbudget ")
