@@ -39,8 +39,14 @@ def test_every_name_is_the_very_object_of_its_package() -> None:
     """``toolbudget.X`` is ``budget.X`` (or ``spill.X``): one class, so one ``isinstance`` and
     one ``except`` whichever name the caller imported."""
     for name in toolbudget.__all__:
-        home = budget if name in budget.__all__ or name == "summarizers" else spill
+        if name == "summarizers":
+            continue
+        home = budget if name in budget.__all__ else spill
         assert getattr(toolbudget, name) is getattr(home, name), name
+    theirs = budget.summarizers
+    assert toolbudget.summarizers.__all__ == theirs.__all__
+    for name in theirs.__all__:
+        assert getattr(toolbudget.summarizers, name) is getattr(theirs, name), name
     assert toolbudget.__version__ == budget.__version__
 
 

@@ -51,7 +51,6 @@ if TYPE_CHECKING or _SHADOWED is None:
         detect_format,
         estimate_tokens,
         get_format,
-        summarizers,
         tiktoken_estimator,
         tiktoken_text_tokens,
         tokenizer_profile,
@@ -59,6 +58,7 @@ if TYPE_CHECKING or _SHADOWED is None:
     )
     from budget import __version__ as __version__
     from spill import FsspecStore, LocalStore, MemoryStore, Store, gc_sessions, ref_for
+    from toolbudget import summarizers
 else:
 
     def __getattr__(name: str) -> object:
