@@ -18,6 +18,7 @@ from budget import __version__
 from budget._config import config_reading
 from budget._errors import BudgetError
 from budget._readback import ReadBack
+from budget._traces_cli import traces_app
 from spill import gc_sessions
 from spill._readonly import ReadOnlyStore
 
@@ -41,6 +42,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
+app.add_typer(traces_app, name="traces")  # toolbudget traces fetch: budget/_traces_cli.py
 
 
 def _version(value: bool) -> None:
@@ -328,10 +330,8 @@ def _bench_settings(sets: list[str] | None, window: int) -> BenchSettings:
 
 
 def _chosen_strategies(strategies: str | None, window: int) -> list[str]:
-    """The strategy names ``--strategies`` gives (all by default); exits on an unknown one.
-
-    A window small enough to force compaction adds the compacting strategies by default.
-    """
+    """The strategy names ``--strategies`` gives (all by default, with the compacting ones under
+    a window small enough to force compaction); exits on an unknown one."""
     from benchmarks import strategies as registry  # noqa: PLC0415
 
     known = [*registry.names(), *registry.compacting_names()]
@@ -442,41 +442,6 @@ def _table_console(console_type: type[Console], *, wide: bool) -> Console:
         # Nothing folds a pipe: keep every column whole (rich would otherwise assume 80).
         console = console_type(width=max(console.width, 400))
     return console
-
-
-traces_app = typer.Typer(
-    help="The public recorded traces behind README's headline figure.", no_args_is_help=True
-)
-app.add_typer(traces_app, name="traces")
-
-
-@traces_app.command("fetch")
-def traces_fetch(
-    directory: Annotated[Path, typer.Argument(help="Where to put them (created if missing).")],
-    source: Annotated[
-        str | None,
-        typer.Option(help="Fetch from this mirror of the raw-file endpoint instead."),
-    ] = None,
-) -> None:
-    """Download the public trace set (29 files, 16 MB), checking each file's git blob hash.
-
-    From public repositories at pinned commits; a rerun fetches only what is missing or cut off.
-
-    Then: toolbudget bench --traces DIRECTORY
-    """
-    from benchmarks.fetch import BASE_URL, fetch_traces  # noqa: PLC0415
-
-    if directory.exists() and not directory.is_dir():
-        _fail(f"{directory} is a file; name a directory for the traces")
-    try:
-        done = fetch_traces(directory, base_url=source or BASE_URL, say=typer.echo)
-    except BudgetError as exc:
-        _fail(str(exc))
-    got = sum(f.bytes for f in done.fetched)
-    typer.echo(
-        f"{len(done.fetched)} file(s) fetched ({got:,} bytes), {len(done.present)} already "
-        f"there and checked; run: toolbudget bench --traces {directory}"
-    )
 
 
 def main() -> None:
