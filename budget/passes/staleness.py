@@ -13,7 +13,7 @@ from __future__ import annotations
 from budget._envelope import stub
 from budget._ledger import Decision
 from budget.passes._context import PassContext, replaced
-from budget.policy import Verdict, best_cut
+from budget.policy import Verdict, allowance, best_cut
 
 __all__ = ["batch", "reason_of", "staleness"]
 
@@ -40,6 +40,9 @@ def batch(ctx: PassContext) -> tuple[int, str] | None:
         cold=costs.cold,
         reach=costs.reach,
         header=costs.header,
+        # Only a batch whose re-write the session's own savings cover (issue 30: no session
+        # billed above 1.005x sending everything, however soon it ends).
+        allowance=allowance(costs.observed),
     )
     costs.verdicts[BATCH] = verdict
     if verdict.choice != "trim" or verdict.cut is None:

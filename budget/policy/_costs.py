@@ -23,11 +23,13 @@ from budget.policy._observed import Observed
 __all__ = [
     "LOOKBACK_BLOCKS",
     "NO_CACHE_AFTER",
+    "TOLERANCE",
     "Item",
     "Outlook",
     "Prices",
     "Regime",
     "Verdict",
+    "allowance",
     "best_cut",
     "expected_remaining",
     "fill_chance",
@@ -61,6 +63,24 @@ READBACK_PRIORS: dict[tuple[bool, bool], tuple[float, float]] = {
     (False, False): (1.0, 9.0),
     (False, True): (2.0, 8.0),
 }
+
+
+TOLERANCE = 0.005
+"""What a session may be billed above sending everything, as a share of its bill so far: the
+product's promise (issue 30: "no trace above 1.005x" none). A decision that can lose is taken only
+when its worst case is covered by what the session's decisions already saved plus this share."""
+
+
+def allowance(observed: Observed) -> float:
+    """What a decision of this request may lose at worst (billed tokens): the savings the
+    session's own decisions have realised (``observed.bank``) plus :data:`TOLERANCE` of what it
+    has been billed so far.
+
+    The expected-value rule pays on average, and a session that ends right after a batch loses
+    the batch's re-write whole: bounding each decision's worst case by the bank keeps the whole
+    session within the tolerance of sending everything, whenever it ends (what one decision may
+    lose was saved before it, and each loss is taken off the bank before the next decision)."""
+    return observed.bank + TOLERANCE * observed.billed
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,6 +264,12 @@ class Verdict:
     reclaim_tokens: int = 0
     cut: int | None = None
     """For a batch: the index, among the eligible results, of the first one trimmed."""
+    worst_case: float = 0.0
+    """What the option acted on loses if the session ends right after this request (a batch: its
+    re-write; a spill: a read-back of its first page at once), less what it saves now."""
+    covered: bool = True
+    """Whether :func:`allowance` covers ``worst_case``: an option that pays on average but is
+    not covered is not taken (the choice is then ``keep`` or ``wait``)."""
 
 
 def spill_verdict(
@@ -255,23 +281,30 @@ def spill_verdict(
     envelope_tokens: int,
     is_error: bool,
     page_tokens: int,
+    allowance: float = math.inf,
 ) -> Verdict:
     """Spill a fresh result (``tokens``) to its envelope, or keep it whole.
 
     Nothing is cached yet: keeping it writes its tokens now and carries them on every later
     request; spilling writes and carries the envelope instead, and risks a read-back of its
-    first page (``page_tokens``, at most all of it).
+    first page (``page_tokens``, at most all of it). Its worst case is that read-back on the
+    next request and then the end of the session, less the write spilling saves now: spilled
+    only when :func:`allowance` (``allowance``) covers it.
     """
     hidden = max(tokens - envelope_tokens, 0)
     saving = hidden * (prices.new + prices.carry * look.requests)
     # The agent has seen none of it but the preview: when it needs it, it reads it from the
     # start, a page of the read-back tool at a time (the first page, at most all of it).
     chance = readback_chance(observed, fresh=True, is_error=is_error)
-    risk = chance * readback_cost(prices, look, min(page_tokens, tokens))
+    page = min(page_tokens, tokens)
+    risk = chance * readback_cost(prices, look, page)
     gain = look.window_gain(prices, hidden)
     net = saving + gain - risk
+    # The read-back request re-reads the prompt and adds the page; nothing after it is carried.
+    worst = prices.carry * look.tokens + prices.new * page - prices.new * hidden
+    covered = worst <= allowance
     return Verdict(
-        choice="spill" if net > 0 and hidden > 0 else "keep",
+        choice="spill" if net > 0 and hidden > 0 and covered else "keep",
         regime=prices.regime,
         expected_requests=look.requests,
         saving=saving,
@@ -280,6 +313,8 @@ def spill_verdict(
         window_gain=gain,
         net=net,
         reclaim_tokens=hidden,
+        worst_case=worst,
+        covered=covered,
     )
 
 
@@ -316,6 +351,7 @@ def best_cut(
     cold: bool,
     reach: int = 0,
     header: int = 0,
+    allowance: float = math.inf,
 ) -> Verdict:
     """The best batch: the cut (first item trimmed, every later one trimmed too) whose net
     saving is largest; ``wait`` when none is positive (the best one's figures, to explain).
@@ -326,6 +362,11 @@ def best_cut(
     breakpoints the start of the last :data:`LOOKBACK_BLOCKS` blocks): a cut before it re-writes
     the request from its start, ``header`` (system prompt, tools) included, as does a cut whose
     entry expired (:attr:`Item.alive`). Items are oldest first; linear in their number.
+
+    A cut's worst case is its re-write (the session ends right after this request: nothing of
+    the saving is realised); only the cuts whose re-write ``allowance`` (:func:`allowance`)
+    covers are taken. When the best cut is not covered and no covered one pays, the verdict is
+    ``wait`` with the best cut's figures (``covered`` False: refused for want of bank).
     """
     carry, new, n = prices.carry, prices.new, look.requests
     keep_price = new if cold or prices.regime == "uncached" else prices.read
@@ -336,6 +377,7 @@ def best_cut(
     before_fill = fill_chance(look.made, look.to_fill(look.tokens))
     reclaim = risk = reclaim_in_cache = 0.0
     best: tuple[float, int, float, float, float, float] | None = None
+    best_any: tuple[float, int, float, float, float, float] | None = None
     for j in range(len(items) - 1, -1, -1):
         it = items[j]
         reclaim += it.reclaim
@@ -349,13 +391,16 @@ def best_cut(
         gain = fill * (before_fill - after_fill)  # Outlook.window_gain, its parts hoisted
         net = reclaim * carry * n + gain - rewrite - risk
         # Ties go to the later cut (fewer results hidden, less re-written).
-        if best is None or net > best[0]:
+        if best_any is None or net > best_any[0]:
+            best_any = (net, j, reclaim, rewrite, risk, gain)
+        if rewrite <= allowance and (best is None or net > best[0]):
             best = (net, j, reclaim, rewrite, risk, gain)
-    if best is None:
+    if best_any is None:
         return _waiting(prices, look)
-    net, j, reclaim, rewrite, risk, gain = best
+    take = best is not None and best[0] > 0
+    net, j, reclaim, rewrite, risk, gain = best if take and best is not None else best_any
     return Verdict(
-        choice="trim" if net > 0 else "wait",
+        choice="trim" if take else "wait",
         regime=prices.regime,
         expected_requests=n,
         saving=reclaim * carry * n,
@@ -365,6 +410,8 @@ def best_cut(
         net=net,
         reclaim_tokens=int(reclaim),
         cut=j,
+        worst_case=rewrite,
+        covered=rewrite <= allowance,
     )
 
 

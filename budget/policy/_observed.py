@@ -8,6 +8,7 @@ went on would.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -49,6 +50,15 @@ class Observed:
     """Whether read-backs go through the read-back tool, where the session sees them (not when
     envelopes name the file for the agent's own tools): only then is a hidden result never read
     back evidence. Set from the settings each request, not logged."""
+    bank: float = 0.0
+    """Billed tokens the session's own decisions have saved so far, as realised: the tokens
+    hidden on each request since, at the carry price, less the re-writes its batches paid and
+    the read-backs it saw (:func:`budget.policy.allowance`: what a decision may lose)."""
+    billed: float = 0.0
+    """Billed tokens of the requests so far: from the usage each response reported (at the
+    configured prices), the cost model's estimate for a request whose usage never came."""
+    pending_bill: float = 0.0
+    """The estimated bill of the last request, counted in ``billed`` when no usage of it comes."""
 
     def after_usage(
         self, *, prompt: int, cache_read: int, cache_write: int, answered: int, ttl_s: float
@@ -83,6 +93,9 @@ class Observed:
             self.first_tokens,
             self.gap_s,
             visible,
+            self.bank,
+            self.billed,
+            self.pending_bill,
         )
 
     def to_record(self) -> list[Any]:
@@ -97,12 +110,19 @@ class Observed:
             self.readbacks,
             self.first_tokens,
             self.gap_s,
+            self.bank,
+            self.billed,
+            self.pending_bill,
         ]
 
     @classmethod
     def from_record(cls, value: object) -> Observed | None:
         """The counts a request record's ``p`` field holds; None when it is not one."""
-        if not isinstance(value, list) or len(value) != 9:
+        # Logs written before the bank have 9 fields: their bank starts empty (the careful side).
+        if not isinstance(value, list) or len(value) not in (9, 12):
+            return None
+        bank, billed, pending = (value[9], value[10], value[11]) if len(value) == 12 else (0, 0, 0)
+        if not _finite(bank) or not _seconds(billed) or not _seconds(pending):
             return None
         ints = [value[i] for i in (0, 1, 2, 3, 5, 6, 7)]
         if not all(type(v) is int and v >= 0 for v in ints):
@@ -120,6 +140,9 @@ class Observed:
             readbacks=value[6],
             first_tokens=value[7],
             gap_s=None if gap is None else float(gap),
+            bank=float(bank),
+            billed=float(billed),
+            pending_bill=float(pending),
         )
 
     def describe(self) -> Mapping[str, Any]:
@@ -132,7 +155,13 @@ class Observed:
             "warm_pause_s": self.warm_pause_s,
             "hidden": self.hidden,
             "readbacks": self.readbacks,
+            "bank": self.bank,
+            "billed": self.billed,
         }
+
+
+def _finite(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _seconds(value: object) -> bool:

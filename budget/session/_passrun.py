@@ -16,7 +16,8 @@ from typing import Any
 from budget._ledger import Decision
 from budget._view import ToolResult
 from budget.passes import PIPELINE, Costs, PassContext, Staleness
-from budget.policy import LOOKBACK_BLOCKS, Item, Prices, outlook, prices_for
+from budget.passes.staleness import BATCH
+from budget.policy import LOOKBACK_BLOCKS, Item, Observed, Prices, outlook, prices_for
 from budget.session._estimator import anchor
 from budget.session._parts import Parts
 from budget.session._values import Turn
@@ -73,6 +74,12 @@ class Passes:
             # A usage we have not seen is a new successful response: the overflow streak ends.
             self._tally.last_usage = key
             self._tally.overflows = 0
+            cfg = self.config
+            self._tally.usage_bill = (
+                u.input_tokens
+                + u.cache_read_tokens * cfg.cache_read_price
+                + u.cache_write_tokens * cfg.cache_write_price
+            )
             self._tally.observed = self._tally.observed.after_usage(
                 prompt=u.prompt_tokens,
                 cache_read=u.cache_read_tokens,
@@ -109,7 +116,30 @@ class Passes:
             if d.kind == "trimmed" and (c := self._candidates.result(cid)) is not None
         ]
         self._tally.batch_from = min(rewritten, default=None)
+        if not turn.retry and ctx.costs is not None:
+            self._tally.observed = self._banked_now(turn, made, ctx.costs.prices, bool(rewritten))
         return made
+
+    def _banked_now(
+        self, turn: Turn, made: Mapping[str, Decision], prices: Prices, rewritten: bool
+    ) -> Observed:
+        """The bank after this request's own decisions: a batch's re-write is paid now (what
+        later decisions may lose shrinks by it); a fresh result spilled saves its write now."""
+        observed = self._tally.observed
+        batch = self._tally.verdicts.get(BATCH)
+        paid = (
+            batch.rewrite_cost
+            if rewritten and batch is not None and batch.choice == "trim"
+            else 0.0
+        )
+        fresh = {r.call_id: r for r in turn.fresh}
+        tt = self._tt
+        spilled = sum(
+            tt(r.text) - tt(d.text or "")
+            for cid, d in made.items()
+            if d.kind == "spilled" and (r := fresh.get(cid)) is not None
+        )
+        return replace(observed, bank=observed.bank - paid + prices.new * max(spilled, 0))
 
     def _context(self, turn: Turn, made: dict[str, Decision]) -> PassContext:
         overflowing = self._tally.overflows > 0
@@ -171,6 +201,8 @@ class Passes:
         before = self._before_tokens(k)
         if tally.requests == 0:
             tally.observed = replace(tally.observed, first_tokens=estimate)
+        if not turn.retry:
+            tally.observed = self._banked(turn, estimate, full_out)
         observed = tally.observed.now(
             requests=tally.requests,
             readbacks=len(tally.readback_ids),
@@ -186,10 +218,44 @@ class Passes:
         reach = _reach(turn.messages, before) if prices.explicit and len(eligible) else 0
         header = max(estimate - full_out, 0)
         tally.verdicts = {}
+        if not turn.retry:
+            # This request's bill as the cost model sees it, counted when no usage of it comes.
+            cached = min(before(min(tally.last_n, len(turn.messages))), estimate)
+            pending = prices.carry * cached + prices.new * (estimate - cached)
+            tally.observed = replace(tally.observed, pending_bill=pending)
         # What the last request sent (its length is logged): the same figure in a resumed
         # session, whose first request reuses no message.
         cached_end = before(min(tally.last_n, len(turn.messages)))
         return Costs(prices, look, observed, cached_end, cold, items, tally.verdicts, reach, header)
+
+    def _banked(self, turn: Turn, estimate: int, full_out: int) -> Observed:
+        """The session's bank and bill as of this request, from what it already decided.
+
+        The tokens its earlier decisions hide from this request (the history's tokens less the
+        copy's, fresh results counted whole in both) are saved on it at the carry price; each
+        read-back seen since the last request costs a request re-reading the prompt and a page.
+        The last request's bill is its usage's, or its estimate when no usage came. All of it
+        comes from the history and the logged counts (``p``), as a resumed session sees them.
+        """
+        cfg, tally = self.config, self._tally
+        observed = tally.observed
+        prices = prices_for(
+            observed, write=cfg.cache_write_price, read=cfg.cache_read_price, ttl_s=cfg.cache_ttl_s
+        )
+        hidden = max(self._history.cum_in[-1] - full_out, 0)
+        seen = len(tally.readback_ids)
+        page = cfg.read_page_chars / 4  # the estimator's 4 characters a token
+        readbacks = max(seen - observed.readbacks, 0) * (
+            prices.carry * estimate + prices.new * page
+        )
+        bill = tally.usage_bill if tally.usage_bill is not None else observed.pending_bill
+        tally.usage_bill = None
+        return replace(
+            observed,
+            bank=observed.bank + hidden * prices.carry - readbacks,
+            billed=observed.billed + (bill if tally.requests else 0.0),
+            readbacks=max(seen, observed.readbacks),
+        )
 
     def _items(
         self, eligible: Sequence[Any], prices: Prices, before: Callable[[int], int], now: float

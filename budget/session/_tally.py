@@ -40,6 +40,9 @@ class Tally:
     """The first message this request's batch rewrites (None: no batch)."""
     verdicts: dict[str, Verdict] = field(default_factory=dict)
     """This request's priced decisions, by result key (the report's ``cost``)."""
+    usage_bill: float | None = None
+    """The bill of a usage first seen in this request (the last response's), at the configured
+    prices; None when this request brought no new usage."""
 
     @classmethod
     def resumed(cls, resumed: Resumed) -> Tally:

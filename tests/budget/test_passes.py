@@ -101,10 +101,11 @@ def _stale(n: int = 3, **kw: object) -> Staleness:
 CACHED = Prices(write=1.0, read=0.1, ttl_s=300.0, regime="cached", explicit=False)
 
 
-def _costs(items: list[Item], *, requests: float, tokens: int = 50_000) -> Costs:
-    """The cost model's inputs for a hand-worked batch (a window too far off to matter)."""
+def _costs(items: list[Item], *, requests: float, tokens: int = 50_000, bank: float = 1e9) -> Costs:
+    """The cost model's inputs for a hand-worked batch (a window too far off to matter; by
+    default a bank that covers any re-write)."""
     look = Outlook(made=20, tokens=tokens, window=10**12, growth=1.0, requests=requests)
-    return Costs(CACHED, look, Observed(), 40_000, False, lambda: items, {})
+    return Costs(CACHED, look, Observed(bank=bank), 40_000, False, lambda: items, {})
 
 
 ITEMS = [
@@ -113,6 +114,15 @@ ITEMS = [
     Item(reclaim=1_000, before=36_000, page=1_000, is_error=False),
 ]
 """Three eligible results; tests/budget/test_policy.py works their cuts out by hand."""
+
+
+def test_staleness_waits_when_the_bank_does_not_cover_the_re_write() -> None:
+    """The same batch with 1,999 banked (its re-write is 2,000; nothing billed yet): no trim,
+    and the verdict says it was refused for want of bank."""
+    costs = _costs(ITEMS, requests=20, bank=1_999.0)
+    assert staleness(ctx([], staleness=_stale(), costs=costs)) == []
+    (verdict,) = costs.verdicts.values()
+    assert (verdict.choice, verdict.cut, verdict.covered) == ("wait", 1, False)
 
 
 def test_staleness_trims_from_the_cut_the_cost_model_chose() -> None:

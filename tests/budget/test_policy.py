@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+import json
 import math
 from pathlib import Path
 from typing import Any
@@ -16,6 +18,7 @@ from budget.policy import (
     Observed,
     Outlook,
     Prices,
+    allowance,
     best_cut,
     expected_remaining,
     fill_chance,
@@ -116,6 +119,9 @@ def test_usage_counts_chances_reads_writes_and_warm_pauses() -> None:
         readbacks=st.integers(0, 10**6),
         first_tokens=st.integers(0, 10**9),
         gap_s=st.none() | st.floats(0, 1e7),
+        bank=st.floats(-1e12, 1e12),
+        billed=st.floats(0, 1e12),
+        pending_bill=st.floats(0, 1e12),
     )
 )
 def test_what_the_session_learned_survives_its_log_record(seen: Observed) -> None:
@@ -130,6 +136,15 @@ def test_a_damaged_record_is_no_observation() -> None:
     assert Observed.from_record([*good[:1], -1, *good[2:]]) is None
     assert Observed.from_record([True, *good[1:]]) is None
     assert Observed.from_record("p") is None
+    assert Observed.from_record([*good[:9], float("nan"), *good[10:]]) is None  # a bank of NaN
+    assert Observed.from_record([*good[:10], -1.0, *good[11:]]) is None  # a negative bill
+
+
+def test_a_record_from_before_the_bank_starts_with_an_empty_one() -> None:
+    """A 9-field ``p`` (logs written before the bank) is read with nothing banked or billed."""
+    old = Observed(requests=3, hidden=2).to_record()[:9]
+    seen = Observed.from_record(old)
+    assert seen is not None and (seen.hidden, seen.bank, seen.billed) == (2, 0.0, 0.0)
 
 
 def test_the_readback_chance_is_the_prior_then_the_sessions_own_rate() -> None:
@@ -171,6 +186,26 @@ def test_a_fresh_10k_token_result_is_spilled_and_a_3k_one_kept() -> None:
     )  # fmt: skip
     assert (small.choice, small.saving, small.readback_risk) == ("keep", 5_287.5, 9_400.0)
     assert small.net == pytest.approx(-4_112.5, abs=0.01)
+
+
+def test_a_spill_is_kept_until_the_bank_covers_its_read_back() -> None:
+    """8,000 tokens, as above: saving 7,350 x 2.25 = 16,537.5 against 13,000 risked, net
+    3,537.5. At worst it is read back at once and the session ends: 0.1 x 50,000 + 1.25 x 5,000
+    less the write it saved now, 1.25 x 7,350: 2,062.5. An allowance of 2,062 keeps it whole,
+    2,062.5 spills it; the 10k-token result saves more now than its read-back costs (covered
+    with nothing banked)."""
+
+    def spilled(tokens: int, room: float) -> Any:
+        return spill_verdict(
+            ANTHROPIC, look(10), Observed(), tokens=tokens, envelope_tokens=650, is_error=False,
+            page_tokens=5_000, allowance=room,
+        )  # fmt: skip
+
+    short = spilled(8_000, 2_062.0)
+    assert (short.choice, short.covered, short.worst_case) == ("keep", False, 2_062.5)
+    assert short.net == pytest.approx(3_537.5, abs=0.01)
+    assert (spilled(8_000, 2_062.5).choice, spilled(10_000, 0.0).choice) == ("spill", "spill")
+    assert spilled(10_000, 0.0).worst_case == pytest.approx(-437.5)
 
 
 def test_the_window_risk_makes_a_spill_pay_near_the_window() -> None:
@@ -219,6 +254,38 @@ def test_the_cut_search_picks_the_hand_computed_best_cut() -> None:
     assert (v.saving, v.rewrite_cost, v.readback_risk) == (14_000, 2_000, 1_600)
     assert v.net == pytest.approx(10_400, abs=0.01)
     assert readback_cost(AUTO, look(20), 1_000) == 8_000
+
+
+def test_a_batch_is_refused_for_want_of_bank_then_taken_once_the_bank_covers_it() -> None:
+    """The cut at B (net 10,400) re-writes 2,000 at worst (the session ends after this
+    request). Banked 900 and billed 200,000: 900 + 0.5% x 200,000 = 1,900 covers no cut (C
+    re-writes 2,600, A 18,000): wait, refused for want of bank. Banked 1,000: 2,000 covers B."""
+    poor = Observed(bank=900.0, billed=200_000.0)
+    assert allowance(poor) == pytest.approx(1_900)
+    v = best_cut(AUTO, look(20), poor, ITEMS, cached_end=40_000, cold=False,
+                 allowance=allowance(poor))  # fmt: skip
+    assert (v.choice, v.cut, v.covered, v.worst_case) == ("wait", 1, False, 2_000)
+    assert v.net == pytest.approx(10_400, abs=0.01)  # it would pay, on average
+    rich = Observed(bank=1_000.0, billed=200_000.0)
+    t = best_cut(AUTO, look(20), rich, ITEMS, cached_end=40_000, cold=False,
+                 allowance=allowance(rich))  # fmt: skip
+    assert (t.choice, t.cut, t.covered, t.worst_case) == ("trim", 1, True, 2_000)
+
+
+def test_an_uncovered_best_cut_gives_way_to_the_best_covered_one() -> None:
+    """Over 200 requests the cut at A is best: 180,000 - 18,000 - 3 x 0.1 x (5,000 + 1,000 +
+    0.1 x 1,000 x 200) = 154,200, against B's 140,000 - 2,000 - 5,200 = 132,800. A bank of
+    2,000 covers B's re-write, not A's 18,000: B runs."""
+    wide = best_cut(AUTO, look(200), Observed(), ITEMS, cached_end=40_000, cold=False)
+    assert wide.cut == 0 and wide.net == pytest.approx(154_200, abs=0.01)
+    v = best_cut(AUTO, look(200), Observed(), ITEMS, cached_end=40_000, cold=False,
+                 allowance=2_000.0)  # fmt: skip
+    assert (v.choice, v.cut, v.rewrite_cost) == ("trim", 1, 2_000)
+    assert v.net == pytest.approx(132_800, abs=0.01)
+    # A cold cache re-writes nothing it would not write anyway: covered with nothing banked.
+    cold = best_cut(AUTO, look(20), Observed(), ITEMS, cached_end=40_000, cold=True,
+                    allowance=0.0)  # fmt: skip
+    assert (cold.choice, cold.cut, cold.covered) == ("trim", 0, True)
 
 
 def test_the_cut_search_waits_when_no_cut_pays() -> None:
@@ -306,7 +373,7 @@ def test_a_session_without_cache_reads_trims_results_as_they_age(tmp_path: Path)
 def test_every_priced_decision_carries_its_two_costs(tmp_path: Path) -> None:
     """A priced spill and a priced keep say what they compared; a ceiling spill and an explicit
     cap carry no price (a hard limit decided them)."""
-    history = conversation([["x\n" * 15_000, "y\n" * 2_000, "z\n" * 40_000]])
+    history = conversation([["x\n" * 25_000, "y\n" * 2_000, "z\n" * 40_000]])
     config = BudgetConfig(fsync=False, result_cap=60_000, tools={"cat": ToolPolicy(cap=10)})
     with Budget.open(tmp_path / "s", config) as session:
         report = session.prepare(history, now=0.0).report
@@ -326,9 +393,9 @@ def test_every_priced_decision_carries_its_two_costs(tmp_path: Path) -> None:
 
 
 def test_price_spills_off_makes_result_cap_a_plain_cap_again(tmp_path: Path) -> None:
-    """The same 30,000-character result the cost policy spills is kept whole (reason fits,
+    """The same 50,000-character result the cost policy spills is kept whole (reason fits,
     no price) when ``price_spills`` is off; over the cap it is spilled either way."""
-    history = conversation([["x\n" * 15_000, "z\n" * 40_000]])
+    history = conversation([["x\n" * 25_000, "z\n" * 40_000]])
     for price, first in ((True, ("spilled", "pays")), (False, ("kept", "fits"))):
         config = BudgetConfig(fsync=False, result_cap=60_000, price_spills=price)
         with Budget.open(tmp_path / f"s-{price}", config) as session:
@@ -383,3 +450,79 @@ def test_the_cut_search_finds_the_best_cut_of_a_brute_force_search(
         j for j, n in enumerate(nets) if n == pytest.approx(best, rel=1e-9, abs=1e-6)
     )
     assert v.choice == ("trim" if best > 0 else "wait")
+
+
+# --- the bank: what a decision may lose, learned by the session and logged ------------------------
+
+
+def _banked_history() -> list[dict[str, Any]]:
+    """40 rounds of ~4,600-character results, kept under a 5,000-character tool cap, after one
+    8,100-character result the cap spills: its few hidden tokens are the session's whole bank."""
+    return conversation(
+        [
+            ["big " + "log line of a build output\n" * 300]
+            if r == 0
+            else [f"{r:03d} " + "log line of a build output\n" * 171]
+            for r in range(40)
+        ]
+    )
+
+
+BANKED: dict[str, Any] = {"fsync": False, "tools": {"bash": ToolPolicy(cap=5_000)}}
+CACHED = {"input_tokens": 10, "cache_read_input_tokens": 20_000}
+
+
+def _banked_run(path: Path, *, reopen_every: int = 0) -> tuple[list[Any], list[Any]]:
+    """The session over :func:`_banked_history` (2 rounds a request, 5 s apart), reopened from
+    its log every ``reopen_every`` requests (0: never): every copy and every report."""
+    history = _banked_history()
+    copies, reports = [], []
+    session = Budget.open(path, BANKED)
+    try:
+        for i, end in enumerate(range(3, len(history) + 1, 2)):
+            if reopen_every and i and i % reopen_every == 0:
+                session.close()
+                session = Budget.open(path, BANKED)
+            usage = {**CACHED, "output_tokens": end}
+            out = session.prepare(history[:end], usage=usage, now=5.0 * end)
+            copies.append(out.messages)
+            reports.append(out.report)
+    finally:
+        session.close()
+    return copies, reports
+
+
+def _log_records(path: Path) -> list[dict[str, Any]]:
+    (log,) = list(path.rglob("*.jsonl"))
+    return [json.loads(line) for line in log.read_text().splitlines()]
+
+
+def test_a_session_waits_for_its_bank_before_a_batch_that_pays(tmp_path: Path) -> None:
+    """Batches that pay on average (net > 0) wait while the bank (the spilled result's hidden
+    tokens x requests since, plus 0.5% of the bill) does not cover their re-write; once it
+    does, a batch runs, covered, and its re-write comes off the bank (logged in ``p``)."""
+    _copies, reports = _banked_run(tmp_path / "s")
+    costs = [r.staleness_cost for r in reports]
+    refused = [i for i, c in enumerate(costs) if c and c.choice == "wait" and c.net > 0]
+    assert refused and all(costs[i] is not None and not costs[i].covered for i in refused)
+    taken = [i for i, r in enumerate(reports) if r.staleness_ran]
+    assert taken and min(taken) > min(refused)
+    first = costs[min(taken)]
+    assert first is not None and first.covered and first.worst_case > 0
+    banks = [rec["p"][9] for rec in _log_records(tmp_path / "s") if rec.get("t") == "req"]
+    # Each request banks the tokens hidden from it, at the cache-read price: it only grows...
+    assert all(b2 > b1 for b1, b2 in itertools.pairwise(banks[: min(taken)]))
+    # ...until the batch pays its re-write out of it.
+    assert banks[min(taken)] < banks[min(taken) - 1]
+
+
+def test_a_resumed_session_keeps_its_bank_and_decides_alike(tmp_path: Path) -> None:
+    """Reopened from its log every 3 requests, the session's copies, decisions and logged
+    ``p`` (the bank among them) are those of the session that went on."""
+    went_on = _banked_run(tmp_path / "live")
+    resumed = _banked_run(tmp_path / "resumed", reopen_every=3)
+    assert resumed[0] == went_on[0]
+    assert [r.staleness_cost for r in resumed[1]] == [r.staleness_cost for r in went_on[1]]
+    live_p = [r["p"] for r in _log_records(tmp_path / "live") if r.get("t") == "req"]
+    resumed_p = [r["p"] for r in _log_records(tmp_path / "resumed") if r.get("t") == "req"]
+    assert resumed_p == live_p and any(p[9] > 0 for p in live_p)
