@@ -201,8 +201,6 @@ class Passes:
         before = self._before_tokens(k)
         if tally.requests == 0:
             tally.observed = replace(tally.observed, first_tokens=estimate)
-        if not turn.retry:
-            tally.observed = self._banked(turn, estimate, full_out)
         observed = tally.observed.now(
             requests=tally.requests,
             readbacks=len(tally.readback_ids),
@@ -211,6 +209,17 @@ class Passes:
         prices = prices_for(
             observed, write=cfg.cache_write_price, read=cfg.cache_read_price, ttl_s=cfg.cache_ttl_s
         )
+        # What the last request sent (its length is logged): the same figure in a resumed
+        # session, whose first request reuses no message.
+        cached_end = before(min(tally.last_n, len(turn.messages)))
+        if not turn.retry:
+            # The bank's prices are this request's: they depend on no count the bank changes.
+            tally.observed = self._banked(prices, estimate, full_out, cached_end)
+            observed = tally.observed.now(
+                requests=tally.requests,
+                readbacks=observed.readbacks,
+                visible=observed.readbacks_visible,
+            )
         look = outlook(observed, tokens=estimate, window=self._estimator.window())
         cold = tally.last_at is not None and turn.now - tally.last_at >= prices.ttl_s
         items = self._items(eligible, prices, before, turn.now)
@@ -218,30 +227,20 @@ class Passes:
         reach = _reach(turn.messages, before) if prices.explicit and len(eligible) else 0
         header = max(estimate - full_out, 0)
         tally.verdicts = {}
-        if not turn.retry:
-            # This request's bill as the cost model sees it, counted when no usage of it comes.
-            cached = min(before(min(tally.last_n, len(turn.messages))), estimate)
-            pending = prices.carry * cached + prices.new * (estimate - cached)
-            tally.observed = replace(tally.observed, pending_bill=pending)
-        # What the last request sent (its length is logged): the same figure in a resumed
-        # session, whose first request reuses no message.
-        cached_end = before(min(tally.last_n, len(turn.messages)))
         return Costs(prices, look, observed, cached_end, cold, items, tally.verdicts, reach, header)
 
-    def _banked(self, turn: Turn, estimate: int, full_out: int) -> Observed:
+    def _banked(self, prices: Prices, estimate: int, full_out: int, cached_end: int) -> Observed:
         """The session's bank and bill as of this request, from what it already decided.
 
         The tokens its earlier decisions hide from this request (the history's tokens less the
         copy's, fresh results counted whole in both) are saved on it at the carry price; each
         read-back seen since the last request costs a request re-reading the prompt and a page.
-        The last request's bill is its usage's, or its estimate when no usage came. All of it
-        comes from the history and the logged counts (``p``), as a resumed session sees them.
+        The last request's bill is its usage's, or its estimate when no usage came; this
+        request's estimate (what the cache holds read, the rest new) waits for its usage. All of
+        it comes from the history and the logged counts (``p``), as a resumed session sees them.
         """
         cfg, tally = self.config, self._tally
         observed = tally.observed
-        prices = prices_for(
-            observed, write=cfg.cache_write_price, read=cfg.cache_read_price, ttl_s=cfg.cache_ttl_s
-        )
         hidden = max(self._history.cum_in[-1] - full_out, 0)
         seen = len(tally.readback_ids)
         page = cfg.read_page_chars / 4  # the estimator's 4 characters a token
@@ -250,11 +249,13 @@ class Passes:
         )
         bill = tally.usage_bill if tally.usage_bill is not None else observed.pending_bill
         tally.usage_bill = None
+        cached = min(cached_end, estimate)
         return replace(
             observed,
             bank=observed.bank + hidden * prices.carry - readbacks,
             billed=observed.billed + (bill if tally.requests else 0.0),
             readbacks=max(seen, observed.readbacks),
+            pending_bill=prices.carry * cached + prices.new * (estimate - cached),
         )
 
     def _items(
