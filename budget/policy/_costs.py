@@ -300,8 +300,9 @@ def spill_verdict(
     risk = chance * readback_cost(prices, look, page)
     gain = look.window_gain(prices, hidden)
     net = saving + gain - risk
-    # The read-back request re-reads the prompt and adds the page; nothing after it is carried.
-    worst = prices.carry * look.tokens + prices.new * page - prices.new * hidden
+    # The read-back request re-reads the prompt (without the hidden tokens: spilled) and adds
+    # the page; nothing after it is carried. Spilling saved the hidden tokens' write now.
+    worst = prices.carry * (look.tokens - hidden) + prices.new * page - prices.new * hidden
     covered = worst <= allowance
     return Verdict(
         choice="spill" if net > 0 and hidden > 0 and covered else "keep",

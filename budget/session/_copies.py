@@ -43,6 +43,8 @@ def _cost_fields(cost: Verdict) -> dict[str, object]:
         "readback_risk": round(cost.readback_risk),
         "window_gain": round(cost.window_gain),
         "net": round(cost.net),
+        "worst_case": round(cost.worst_case),
+        "covered": cost.covered,
     }
 
 

@@ -190,10 +190,10 @@ def test_a_fresh_10k_token_result_is_spilled_and_a_3k_one_kept() -> None:
 
 def test_a_spill_is_kept_until_the_bank_covers_its_read_back() -> None:
     """8,000 tokens, as above: saving 7,350 x 2.25 = 16,537.5 against 13,000 risked, net
-    3,537.5. At worst it is read back at once and the session ends: 0.1 x 50,000 + 1.25 x 5,000
-    less the write it saved now, 1.25 x 7,350: 2,062.5. An allowance of 2,062 keeps it whole,
-    2,062.5 spills it; the 10k-token result saves more now than its read-back costs (covered
-    with nothing banked)."""
+    3,537.5. At worst it is read back at once and the session ends: the prompt without it,
+    0.1 x 42,650, plus 1.25 x 5,000, less the write it saved now, 1.25 x 7,350: 1,327.5. An
+    allowance of 1,327 keeps it whole, 1,327.5 spills it; the 10k-token result saves more now
+    than its read-back costs (covered with nothing banked)."""
 
     def spilled(tokens: int, room: float) -> Any:
         return spill_verdict(
@@ -201,11 +201,12 @@ def test_a_spill_is_kept_until_the_bank_covers_its_read_back() -> None:
             page_tokens=5_000, allowance=room,
         )  # fmt: skip
 
-    short = spilled(8_000, 2_062.0)
-    assert (short.choice, short.covered, short.worst_case) == ("keep", False, 2_062.5)
+    short = spilled(8_000, 1_327.0)
+    assert (short.choice, short.covered) == ("keep", False)
+    assert short.worst_case == pytest.approx(1_327.5)
     assert short.net == pytest.approx(3_537.5, abs=0.01)
-    assert (spilled(8_000, 2_062.5).choice, spilled(10_000, 0.0).choice) == ("spill", "spill")
-    assert spilled(10_000, 0.0).worst_case == pytest.approx(-437.5)
+    assert (spilled(8_000, 1_327.5).choice, spilled(10_000, 0.0).choice) == ("spill", "spill")
+    assert spilled(10_000, 0.0).worst_case == pytest.approx(-1_372.5)
 
 
 def test_the_window_risk_makes_a_spill_pay_near_the_window() -> None:
