@@ -98,6 +98,25 @@ class Observed:
             self.pending_bill,
         )
 
+    def banked(self, *, bank: float, billed: float, readbacks: int, pending: float) -> Observed:
+        """These counts with the bank and the bill as of a request (a constructor call, as
+        :meth:`now`: ``replace`` costs more than the arithmetic)."""
+        return Observed(
+            self.requests,
+            self.chances,
+            self.reads,
+            self.writes,
+            self.warm_pause_s,
+            self.hidden,
+            readbacks,
+            self.first_tokens,
+            self.gap_s,
+            self.readbacks_visible,
+            bank,
+            billed,
+            pending,
+        )
+
     def to_record(self) -> list[Any]:
         """The counts as the request record's ``p`` field (a short JSON list)."""
         return [

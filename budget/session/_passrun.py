@@ -133,13 +133,21 @@ class Passes:
             else 0.0
         )
         fresh = {r.call_id: r for r in turn.fresh}
-        tt = self._tt
+        tt, verdicts = self._tt, self._tally.verdicts
+        # A priced spill's verdict holds its hidden tokens already; a hard limit's is counted.
         spilled = sum(
-            tt(r.text) - tt(d.text or "")
+            v.reclaim_tokens
+            if (v := verdicts.get(cid)) is not None
+            else tt(r.text) - tt(d.text or "")
             for cid, d in made.items()
             if d.kind == "spilled" and (r := fresh.get(cid)) is not None
         )
-        return replace(observed, bank=observed.bank - paid + prices.new * max(spilled, 0))
+        return observed.banked(
+            bank=observed.bank - paid + prices.new * max(spilled, 0),
+            billed=observed.billed,
+            readbacks=observed.readbacks,
+            pending=observed.pending_bill,
+        )
 
     def _context(self, turn: Turn, made: dict[str, Decision]) -> PassContext:
         overflowing = self._tally.overflows > 0
@@ -250,12 +258,11 @@ class Passes:
         bill = tally.usage_bill if tally.usage_bill is not None else observed.pending_bill
         tally.usage_bill = None
         cached = min(cached_end, estimate)
-        return replace(
-            observed,
+        return observed.banked(
             bank=observed.bank + hidden * prices.carry - readbacks,
             billed=observed.billed + (bill if tally.requests else 0.0),
             readbacks=max(seen, observed.readbacks),
-            pending_bill=prices.carry * cached + prices.new * (estimate - cached),
+            pending=prices.carry * cached + prices.new * (estimate - cached),
         )
 
     def _items(
