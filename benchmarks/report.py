@@ -17,6 +17,7 @@ tokens go (:mod:`benchmarks.attribution`). A figure that has no value is ``null`
 
 from __future__ import annotations
 
+import json
 import secrets
 import shutil
 import string
@@ -566,7 +567,17 @@ def as_json(result: BenchResult) -> dict[str, Any]:
 def write_json(result: BenchResult, path: Path) -> None:
     """Write the run's JSON document to ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(orjson.dumps(as_json(result), option=orjson.OPT_INDENT_2) + b"\n")
+    doc = as_json(result)
+    try:
+        data = orjson.dumps(doc, option=orjson.OPT_INDENT_2)
+    except TypeError as exc:
+        # orjson encodes integers of at most 64 bits; a setting may be larger (``--set
+        # result_cap=10**30``, which BudgetConfig accepts). The standard library writes any
+        # integer; NaN is refused there as orjson would never write it (it writes null).
+        if "64-bit" not in str(exc):
+            raise
+        data = json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False).encode()
+    path.write_bytes(data + b"\n")
 
 
 # -- charts -------------------------------------------------------------------------------------

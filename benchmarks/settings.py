@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import orjson
+from pydantic_core import to_jsonable_python
 
 from benchmarks.strategies import toolbudget
 from budget import BudgetConfig
@@ -66,8 +67,13 @@ class Setting:
 
 
 def _plain(value: Any) -> Any:
-    """A JSON-ready form of a setting's value (per-tool policies as plain dicts)."""
-    return orjson.loads(orjson.dumps(value, default=lambda v: v.model_dump()))
+    """A JSON-ready form of a setting's value (per-tool policies as plain dicts).
+
+    pydantic's own conversion, not an orjson round trip: BudgetConfig accepts any integer
+    (``--set result_cap=10**30`` means "never spill"), and orjson refuses one past 64 bits,
+    which before this stopped the bench with a traceback after the whole replay had run.
+    """
+    return to_jsonable_python(value)
 
 
 @dataclass(frozen=True, slots=True)

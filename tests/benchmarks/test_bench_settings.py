@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -151,3 +152,16 @@ def test_set_parses_like_the_environment_and_refuses_duplicates() -> None:
     assert settings.config.window == 64_000
     with pytest.raises(ConfigError, match="given twice"):
         parse_sets(["pressure=1", "pressure=0.9"])
+
+
+def test_a_setting_past_64_bits_is_printed_and_recorded(tmp_path: Path) -> None:
+    """A ``--set`` integer BudgetConfig accepts but orjson cannot encode (past 2**64) is shown
+    in the header and written to the JSON exactly, not a traceback after the whole replay."""
+    huge = 10**30
+    out = tmp_path / "huge.json"
+    args = ["bench", "--traces", str(_traces(tmp_path)), "--strategies", "toolbudget"]
+    run = CliRunner().invoke(app, [*args, "--set", f"result_cap={huge}", "--json", str(out)])
+    assert run.exit_code == 0, run.output
+    assert f"result_cap={huge} (--set)" in " ".join(run.output.split())
+    doc = json.loads(out.read_bytes())  # the standard library reads any integer
+    assert doc["settings"]["result_cap"] == {"value": huge, "default": 50_000, "source": "--set"}
