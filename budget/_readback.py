@@ -18,7 +18,15 @@ from typing import Annotated, Any, Final
 
 import orjson
 import re2
-from pydantic import BaseModel, ConfigDict, Field, PlainValidator, ValidationError, WithJsonSchema
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    ValidationError,
+    WithJsonSchema,
+)
 from pydantic.json_schema import SkipJsonSchema
 
 from budget._config import BudgetConfig
@@ -86,6 +94,19 @@ def _grep_text(value: object) -> str:
     return str.__str__(value)
 
 
+_MAX_INT_BITS: Final = 1024
+"""Bits an ``offset`` or ``limit`` may take: 2**1024 is past the largest double, so only a
+big-integer JSON parser (jiter, as the SDKs' streaming uses) can hand us more, and past 4,300
+digits Python refuses to format the int at all (``sys.get_int_max_str_digits``): before this, a
+5,000-digit offset raised ValueError out of the read-back tool instead of an ``Error:`` page."""
+
+
+def _bounded(value: int) -> int:
+    if value.bit_length() > _MAX_INT_BITS:
+        raise ValueError(f"must be below 2**{_MAX_INT_BITS}")
+    return value
+
+
 _Grep = Annotated[
     str,
     PlainValidator(_grep_text),
@@ -102,8 +123,10 @@ class ReadArgs(BaseModel):
     )
 
     ref: str = Field(pattern=_SCHEMA_REF, description="The 32-character ref from the notice.")
-    offset: int = Field(0, ge=0, description="Lines to skip (0 starts at the first line).")
-    limit: Annotated[int, Field(ge=1)] | SkipJsonSchema[None] = Field(
+    offset: Annotated[int, AfterValidator(_bounded)] = Field(
+        0, ge=0, description="Lines to skip (0 starts at the first line)."
+    )
+    limit: Annotated[int, Field(ge=1), AfterValidator(_bounded)] | SkipJsonSchema[None] = Field(
         None, description="Most lines to return."
     )
     grep: _Grep | SkipJsonSchema[None] = Field(
