@@ -28,10 +28,10 @@ from budget._wrap import wrap_tool
 from budget.compaction._compacting import Awaited, Compacting, require_list
 from budget.compaction._compactor import Compactor
 from budget.formats import ANTHROPIC, FormatChoice, get_format
-from budget.session._journal import timestamp
 from budget.session._keys import result_key
 from budget.session._parts import Parts
 from budget.session._pipeline import Pipeline
+from budget.session._records import timestamp
 from budget.tokens._overflow import is_context_overflow, overflow_limit
 from budget.tokens._tokens import estimate_tokens, tokenizer_profile
 from spill import FsspecStore, LocalStore, MemoryStore, Store
@@ -350,11 +350,11 @@ class Budget:
         return self._reader.read(ref, offset=offset, limit=limit, grep=grep)
 
     def read_tool(self, format: Format | str | None = None) -> dict[str, Any]:
-        """The read-back tool's definition in ``format`` (by default the session's format:
-        Anthropic until one is known); :meth:`Format.tool_definition` gives the Anthropic shape
-        (name, description, input_schema) unless the format says otherwise."""
+        """The read-back tool's definition in ``format``, by default the session's (named at open
+        or detected for sure; never guessed: FormatUnknown before). The Anthropic shape (name,
+        description, input_schema) unless the format's ``tool_definition`` says otherwise."""
         base = self._reader.tool_definition()
-        fmt = self._format if format is None else get_format(format)
+        fmt = self._formats.known() if format is None else get_format(format)
         return fmt.tool_definition(base["name"], base["description"], base["input_schema"])
 
     def handle_read_tool(self, tool_input: Mapping[str, Any] | str) -> str:
