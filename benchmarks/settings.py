@@ -48,11 +48,20 @@ class Setting:
     source: Source
     variable: str | None = None
     """The environment variable it was read from (``source == "env"``)."""
+    usual: Any = None
+    """What the run would have used without the environment and ``--set``: the bench's own
+    value for :data:`BENCH_FIXED` settings, else the default (``None`` here: the default)."""
+    fixed: bool = False
+    """One of :data:`BENCH_FIXED`: ``usual`` holds the bench's value."""
 
     @property
     def changed(self) -> bool:
-        """Set by the environment or ``--set`` to something other than the default."""
-        return self.source in ("env", "--set") and self.value != self.default
+        """Set by the environment or ``--set`` to something other than what the bench runs with
+        by default: for ``include_path`` and ``window`` that is the bench's value, not the
+        library's (``--set include_path=false`` or ``--set window=none`` equal the library's
+        defaults, and before this went unsaid in the header while every figure moved)."""
+        usual = self.usual if self.fixed else self.default
+        return self.source in ("env", "--set") and self.value != usual
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON object of the setting: ``value``, ``default``, ``source`` (and ``variable``)."""
@@ -111,6 +120,14 @@ def _default(name: str) -> Any:
     return field.default_factory() if field.default_factory is not None else field.default  # type: ignore[call-arg]
 
 
+def _bench_value(name: str, window: int) -> Any:
+    """The value the bench gives the :data:`BENCH_FIXED` setting ``name`` on every run: what
+    :mod:`benchmarks.strategies.toolbudget` passes (``include_path=True``) and ``--window``.
+    Not read from a config built here: that would read the environment, whose bad value a
+    ``--set`` may be overriding."""
+    return {"include_path": True, "window": window}[name]
+
+
 def parse_sets(items: Sequence[str]) -> dict[str, Any]:
     """``KEY=VALUE`` strings as keyword settings (``-`` read as ``_``, the key in any case).
 
@@ -165,5 +182,9 @@ def resolve(items: Sequence[str] = (), *, window: int) -> BenchSettings:
             source = "env"
         else:
             source = "default"
-        settings.append(Setting(name, getattr(config, name), _default(name), source, variable))
+        fixed = name in BENCH_FIXED
+        usual = _bench_value(name, window) if fixed else None
+        settings.append(
+            Setting(name, getattr(config, name), _default(name), source, variable, usual, fixed)
+        )
     return BenchSettings(config, overrides, tuple(settings))

@@ -165,3 +165,19 @@ def test_a_setting_past_64_bits_is_printed_and_recorded(tmp_path: Path) -> None:
     assert f"result_cap={huge} (--set)" in " ".join(run.output.split())
     doc = json.loads(out.read_bytes())  # the standard library reads any integer
     assert doc["settings"]["result_cap"] == {"value": huge, "default": 50_000, "source": "--set"}
+
+
+@pytest.mark.parametrize("item", ["include_path=false", "window=none"])
+def test_a_set_back_to_the_library_default_of_a_bench_setting_is_said(item: str) -> None:
+    """``--set include_path=false`` or ``window=none`` equal the library's defaults but not what
+    the bench runs with (envelopes with paths, ``--window``): the header must say so."""
+    name = item.partition("=")[0]
+    header = resolve([item], window=64_000).header()
+    assert header is not None and f"{name}=" in header and "(--set)" in header
+    plain = resolve([], window=64_000)
+    assert plain.header() is None
+    for s in plain.settings:  # the bench's own values are what its strategy runs with
+        if s.fixed:
+            assert s.value == s.usual, s
+    same = resolve(["include_path=true", "window=64000"], window=64_000)
+    assert same.header() is None  # set to what the bench uses anyway: nothing differs
