@@ -20,9 +20,11 @@ from __future__ import annotations
 import json
 import secrets
 import shutil
+import signal
 import string
 import tempfile
 import textwrap
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -130,6 +132,27 @@ SCRATCH_PREFIX = "toolbudget-bench-"
 
 
 @contextmanager
+def _terminate_as_exit() -> Iterator[None]:
+    """SIGTERM (``kill``, a job scheduler's stop, ``timeout``) raised as :class:`SystemExit`
+    while inside, so the scratch directory is removed as on Ctrl-C: by default SIGTERM ends the
+    process without running ``finally`` blocks, and every killed bench left its spilled bodies
+    under the temporary directory. Only from the main thread (where Python delivers signals);
+    the previous handler is restored on the way out."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextmanager
 def scratch_dir() -> Iterator[Path]:
     """A new private directory for the replay's sessions, removed afterwards.
 
@@ -147,7 +170,8 @@ def scratch_dir() -> Iterator[Path]:
         except FileExistsError:
             continue
         try:
-            yield path
+            with _terminate_as_exit():
+                yield path
         finally:
             shutil.rmtree(path, ignore_errors=True)
         return
