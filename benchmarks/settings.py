@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Literal
 
 import orjson
@@ -28,12 +29,24 @@ from budget import BudgetConfig
 from budget._config import env_name, env_value
 from budget._errors import ConfigError
 
-__all__ = ["BENCH_FIXED", "BenchSettings", "Setting", "Source", "parse_sets", "resolve"]
+__all__ = [
+    "BENCH_FIXED",
+    "COMPACT_FIXED",
+    "BenchSettings",
+    "Setting",
+    "Source",
+    "parse_sets",
+    "resolve",
+]
 
 Source = Literal["default", "bench", "env", "--set"]
 
 BENCH_FIXED: tuple[str, ...] = ("include_path", "window")
 """Settings the bench gives toolbudget on every run (unless ``--set`` or the environment does)."""
+
+COMPACT_FIXED: Mapping[str, Any] = MappingProxyType({"compaction": "auto"})
+"""What ``toolbudget-compact`` sets beyond :data:`BENCH_FIXED`
+(:func:`benchmarks.strategies.toolbudget._configure_compact`); ``--set`` overrides it too."""
 
 _OPTIONAL_NONE = frozenset({"none", "null"})
 
@@ -48,20 +61,27 @@ class Setting:
     source: Source
     variable: str | None = None
     """The environment variable it was read from (``source == "env"``)."""
-    usual: Any = None
-    """What the run would have used without the environment and ``--set``: the bench's own
-    value for :data:`BENCH_FIXED` settings, else the default (``None`` here: the default)."""
-    fixed: bool = False
-    """One of :data:`BENCH_FIXED`: ``usual`` holds the bench's value."""
+    usual: tuple[Any, ...] = ()
+    """What the bench's toolbudget strategies run with when neither the environment nor
+    ``--set`` gives the setting, when that is not the default: the bench's own value for
+    :data:`BENCH_FIXED` settings, and for ``compaction`` both ``toolbudget``'s and
+    ``toolbudget-compact``'s (:data:`COMPACT_FIXED`), which ``--set`` reaches alike."""
 
     @property
     def changed(self) -> bool:
-        """Set by the environment or ``--set`` to something other than what the bench runs with
-        by default: for ``include_path`` and ``window`` that is the bench's value, not the
-        library's (``--set include_path=false`` or ``--set window=none`` equal the library's
-        defaults, and before this went unsaid in the header while every figure moved)."""
-        usual = self.usual if self.fixed else self.default
-        return self.source in ("env", "--set") and self.value != usual
+        """Set by the environment or ``--set`` to something other than what the bench runs with.
+
+        An environment variable reaches the ``toolbudget`` strategy's defaults only (the bench
+        passes its own settings explicitly); ``--set`` reaches both strategies and everything
+        the bench sets, so ``--set include_path=false``, ``window=none`` or ``compaction=off``
+        are said even though they equal the library's defaults (before this, each went unsaid
+        in the header while the figures moved).
+        """
+        if self.source == "env":
+            return self.value != self.default
+        if self.source == "--set":
+            return any(self.value != usual for usual in self.usual or (self.default,))
+        return False
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON object of the setting: ``value``, ``default``, ``source`` (and ``variable``)."""
@@ -182,9 +202,12 @@ def resolve(items: Sequence[str] = (), *, window: int) -> BenchSettings:
             source = "env"
         else:
             source = "default"
-        fixed = name in BENCH_FIXED
-        usual = _bench_value(name, window) if fixed else None
+        usual: tuple[Any, ...] = ()
+        if name in BENCH_FIXED:
+            usual = (_bench_value(name, window),)
+        elif name in COMPACT_FIXED:
+            usual = (_default(name), COMPACT_FIXED[name])
         settings.append(
-            Setting(name, getattr(config, name), _default(name), source, variable, usual, fixed)
+            Setting(name, getattr(config, name), _default(name), source, variable, usual)
         )
     return BenchSettings(config, overrides, tuple(settings))

@@ -13,7 +13,8 @@ import orjson
 import pytest
 from typer.testing import CliRunner
 
-from benchmarks.settings import parse_sets, resolve
+from benchmarks.settings import COMPACT_FIXED, parse_sets, resolve
+from benchmarks.strategies import toolbudget
 from budget import Budget
 from budget._errors import ConfigError
 from budget.cli import app
@@ -167,17 +168,20 @@ def test_a_setting_past_64_bits_is_printed_and_recorded(tmp_path: Path) -> None:
     assert doc["settings"]["result_cap"] == {"value": huge, "default": 50_000, "source": "--set"}
 
 
-@pytest.mark.parametrize("item", ["include_path=false", "window=none"])
+@pytest.mark.parametrize("item", ["include_path=false", "window=none", "compaction=off"])
 def test_a_set_back_to_the_library_default_of_a_bench_setting_is_said(item: str) -> None:
-    """``--set include_path=false`` or ``window=none`` equal the library's defaults but not what
-    the bench runs with (envelopes with paths, ``--window``): the header must say so."""
+    """``--set include_path=false``, ``window=none`` or ``compaction=off`` equal the library's
+    defaults but not what the bench runs with (envelopes with paths, ``--window``,
+    toolbudget-compact's compaction): the header must say so."""
     name = item.partition("=")[0]
     header = resolve([item], window=64_000).header()
     assert header is not None and f"{name}=" in header and "(--set)" in header
     plain = resolve([], window=64_000)
     assert plain.header() is None
     for s in plain.settings:  # the bench's own values are what its strategy runs with
-        if s.fixed:
-            assert s.value == s.usual, s
+        if s.source == "bench":
+            assert s.usual == (s.value,), s
     same = resolve(["include_path=true", "window=64000"], window=64_000)
     assert same.header() is None  # set to what the bench uses anyway: nothing differs
+    compact = toolbudget.STRATEGY_COMPACT.make(window=64_000).config.budget
+    assert all(getattr(compact, k) == v for k, v in COMPACT_FIXED.items())
