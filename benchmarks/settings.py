@@ -78,7 +78,7 @@ class Setting:
         in the header while the figures moved).
         """
         if self.source == "env":
-            return self.value != self.default
+            return bool(self.value != self.default)
         if self.source == "--set":
             return any(self.value != usual for usual in self.usual or (self.default,))
         return False
