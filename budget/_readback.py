@@ -94,16 +94,11 @@ def _grep_text(value: object) -> str:
     return str.__str__(value)
 
 
-_MAX_INT_BITS: Final = 1024
-"""Bits an ``offset`` or ``limit`` may take: 2**1024 is past the largest double, so only a
-big-integer JSON parser (jiter, as the SDKs' streaming uses) can hand us more, and past 4,300
-digits Python refuses to format the int at all (``sys.get_int_max_str_digits``): before this, a
-5,000-digit offset raised ValueError out of the read-back tool instead of an ``Error:`` page."""
-
-
 def _bounded(value: int) -> int:
-    if value.bit_length() > _MAX_INT_BITS:
-        raise ValueError(f"must be below 2**{_MAX_INT_BITS}")
+    # Past 2**1024 (the largest double) only a big-int JSON parser (jiter) hands us a number, and
+    # past 4,300 digits Python will not format it: a 5,000-digit offset raised ValueError here.
+    if value.bit_length() > 1024:
+        raise ValueError("must be below 2**1024")
     return value
 
 
