@@ -49,7 +49,7 @@ def test_bench_on_the_builtin_set_writes_json_and_charts(tmp_path: Path) -> None
         assert tuple(row) == ROW_KEYS
     assert len(doc["traces"]) == 3 * 4
     for row in doc["traces"]:
-        assert set(row) == {"trace", "file", "format", *ROW_KEYS}
+        assert set(row) == {"trace", "file", "format", "window", *ROW_KEYS}
         assert row["trace"].startswith("builtin/")
     assert doc["skipped"] == []
     ours = next(r for r in doc["summary"] if r["strategy"] == "toolbudget")
@@ -224,7 +224,7 @@ def test_bench_table_fits_100_columns_with_a_legend(tmp_path: Path) -> None:
     for name in ("opencode", "openai-agents", "anthropic-context-editing"):
         assert any(f" {name} " in line for line in lines), name
     assert "…" not in result.stdout
-    for word in ("visible", "breaks", "recoverable", "×none", "pays", "pressure", "cold_cache"):
+    for word in ("visible", "breaks", "recoverable", "×none", "pays", "no_cache", "cold_cache"):
         assert any(line.lstrip().startswith(word + " ") for line in lines), word
     header = next(line for line in lines if line.lstrip().startswith("strategy "))
     assert "ms p99" not in header
@@ -275,3 +275,22 @@ def test_calibration_fits_100_columns_with_every_figure_whole(shared_traces: Pat
     wide = CliRunner().invoke(app, [*args, "--wide"], env={"COLUMNS": "100"})
     assert wide.exit_code == 0, wide.output
     assert "cache rules" in wide.stdout and "claude-code/" in wide.stdout
+
+
+def test_traces_with_no_later_quotes_are_said_to_flatter(
+    tmp_path: Path, shared_traces: Path
+) -> None:
+    """Where no result line is quoted later, the bench says read-backs cannot be charged; where
+    the agent quotes its results (a recorded session), it does not."""
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    _anthropic_file(traces / "a.json", 4)  # "f" lines the assistant never quotes
+    flat = CliRunner().invoke(app, ["bench", "--traces", str(traces), "--strategies", "toolbudget"])
+    assert flat.exit_code == 0, flat.output
+    assert "no result line is quoted later" in " ".join(flat.output.split())
+    recorded = CliRunner().invoke(
+        app,
+        ["bench", "--traces", str(shared_traces / "codex-cli"), "--strategies", "toolbudget"],
+    )
+    assert recorded.exit_code == 0, recorded.output
+    assert "no result line is quoted later" not in " ".join(recorded.output.split())
