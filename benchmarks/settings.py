@@ -63,7 +63,7 @@ class Setting:
     """The environment variable it was read from (``source == "env"``)."""
     usual: tuple[Any, ...] = ()
     """What the bench's toolbudget strategies run with when neither the environment nor
-    ``--set`` gives the setting, when that is not the default: the bench's own value for
+    ``--set`` gives the setting (empty: the default): the bench's own value for
     :data:`BENCH_FIXED` settings, and for ``compaction`` both ``toolbudget``'s and
     ``toolbudget-compact``'s (:data:`COMPACT_FIXED`), which ``--set`` reaches alike."""
 
