@@ -140,7 +140,7 @@ def _default(name: str) -> Any:
     return field.default_factory() if field.default_factory is not None else field.default  # type: ignore[call-arg]
 
 
-def _bench_value(name: str, window: int) -> Any:
+def _bench_value(name: str, window: int | None) -> Any:
     """The value the bench gives the :data:`BENCH_FIXED` setting ``name`` on every run: what
     :mod:`benchmarks.strategies.toolbudget` passes (``include_path=True``) and ``--window``.
     Not read from a config built here: that would read the environment, whose bad value a
