@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from benchmarks._jsonbytes import dumps
+from benchmarks._jsonbytes import dumps, loads
 from benchmarks.trace import Provider, Request, Trace, Usage
 from budget._errors import InputError
 
@@ -35,7 +35,7 @@ def fail(path: Path, why: str) -> TraceFileError:
 def read_json(path: Path) -> Any:
     """The parsed JSON document in ``path``."""
     try:
-        return orjson.loads(path.read_bytes())
+        return loads(path.read_bytes())
     except orjson.JSONDecodeError as exc:
         raise fail(path, f"not valid JSON ({exc})") from exc
 
@@ -50,7 +50,7 @@ def read_jsonl(path: Path) -> list[Any]:
     out: list[Any] = []
     for i, line in enumerate(raw):
         try:
-            out.append(orjson.loads(line))
+            out.append(loads(line))
         except orjson.JSONDecodeError as exc:
             if i == len(raw) - 1 and i > 0:
                 break
@@ -126,7 +126,7 @@ def parse_arguments(raw: Any) -> dict[str, Any]:
         return raw
     if isinstance(raw, str):
         try:
-            parsed = orjson.loads(raw)
+            parsed = loads(raw)
         except orjson.JSONDecodeError:
             return {"input": raw}
         if isinstance(parsed, dict):

@@ -11,6 +11,7 @@ from typing import Any
 
 import orjson
 
+from benchmarks._jsonbytes import loads
 from benchmarks.importers._claude_code import BOOKKEEPING
 
 _SNIFF_LINES = 20
@@ -35,7 +36,7 @@ def sniff(path: Path) -> tuple[str | None, str]:
         if name.endswith(".jsonl"):
             return _sniff_jsonl(path)
         if name.endswith(".json"):
-            return _sniff_json(orjson.loads(path.read_bytes()))
+            return _sniff_json(loads(path.read_bytes()))
     except OSError as exc:
         return None, f"cannot read ({exc.strerror or exc})"
     except orjson.JSONDecodeError as exc:
@@ -56,7 +57,7 @@ def _sniff_jsonl(path: Path) -> tuple[str | None, str]:
     with path.open("rb") as handle:
         for line in handle:
             if line.strip():
-                heads.append(orjson.loads(line))
+                heads.append(loads(line))
                 if len(heads) >= _SNIFF_LINES:
                     break
     if not heads:

@@ -389,3 +389,36 @@ def test_toolbudget_failing_on_a_trace_is_never_a_clean_run(
             "strategy": "toolbudget",
         }
     ]
+
+
+def test_a_lone_surrogate_escape_keeps_the_trace_and_its_last_request(
+    shared_traces: Path, tmp_path: Path
+) -> None:
+    """A recorder in UTF-16 (JavaScript's JSON.stringify) writes half an emoji cut by a slice as
+    a lone ``\\ud83d`` escape: the trace is scored with U+FFFD in its place, not skipped, and a
+    last line holding one is not dropped as if torn; every strategy replays it."""
+    lines = _claude_lines(shared_traces)
+    (tmp_path / "clean").mkdir()
+    (tmp_path / "clean" / "t.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    clean, _ = load_dir(tmp_path / "clean")
+    results = [
+        b
+        for x in lines
+        if x.get("type") == "user" and isinstance(x["message"].get("content"), list)
+        for b in x["message"]["content"]
+        if isinstance(b, dict) and b.get("type") == "tool_result"
+    ]
+    results[0]["content"] = "cut at an emoji \ud83d"  # json.dumps writes it as the lone escape
+    lines[-1]["cut"] = "\udc00 and the last line too"
+    (tmp_path / "cut").mkdir()
+    data = "".join(json.dumps(x) + "\n" for x in lines)
+    assert "\\ud83d" in data
+    (tmp_path / "cut" / "t.jsonl").write_text(data)
+    traces, skipped = load_dir(tmp_path / "cut")
+    assert skipped == [] and len(traces) == 1
+    assert len(traces[0].requests) == len(clean[0].requests)
+    assert "cut at an emoji \ufffd" in orjson.dumps(traces[0].messages).decode()
+    # The strategies that need no agent SDK (those run on their own lane, tests/_lanes.py).
+    plain = ["none", "toolbudget", "claude-code", "codex", "gemini-cli", "opencode", "swe-agent"]
+    replays = run(traces, build_strategies(plain), tmp_path / "w")
+    assert {r.trace for r in replays} == {traces[0].name} and not any(r.failed for r in replays)
