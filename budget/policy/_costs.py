@@ -73,14 +73,15 @@ when its worst case is covered by what the session's decisions already saved plu
 
 def allowance(observed: Observed) -> float:
     """What a decision of this request may lose at worst (billed tokens): the savings the
-    session's own decisions have realised (``observed.bank``) plus :data:`TOLERANCE` of what it
-    has been billed so far.
+    session's own decisions have realised (``observed.bank``) plus :data:`TOLERANCE` of what
+    sending everything would have been billed so far: the session's bill plus its bank (the
+    promise is relative to that bill, which the bank is the difference from).
 
     The expected-value rule pays on average, and a session that ends right after a batch loses
     the batch's re-write whole: bounding each decision's worst case by the bank keeps the whole
     session within the tolerance of sending everything, whenever it ends (what one decision may
     lose was saved before it, and each loss is taken off the bank before the next decision)."""
-    return observed.bank + TOLERANCE * observed.billed
+    return observed.bank + TOLERANCE * max(observed.billed + observed.bank, 0.0)
 
 
 @dataclass(frozen=True, slots=True)

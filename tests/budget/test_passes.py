@@ -117,9 +117,10 @@ ITEMS = [
 
 
 def test_staleness_waits_when_the_bank_does_not_cover_the_re_write() -> None:
-    """The same batch with 1,999 banked (its re-write is 2,000; nothing billed yet): no trim,
-    and the verdict says it was refused for want of bank."""
-    costs = _costs(ITEMS, requests=20, bank=1_999.0)
+    """The same batch with 1,990 banked (its re-write is 2,000; nothing billed yet, so the
+    allowance is 1,990 + 0.5% x 1,990 = 1,999.95): no trim, and the verdict says it was refused
+    for want of bank."""
+    costs = _costs(ITEMS, requests=20, bank=1_990.0)
     assert staleness(ctx([], staleness=_stale(), costs=costs)) == []
     (verdict,) = costs.verdicts.values()
     assert (verdict.choice, verdict.cut, verdict.covered) == ("wait", 1, False)

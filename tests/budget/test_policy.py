@@ -259,10 +259,12 @@ def test_the_cut_search_picks_the_hand_computed_best_cut() -> None:
 
 def test_a_batch_is_refused_for_want_of_bank_then_taken_once_the_bank_covers_it() -> None:
     """The cut at B (net 10,400) re-writes 2,000 at worst (the session ends after this
-    request). Banked 900 and billed 200,000: 900 + 0.5% x 200,000 = 1,900 covers no cut (C
-    re-writes 2,600, A 18,000): wait, refused for want of bank. Banked 1,000: 2,000 covers B."""
+    request). Banked 900 and billed 200,000 (so sending everything: 200,900): 900 + 0.5% x
+    200,900 = 1,904.5 covers no cut (C re-writes 2,600, A 18,000): wait, refused for want of
+    bank. Banked 1,000: 1,000 + 0.5% x 201,000 = 2,005 covers B."""
     poor = Observed(bank=900.0, billed=200_000.0)
-    assert allowance(poor) == pytest.approx(1_900)
+    assert allowance(poor) == pytest.approx(1_904.5)
+    assert allowance(Observed(bank=1_000.0, billed=200_000.0)) == pytest.approx(2_005)
     v = best_cut(AUTO, look(20), poor, ITEMS, cached_end=40_000, cold=False,
                  allowance=allowance(poor))  # fmt: skip
     assert (v.choice, v.cut, v.covered, v.worst_case) == ("wait", 1, False, 2_000)
