@@ -119,8 +119,6 @@ def test_collecting_the_test_suite_in_a_fresh_interpreter_imports_no_heavy_sdk(
 
 
 INHERITING: dict[str, frozenset[str]] = {
-    "spill/_bodies.py:Bodies": frozenset({"SessionDir"}),
-    "spill/_local.py:LocalStore": frozenset({"Bodies"}),
     "spill/_fsspec.py:FsspecStore": frozenset({"ObjectLog", "ReadCache"}),
     "spill/_objcache.py:ReadCache": frozenset({"ObjectSession"}),
     "spill/_objlog.py:ObjectLog": frozenset({"ObjectSession"}),
