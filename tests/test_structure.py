@@ -118,14 +118,9 @@ def test_collecting_the_test_suite_in_a_fresh_interpreter_imports_no_heavy_sdk(
     assert imported == {}, f"collecting these imports heavy SDKs: {imported}"
 
 
-INHERITING: dict[str, frozenset[str]] = {
-    "spill/_fsspec.py:FsspecStore": frozenset({"ObjectLog", "ReadCache"}),
-    "spill/_objcache.py:ReadCache": frozenset({"ObjectSession"}),
-    "spill/_objlog.py:ObjectLog": frozenset({"ObjectSession"}),
-}
-"""Classes that still inherit state from another of the project's classes today (spill's
-stores, which issue 29's slices left as they were), with those bases: they may lose them, never
-gain one, and no other class may."""
+INHERITING: dict[str, frozenset[str]] = {}
+"""Classes that may still inherit state from another of the project's classes, with those
+bases: none since issue 29's last slices (the stores hold their parts), and none may again."""
 
 EXTENSION_BASES = frozenset({"Format", "ShapedFormat", "StoreBase"})
 """The project's bases meant to be subclassed and holding no state: a message format's
