@@ -89,7 +89,7 @@ class Bodies:
             try:
                 self._packs.load(self._dir.bodies_fd, self._dir.path, names)
             except OSError as exc:
-                raise self._dir.error(f"list {BODIES_NAME}", exc) from exc
+                raise self._dir.store_error(f"list {BODIES_NAME}", exc) from exc
             self._packs_loaded = True
         return self._packs
 
@@ -133,7 +133,7 @@ class Bodies:
         try:
             return read_copies(self._dir.bodies_fd, copies, ref)
         except OSError as exc:
-            raise self._dir.error(f"read {ref}'s pack in {BODIES_NAME}", exc) from exc
+            raise self._dir.store_error(f"read {ref}'s pack in {BODIES_NAME}", exc) from exc
         except ValueError as exc:
             raise StoreError(f"cannot read body {ref} in session {self._dir.path}: {exc}") from None
 
@@ -161,7 +161,7 @@ class Bodies:
                     "toolbudget.spill.shard_skipped",
                     path=self._dir.path,
                     shard=shard,
-                    reason=self._dir.error(
+                    reason=self._dir.store_error(
                         "open", exc, name=shard, parent_fd=self._dir.bodies_fd
                     ).args[0],
                 )
@@ -184,7 +184,7 @@ class Bodies:
             except FileNotFoundError:
                 continue
             except OSError as exc:
-                raise self._dir.error(f"inspect {BODIES_NAME}/{shard}/{name}", exc) from exc
+                raise self._dir.store_error(f"inspect {BODIES_NAME}/{shard}/{name}", exc) from exc
             if stat.S_ISREG(st.st_mode):
                 total += st.st_size
         return total

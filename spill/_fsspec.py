@@ -283,7 +283,7 @@ class FsspecStore(StoreBase):
                         f"no body is stored for ref {ref} in session {self._objects.url}"
                     ) from None
                 except Exception as exc:
-                    raise self._objects.error(
+                    raise self._objects.store_error(
                         f"read body {self._objects.body_rel(ref)}", exc
                     ) from exc
                 if xxhash.xxh3_128_hexdigest(data) != ref:
@@ -336,7 +336,7 @@ class FsspecStore(StoreBase):
             except FileNotFoundError:
                 return {}
             except Exception as exc:
-                raise self._objects.error(f"read {META_NAME}", exc) from exc
+                raise self._objects.store_error(f"read {META_NAME}", exc) from exc
         return decode_meta(bytes(data), self._objects.url)
 
     def write_meta(self, meta: Mapping[str, Any]) -> None:
@@ -406,7 +406,7 @@ class FsspecStore(StoreBase):
             except FileNotFoundError:
                 found = {}
             except Exception as exc:
-                raise self._objects.error(f"list {BODIES_NAME}/", exc) from exc
+                raise self._objects.store_error(f"list {BODIES_NAME}/", exc) from exc
             self._total = sum(
                 int(info.get("size") or 0)
                 for name, info in found.items()

@@ -314,7 +314,7 @@ class LocalStore(StoreBase):
                 if self._dir.fsync:
                     _fs.fsync(self._dir.log_fd)
             except OSError as exc:
-                raise self._dir.error(f"append to {LOG_NAME}", exc) from exc
+                raise self._dir.store_error(f"append to {LOG_NAME}", exc) from exc
 
     def read_log(self) -> list[LogRecord]:
         """Every valid log record in order, read in one pass without touching any body."""
@@ -323,7 +323,7 @@ class LocalStore(StoreBase):
             try:
                 data = _fs.read(self._dir.log_fd)
             except OSError as exc:
-                raise self._dir.error(f"read {LOG_NAME}", exc) from exc
+                raise self._dir.store_error(f"read {LOG_NAME}", exc) from exc
         return decode_log(data, source=os.path.join(self._dir.path, LOG_NAME))
 
     def read_meta(self) -> dict[str, Any]:
@@ -335,7 +335,7 @@ class LocalStore(StoreBase):
             except FileNotFoundError:
                 return {}
             except OSError as exc:
-                raise self._dir.error(f"open {META_NAME}", exc, name=META_NAME) from exc
+                raise self._dir.store_error(f"open {META_NAME}", exc, name=META_NAME) from exc
             try:
                 if not stat.S_ISREG(_fs.stat(fd).st_mode):
                     raise StoreError(
@@ -343,7 +343,7 @@ class LocalStore(StoreBase):
                     )
                 data = _fs.read(fd)
             except OSError as exc:
-                raise self._dir.error(f"read {META_NAME}", exc) from exc
+                raise self._dir.store_error(f"read {META_NAME}", exc) from exc
             finally:
                 self._dir.close_quietly(fd)
         return decode_meta(data, self._dir.path)
@@ -362,7 +362,7 @@ class LocalStore(StoreBase):
             except FileNotFoundError:
                 return None
             except OSError as exc:
-                raise self._dir.error(
+                raise self._dir.store_error(
                     f"open {name}", exc, name=name, parent_fd=self._dir.dir_fd
                 ) from exc
             return self._dir.read_regular(fd, name)
@@ -395,7 +395,7 @@ class LocalStore(StoreBase):
             self._closed = True
             error = self._dir.close_fds()
         if error is not None:
-            raise self._dir.error("close the session", error) from error
+            raise self._dir.store_error("close the session", error) from error
         events().debug("toolbudget.spill.closed", path=self._dir.path)
 
     def _check_open(self) -> None:

@@ -201,7 +201,7 @@ class ObjectSession:
         except FileNotFoundError:
             return None
         except Exception as exc:
-            raise self.error(f"read {key}", exc) from exc
+            raise self.store_error(f"read {key}", exc) from exc
 
     def remote_size(self, key: str) -> int | None:
         """The size of object ``key``, None if there is none."""
@@ -210,7 +210,7 @@ class ObjectSession:
         except FileNotFoundError:
             return None
         except Exception as exc:
-            raise self.error(f"inspect {key}", exc) from exc
+            raise self.store_error(f"inspect {key}", exc) from exc
         size = info.get("size")
         return int(size) if isinstance(size, int) else None
 
@@ -219,9 +219,9 @@ class ObjectSession:
         try:
             return fn(*args, **kwargs)
         except Exception as exc:
-            raise self.error(action, exc) from exc
+            raise self.store_error(action, exc) from exc
 
-    def error(self, action: str, exc: BaseException) -> StoreError:
+    def store_error(self, action: str, exc: BaseException) -> StoreError:
         """A StoreError naming the action, the session and the cause (after any retries)."""
         if isinstance(exc, StoreError):
             return exc

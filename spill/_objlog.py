@@ -131,7 +131,7 @@ class ObjectLog:
                 stored, payload = existing, _lines_not_in(payload, existing)
             except Exception as exc:
                 self._tried.append(payload)
-                raise self._objects.error(
+                raise self._objects.store_error(
                     f"create log object {self._objects.log_rel(seq)}", exc
                 ) from exc
             else:
@@ -211,10 +211,10 @@ class ObjectLog:
         try:
             got = fetch_exact(self._objects.fs, todo)
         except Exception as exc:
-            raise self._objects.error("read the log objects", exc) from exc
+            raise self._objects.store_error("read the log objects", exc) from exc
         for key, data in zip(todo, got, strict=True):
             if isinstance(data, BaseException) and not isinstance(data, FileNotFoundError):
-                raise self._objects.error(f"read {key[len(self._objects.root) + 1 :]}", data)
+                raise self._objects.store_error(f"read {key[len(self._objects.root) + 1 :]}", data)
             fetched[key] = data
 
     def _roll_up(self, through: int) -> None:
@@ -288,7 +288,7 @@ class ObjectLog:
                 ) from None
             return Listing((), ())
         except Exception as exc:
-            raise self._objects.error(f"list {LOG_DIR}/", exc) from exc
+            raise self._objects.store_error(f"list {LOG_DIR}/", exc) from exc
         seqs: list[int] = []
         snapshots: list[int] = []
         for name in names:

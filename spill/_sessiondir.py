@@ -88,7 +88,7 @@ class SessionDir:
             _fs.truncate(self.lock_fd, 0)
             _fs.write(self.lock_fd, f"{os.getpid()}\n".encode())
         except OSError as exc:
-            raise self.error(f"write {LOCK_NAME}", exc) from exc
+            raise self.store_error(f"write {LOCK_NAME}", exc) from exc
         if not created and mode & 0o077:
             events().warning(
                 "toolbudget.spill.permissive_mode", path=self.path, mode=oct(mode & 0o777)
@@ -116,7 +116,7 @@ class SessionDir:
                 probe = parent
                 continue
             except OSError as exc:
-                raise self.error(f"inspect {probe}", exc) from exc
+                raise self.store_error(f"inspect {probe}", exc) from exc
             if probe == self.path:
                 if stat.S_ISLNK(st.st_mode):
                     raise StoreError(
@@ -131,7 +131,7 @@ class SessionDir:
             except FileExistsError:
                 continue
             except OSError as exc:
-                raise self.error(f"create directory {directory}", exc) from exc
+                raise self.store_error(f"create directory {directory}", exc) from exc
         return bool(missing)
 
     def _acquire_lock(self, timeout: float) -> None:
@@ -146,7 +146,7 @@ class SessionDir:
                     break
                 time.sleep(min(_LOCK_POLL_S, remaining))
             except OSError as exc:
-                raise self.error(f"lock {LOCK_NAME}", exc) from exc
+                raise self.store_error(f"lock {LOCK_NAME}", exc) from exc
         try:
             holder = _fs.read(self.lock_fd, 0, 32).decode("ascii", "replace").strip()
         except OSError:
@@ -168,7 +168,7 @@ class SessionDir:
         except FileNotFoundError:
             return False
         except OSError as exc:
-            raise self.error("check the session directory", exc) from exc
+            raise self.store_error("check the session directory", exc) from exc
         return (here.st_dev, here.st_ino) == (mine.st_dev, mine.st_ino) and (
             lock_here.st_dev,
             lock_here.st_ino,
@@ -179,7 +179,7 @@ class SessionDir:
         try:
             names = _fs.listdir(dir_fd)
         except OSError as exc:
-            raise self.error(f"list {rel or 'the session directory'}", exc) from exc
+            raise self.store_error(f"list {rel or 'the session directory'}", exc) from exc
         kept = []
         for name in names:
             if name.startswith(TMP_PREFIX):
@@ -197,7 +197,7 @@ class SessionDir:
         try:
             return _fs.open_fd(path, DIR_FLAGS, dir_fd=dir_fd)
         except OSError as exc:
-            raise self.error(f"open {what}", exc, name=path, parent_fd=dir_fd) from exc
+            raise self.store_error(f"open {what}", exc, name=path, parent_fd=dir_fd) from exc
 
     def open_subdir(self, parent_fd: int, name: str, what: str, *, sync: bool = True) -> int:
         """Open (creating if missing) a directory ``name`` inside ``parent_fd``.
@@ -209,20 +209,20 @@ class SessionDir:
         except FileNotFoundError:
             pass
         except OSError as exc:
-            raise self.error(f"open {what}", exc, name=name, parent_fd=parent_fd) from exc
+            raise self.store_error(f"open {what}", exc, name=name, parent_fd=parent_fd) from exc
         try:
             _fs.mkdir(name, 0o700, dir_fd=parent_fd)
         except FileExistsError:
             pass
         except OSError as exc:
-            raise self.error(f"create {what}", exc) from exc
+            raise self.store_error(f"create {what}", exc) from exc
         fd = self.open_dir(name, parent_fd, what)
         if self.fsync and sync:
             try:
                 _fs.fsync(parent_fd)
             except OSError as exc:
                 self.close_quietly(fd)
-                raise self.error(f"fsync the directory holding {what}", exc) from exc
+                raise self.store_error(f"fsync the directory holding {what}", exc) from exc
         return fd
 
     def open_shard(self, shard: str, *, create: bool) -> int | None:
@@ -237,19 +237,21 @@ class SessionDir:
         except FileNotFoundError:
             return None
         except OSError as exc:
-            raise self.error(f"open {what}", exc, name=shard, parent_fd=self.bodies_fd) from exc
+            raise self.store_error(
+                f"open {what}", exc, name=shard, parent_fd=self.bodies_fd
+            ) from exc
 
     def open_file(self, name: str, flags: int) -> int:
         try:
             fd = _fs.open_fd(name, flags, 0o600, dir_fd=self.dir_fd)
         except OSError as exc:
-            raise self.error(f"open {name}", exc, name=name, parent_fd=self.dir_fd) from exc
+            raise self.store_error(f"open {name}", exc, name=name, parent_fd=self.dir_fd) from exc
         try:
             if not stat.S_ISREG(_fs.stat(fd).st_mode):
                 raise StoreError(f"{name} in session {self.path} is not a regular file")
         except OSError as exc:
             self.close_quietly(fd)
-            raise self.error(f"inspect {name}", exc) from exc
+            raise self.store_error(f"inspect {name}", exc) from exc
         except StoreError:
             self.close_quietly(fd)
             raise
@@ -261,7 +263,7 @@ class SessionDir:
         except FileNotFoundError:
             return None
         except OSError as exc:
-            raise self.error(f"inspect {what}", exc) from exc
+            raise self.store_error(f"inspect {what}", exc) from exc
         if stat.S_ISLNK(st.st_mode):
             raise StoreError(
                 f"{what} in session {self.path} is a symbolic link; refusing to follow it"
@@ -289,7 +291,7 @@ class SessionDir:
         except FileNotFoundError:
             raise RefError(f"no body is stored for ref {ref} in session {self.path}") from None
         except OSError as exc:
-            raise self.error(
+            raise self.store_error(
                 f"open {what}", exc, name=ref + BODY_SUFFIX, parent_fd=shard_fd
             ) from exc
         return self.read_regular(fd, what)
@@ -302,7 +304,7 @@ class SessionDir:
                 raise StoreError(f"{what} in session {self.path} is not a regular file")
             return _fs.read(fd)
         except OSError as exc:
-            raise self.error(f"read {what}", exc) from exc
+            raise self.store_error(f"read {what}", exc) from exc
         finally:
             self.close_quietly(fd)
 
@@ -326,7 +328,7 @@ class SessionDir:
         try:
             fd = _fs.open_fd(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600, dir_fd=dir_fd)
         except OSError as exc:
-            raise self.error(f"create a temp file for {what}", exc) from exc
+            raise self.store_error(f"create a temp file for {what}", exc) from exc
         try:
             try:
                 _fs.write(fd, data)
@@ -337,7 +339,7 @@ class SessionDir:
             _fs.rename(tmp, name, dir_fd=dir_fd)
         except OSError as exc:
             self.discard(dir_fd, tmp)
-            raise self.error(f"write {what}", exc) from exc
+            raise self.store_error(f"write {what}", exc) from exc
         except BaseException:
             self.discard(dir_fd, tmp)
             raise
@@ -369,7 +371,7 @@ class SessionDir:
         try:
             _fs.fsync(dir_fd)
         except OSError as exc:
-            raise self.error(f"fsync {what}", exc) from exc
+            raise self.store_error(f"fsync {what}", exc) from exc
 
     def discard(self, dir_fd: int, name: str) -> None:
         """Best-effort removal of a temp file; one left behind is removed on a later open."""
@@ -402,7 +404,7 @@ class SessionDir:
                 first = first or exc
         return first
 
-    def error(
+    def store_error(
         self, action: str, exc: OSError, *, name: str | None = None, parent_fd: int | None = None
     ) -> StoreError:
         """A StoreError naming the action, the session and the cause."""
