@@ -660,6 +660,24 @@ def write_json(result: BenchResult, path: Path) -> None:
 # -- charts -------------------------------------------------------------------------------------
 
 
+def written(result: BenchResult, json_path: Path | None, plots: Path | None) -> Iterator[Path]:
+    """Write the JSON document and the charts asked for, yielding each file as it is written.
+
+    A file that cannot be written (a full disk, a directory without write permission) is an
+    :class:`~budget.InputError` naming it: after a replay of minutes the figures on screen stay,
+    and the command ends on one line, not a traceback.
+    """
+    try:
+        if json_path is not None:
+            write_json(result, json_path)
+            yield json_path
+        if plots is not None:
+            yield from write_plots(result, plots)
+    except OSError as exc:
+        where = exc.filename or json_path or plots
+        raise InputError(f"cannot write {where}: {exc.strerror or exc}") from exc
+
+
 def write_plots(result: BenchResult, directory: Path) -> list[Path]:
     """PNG charts: billed tokens per strategy, request sizes, cost against visibility.
 
