@@ -400,12 +400,24 @@ def best_cut(
     if best_any is None:
         return _waiting(prices, look)
     take = best is not None and best[0] > 0
-    net, j, reclaim, rewrite, risk, gain = best if take and best is not None else best_any
+    return _batch_verdict(prices, n, best if take and best is not None else best_any, take,
+                          allowance)  # fmt: skip
+
+
+def _batch_verdict(
+    prices: Prices,
+    n: float,
+    cut: tuple[float, int, float, float, float, float],
+    take: bool,
+    allowance: float,
+) -> Verdict:
+    """The verdict on the batch ``cut`` (net, index, reclaim, re-write, risk, window gain)."""
+    net, j, reclaim, rewrite, risk, gain = cut
     return Verdict(
         choice="trim" if take else "wait",
         regime=prices.regime,
         expected_requests=n,
-        saving=reclaim * carry * n,
+        saving=reclaim * prices.carry * n,
         rewrite_cost=rewrite,
         readback_risk=risk,
         window_gain=gain,

@@ -16,8 +16,8 @@ from typing import Any
 from budget._ledger import Decision
 from budget._view import ToolResult
 from budget.passes import PIPELINE, Costs, PassContext, Staleness
-from budget.passes.staleness import BATCH
-from budget.policy import LOOKBACK_BLOCKS, Item, Observed, Prices, outlook, prices_for
+from budget.policy import LOOKBACK_BLOCKS, Item, Prices, outlook, prices_for
+from budget.session._bank import banked, banked_now
 from budget.session._estimator import anchor
 from budget.session._parts import Parts
 from budget.session._values import Turn
@@ -117,37 +117,11 @@ class Passes:
         ]
         self._tally.batch_from = min(rewritten, default=None)
         if not turn.retry and ctx.costs is not None:
-            self._tally.observed = self._banked_now(turn, made, ctx.costs.prices, bool(rewritten))
+            tally = self._tally
+            tally.observed = banked_now(
+                tally.observed, turn, made, tally.verdicts, ctx.costs.prices, self._tt
+            )
         return made
-
-    def _banked_now(
-        self, turn: Turn, made: Mapping[str, Decision], prices: Prices, rewritten: bool
-    ) -> Observed:
-        """The bank after this request's own decisions: a batch's re-write is paid now (what
-        later decisions may lose shrinks by it); a fresh result spilled saves its write now."""
-        observed = self._tally.observed
-        batch = self._tally.verdicts.get(BATCH)
-        paid = (
-            batch.rewrite_cost
-            if rewritten and batch is not None and batch.choice == "trim"
-            else 0.0
-        )
-        fresh = {r.call_id: r for r in turn.fresh}
-        tt, verdicts = self._tt, self._tally.verdicts
-        # A priced spill's verdict holds its hidden tokens already; a hard limit's is counted.
-        spilled = sum(
-            v.reclaim_tokens
-            if (v := verdicts.get(cid)) is not None
-            else tt(r.text) - tt(d.text or "")
-            for cid, d in made.items()
-            if d.kind == "spilled" and (r := fresh.get(cid)) is not None
-        )
-        return observed.banked(
-            bank=observed.bank - paid + prices.new * max(spilled, 0),
-            billed=observed.billed,
-            readbacks=observed.readbacks,
-            pending=observed.pending_bill,
-        )
 
     def _context(self, turn: Turn, made: dict[str, Decision]) -> PassContext:
         overflowing = self._tally.overflows > 0
@@ -222,7 +196,14 @@ class Passes:
         cached_end = before(min(tally.last_n, len(turn.messages)))
         if not turn.retry:
             # The bank's prices are this request's: they depend on no count the bank changes.
-            tally.observed = self._banked(prices, estimate, full_out, cached_end)
+            tally.observed = banked(
+                tally,
+                prices,
+                hidden=max(self._history.cum_in[-1] - full_out, 0),
+                estimate=estimate,
+                cached_end=cached_end,
+                page_tokens=cfg.read_page_chars / 4,  # the estimator's 4 characters a token
+            )
             observed = tally.observed.now(
                 requests=tally.requests,
                 readbacks=observed.readbacks,
@@ -236,34 +217,6 @@ class Passes:
         header = max(estimate - full_out, 0)
         tally.verdicts = {}
         return Costs(prices, look, observed, cached_end, cold, items, tally.verdicts, reach, header)
-
-    def _banked(self, prices: Prices, estimate: int, full_out: int, cached_end: int) -> Observed:
-        """The session's bank and bill as of this request, from what it already decided.
-
-        The tokens its earlier decisions hide from this request (the history's tokens less the
-        copy's, fresh results counted whole in both) are saved on it at the carry price; each
-        read-back seen since the last request costs a request re-reading the prompt and a page.
-        The last request's bill is its usage's, or its estimate when no usage came; this
-        request's estimate (what the cache holds read, the rest new) waits for its usage. All of
-        it comes from the history and the logged counts (``p``), as a resumed session sees them.
-        """
-        cfg, tally = self.config, self._tally
-        observed = tally.observed
-        hidden = max(self._history.cum_in[-1] - full_out, 0)
-        seen = len(tally.readback_ids)
-        page = cfg.read_page_chars / 4  # the estimator's 4 characters a token
-        readbacks = max(seen - observed.readbacks, 0) * (
-            prices.carry * estimate + prices.new * page
-        )
-        bill = tally.usage_bill if tally.usage_bill is not None else observed.pending_bill
-        tally.usage_bill = None
-        cached = min(cached_end, estimate)
-        return observed.banked(
-            bank=observed.bank + hidden * prices.carry - readbacks,
-            billed=observed.billed + (bill if tally.requests else 0.0),
-            readbacks=max(seen, observed.readbacks),
-            pending=prices.carry * cached + prices.new * (estimate - cached),
-        )
 
     def _items(
         self, eligible: Sequence[Any], prices: Prices, before: Callable[[int], int], now: float
