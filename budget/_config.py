@@ -25,7 +25,7 @@ from budget._errors import ConfigError
 
 __all__ = ["BudgetConfig", "PreviewShape", "ToolPolicy", "build_config"]
 
-PreviewShape = Literal["head_tail", "head"]
+PreviewShape = Literal["auto", "head_tail", "head"]
 CompactionMode = Literal["off", "auto", "manual"]
 PositiveInt = Annotated[int, Field(gt=0)]
 Share = Annotated[float, Field(ge=0.0, le=1.0)]
@@ -85,7 +85,10 @@ class BudgetConfig(BaseSettings):
     """A fresh result strictly longer than this many characters is spilled."""
     preview_chars: PositiveInt = 2_000
     """Characters of preview in an envelope (head and tail together)."""
-    preview_shape: PreviewShape = "head_tail"
+    preview_shape: PreviewShape = "auto"
+    """``auto``: the preview's shape is chosen from the content (errors first, JSON skeleton,
+    table, diff, re-run delta, else head + tail; :mod:`budget.previews`); ``head_tail`` always
+    the head and the tail; ``head`` the head alone (Claude Code's shape)."""
     tail_share: Share = 0.5
     """Share of the preview given to the tail, for results that are not errors."""
     error_tail_share: Share = 0.75

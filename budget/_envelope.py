@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from budget.previews import Earlier, Shaped, line_delta, shape_preview, span_text
+
 __all__ = [
     "EMPTY_TEXT",
     "Preview",
@@ -16,6 +18,7 @@ __all__ = [
     "envelope",
     "envelope_ref",
     "make_preview",
+    "preview_shape",
     "stub",
 ]
 
@@ -96,7 +99,13 @@ def make_preview(
     return Preview(head, tail, omitted_lines, omitted_chars, head_lines, tail_start)
 
 
-def _read_hint(ref: str, read_tool: str) -> str:
+def _read_hint(ref: str, read_tool: str, *, json_path: bool = False) -> str:
+    if json_path:
+        return (
+            f'Read more with the {read_tool} tool: {{"ref": "{ref}", "path": "$.key[0]"}} (a JSON '
+            f'path), {{"ref": "{ref}", "offset": <first line, 0-based>, "limit": <lines>}} or '
+            f'{{"ref": "{ref}", "grep": "<pattern>"}}.'
+        )
     return (
         f'Read more with the {read_tool} tool: {{"ref": "{ref}", "offset": <first line, 0-based>, '
         f'"limit": <lines>}} or {{"ref": "{ref}", "grep": "<pattern>"}}.'
@@ -130,16 +139,34 @@ def envelope(
     tail_share: float,
     read_tool: str,
     path: str | None = None,
+    version: int = 0,
+    shaped: bool = True,
+    earlier: Earlier | None = None,
 ) -> str:
-    """The text that replaces a spilled result: size, reference, how to read on, and a preview."""
+    """The text that replaces a spilled result: size, reference, how to read on, and a preview.
+
+    ``version`` 0 is the head + tail envelope of logs written before preview shapes (its bytes
+    never change); from 1 the preview's shape is chosen from the content when ``shaped`` (else
+    head + tail), or is the diff against ``earlier`` when that is a re-run of the same call.
+    """
     newlines = text.count("\n")
     lines = newlines + (0 if text.endswith("\n") else 1) if text else 0
     what = f"Output of {_label(tool)}" if tool else "Output"
-    out = [
+    first = (
         f"[toolbudget] {what} was too large for the context ({_n(len(text), 'character')}, "
-        f"{_n(lines, 'line')}); it is stored in full as ref {ref}.",
-        _read_hint(ref, read_tool),
-    ]
+        f"{_n(lines, 'line')}); it is stored in full as ref {ref}."
+    )
+    if version >= 1:
+        shape = preview_shape(
+            text, preview_chars, tail_share=tail_share, shaped=shaped, earlier=earlier
+        )
+        out = [first, _read_hint(ref, read_tool, json_path=shape.shape == "json")]
+        if path is not None:
+            out.append(f"File: {path}")
+        out.append(_marker(shape))
+        out.append(shape.body)
+        return "\n".join(out)
+    out = [first, _read_hint(ref, read_tool)]
     if path is not None:
         out.append(f"File: {path}")
     p = make_preview(text, preview_chars, tail_share=tail_share, newlines=newlines)
@@ -174,6 +201,103 @@ def envelope(
         out.append(f"--- last {_n(len(p.tail), 'character')} ---")
     out.append(p.tail.removesuffix("\n"))
     return "\n".join(out)
+
+
+def _marker(shape: Shaped) -> str:
+    """The line naming a preview's shape and what it leaves out."""
+    what = shape.shape if not shape.note else f"{shape.shape} ({shape.note})"
+    if shape.shape == "json":
+        return f"--- preview: {what} ---"
+    if shape.shape == "delta":
+        return f"--- preview: {what} ---"
+    left = span_text(shape.left_out)
+    return (
+        f"--- preview: {what}; left out: lines {left} ---" if left else f"--- preview: {what} ---"
+    )
+
+
+_MARKER_RESERVE = 64
+"""Characters first set aside for the marker line; the body's budget then shrinks by whatever
+the marker really took beyond it, so marker and body together fit the preview's characters."""
+_FIT_TRIES = 8
+
+
+def preview_shape(
+    text: str,
+    chars: int,
+    *,
+    tail_share: float,
+    shaped: bool = True,
+    earlier: Earlier | None = None,
+) -> Shaped:
+    """The version-1 preview of ``text``: its marker line and body fit in ``chars`` together."""
+    if earlier is not None:
+        delta = _delta(text, chars, earlier)
+        if delta is not None:
+            return delta
+    budget = max(chars - _MARKER_RESERVE, 0)
+    for _ in range(_FIT_TRIES):
+        got = shape_preview(text, budget, tail_share=tail_share) if shaped else None
+        if got is None:
+            got = _head_tail(text, budget, tail_share)
+        over = len(_marker(got)) + 1 + len(got.body) - chars
+        if over <= 0:
+            return got
+        budget -= over
+        if budget <= 0:
+            break
+    # A budget too small for any marker: the head alone, as many characters as fit.
+    return Shaped("head_tail", text[: max(chars - 40, 0)], ())
+
+
+def _delta(text: str, chars: int, earlier: Earlier) -> Shaped | None:
+    """The diff against ``earlier`` when it fits the preview, marker included; else None."""
+    if earlier.text == text:
+        body = "(no line changed)"
+    else:
+        got = line_delta(earlier.text, text, limit=chars)
+        if got is None:
+            return None
+        body = got
+    removed = sum(1 for row in body.split("\n") if row.startswith("-"))
+    added = sum(1 for row in body.split("\n") if row.startswith("+"))
+    note = (
+        f"diff against ref {earlier.ref}, the earlier output of this same call: "
+        f"{_n(removed, 'line')} removed, {_n(added, 'line')} added, the rest unchanged"
+    )
+    shaped = Shaped("delta", body, (), note)
+    return shaped if len(_marker(shaped)) + 1 + len(body) <= chars else None
+
+
+def _head_tail(text: str, budget: int, tail_share: float) -> Shaped:
+    """Today's head and tail (:func:`make_preview`), in numbered blocks."""
+    p = make_preview(text, budget, tail_share=tail_share)
+    total = count_lines(text)
+    if not p.tail and len(p.head) == len(text):
+        return Shaped("head_tail", _block(1, total, p.head), ())
+    head_whole = p.head.endswith("\n")
+    tail_whole = not p.tail or text[-len(p.tail) - 1] == "\n"
+    parts: list[str] = []
+    if head_whole and tail_whole:
+        parts.append(_block(1, p.head_lines, p.head))
+        left_end = p.tail_start_line - 1 if p.tail else total
+        if p.tail:
+            parts.append(_block(p.tail_start_line, total, p.tail))
+        return Shaped("head_tail", "\n".join(parts), ((p.head_lines + 1, left_end),))
+    # Cut inside a line (one overlong line): character positions say what is shown.
+    parts.append(f"--- characters 1–{len(p.head):,} ---")
+    parts.append(p.head)
+    if p.tail:
+        start = len(text) - len(p.tail) + 1
+        parts.append(f"--- characters {start:,}–{len(text):,} ---")
+        parts.append(p.tail.removesuffix("\n"))
+    left = f"characters {len(p.head) + 1:,}–{len(text) - len(p.tail):,} left out"
+    return Shaped("head_tail", "\n".join(parts), (), left)
+
+
+def _block(a: int, b: int, body: str) -> str:
+    head = f"--- line {a:,} ---" if a == b else f"--- lines {a:,}–{b:,} ---"
+    return f"{head}\n{body.removesuffix(chr(10))}"
 
 
 def stub(text: str, *, ref: str, tool: str, chars: int, read_tool: str) -> str:

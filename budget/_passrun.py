@@ -133,6 +133,7 @@ class PassRun(RequestCopy):
             path_of=self._store.path_of,
             cap_scale=0.5 ** min(self._overflows, 3),
             text_tokens=self._tt,
+            preview_version=self._ledger.preview_version,
         )
 
     def _group_frozen_chars(self, fresh: list[ToolResult]) -> dict[int, int]:
