@@ -18,12 +18,21 @@ from typing import Annotated, Any, Final
 
 import orjson
 import re2
-from pydantic import BaseModel, ConfigDict, Field, PlainValidator, ValidationError, WithJsonSchema
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    ValidationError,
+    WithJsonSchema,
+)
 from pydantic.json_schema import SkipJsonSchema
 
 from budget._config import BudgetConfig
 from budget._errors import BudgetError, InputError, RefError
 from budget._log import get_logger
+from budget.previews._jsonpath import select as json_select
 from spill import LocalStore, Store, validate_ref
 from spill._readonly import ReadOnlyStore
 
@@ -86,6 +95,11 @@ def _grep_text(value: object) -> str:
     return str.__str__(value)
 
 
+_MAX_CONTEXT: Final = 1_000
+"""Most lines of context around a grep match (more is a page of its own: use offset)."""
+_MAX_PATH: Final = 500
+_Path = Annotated[str, Field(min_length=1, max_length=_MAX_PATH)]
+
 _Grep = Annotated[
     str,
     PlainValidator(_grep_text),
@@ -102,12 +116,21 @@ class ReadArgs(BaseModel):
     )
 
     ref: str = Field(pattern=_SCHEMA_REF, description="The 32-character ref from the notice.")
-    offset: int = Field(0, ge=0, description="Lines to skip (0 starts at the first line).")
-    limit: Annotated[int, Field(ge=1)] | SkipJsonSchema[None] = Field(
+    offset: Annotated[int, _Whole] = Field(
+        0, ge=0, description="Lines to skip (0 starts at the first line)."
+    )
+    limit: Annotated[int, Field(ge=1), _Whole] | SkipJsonSchema[None] = Field(
         None, description="Most lines to return."
     )
     grep: _Grep | SkipJsonSchema[None] = Field(
         None, description="Only lines matching this regular expression (RE2 syntax)."
+    )
+    context: Annotated[int, Field(ge=0, le=_MAX_CONTEXT), _Whole] = Field(
+        0, description="With grep: also this many lines before and after each match."
+    )
+    path: _Path | SkipJsonSchema[None] = Field(
+        None,
+        description='A JSON output: only the value at this path, e.g. "$.items[3].name".',
     )
 
 
@@ -159,7 +182,7 @@ def _arg_errors(tool_input: Mapping[str, Any], exc: ValidationError) -> InputErr
         problems.insert(
             0,
             f"unknown argument(s): {', '.join(names)}{more}; "
-            "the arguments are ref, offset, limit and grep",
+            "the arguments are ref, offset, limit, grep, context and path",
         )
     return InputError("; ".join(dict.fromkeys(problems)))
 
@@ -197,13 +220,38 @@ def _matcher(grep: str) -> Any:
         reason = exc.args[0] if exc.args else exc
         if isinstance(reason, bytes):
             reason = reason.decode("utf-8", "replace")
-        raise InputError(f"grep is not a valid regular expression: {reason}") from None
+        raise InputError(
+            f"grep is not a valid regular expression: {_re2_reason(str(reason))}"
+        ) from None
     if pattern.programsize > _MAX_PROGRAM:
         raise InputError(
             f"grep pattern is too complex ({pattern.programsize} instructions once compiled, "
             f"at most {_MAX_PROGRAM}); use a simpler pattern (e.g. smaller {{n}} repeats)"
         )
     return pattern
+
+
+def _re2_reason(reason: str) -> str:
+    """RE2's reason for refusing a pattern, quoting the user's pattern only: RE2 quotes the
+    fragment it stopped at, which may begin with the ``(?m)`` prefix added here."""
+    code, sep, fragment = reason.partition(": ")
+    return f"{code}: {fragment.removeprefix('(?m)')}" if sep else reason
+
+
+def _whole(value: object) -> object:
+    """A whole number sent as a string (models send ``"3"`` for 3) as that number; anything
+    else as it is, for the strict check to refuse with its own message."""
+    if isinstance(value, str):
+        digits = value.strip()
+        if digits.isascii() and digits.isdigit() and len(digits) <= _MAX_DIGITS:
+            return int(digits)
+    return value
+
+
+_MAX_DIGITS: Final = 18
+"""Longest numeric string taken as a number (any offset or limit past 10**18 lines is nonsense,
+and a bounded length keeps a model's megabyte of digits from costing a big-int parse)."""
+_Whole = BeforeValidator(_whole)
 
 
 def _grep(pattern: Any, grep: str, lines: Sequence[str]) -> list[tuple[int, str]]:
@@ -305,6 +353,27 @@ def _check(deadline: float, n: int) -> None:
         )
 
 
+def _json_text(value: Any) -> str:
+    """A JSON value as indented text (the standard library's: it keeps lone surrogates and big
+    integers that orjson refuses)."""
+    import json  # noqa: PLC0415 - only path read-backs need it
+
+    return json.dumps(value, indent=1, ensure_ascii=False)
+
+
+def _around(
+    matches: Sequence[tuple[int, str]], lines: Sequence[str], context: int
+) -> list[tuple[int, str]]:
+    """The matched lines with ``context`` lines before and after each, in order, once each."""
+    keep: list[int] = []
+    last = 0  # 1-based number of the last line kept
+    for n, _ in matches:
+        for k in range(max(n - context, last + 1), min(n + context, len(lines)) + 1):
+            keep.append(k)
+        last = max(last, min(n + context, len(lines)))
+    return [(k, lines[k - 1]) for k in keep]
+
+
 def read_tool_definition(config: BudgetConfig) -> dict[str, Any]:
     """The read-back tool in the Anthropic format (``input_schema``): it depends on the config
     only, so an integration can register it before any session is open."""
@@ -313,7 +382,9 @@ def read_tool_definition(config: BudgetConfig) -> dict[str, Any]:
         "description": (
             "Read a tool output that was too large to show in full. Pass the ref given in "
             "the [toolbudget] notice; page with offset (lines to skip) and limit, or pass "
-            "grep (a regular expression) to see only the matching lines, with line numbers."
+            "grep (a regular expression) to see only the matching lines, with line numbers "
+            "(and context: lines around each match); for JSON, path selects one value "
+            '(e.g. "$.items[3].name").'
         ),
         "input_schema": _input_schema(),
     }
@@ -339,29 +410,60 @@ class ReadBack:
         self._cached = (ref, lines)
         return lines
 
+    def _value_lines(self, ref: str, path: str) -> list[str]:
+        """The lines of the JSON value at ``path`` in output ``ref``, indented one space a level."""
+        value = json_select("".join(self._lines(ref)), path)
+        return split_lines(_json_text(value))
+
     def lines(
-        self, ref: str, *, offset: int = 0, limit: int | None = None, grep: str | None = None
+        self,
+        ref: str,
+        *,
+        offset: int = 0,
+        limit: int | None = None,
+        grep: str | None = None,
+        context: int = 0,
+        path: str | None = None,
     ) -> tuple[list[tuple[int, str]], int]:
-        """(1-based line number, line) pairs chosen, and the number of candidate lines."""
-        return self._select(_args(ref=validate_ref(ref), offset=offset, limit=limit, grep=grep))
+        """(1-based line number, line) pairs chosen, and the number of candidate lines.
+
+        ``path`` selects a JSON value first (its lines are numbered from 1); ``context`` adds
+        that many lines before and after each ``grep`` match."""
+        args = _args(
+            ref=validate_ref(ref), offset=offset, limit=limit, grep=grep, context=context, path=path
+        )
+        return self._select(args)
 
     def _select(self, args: ReadArgs) -> tuple[list[tuple[int, str]], int]:
-        lines = self._lines(args.ref)
+        lines = (
+            self._lines(args.ref) if args.path is None else self._value_lines(args.ref, args.path)
+        )
         offset, limit = args.offset, args.limit
         if args.grep is None:
             end = len(lines) if limit is None else offset + limit
             return list(enumerate(lines[offset:end], offset + 1)), len(lines)
         numbered = _grep(_matcher(args.grep), args.grep, lines)
+        if args.context:
+            numbered = _around(numbered, lines, args.context)
         end = len(numbered) if limit is None else offset + limit
         return numbered[offset:end], len(numbered)
 
     def read(
-        self, ref: str, *, offset: int = 0, limit: int | None = None, grep: str | None = None
+        self,
+        ref: str,
+        *,
+        offset: int = 0,
+        limit: int | None = None,
+        grep: str | None = None,
+        context: int = 0,
+        path: str | None = None,
     ) -> str:
         """The exact text of the chosen lines (the whole output, byte-exact, when no argument)."""
-        if offset == 0 and limit is None and grep is None:
+        if offset == 0 and limit is None and grep is None and path is None:
             return self._store.get(validate_ref(ref))
-        chosen, _ = self.lines(ref, offset=offset, limit=limit, grep=grep)
+        chosen, _ = self.lines(
+            ref, offset=offset, limit=limit, grep=grep, context=context, path=path
+        )
         return "".join(line for _, line in chosen)
 
     def tool_definition(self) -> dict[str, Any]:
@@ -422,6 +524,10 @@ class ReadBack:
             shown += 1
         ref, offset = args.ref, args.offset
         what = "matching lines" if args.grep is not None else "lines"
+        if args.grep is not None and args.context:
+            what = f"lines around matches (context {args.context})"
+        if args.path is not None:
+            what = f"{what} of the value at {args.path}"
         head = f"[toolbudget] ref {ref}: {what} {offset + 1}-{offset + shown} of {total}"
         if not chosen:
             head = f"[toolbudget] ref {ref}: no {what} at offset {offset} (there are {total})"
