@@ -216,12 +216,6 @@ def _marker(shape: Shaped) -> str:
     )
 
 
-_MARKER_RESERVE = 64
-"""Characters first set aside for the marker line; the body's budget then shrinks by whatever
-the marker really took beyond it, so marker and body together fit the preview's characters."""
-_FIT_TRIES = 8
-
-
 def preview_shape(
     text: str,
     chars: int,
@@ -230,24 +224,14 @@ def preview_shape(
     shaped: bool = True,
     earlier: Earlier | None = None,
 ) -> Shaped:
-    """The version-1 preview of ``text``: its marker line and body fit in ``chars`` together."""
+    """The version-1 preview of ``text``: a body of at most ``chars`` characters (its block
+    headers included; the marker line, like version 0's marker lines, is not)."""
     if earlier is not None:
         delta = _delta(text, chars, earlier)
         if delta is not None:
             return delta
-    budget = max(chars - _MARKER_RESERVE, 0)
-    for _ in range(_FIT_TRIES):
-        got = shape_preview(text, budget, tail_share=tail_share) if shaped else None
-        if got is None:
-            got = _head_tail(text, budget, tail_share)
-        over = len(_marker(got)) + 1 + len(got.body) - chars
-        if over <= 0:
-            return got
-        budget -= over
-        if budget <= 0:
-            break
-    # A budget too small for any marker: the head alone, as many characters as fit.
-    return Shaped("head_tail", text[: max(chars - 40, 0)], ())
+    got = shape_preview(text, chars, tail_share=tail_share) if shaped else None
+    return got if got is not None else _head_tail(text, chars, tail_share)
 
 
 def _delta(text: str, chars: int, earlier: Earlier) -> Shaped | None:
@@ -265,8 +249,7 @@ def _delta(text: str, chars: int, earlier: Earlier) -> Shaped | None:
         f"diff against ref {earlier.ref}, the earlier output of this same call: "
         f"{_n(removed, 'line')} removed, {_n(added, 'line')} added, the rest unchanged"
     )
-    shaped = Shaped("delta", body, (), note)
-    return shaped if len(_marker(shaped)) + 1 + len(body) <= chars else None
+    return Shaped("delta", body, (), note) if len(body) <= chars else None
 
 
 def _head_tail(text: str, budget: int, tail_share: float) -> Shaped:

@@ -100,8 +100,8 @@ class HistoryCache(StalenessCandidates):
         # Tokens of each message as shown with the decisions frozen before the request that
         # scanned it: what the request is estimated at before its passes run.
         self._cum_pre: list[int] = [0]
-        self._calls: dict[str, list[tuple[str, int, int]]] = {}
-        """Per call id, the calls made with it (tool, group, round), the latest last."""
+        self._calls: dict[str, list[tuple[str, int, int, str]]] = {}
+        """Per call id, the calls made with it (tool, group, round, key), the latest last."""
         self._occ: dict[str, int] = {}
         """Per call id, how many results answer it in the history scanned so far."""
         self._stale = False
@@ -235,9 +235,9 @@ class HistoryCache(StalenessCandidates):
             for call in scanned.calls:
                 made = calls_of.get(call.call_id)
                 if made is None:
-                    calls_of[call.call_id] = [(call.tool, group, rnd)]
+                    calls_of[call.call_id] = [(call.tool, group, rnd, call.key)]
                 else:
-                    made.append((call.tool, group, rnd))
+                    made.append((call.tool, group, rnd, call.key))
             if not scanned.results:
                 remember(messages[i], _Msg(scanned, (), rnd, group, 0, 0), None, i)
                 continue
@@ -316,14 +316,14 @@ class HistoryCache(StalenessCandidates):
                 f"messages[{i}] has a tool result for call id {raw.call_id!r}, "
                 "but no earlier message makes that call"
             )
-        tool, g, r_round = placed_call[-1]
+        tool, g, r_round, key = placed_call[-1]
         # Servers that number calls per turn repeat ids: each result answering an id is
         # its own result, keyed by how many answered that id before it.
         occ = self._occ.get(raw.call_id, 0) + 1
         self._occ[raw.call_id] = occ
         return build_result(
             result_key(raw.call_id, occ), tool, i, raw.slot, g, r_round, raw.text, raw.is_error,
-            raw.other_blocks * self.config.image_chars, (i << 16) + raw.slot,
+            raw.other_blocks * self.config.image_chars, (i << 16) + raw.slot, key,
         )  # fmt: skip
 
     def _prior(self, result: ToolResult) -> Decision | None:

@@ -14,10 +14,12 @@ from typing import Any
 
 from budget._calibration import Anchor, learn
 from budget._copies import RequestCopy
+from budget._errors import BudgetError
 from budget._ledger import Decision
 from budget._usage import ProviderUsage, normalize_usage
 from budget._view import ToolResult
 from budget.passes import PIPELINE, PassContext, Staleness
+from budget.previews import Earlier
 from spill import ref_for
 
 __all__ = ["PassRun", "Turn"]
@@ -134,7 +136,31 @@ class PassRun(RequestCopy):
             cap_scale=0.5 ** min(self._overflows, 3),
             text_tokens=self._tt,
             preview_version=self._ledger.preview_version,
+            earlier=self._earlier,
         )
+
+    def _earlier(self, result: ToolResult) -> Earlier | None:
+        """The latest earlier result of the same call as ``result`` (same command, or tool and
+        input) decided in an earlier request with its text stored, and that text; else None."""
+        key = result.call_key
+        if not key:
+            return None
+        best: tuple[int, str] | None = None
+        for members in self._members.values():
+            for cid, r in members.items():
+                if r.call_key != key or r.order >= result.order:
+                    continue
+                if best is not None and r.order <= best[0]:
+                    continue
+                d = self._ledger.get(cid)
+                if d is not None and d.needs_body and d.ref is not None:
+                    best = (r.order, d.ref)
+        if best is None:
+            return None
+        try:
+            return Earlier(best[1], self._store.get(best[1]))
+        except (BudgetError, OSError):
+            return None  # not readable now: no delta, the usual preview
 
     def _group_frozen_chars(self, fresh: list[ToolResult]) -> dict[int, int]:
         """Per group of a fresh result, the characters its results decided before show."""

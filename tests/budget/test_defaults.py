@@ -69,32 +69,31 @@ def test_a_result_of_50000_characters_is_kept_and_one_of_50001_spilled(tmp_path:
         assert b.read(ref_for(over)) == over
 
 
-def test_the_default_preview_is_63_head_and_63_tail_lines_of_15_characters(tmp_path: Path) -> None:
-    """2,000 preview characters, marker line included, at tail share 0.5: 63 lines each side.
+def test_the_default_preview_is_66_head_and_66_tail_lines_of_15_characters(tmp_path: Path) -> None:
+    """2,000 preview characters at tail share 0.5: 1,000 each side, 66 whole 15-char lines (990).
 
     3,334 lines of 15 characters = 50,010 characters is not errors, JSON, a table or a diff: its
-    preview is head + tail. The marker line and the two block headers come out of the same 2,000
-    characters: 63 whole lines of 15 fit each side (1,987 characters in all).
+    preview is head + tail. The head keeps lines 1-66, the tail lines 3,269-3,334, and lines
+    67-3,268 are left out, as the marker line says (it and the block headers are not counted in
+    the 2,000, as version 0's marker lines were not).
     """
     text = big(3_334)
     with Budget.open(tmp_path / "s") as b:
         env = shown(b.prepare(conversation([[text]]), now=0), "call_0_0")
     markers = [line for line in env.splitlines() if line.startswith("--- ")]
     assert markers == [
-        "--- preview: head_tail; left out: lines 64–3,271 ---",
-        "--- lines 1–63 ---",
-        "--- lines 3,272–3,334 ---",
+        "--- preview: head_tail; left out: lines 67–3,268 ---",
+        "--- lines 1–66 ---",
+        "--- lines 3,269–3,334 ---",
     ]
-    preview = env.split("\n", 2)[2]
-    assert len(preview) <= 2_000
-    head = env.split("--- lines 1–63 ---\n")[1].split("\n--- lines 3,272")[0]
-    assert head + "\n" == text[: 63 * 15]
-    assert env.endswith(text[-63 * 15 :].removesuffix("\n"))
+    head = env.split("--- lines 1–66 ---\n")[1].split("\n--- lines 3,269")[0]
+    assert head + "\n" == text[:990]
+    assert env.endswith(text[-990:].removesuffix("\n"))
     assert "File:" not in env  # include_path is off by default
 
 
 def test_an_error_results_preview_gives_three_quarters_to_the_tail(tmp_path: Path) -> None:
-    """Error tail share 0.75 of the 1,936 characters left by the marker: 31 head lines, 95 tail."""
+    """Error tail share 0.75: 500 head characters hold 33 lines (495), the 1,500 tail exactly 100."""
     text = big(3_334)
     msgs = [
         {"role": "user", "content": "Run the tests."},
@@ -105,9 +104,9 @@ def test_an_error_results_preview_gives_three_quarters_to_the_tail(tmp_path: Pat
         env = shown(b.prepare(msgs, now=0), "e")
     markers = [line for line in env.splitlines() if line.startswith("--- ")]
     assert markers == [
-        "--- preview: head_tail; left out: lines 32–3,239 ---",
-        "--- lines 1–31 ---",
-        "--- lines 3,240–3,334 ---",
+        "--- preview: head_tail; left out: lines 34–3,234 ---",
+        "--- lines 1–33 ---",
+        "--- lines 3,235–3,334 ---",
     ]
 
 
