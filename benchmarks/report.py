@@ -43,6 +43,7 @@ from benchmarks._table import report_table
 from benchmarks.bound import PROTECT_ROUNDS, bound_billed, share_of_saving
 from benchmarks.calibration import Calibration, calibrate, calibration_table
 from benchmarks.importers import Skipped
+from benchmarks.previews import PreviewHits, preview_hits, previews_table
 from benchmarks.replay import (
     BASELINE,
     DEFAULT_WINDOW,
@@ -92,6 +93,8 @@ class BenchResult:
         }
 
     calibration: tuple[Calibration, ...] = ()
+    previews: PreviewHits | None = None
+    """Preview hit rates per shape, head + tail against the shapes (:mod:`benchmarks.previews`)."""
 
 
 SCRATCH_PREFIX = "toolbudget-bench-"
@@ -188,6 +191,12 @@ def run_bench(
         window=window,
         bounds=bounds,
         calibration=tuple(calibrate(traces, replays)),
+        previews=preview_hits(
+            [
+                t if max_requests is None else replace(t, requests=t.requests[:max_requests])
+                for t in traces
+            ]
+        ),
     )
 
 
@@ -371,6 +380,8 @@ def render(result: BenchResult, console: Console, *, wide: bool = False) -> None
             # Cut to fit, every number would read "15,9…": give the format totals whole instead.
             calibration = calibration_table(result.calibration, per_trace=False)
         console.print(calibration)
+    if result.previews is not None and result.previews.total().cases:
+        console.print(previews_table(result.previews))
     if result.skipped:
         console.print(
             f"[yellow]{len(result.skipped)} file(s) skipped[/] (each with its reason on stderr)."
@@ -414,6 +425,7 @@ def as_json(result: BenchResult) -> dict[str, Any]:
         "skipped": [{"path": s.path, "reason": s.reason} for s in result.skipped],
         "bound": result.bound(),
         "calibration": [c.as_dict() for c in result.calibration],
+        "previews": None if result.previews is None else result.previews.as_json(),
     }
 
 

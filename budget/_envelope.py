@@ -203,17 +203,38 @@ def envelope(
     return "\n".join(out)
 
 
-def _marker(shape: Shaped) -> str:
-    """The line naming a preview's shape and what it leaves out."""
+_DELTA_SHARE = 2
+"""A re-run's diff is shown when it takes at most half the preview: the other half always
+shows the output itself (the earlier output was itself only previewed)."""
+_AND_THEN_CHARS = 120
+"""Room kept for the second marker line of a delta followed by the output's own preview."""
+_MIN_ROOM = 200
+"""Below this many characters left by a delta, the output's own preview is not added."""
+
+
+def _marker(shape: Shaped, *, then: bool = False) -> str:
+    """The line naming a preview's shape and what it leaves out (``then``: the second marker
+    of a delta preview, introducing the output's own preview)."""
     what = shape.shape if not shape.note else f"{shape.shape} ({shape.note})"
+    if then:
+        what = f"then this output's own preview, {what}"
     if shape.shape == "json":
         return f"--- preview: {what} ---"
     if shape.shape == "delta":
         return f"--- preview: {what} ---"
-    left = span_text(shape.left_out)
-    return (
-        f"--- preview: {what}; left out: lines {left} ---" if left else f"--- preview: {what} ---"
-    )
+    ranges = shape.left_out
+    if not ranges:
+        return f"--- preview: {what} ---"
+    left = span_text(ranges[:_MARKER_RANGES])
+    if len(ranges) > _MARKER_RANGES:
+        more = len(ranges) - _MARKER_RANGES
+        left += f" and {_n(more, 'more range')} (every block below is numbered)"
+    return f"--- preview: {what}; left out: lines {left} ---"
+
+
+_MARKER_RANGES = 8
+"""Left-out ranges the marker line lists at most: it stays one short line (the block headers
+number every line shown anyway)."""
 
 
 def preview_shape(
@@ -226,12 +247,18 @@ def preview_shape(
 ) -> Shaped:
     """The version-1 preview of ``text``: a body of at most ``chars`` characters (its block
     headers included; the marker line, like version 0's marker lines, is not)."""
-    if earlier is not None:
-        delta = _delta(text, chars, earlier)
-        if delta is not None:
-            return delta
-    got = shape_preview(text, chars, tail_share=tail_share) if shaped else None
-    return got if got is not None else _head_tail(text, chars, tail_share)
+    delta = _delta(text, chars // _DELTA_SHARE, earlier) if earlier is not None else None
+    room = chars if delta is None else chars - len(delta.body) - _AND_THEN_CHARS
+    if delta is not None and room < _MIN_ROOM:
+        return delta
+    got = shape_preview(text, room, tail_share=tail_share) if shaped else None
+    if got is None:
+        got = _head_tail(text, room, tail_share)
+    if delta is None:
+        return got
+    # The change first, then what the output itself shows in the room the diff leaves: the
+    # earlier output was itself only previewed, so the diff alone may not say enough.
+    return Shaped("delta", f"{delta.body}\n{_marker(got, then=True)}\n{got.body}", (), delta.note)
 
 
 def _delta(text: str, chars: int, earlier: Earlier) -> Shaped | None:

@@ -12,13 +12,17 @@ from budget.previews._lines import Picker, Shaped
 
 __all__ = ["shape_preview"]
 
+
+def _n(k: int, word: str) -> str:
+    return f"{k:,} {word}" if k == 1 else f"{k:,} {word}s"
+
+
 SUMMARY_SHARE: Final = 0.25
 """Most of the budget summary lines take (pytest's short summary can list every failed test)."""
 FAILURE_SHARE: Final = 0.25
 """Most of the budget the failure lines themselves take, before their context and the tail."""
-CONTEXT_LINES: Final = 6
-"""Lines shown after a failure line (pytest's ``E`` lines, a compiler's ``-->`` and caret)."""
-_DIFF_HEADER: Final = ("diff ", "--- ", "+++ ", "Index: ", "index ", "new file", "deleted file")
+CONTEXT_AFTER: Final = 6
+"""Lines shown after a failure line (a traceback's frames, a compiler's ``-->`` and caret)."""
 
 
 def _errors(lines: Sequence[str], budget: int, tail_share: float) -> Shaped:
@@ -37,11 +41,13 @@ def _errors(lines: Sequence[str], budget: int, tail_share: float) -> Shaped:
     # The tail next (exit codes, the last error), then the first failures' context, then more.
     p.take_back(0, len(lines), limit=int((budget - p.used) * tail_share))
     for i in taken:
-        p.take_range(i + 1, i + 1 + CONTEXT_LINES)
+        p.take_range(i + 1, i + 1 + CONTEXT_AFTER)
     p.take_back(0, len(lines))
     p.take_range(0, len(lines))
     n_fail = len(failures)
-    return p.render("errors", f"{n_fail:,} failure or error lines, {len(summary):,} summary lines")
+    return p.render(
+        "errors", f"{_n(n_fail, 'failure or error line')}, {_n(len(summary), 'summary line')}"
+    )
 
 
 def _table(lines: Sequence[str], budget: int, tail_share: float) -> Shaped:
@@ -54,21 +60,43 @@ def _table(lines: Sequence[str], budget: int, tail_share: float) -> Shaped:
     p.take_range(head, len(lines), limit=int(body_budget * (1 - tail_share)))
     p.take_back(head, len(lines))
     p.take_range(head, len(lines))
-    return p.render("table", f"{len(rows):,} rows under a {head - first}-line header")
+    return p.render("table", f"{_n(len(rows), 'row')} under a {head - first}-line header")
 
 
-def _diff(lines: Sequence[str], budget: int) -> Shaped:
-    p = Picker(lines, budget)
-    files = [i for i, line in enumerate(lines) if line.startswith(_DIFF_HEADER)]
+INDEX_SHARE: Final = 0.35
+"""Most of the budget a diff's index (its files and hunk headers, with their line numbers)
+takes; the rest shows the hunks from both ends."""
+
+
+def _diff(lines: Sequence[str], budget: int, tail_share: float) -> Shaped:
+    files = [i for i, line in enumerate(lines) if line.startswith(("diff ", "Index: "))]
+    if not files:
+        files = [i for i, line in enumerate(lines) if line.startswith("+++ ")]
     hunks = [i for i, line in enumerate(lines) if _HUNK.match(line)]
+    # The index: one short row per file and hunk, numbered, instead of scattered one-line
+    # blocks (each would cost a block header of its own).
+    rows = ["--- files and hunks (line: header) ---"]
+    used = len(rows[0]) + 1
+    listed = 0
     for i in sorted({*files, *hunks}):
-        if not p.take(i):
+        row = f"{i + 1:,}: {lines[i][:120]}"
+        if used + len(row) + 1 > budget * INDEX_SHARE:
             break
+        rows.append(row)
+        used += len(row) + 1
+        listed += 1
+    if listed < len(files) + len(hunks):
+        more = f"(and {len(files) + len(hunks) - listed:,} more: grep '^(diff |@@ )')"
+        rows.append(more)
+        used += len(more) + 1
+    p = Picker(lines, budget - used)
+    # Then the hunks from both ends, as head + tail would cut them: the last file's change is
+    # as likely to be the one asked about as the first's.
+    p.take_range(0, len(lines), limit=int(p.budget * (1 - tail_share)))
+    p.take_back(0, len(lines))
     p.take_range(0, len(lines))
-    n_files = sum(1 for i in files if lines[i].startswith(("diff ", "Index: "))) or sum(
-        1 for i in files if lines[i].startswith("+++ ")
-    )
-    return p.render("diff", f"{n_files:,} files, {len(hunks):,} hunks")
+    shaped = p.render("diff", f"{_n(len(files), 'file')}, {_n(len(hunks), 'hunk')}")
+    return Shaped("diff", "\n".join(rows) + "\n" + shaped.body, shaped.left_out, shaped.note)
 
 
 def _ndjson(lines: Sequence[str], budget: int, tail_share: float) -> Shaped:
@@ -77,7 +105,7 @@ def _ndjson(lines: Sequence[str], budget: int, tail_share: float) -> Shaped:
     p.take_back(0, len(lines))
     p.take_range(0, len(lines))
     records = sum(1 for line in lines if line.strip())
-    return p.render("ndjson", f"{records:,} records, one per line")
+    return p.render("ndjson", f"{_n(records, 'record')}, one per line")
 
 
 def _json(text: str, budget: int) -> Shaped | None:
@@ -105,7 +133,7 @@ def shape_preview(
     elif kind == "table":
         shaped = _table(lines, budget, tail_share)
     elif kind == "diff":
-        shaped = _diff(lines, budget)
+        shaped = _diff(lines, budget, tail_share)
     elif kind == "ndjson":
         shaped = _ndjson(lines, budget, tail_share)
     else:
