@@ -28,15 +28,16 @@ SUMMARY: Final = re.compile(
     r"|=+ short test summary info =+"
     r"|(?:FAILED|ERROR) \S+.*"  # pytest short summary rows
     r"|Ran \d+ tests? in [\d.]+s"  # unittest
-    r"|FAILED \((?:failures|errors)=\d+.*\)|OK(?: \(.*\))?"
+    r"|FAILED \((?:failures|errors)=\d+.*\)"
     r"|test result: (?:ok|FAILED)\..*"  # cargo
     r"|error: (?:could not compile|aborting due to).*|error: test failed.*"
-    r"|(?:FAIL|ok)\s+\S+\s+[\d.]+s|FAIL|PASS"  # go test
+    r"|(?:FAIL|ok)\s+\S+\s+[\d.]+s|FAIL"  # go test
     r"|Tests?:\s+.*\b(?:failed|passed|total)\b.*|Test Suites:\s+.*"  # jest
     r"|\[(?:ERROR|INFO)\] (?:BUILD FAILURE|BUILD SUCCESS|Tests run:.*|Failed to execute goal.*)"  # mvn
     r"|Tests run: \d+, Failures: \d+.*"
     r"|Found \d+ errors?.*"  # tsc
-    r"|\d+ (?:errors?|warnings?)(?: and \d+ warnings?)? generated\."  # clang
+    r"|\d+ (?:errors?|warnings?)(?: and \d+ (?:errors?|warnings?))? generated\."  # clang
+    r"|\d+ (?:errors?|warnings?)"  # javac
     r"|npm ERR! (?:code|Test failed).*|npm error (?:code|Test failed).*"
     r"|make(?:\[\d+\])?: \*\*\*.*"
     r")\s*$"
@@ -124,6 +125,13 @@ def _delimited(rows: Sequence[str], sep: str) -> bool:
     return sum(1 for c in counts if c == first) >= SHARE * len(rows)
 
 
+def _tsv(lines: Sequence[str]) -> bool:
+    """Tab-separated columns: the same two or more tabs on most lines (a numbered file read
+    has one tab a line, then whatever tabs its own lines hold)."""
+    rows = [line for line in lines if line.strip()]
+    return len(rows) >= MIN_LINES and rows[0].count("\t") >= 2 and _delimited(rows, "\t")
+
+
 def _is_table(lines: Sequence[str]) -> bool:
     rows = [line for line in lines if line.strip()]
     if len(rows) < MIN_LINES:
@@ -156,7 +164,7 @@ def detect(text: str, lines: Sequence[str] | None = None) -> Shape:
     """The shape of ``text``'s preview (``lines``: ``text.split("\\n")`` when already split)."""
     lines = text.split("\n") if lines is None else lines
     numbered = sum(1 for line in lines[:200] if _NUMBERED.match(line))
-    if numbered >= SHARE * min(len(lines), 200):
+    if numbered >= SHARE * min(len(lines), 200) and not _tsv(lines):
         return "head_tail"
     if _is_diff(lines):
         return "diff"

@@ -63,7 +63,7 @@ def _table(lines: Sequence[str], budget: int, tail_share: float) -> Shaped:
     return p.render("table", f"{_n(len(rows), 'row')} under a {head - first}-line header")
 
 
-INDEX_SHARE: Final = 0.35
+INDEX_SHARE: Final = 0.5
 """Most of the budget a diff's index (its files and hunk headers, with their line numbers)
 takes; the rest shows the hunks from both ends."""
 
@@ -78,13 +78,16 @@ def _diff(lines: Sequence[str], budget: int, tail_share: float) -> Shaped:
     rows = ["--- files and hunks (line: header) ---"]
     used = len(rows[0]) + 1
     listed = 0
-    for i in sorted({*files, *hunks}):
+    picked: list[int] = []
+    # Every file first (the file list), then the hunk headers, while the index has room.
+    for i in (*files, *hunks):
         row = f"{i + 1:,}: {lines[i][:120]}"
         if used + len(row) + 1 > budget * INDEX_SHARE:
             break
-        rows.append(row)
+        picked.append(i)
         used += len(row) + 1
         listed += 1
+    rows += [f"{i + 1:,}: {lines[i][:120]}" for i in sorted(picked)]
     if listed < len(files) + len(hunks):
         more = f"(and {len(files) + len(hunks) - listed:,} more: grep '^(diff |@@ )')"
         rows.append(more)
