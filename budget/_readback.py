@@ -526,11 +526,12 @@ class ReadBack:
         what = "matching lines" if args.grep is not None else "lines"
         if args.grep is not None and args.context:
             what = f"lines around matches (context {args.context})"
-        if args.path is not None:
-            what = f"{what} of the value at {args.path}"
-        head = f"[toolbudget] ref {ref}: {what} {offset + 1}-{offset + shown} of {total}"
+        where = "" if args.path is None else f" (the value at {args.path})"
+        head = f"[toolbudget] ref {ref}{where}: {what} {offset + 1}-{offset + shown} of {total}"
         if not chosen:
-            head = f"[toolbudget] ref {ref}: no {what} at offset {offset} (there are {total})"
+            head = (
+                f"[toolbudget] ref {ref}{where}: no {what} at offset {offset} (there are {total})"
+            )
         nxt = offset + shown
         tail = f"[more: call again with offset={nxt}]" if nxt < total else "[end]"
         return "\n".join([head, *out, tail])

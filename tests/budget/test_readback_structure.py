@@ -64,7 +64,7 @@ def test_a_json_path_reads_one_value() -> None:
     got = b.read_tool_result({"ref": ref, "path": "$.items[3].name"})
     assert not got.is_error
     assert got.text.splitlines()[1].endswith('"item-3"')
-    assert "of the value at $.items[3].name" in got.text.splitlines()[0]
+    assert got.text.splitlines()[0].endswith("(the value at $.items[3].name): lines 1-1 of 1")
     whole = b.read_tool_result({"ref": ref, "path": "$.items[-1]", "limit": 100}).text
     body = "\n".join(line.split("\t", 1)[1] for line in whole.splitlines()[1:-1])
     assert json.loads(body) == DOC["items"][-1]
