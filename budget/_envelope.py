@@ -158,7 +158,12 @@ def envelope(
     )
     if version >= 1:
         shape = preview_shape(
-            text, preview_chars, tail_share=tail_share, shaped=shaped, earlier=earlier
+            text,
+            preview_chars,
+            tail_share=tail_share,
+            shaped=shaped,
+            earlier=earlier,
+            newlines=newlines,
         )
         out = [first, _read_hint(ref, read_tool, json_path=shape.shape == "json")]
         if path is not None:
@@ -244,16 +249,19 @@ def preview_shape(
     tail_share: float,
     shaped: bool = True,
     earlier: Earlier | None = None,
+    newlines: int | None = None,
 ) -> Shaped:
     """The version-1 preview of ``text``: a body of at most ``chars`` characters (its block
-    headers included; the marker line, like version 0's marker lines, is not)."""
+    headers included; the marker line, like version 0's marker lines, is not). ``newlines``:
+    ``text.count("\\n")`` when the caller has counted (the one pass over a whole output)."""
+    nl = text.count("\n") if newlines is None else newlines
     delta = _delta(text, chars // _DELTA_SHARE, earlier) if earlier is not None else None
     room = chars if delta is None else chars - len(delta.body) - _AND_THEN_CHARS
     if delta is not None and room < _MIN_ROOM:
         return delta
-    got = shape_preview(text, room, tail_share=tail_share) if shaped else None
+    got = shape_preview(text, room, tail_share=tail_share, newlines=nl) if shaped else None
     if got is None:
-        got = _head_tail(text, room, tail_share)
+        got = _head_tail(text, room, tail_share, nl)
     if delta is None:
         return got
     # The change first, then what the output itself shows in the room the diff leaves: the
@@ -279,10 +287,10 @@ def _delta(text: str, chars: int, earlier: Earlier) -> Shaped | None:
     return Shaped("delta", body, (), note) if len(body) <= chars else None
 
 
-def _head_tail(text: str, budget: int, tail_share: float) -> Shaped:
+def _head_tail(text: str, budget: int, tail_share: float, newlines: int) -> Shaped:
     """Today's head and tail (:func:`make_preview`), in numbered blocks."""
-    p = make_preview(text, budget, tail_share=tail_share)
-    total = count_lines(text)
+    p = make_preview(text, budget, tail_share=tail_share, newlines=newlines)
+    total = newlines + (0 if text.endswith("\n") or not text else 1)
     if not p.tail and len(p.head) == len(text):
         return Shaped("head_tail", _block(1, total, p.head), ())
     head_whole = p.head.endswith("\n")

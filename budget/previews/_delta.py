@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections import Counter
 from typing import Final
 
 from budget._errors import InputError
@@ -48,6 +49,14 @@ def _range(start: int, n: int) -> str:
 def line_delta(old: str, new: str, *, limit: int | None = None) -> str | None:
     """The hunks turning ``old`` into ``new``, one line each; None once longer than ``limit``."""
     a, b = _split_nl(old), _split_nl(new)
+    if limit is not None:
+        # A floor on the diff's size in one linear pass: the lines one side has more of than
+        # the other must all appear in it. Over the limit, the quadratic matcher is not run.
+        ca, cb = Counter(a), Counter(b)
+        floor = sum((len(x) + 1) * n for x, n in (ca - cb).items())
+        floor += sum((len(x) + 1) * n for x, n in (cb - ca).items())
+        if floor > limit:
+            return None
     sm = difflib.SequenceMatcher(None, a, b, autojunk=False)
     out: list[str] = []
     size = 0

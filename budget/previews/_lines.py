@@ -39,25 +39,44 @@ def span_text(ranges: Iterable[tuple[int, int]]) -> str:
 
 
 def gaps(shown: Sequence[int], total: int) -> tuple[tuple[int, int], ...]:
-    """The 1-based inclusive ranges of lines ``0..total-1`` not in sorted ``shown``."""
+    """The 1-based inclusive ranges of lines ``1..total`` not in sorted 1-based ``shown``."""
     out: list[tuple[int, int]] = []
-    prev = -1
-    for i in shown:
-        if i > prev + 1:
-            out.append((prev + 2, i))
-        prev = i
-    if prev < total - 1:
-        out.append((prev + 2, total))
+    prev = 0
+    for n in shown:
+        if n > prev + 1:
+            out.append((prev + 1, n - 1))
+        prev = n
+    if prev < total:
+        out.append((prev + 1, total))
     return tuple(out)
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """The lines a shape looks at: all of a text's, or (a long text) those of its first and its
+    last :data:`WINDOW_CHARS` characters, numbered as in the whole text."""
+
+    lines: Sequence[str]
+    total: int
+    """Lines of the whole text."""
+    tail_at: int | None = None
+    """Index in ``lines`` where the last window's lines start (None: ``lines`` is every line)."""
+
+    def number(self, i: int) -> int:
+        """The 1-based line number of ``lines[i]`` in the whole text."""
+        if self.tail_at is None or i < self.tail_at:
+            return i + 1
+        return self.total - (len(self.lines) - i) + 1
 
 
 class Picker:
     """Chooses lines of ``lines`` (without their newlines) while the preview fits ``budget``."""
 
-    __slots__ = ("_line_chars", "budget", "lines", "shown", "used")
+    __slots__ = ("_line_chars", "budget", "lines", "shown", "used", "window")
 
-    def __init__(self, lines: Sequence[str], budget: int) -> None:
-        self.lines = lines
+    def __init__(self, lines: Sequence[str] | Window, budget: int) -> None:
+        self.window = lines if isinstance(lines, Window) else Window(lines, len(lines))
+        self.lines = self.window.lines
         self.budget = budget
         self.used = 0
         self.shown: set[int] = set()
@@ -74,9 +93,16 @@ class Picker:
     def cost(self, i: int) -> int:
         """Characters line ``i`` adds to the preview, with a block header if it starts one."""
         c = len(self.shown_line(i)) + 1
-        if i - 1 not in self.shown and i + 1 not in self.shown:
+        if not (self._joins(i - 1, i) and i - 1 in self.shown) and not (
+            self._joins(i, i + 1) and i + 1 in self.shown
+        ):
             c += BLOCK_HEADER_CHARS
         return c
+
+    def _joins(self, i: int, j: int) -> bool:
+        """Whether lines ``i`` and ``j = i + 1`` are consecutive in the whole text."""
+        at = self.window.tail_at
+        return at is None or j != at or self.window.number(j) == self.window.number(i) + 1
 
     def take(self, i: int) -> bool:
         """Show line ``i`` if it fits; whether it is shown."""
@@ -121,20 +147,23 @@ class Picker:
     def render(self, shape: str, note: str = "") -> Shaped:
         """The picked lines in line order, one header per block, and the ranges left out."""
         order = sorted(self.shown)
-        return Shaped(
-            shape, render_blocks(order, self.shown_line), gaps(order, len(self.lines)), note
-        )
+        w = self.window
+        body = render_blocks(order, self.shown_line, w.number)
+        return Shaped(shape, body, gaps([w.number(i) for i in order], w.total), note)
 
 
-def render_blocks(order: Sequence[int], get: Callable[[int], str]) -> str:
-    """Lines ``order`` (sorted) rendered as numbered blocks; ``get(i)`` gives line ``i``."""
+def render_blocks(
+    order: Sequence[int], get: Callable[[int], str], number: Callable[[int], int]
+) -> str:
+    """Lines ``order`` (sorted) rendered as blocks of consecutive line numbers (``number(i)``,
+    1-based), each under its header; ``get(i)`` gives line ``i``."""
     out: list[str] = []
     i = 0
     while i < len(order):
         j = i
-        while j + 1 < len(order) and order[j + 1] == order[j] + 1:
+        while j + 1 < len(order) and number(order[j + 1]) == number(order[j]) + 1:
             j += 1
-        a, b = order[i] + 1, order[j] + 1
+        a, b = number(order[i]), number(order[j])
         out.append(f"--- line {a:,} ---" if a == b else f"--- lines {a:,}–{b:,} ---")
         out.extend(get(k) for k in order[i : j + 1])
         i = j + 1

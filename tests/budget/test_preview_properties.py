@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from budget._envelope import envelope, preview_shape
 from budget.previews import Earlier, apply_delta, line_delta, shape_preview, skeleton_text
+from budget.previews._detect import FAILURE, MAX_MARK_CHARS, SUMMARY, marks
 from budget.previews._json import LADDER
 
 _HEADER = re.compile(
@@ -133,3 +134,29 @@ def test_the_same_input_gives_the_same_bytes(text: str, chars: int, is_error: bo
         )  # fmt: skip
 
     assert make() == make()
+
+
+def _marks_by_brute_force(text: str) -> tuple[list[int], list[int]]:
+    summary, failures = [], []
+    for i, line in enumerate(text.split("\n")):
+        line = line[:MAX_MARK_CHARS]
+        if SUMMARY.match(line):
+            summary.append(i)
+        elif FAILURE.match(line):
+            failures.append(i)
+    return summary, failures
+
+
+@settings(max_examples=300)
+@given(
+    st.lists(
+        st.one_of(
+            LINE_KINDS, st.text(max_size=60), st.sampled_from(["İ", "ok\tpkg\t0.1s", "E  x"])
+        ),
+        max_size=60,
+    ).map("\n".join)
+)
+def test_the_keyword_scan_finds_every_line_the_patterns_match(text: str) -> None:
+    """``marks`` (patterns tried only on lines holding a keyword) finds exactly the summary and
+    failure lines that matching every line would."""
+    assert marks(text) == _marks_by_brute_force(text)

@@ -422,3 +422,23 @@ def test_every_real_long_result_fits_its_budget_and_repeats_its_bytes(
         if got is not None:
             assert len(got.body) <= 2_000
         assert env(text) == env(text)
+
+
+def test_a_long_output_is_shaped_from_its_two_ends_with_true_line_numbers() -> None:
+    """A 3 MB log is shaped from its first and last 64 KB: the failure near its end is shown
+    under its real line number, the middle is left out, and the cost stays flat."""
+    lines = [f"compiling unit {i:06d} of the tree" for i in range(100_000)]
+    at = 99_950
+    lines[at] = "src/unit.c:12:3: error: expected ';' before '}' token"
+    lines.append("make: *** [Makefile:9: all] Error 1")
+    text = "\n".join(lines) + "\n"
+    assert len(text) > 3_000_000
+    shaped = env(text)
+    assert "--- preview: errors" in shaped
+    assert lines[at] in shaped
+    rows = shaped.splitlines()
+    where = rows.index(lines[at])
+    head = next(i for i in range(where, -1, -1) if rows[i].startswith("--- lines "))
+    start = int(rows[head].removeprefix("--- lines ").split("–")[0].replace(",", ""))
+    assert start + (where - head - 1) == at + 1  # numbered as in the whole output
+    assert "compiling unit 050000" not in shaped
