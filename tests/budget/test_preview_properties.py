@@ -138,8 +138,8 @@ def test_the_same_input_gives_the_same_bytes(text: str, chars: int, is_error: bo
 
 def _marks_by_brute_force(text: str) -> tuple[list[int], list[int]]:
     summary, failures = [], []
-    for i, line in enumerate(text.split("\n")):
-        line = line[:MAX_MARK_CHARS]
+    for i, whole in enumerate(text.split("\n")):
+        line = whole[:MAX_MARK_CHARS]
         if SUMMARY.match(line):
             summary.append(i)
         elif FAILURE.match(line):
