@@ -165,15 +165,20 @@ def envelope(
             earlier=earlier,
             newlines=newlines,
         )
-        out = [first, _read_hint(ref, read_tool, json_path=shape.shape == "json")]
-        if path is not None:
-            out.append(f"File: {path}")
-        out.append(_marker(shape))
-        out.append(shape.body)
-        return "\n".join(out)
+        hint = _read_hint(ref, read_tool, json_path=shape.shape == "json")
+        out = [first, hint] if path is None else [first, hint, f"File: {path}"]
+        return "\n".join([*out, _marker(shape), shape.body])
     out = [first, _read_hint(ref, read_tool)]
     if path is not None:
         out.append(f"File: {path}")
+    return _v0_preview(out, text, preview_chars, tail_share, newlines)
+
+
+def _v0_preview(
+    out: list[str], text: str, preview_chars: int, tail_share: float, newlines: int
+) -> str:
+    """Version 0's envelope: ``out`` (its header lines) and the head + tail with their markers,
+    byte for byte as before preview shapes."""
     p = make_preview(text, preview_chars, tail_share=tail_share, newlines=newlines)
     whole_head = p.head.endswith("\n")
     out.append(

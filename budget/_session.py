@@ -375,20 +375,10 @@ class Budget(Compacting, Outcome, Bodies):
     # -- read-back ------------------------------------------------------------------------------
 
     def read(
-        self,
-        ref: str,
-        *,
-        offset: int = 0,
-        limit: int | None = None,
-        grep: str | None = None,
-        context: int = 0,
-        path: str | None = None,
+        self, ref: str, *, offset: int = 0, limit: int | None = None, grep: str | None = None
     ) -> str:
-        """The exact text of lines of a spilled output (the whole output when no argument);
-        ``path`` selects a JSON value, ``context`` adds lines around each ``grep`` match."""
-        return self._reader.read(
-            ref, offset=offset, limit=limit, grep=grep, context=context, path=path
-        )
+        """The exact text of lines of a spilled output (the whole output when no argument)."""
+        return self._reader.read(ref, offset=offset, limit=limit, grep=grep)
 
     def read_tool(self, format: Format | str | None = None) -> dict[str, Any]:
         """The read-back tool's definition in ``format`` (by default the session's format:
