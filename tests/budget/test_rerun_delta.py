@@ -113,3 +113,27 @@ def test_call_keys_name_the_command_or_the_tool_and_its_input() -> None:
     )
     assert call_key("read", {"path": "a"}) != call_key("grep", {"path": "a"})
     assert call_key("x", {"a": object()}) == ""
+
+
+def test_an_openai_chat_rerun_is_a_delta_too(tmp_path: Path) -> None:
+    """Chat Completions calls carry their arguments as a JSON string: the same command in a
+    differently ordered string is the same call, and its re-run is a delta."""
+
+    def chat_call(cid: str, arguments: str) -> dict[str, Any]:
+        fn = {"name": "bash", "arguments": arguments}
+        return {"role": "assistant", "content": None,
+                "tool_calls": [{"id": cid, "type": "function", "function": fn}]}  # fmt: skip
+
+    history: list[Any] = [
+        {"role": "user", "content": "test"},
+        chat_call("a", '{"command": "pytest -v", "timeout": 60}'),
+        {"role": "tool", "tool_call_id": "a", "content": RUN},
+    ]
+    with Budget.open(tmp_path / "s", CONFIG) as b:
+        b.prepare(history, now=0)
+        history += [
+            chat_call("b", '{"timeout": 120, "command": "pytest -v"}'),
+            {"role": "tool", "tool_call_id": "b", "content": RERUN},
+        ]
+        copy = b.prepare(history, now=1).messages
+    assert "--- preview: delta" in copy[4]["content"]
