@@ -6,9 +6,12 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import pytest
 
+from budget import Budget, ToolPolicy
 from budget._envelope import envelope
 from budget.previews import detect, shape_preview
 from tests._shared import SharedTraces
@@ -442,3 +445,32 @@ def test_a_long_output_is_shaped_from_its_two_ends_with_true_line_numbers() -> N
     start = int(rows[head].removeprefix("--- lines ").split("–")[0].replace(",", ""))
     assert start + (where - head - 1) == at + 1  # numbered as in the whole output
     assert "compiling unit 050000" not in shaped
+
+
+def test_the_head_tail_and_head_settings_turn_shapes_off(tmp_path: Path) -> None:
+    """``preview_shape="head_tail"`` shows a failing log as head + tail, ``"head"`` as its head
+    alone, and a per-tool ``preview`` overrides the session's (both still name their shape)."""
+    block, summary, _ = SAMPLES["pytest"]
+    text = buried(block, summary)
+
+    def shown(settings: dict[str, Any], tool: str = "bash") -> str:
+        msgs = [
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "content": [
+                {"type": "tool_use", "id": "c", "name": tool, "input": {"command": "pytest"}}]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "c", "content": text}]},
+        ]  # fmt: skip
+        with Budget.open(tmp_path / f"s{len(list(tmp_path.iterdir()))}", settings) as b:
+            out: str = b.prepare(msgs, now=0).messages[2]["content"][0]["content"]
+        return out
+
+    base = {"result_cap": 5_000, "preview_chars": 1_000}
+    assert "--- preview: errors" in shown(base)
+    assert "--- preview: head_tail; left out: lines " in shown(
+        {**base, "preview_shape": "head_tail"}
+    )
+    head = shown({**base, "preview_shape": "head"})
+    assert "--- preview: head_tail; left out: lines " in head and summary[-1] not in head
+    per_tool = {**base, "preview_shape": "head_tail", "tools": {"bash": ToolPolicy(preview="auto")}}
+    assert "--- preview: errors" in shown(per_tool)
