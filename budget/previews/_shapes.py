@@ -1,4 +1,9 @@
-"""The preview of each shape, within a budget of characters (markers and headers included)."""
+"""The preview of each shape, within a budget of characters (markers and headers included).
+
+The shares and line counts below are design choices, not fitted to any recorded output: the
+summary and the failure lines take at most a quarter of the preview each, so the tail keeps at
+least what head + tail gives it (half, or three quarters for an error result) of the rest.
+"""
 
 from __future__ import annotations
 
@@ -44,9 +49,13 @@ def _errors(view: str, w: Window, budget: int, tail_share: float) -> Shaped:
     p.take_back(0, len(lines))
     p.take_range(0, len(lines))
     n_fail = len(failures)
-    return p.render(
-        "errors", f"{_n(n_fail, 'failure or error line')}, {_n(len(summary), 'summary line')}"
-    )
+    found = f"{_n(n_fail, 'failure or error line')}, {_n(len(summary), 'summary line')}"
+    return p.render("errors", found + _windowed(w))
+
+
+def _windowed(w: Window) -> str:
+    """What a count of a windowed text covers."""
+    return "" if w.tail_at is None else f" in its first and last {WINDOW_CHARS // 1024} KB"
 
 
 def _table(w: Window, budget: int, tail_share: float) -> Shaped:
@@ -55,12 +64,14 @@ def _table(w: Window, budget: int, tail_share: float) -> Shaped:
     first = next((i for i, line in enumerate(lines) if line.strip()), 0)
     head = first + 2 if first + 1 < len(lines) and _MD_SEP.match(lines[first + 1]) else first + 1
     p.take_range(first, head)
-    rows = [i for i in range(head, len(lines)) if lines[i].strip()]
+    rows = sum(1 for i in range(head, len(lines)) if lines[i].strip())
+    if w.tail_at is not None:  # the lines between the windows are rows too (blank or not)
+        rows += w.number(w.tail_at) - w.tail_at - 1
     body_budget = budget - p.used
     p.take_range(head, len(lines), limit=int(body_budget * (1 - tail_share)))
     p.take_back(head, len(lines))
     p.take_range(head, len(lines))
-    return p.render("table", f"{_n(len(rows), 'row')} under a {head - first}-line header")
+    return p.render("table", f"{_n(rows, 'row')} under a {head - first}-line header")
 
 
 INDEX_SHARE: Final = 0.5
@@ -110,6 +121,8 @@ def _ndjson(w: Window, budget: int, tail_share: float) -> Shaped:
     p.take_back(0, len(lines))
     p.take_range(0, len(lines))
     records = sum(1 for line in lines if line.strip())
+    if w.tail_at is not None:  # the lines between the windows are records too
+        records += w.number(w.tail_at) - w.tail_at - 1
     return p.render("ndjson", f"{_n(records, 'record')}, one per line")
 
 

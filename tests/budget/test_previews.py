@@ -474,3 +474,14 @@ def test_the_head_tail_and_head_settings_turn_shapes_off(tmp_path: Path) -> None
     assert "--- preview: head_tail; left out: lines " in head and summary[-1] not in head
     per_tool = {**base, "preview_shape": "head_tail", "tools": {"bash": ToolPolicy(preview="auto")}}
     assert "--- preview: errors" in shown(per_tool)
+
+
+def test_a_long_table_counts_every_row_and_numbers_its_last_ones() -> None:
+    """A 200,000-row CSV (shaped from its two ends) still says how many rows it has, and its
+    last row is shown under its real line number."""
+    rows = [f"{i},name-{i},{i % 97}" for i in range(200_000)]
+    text = "id,name,score\n" + "\n".join(rows) + "\n"
+    shaped = env(text)
+    assert "--- preview: table (200,000 rows under a 1-line header)" in shaped
+    assert rows[-1] in shaped and shaped.splitlines()[-1] == rows[-1]
+    assert any(h.endswith("–200,001 ---") for h in shaped.splitlines())
