@@ -5,7 +5,11 @@ same input gives the same bytes."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 from hypothesis import given, settings
@@ -160,3 +164,32 @@ def test_the_keyword_scan_finds_every_line_the_patterns_match(text: str) -> None
     """``marks`` (patterns tried only on lines holding a keyword) finds exactly the summary and
     failure lines that matching every line would."""
     assert marks(text) == _marks_by_brute_force(text)
+
+
+def test_the_same_input_gives_the_same_bytes_in_another_process(tmp_path: Path) -> None:
+    """Two interpreters with different hash seeds build the same envelope bytes for each shape
+    (no set or dict order, no clock leaks into a preview)."""
+    script = tmp_path / "envelopes.py"
+    script.write_text(
+        "import hashlib, json\n"
+        "from budget._envelope import envelope\n"
+        "log = ''.join(f'step {i}\\\\n' for i in range(900)) + 'E   boom\\\\nFAILED x - boom\\\\n'\n"
+        "texts = [log, json.dumps({'a': list(range(900)), 'b': {'c': 'x' * 900}}),\n"
+        "         'h1,h2,h3\\\\n' + ''.join(f'{i},{i},{i}\\\\n' for i in range(900))]\n"
+        "for t in texts:\n"
+        "    e = envelope(t, ref='0' * 32, tool='t', preview_chars=600, tail_share=0.5,\n"
+        "                 read_tool='r', version=1)\n"
+        "    print(hashlib.sha256(e.encode()).hexdigest())\n"
+    )
+    outs = []
+    for seed in ("1", "2"):
+        env = {
+            **os.environ,
+            "PYTHONHASHSEED": seed,
+            "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
+        }
+        done = subprocess.run(
+            [sys.executable, str(script)], capture_output=True, text=True, env=env, check=True
+        )
+        outs.append(done.stdout)
+    assert outs[0] == outs[1] and len(outs[0].split()) == 3
