@@ -201,7 +201,7 @@ def _is_ndjson(lines: Sequence[str]) -> bool:
             return False
         try:
             json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested deeper than Python goes
             return False
     return True
 

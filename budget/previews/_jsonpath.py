@@ -44,11 +44,13 @@ def _records(text: str) -> Any:
     """``text`` as JSON, or as NDJSON (a list of its records); InputError when it is neither."""
     try:
         return json.loads(text)
+    except RecursionError:
+        raise InputError("path cannot read this JSON: it is nested too deeply") from None
     except ValueError:
         pass
     try:
         return [json.loads(line) for line in text.split("\n") if line.strip()]
-    except ValueError:
+    except (ValueError, RecursionError):
         raise InputError("path needs a JSON output, and this output is not JSON") from None
 
 

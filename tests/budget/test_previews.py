@@ -485,3 +485,12 @@ def test_a_long_table_counts_every_row_and_numbers_its_last_ones() -> None:
     assert "--- preview: table (200,000 rows under a 1-line header)" in shaped
     assert rows[-1] in shaped and shaped.splitlines()[-1] == rows[-1]
     assert any(h.endswith("–200,001 ---") for h in shaped.splitlines())
+
+
+def test_deeply_nested_json_lines_are_previewed_not_crashed_on() -> None:
+    """Lines of JSON nested deeper than Python's parser goes (an NDJSON check would recurse)
+    are previewed as head + tail (before: RecursionError out of prepare)."""
+    deep = "[" * 50_000 + "]" * 50_000
+    text = f"{deep}\n{deep}\n"
+    assert detect(text) == "head_tail"
+    assert "--- preview: head_tail" in env(text)

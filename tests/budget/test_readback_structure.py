@@ -122,3 +122,10 @@ def test_context_shows_the_lines_around_each_match_once() -> None:
     stored = store.put(LOG)
     exact = ReadBack(store, BudgetConfig()).read(stored, grep="FAILED", context=1)
     assert exact == "step 119: ok\nstep 120: FAILED badly\nstep 121: ok\n"
+
+
+def test_a_json_nested_deeper_than_python_reads_is_an_error_not_a_crash() -> None:
+    """A path into JSON nested 100,000 deep gets an error saying so (before: RecursionError)."""
+    b, ref = spilled("[" * 100_000 + "]" * 100_000)
+    got = b.read_tool_result({"ref": ref, "path": "$[0]"})
+    assert got.is_error and "nested too deeply" in got.text
