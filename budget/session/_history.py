@@ -82,6 +82,9 @@ class History:
         self.stale = False
         """The last scan met a result edited after it was decided."""
         self._members: dict[int, dict[str, ToolResult]] = {}
+        self._by_key: dict[str, list[tuple[int, str]]] = {}
+        """Per call key, the (order, call id) of the results of the history answering a call
+        with that key, in order: a re-run finds its earlier runs without a walk of the history."""
         self.seen: list[Any] | None = None
         """The list the last request that completed was given (None while caches may not match)."""
         self._shown_now: dict[int, tuple[Any, int]] = {}
@@ -104,11 +107,12 @@ class History:
         """The results of round group ``group`` by call id."""
         return self._members.get(group, {})
 
-    def placed(self) -> Iterator[tuple[str, ToolResult]]:
-        """Every placed result of the history, by call id (the re-run deltas look for an
-        earlier result of the same call)."""
-        for members in self._members.values():
-            yield from members.items()
+    def same_call(self, key: str, before: int) -> Iterator[str]:
+        """Call ids of the results in this history answering a call with ``key`` placed before
+        order ``before``, the latest first (the runs a re-run may be a delta against)."""
+        for order, call_id in reversed(self._by_key.get(key, ())):
+            if order < before:
+                yield call_id
 
     def take_shown(self) -> dict[int, tuple[Any, int]]:
         """The copies (and tokens) the scan made of messages earlier decisions rewrite, once."""
@@ -168,6 +172,11 @@ class History:
                     if not made:
                         del self._calls[call.call_id]
             for r in m.results:
+                runs = self._by_key.get(r.call_key) if r.call_key else None
+                if runs:
+                    runs.pop()  # appended in history order: this message's are the last
+                    if not runs:
+                        del self._by_key[r.call_key]
                 raw = call_of(r.call_id)
                 left = self._occ.get(raw, 0) - 1
                 if left > 0:
@@ -212,6 +221,12 @@ class History:
             for raw in scanned.results:
                 result = place(i, raw)
                 results.append(result)
+                if result.call_key:
+                    runs = self._by_key.get(result.call_key)
+                    if runs is None:
+                        self._by_key[result.call_key] = [(result.order, result.call_id)]
+                    else:
+                        runs.append((result.order, result.call_id))
                 in_group = members.get(result.group)
                 if in_group is None:
                     members[result.group] = {result.call_id: result}

@@ -127,21 +127,15 @@ class Passes:
         key = result.call_key
         if not key:
             return None
-        best: tuple[int, str] | None = None
-        for cid, r in self._history.placed():
-            if r.call_key != key or r.order >= result.order:
-                continue
-            if best is not None and r.order <= best[0]:
-                continue
+        for cid in self._history.same_call(key, result.order):
             d = self._ledger.get(cid)
-            if d is not None and d.needs_body and d.ref is not None:
-                best = (r.order, d.ref)
-        if best is None:
-            return None
-        try:
-            return Earlier(best[1], self._store.get(best[1]))
-        except (BudgetError, OSError):
-            return None  # not readable now: no delta, the usual preview
+            if d is None or not d.needs_body or d.ref is None:
+                continue  # never stored (kept inline), or not decided: the next earlier run
+            try:
+                return Earlier(d.ref, self._store.get(d.ref))
+            except (BudgetError, OSError):
+                return None  # not readable now: no delta, the usual preview
+        return None
 
     def _group_frozen_chars(self, fresh: list[ToolResult]) -> dict[int, int]:
         """Per group of a fresh result, the characters its results decided before show."""

@@ -137,3 +137,26 @@ def test_an_openai_chat_rerun_is_a_delta_too(tmp_path: Path) -> None:
         ]
         copy = b.prepare(history, now=1).messages
     assert "--- preview: delta" in copy[4]["content"]
+
+
+def test_a_run_dropped_from_the_history_is_no_base_live_or_resumed(tmp_path: Path) -> None:
+    """The caller rewrites the history without the first run: a later run of the same command
+    is no delta against it, in the session that saw it and in one resumed from its log alike
+    (the same bytes either way)."""
+    first = [{"role": "user", "content": "test"}, call("a", "pytest -v"), result("a", RUN)]
+    later = [
+        {"role": "user", "content": "test"},
+        call("x", "ls"),
+        result("x", "README.md\n"),
+        call("b", "pytest -v"),
+        result("b", RERUN),
+    ]
+    with Budget.open(tmp_path / "live", CONFIG) as b:
+        b.prepare(first, now=0)
+        live = b.prepare(later, now=1).messages
+    with Budget.open(tmp_path / "cut", CONFIG) as b:
+        b.prepare(first, now=0)
+    with Budget.open(tmp_path / "cut", CONFIG) as b:
+        resumed = b.prepare(later, now=1).messages
+    assert "--- preview: delta" not in shown(live, 4)
+    assert live == resumed
