@@ -74,6 +74,10 @@ def read(
     offset: Annotated[int, typer.Option(help="Lines to skip.")] = 0,
     limit: Annotated[int | None, typer.Option(help="Most lines to print.")] = None,
     grep: Annotated[str | None, typer.Option(help="Only lines matching this pattern.")] = None,
+    context: Annotated[int, typer.Option(help="With --grep, lines around each match.")] = 0,
+    path: Annotated[
+        str | None, typer.Option("--path", help='A JSON output\'s value at this path ("$.a[0]").')
+    ] = None,
 ) -> None:
     """Print a spilled output (or some of its lines) exactly as the tool produced it.
 
@@ -85,9 +89,11 @@ def read(
         with ReadOnlyStore(session) as store:
             reader = ReadBack(store, BudgetConfig())
             if grep is None:
-                text = reader.read(ref, offset=offset, limit=limit)
+                text = reader.read(ref, offset=offset, limit=limit, path=path)
             else:
-                chosen, _ = reader.lines(ref, offset=offset, limit=limit, grep=grep)
+                chosen, _ = reader.lines(
+                    ref, offset=offset, limit=limit, grep=grep, context=context, path=path
+                )
                 text = "".join(f"{n:>6}\t{line.removesuffix(chr(10))}\n" for n, line in chosen)
     except BudgetError as exc:
         typer.echo(f"error: {exc}", err=True)
