@@ -42,6 +42,7 @@ SUMMARY: Final = re.compile(
     r"|\d+ (?:errors?|warnings?)"  # javac
     r"|npm ERR! (?:code|Test failed).*|npm error (?:code|Test failed).*"
     r"|make(?:\[\d+\])?: \*\*\*.*"
+    r"|(?:Exit code|exit code|exit status|Process exited with code) [1-9]\d*"  # a failed command
     r")\s*$"
 )
 """Lines that sum a run up: counts of passed and failed, the verdict."""
@@ -57,6 +58,7 @@ FAILURE: Final = re.compile(
     r"|test \S+ \.\.\. FAILED"
     r"|--- FAIL: .+|panic: .+"  # go test
     r"|\s*● .+|FAIL \S+.*|\s*✕ .+"  # jest
+    r"|\s*× .+"  # miette-style reports (uv, pnpm)
     r"|\[ERROR\] .+"  # mvn
     r"|.+\(\d+,\d+\): error TS\d+: .+|.+:\d+:\d+ - error TS\d+: .+"  # tsc
     r"|.+?:\d+(?::\d+)?: (?:fatal error|error|warning): .+"  # gcc, clang, javac
@@ -86,6 +88,7 @@ _KEYWORDS: Final = (
     "***",
     "●",
     "✕",
+    "×",
     "\n=",
     "\ne  ",
     "\nok ",

@@ -177,6 +177,15 @@ SAMPLES: dict[str, tuple[list[str], list[str], str]] = {
         ["1 error"],
         "Main.java:7: error: cannot find symbol",
     ),
+    "uv": (
+        [
+            "  × Failed to build `demo @ file:///src/demo`",
+            "  ├─▶ The build backend returned an error",
+            "  ╰─▶ Call to `setuptools.build_meta.build_wheel` failed (exit status: 1)",
+        ],
+        ["Exit code 1"],
+        "  × Failed to build `demo @ file:///src/demo`",
+    ),
     "python traceback": (
         [
             "Traceback (most recent call last):",
