@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from pathlib import Path
@@ -133,23 +132,3 @@ def test_read_prints_a_lone_surrogate_as_its_utf8_bytes(tmp_path: Path) -> None:
     result = runner.invoke(app, ["read", str(tmp_path / "s"), ref_for(text)])
     assert result.exit_code == 0, result.output
     assert result.stdout_bytes == text.encode("utf-8", "surrogatepass")
-
-
-def test_read_takes_a_json_path_and_context_lines(tmp_path: Path) -> None:
-    """read --path prints a JSON output's value at that path; --grep with --context prints the
-    lines around each match, numbered; a path past the document exits 2 naming the step."""
-    doc = json.dumps({"items": [{"id": i, "name": f"n{i}"} for i in range(3_000)]})
-    with Budget.open(tmp_path / "s") as b:
-        b.prepare(conversation([[doc]]), now=0)
-    value = runner.invoke(app, ["read", str(tmp_path / "s"), ref_for(doc), "--path", "$.items[7]"])
-    assert value.exit_code == 0, value.stderr
-    assert json.loads(value.stdout) == {"id": 7, "name": "n7"}
-    text = _session_with_spill(tmp_path / "t")
-    around = runner.invoke(
-        app, ["read", str(tmp_path / "t"), ref_for(text), "--grep", "^row 500$", "--context", "1"]
-    )
-    assert around.stdout == "   500\trow 499\n   501\trow 500\n   502\trow 501\n"
-    past = runner.invoke(
-        app, ["read", str(tmp_path / "s"), ref_for(doc), "--path", "$.items[9999]"]
-    )
-    assert past.exit_code == 2 and "no [9999]" in past.stderr
