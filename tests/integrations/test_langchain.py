@@ -70,7 +70,8 @@ def test_overflow_is_retried_with_old_results_trimmed(tmp_path: Path) -> None:
     first, second = tmp_path / "a.log", tmp_path / "b.log"
     text_a = write_big_file(first)
     text_b = write_big_file(second, seed=7)
-    config = {"result_cap": 200_000}
+    # The tool's own cap: a hard limit, so the outputs stay whole until the refusal.
+    config = {"tools": {"read_file": {"cap": 200_000}}}
     with Budget.open(tmp_path / "session", config, format=LANGCHAIN) as session:
         model = ReadingModel(paths=[str(first), str(second)], refuse_over=200_000)
         agent = create_agent(model, tools=[read_file], middleware=[ToolBudgetMiddleware(session)])
@@ -265,3 +266,18 @@ def test_root_middleware_refuses_a_run_without_thread_id(tmp_path: Path) -> None
     middleware.close()
     with pytest.raises(ConfigError, match="either a session or root"):
         ToolBudgetMiddleware()
+
+
+def test_a_threads_session_is_opened_in_the_langchain_format(tmp_path: Path) -> None:
+    """A session the middleware opens for a thread is told its format at open: its read-back
+    tool has that format's shape before any request, where a guess would be refused."""
+    from budget.integrations.langchain import LANGCHAIN, ToolBudgetMiddleware
+
+    middleware = ToolBudgetMiddleware(root=tmp_path / "sessions")
+    try:
+        session = middleware.session_for("t-1")
+        assert session.read_tool() == session.read_tool(format=LANGCHAIN)
+    finally:
+        middleware.close()
+    with Budget.open(tmp_path / "plain") as plain, pytest.raises(FormatError):
+        plain.read_tool()  # opened without a format: nothing known, nothing guessed
