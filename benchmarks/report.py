@@ -452,6 +452,14 @@ def render(result: BenchResult, console: Console, *, wide: bool = False) -> None
         # In the header: a figure read without it would be taken for the defaults'.
         title += f"\n{changed}"
     console.print(_table(title, result.summary, columns))
+    if result.replays and not any(r.quotes for r in result.replays if r.strategy == BASELINE):
+        # Read-backs are charged for later quotes of hidden lines (benchmarks/readbacks.py): with
+        # none, hiding looks free, and a ratio would flatter every strategy that hides the most.
+        console.print(
+            "[yellow]no result line is quoted later in these traces:[/] no read-back can be "
+            "charged, so hidden output costs nothing here and ×none flatters whatever hides the "
+            "most (see 'visible'); recorded sessions (--traces) are the fair test."
+        )
     if len(result.by_format) > 1:
         for fmt, rows in result.by_format.items():
             n = len({r.trace for r in result.replays if r.format == fmt})
