@@ -14,6 +14,7 @@ from typing import Annotated, Any, Final
 
 import orjson
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -76,6 +77,14 @@ def _grep_text(value: object) -> str:
     return str.__str__(value)
 
 
+def _bounded(value: int) -> int:
+    # Past 2**1024 (the largest double) only a big-int JSON parser (jiter) hands us a number, and
+    # past 4,300 digits Python will not format it: a 5,000-digit offset raised ValueError here.
+    if value.bit_length() > 1024:
+        raise ValueError("must be below 2**1024")
+    return value
+
+
 def _whole(value: object) -> object:
     """A whole number sent as a string (models send ``"3"`` for 3) as that number; anything
     else as it is, for the strict check to refuse with its own message."""
@@ -113,11 +122,11 @@ class ReadArgs(BaseModel):
     )
 
     ref: str = Field(pattern=_SCHEMA_REF, description="The 32-character ref from the notice.")
-    offset: Annotated[int, _Whole] = Field(
+    offset: Annotated[int, _Whole, AfterValidator(_bounded)] = Field(
         0, ge=0, description="Lines to skip (0 starts at the first line)."
     )
-    limit: Annotated[int, Field(ge=1), _Whole] | SkipJsonSchema[None] = Field(
-        None, description="Most lines to return."
+    limit: Annotated[int, Field(ge=1), _Whole, AfterValidator(_bounded)] | SkipJsonSchema[None] = (
+        Field(None, description="Most lines to return.")
     )
     grep: _Grep | SkipJsonSchema[None] = Field(
         None, description="Only lines matching this regular expression (RE2 syntax)."

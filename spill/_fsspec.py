@@ -39,6 +39,7 @@ the bodies (put, group commit, get, quota) and the metadata.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import shutil
@@ -62,6 +63,7 @@ from spill._store import (
     PutResult,
     StoreBase,
     check_quota,
+    check_seconds,
     encode_text,
     events,
     validate_ref,
@@ -79,6 +81,17 @@ mostly waits on the network (and on the store's own replication before its 200),
 bodies are sent concurrently rather than one after the other; 16 stays well under botocore's
 connection pool (``max_pool_connections``, 10 by default in botocore, 100 as s3fs configures
 aiobotocore) without queueing a whole large batch behind it."""
+
+
+def _clock(now: object) -> float:
+    """``now`` of a gc as a float time; ConfigError unless a number (an int past the largest
+    float is infinitely late, as ``float("inf")``: float() alone raised OverflowError)."""
+    if isinstance(now, bool) or not isinstance(now, int | float):
+        raise ConfigError(f"now must be a number of seconds, got {now!r:.80}")
+    try:
+        return float(now)
+    except OverflowError:
+        return math.inf if now > 0 else -math.inf
 
 
 class FsspecStore(ObjectLog, ReadCache, StoreBase):
@@ -366,14 +379,11 @@ class FsspecStore(ObjectLog, ReadCache, StoreBase):
         agent. ``on_skip`` is called with each session left in place and why;
         ``storage_options`` go to the filesystem, as for the store.
         """
-        if isinstance(older_than_s, bool) or not isinstance(older_than_s, int | float):
-            raise ConfigError(f"older_than_s must be a number of seconds, got {older_than_s!r}")
-        if not older_than_s >= 0:
-            raise ConfigError(f"older_than_s must be >= 0 seconds, got {older_than_s!r}")
+        age = check_seconds(older_than_s, "older_than_s")
         return gc_url_sessions(
             root,
-            older_than_s=float(older_than_s),
-            now=time.time() if now is None else float(now),
+            older_than_s=age,
+            now=time.time() if now is None else _clock(now),
             on_skip=on_skip if on_skip is not None else ignore_skip,
             storage_options=storage_options,
         )

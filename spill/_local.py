@@ -55,6 +55,7 @@ from spill._store import (
     LogRecord,
     StoreBase,
     check_quota,
+    check_seconds,
     encode_text,
     events,
     validate_ref,
@@ -98,10 +99,7 @@ class LocalStore(Bodies, StoreBase):
     ) -> None:
         raw = checked_path(path, "session path")
         check_quota(quota_bytes)
-        if isinstance(lock_timeout, bool) or not isinstance(lock_timeout, int | float):
-            raise ConfigError(f"lock_timeout must be a number of seconds, got {lock_timeout!r}")
-        if not lock_timeout >= 0:
-            raise ConfigError(f"lock_timeout must be >= 0 seconds, got {lock_timeout!r}")
+        timeout = check_seconds(lock_timeout, "lock_timeout")
         self._path = os.path.abspath(raw)
         if self._path == os.getcwd():
             # Path("") is Path("."): an unset variable wrapped in a Path names the current
@@ -126,7 +124,7 @@ class LocalStore(Bodies, StoreBase):
         # killed between a mkdir and its fsync leaves an entry that only the kernel holds).
         self._bodies_synced = False
         try:
-            self._open(float(lock_timeout))
+            self._open(timeout)
         except BaseException:
             self._close_fds()
             raise
