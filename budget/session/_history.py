@@ -12,17 +12,17 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from budget._config import BudgetConfig
-from budget._errors import InputError
 from budget._ledger import Decision, Ledger
 from budget._log import Events
-from budget._view import Format, RawResult, Scanned, ToolResult, build_result
-from budget.session._keys import call_of, result_key
+from budget._view import Format, Scanned, ToolResult
+from budget.session._keys import call_of
+from budget.session._placing import frozen_prior, place_result
 from budget.tokens._memo import TextTokens
 from budget.tokens._tokens import TokenizerProfile, estimate_tokens
-from spill import ref_for
 
 __all__ = ["BULK", "RESCAN", "History"]
 
@@ -200,7 +200,8 @@ class History:
         # Bound once: a resume runs this loop for every message of a long history.
         scan_in = fmt.scan_in
         calls_of, members = self._calls, self._members
-        place, prior_of = self._place, self._prior
+        place = partial(place_result, self._calls, self._occ, self._config.image_chars)
+        prior_of = self._prior
         remember = self._remember
         for i in range(k, len(messages)):
             scanned = scan_in(messages, i)
@@ -283,37 +284,8 @@ class History:
         inputs, msgs = self.inputs, self._msgs
         return ((inputs[i], msgs[i].tokens_in) for i in range(end))
 
-    def _place(self, i: int, raw: RawResult) -> ToolResult:
-        """Result ``raw`` of message ``i``, placed under the call it answers."""
-        placed_call = self._calls.get(raw.call_id)
-        if not placed_call:
-            raise InputError(
-                f"messages[{i}] has a tool result for call id {raw.call_id!r}, "
-                "but no earlier message makes that call"
-            )
-        tool, g, r_round, key = placed_call[-1]
-        # Servers that number calls per turn repeat ids: each result answering an id is
-        # its own result, keyed by how many answered that id before it.
-        occ = self._occ.get(raw.call_id, 0) + 1
-        self._occ[raw.call_id] = occ
-        return build_result(
-            result_key(raw.call_id, occ), tool, i, raw.slot, g, r_round, raw.text, raw.is_error,
-            raw.other_blocks * self._config.image_chars, (i << 16) + raw.slot, key,
-        )  # fmt: skip
-
     def _prior(self, result: ToolResult) -> Decision | None:
-        """The frozen decision of ``result``, unless its text changed since."""
-        prior = self._ledger.get(result.call_id)
-        if prior is not None and not prior.same_text(
-            len(result.text), None if prior.digest is None else ref_for(result.text)
-        ):
-            # Edited after it was decided (a redaction): a new result, decided anew.
-            self._log.warning(
-                "toolbudget.session.decision_stale",
-                call_id=result.call_id,
-                logged_chars=prior.chars,
-                chars=len(result.text),
-            )
-            prior = None
-            self.stale = True
+        """The frozen decision of ``result``, unless its text changed since (then: stale)."""
+        prior, edited = frozen_prior(self._ledger, self._log, result)
+        self.stale |= edited
         return prior

@@ -42,6 +42,7 @@ def test_bench_on_the_builtin_set_writes_json_and_charts(tmp_path: Path) -> None
         "settings",
         "attribution",
         "oracle",
+        "previews",
     }
     assert set(doc["attribution"]) == {"none", "toolbudget"}
     assert [r["strategy"] for r in doc["summary"]] == ["none", *CHOSEN.split(",")]
