@@ -1,4 +1,5 @@
-"""The ``toolbudget`` command: read back spilled outputs, remove old sessions, run the benchmark."""
+"""The ``toolbudget`` command: read back spilled outputs, remove old sessions, run the benchmark
+or the proxy."""
 
 from __future__ import annotations
 
@@ -265,6 +266,31 @@ def bench(
     if plots is not None:
         for path in write_plots(result, plots):
             console.print(f"wrote {path}")
+
+
+@app.command()
+def proxy(
+    root: Annotated[Path, typer.Option(help="Where the session directories go.")] = Path(
+        "~/.toolbudget/proxy"
+    ),
+    host: Annotated[str, typer.Option(help="Address to listen on (loopback by default).")] = (
+        "127.0.0.1"
+    ),
+    port: Annotated[int, typer.Option(help="Port to listen on (0: any free one).")] = 8788,
+    anthropic_upstream: Annotated[
+        str | None, typer.Option(help="Where Anthropic requests go.")
+    ] = None,
+    openai_upstream: Annotated[str | None, typer.Option(help="Where OpenAI requests go.")] = None,
+) -> None:
+    """Run toolbudget between an agent and its model API (docs/proxy.md; extra toolbudget[proxy])."""
+    try:
+        from budget.proxy._cli import run  # noqa: PLC0415
+    except ImportError as exc:  # the extra is not installed
+        _fail(f"toolbudget proxy needs the proxy extra: pip install 'toolbudget[proxy]' ({exc})")
+    try:
+        run(root, host, port, anthropic_upstream, openai_upstream)
+    except BudgetError as exc:
+        _fail(str(exc))
 
 
 def _chosen_strategies(strategies: str | None, window: int) -> list[str]:
