@@ -6,7 +6,7 @@ small answer in each API's own shape, as JSON or as a server-sent event stream w
 asks ``"stream": true`` (Anthropic's and OpenAI's documented event sequences, trimmed to one text
 block), and any other path with a JSON echo. ``usage_for`` says what usage to report for a
 request (default: a count from the body's size). A request header ``x-standin-status`` makes it
-answer with that status and the API's prompt-too-long error.
+answer with that status and the API's error body: a rate limit for 429, else prompt too long.
 
 Servers run in a thread of their own (:class:`Served`), so a test drives them with blocking SDK
 clients.
@@ -98,7 +98,8 @@ class StandIn:
             return Response(orjson.dumps({"path": path}), media_type="application/json")
         status = request.headers.get("x-standin-status")
         if status is not None:
-            return _error(api, int(status))
+            code = int(status)
+            return _error(api, code, "rate limited" if code == 429 else _TOO_LONG)
         try:
             parsed = orjson.loads(body)
         except orjson.JSONDecodeError:
@@ -118,9 +119,10 @@ class StandIn:
             yield event
 
 
-def _error(
-    api: str, status: int, message: str = "prompt is too long: 250000 tokens > 200000 maximum"
-) -> Response:
+_TOO_LONG = "prompt is too long: 250000 tokens > 200000 maximum"
+
+
+def _error(api: str, status: int, message: str) -> Response:
     if api == "anthropic":
         body: dict[str, Any] = {
             "type": "error",

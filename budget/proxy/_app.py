@@ -33,8 +33,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from budget._errors import BudgetError
 from budget._log import get_logger
 from budget._overflow import is_context_overflow
+from budget._usage import normalize_usage
 from budget.proxy._keys import SESSION_HEADER, session_key
 from budget.proxy._pool import Pool, Slot
 from budget.proxy._settings import ProxySettings
@@ -60,6 +62,10 @@ HOP_BY_HOP: Final = frozenset(
 _NOT_FORWARDED: Final = HOP_BY_HOP | {"host", "content-length", SESSION_HEADER}
 """Request headers the proxy does not pass on: httpx sets host and length for the upstream, and
 the session header is the proxy's own."""
+_OVERFLOW_STATUSES: Final = frozenset({400, 413})
+"""Statuses a prompt-too-long comes with: Anthropic's ``invalid_request_error`` (400, "prompt is
+too long") and OpenAI's ``context_length_exceeded`` (400); 413 is Anthropic's request_too_large.
+A 429 or 5xx is never an overflow, whatever its message says."""
 _METHODS: Final = ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "HEAD"]
 
 
@@ -236,18 +242,41 @@ class Proxy:
             if slot is not None:
                 self.pool.release(slot)
             return _gateway_error(api, type(exc).__name__)
-        tap = None
-        if slot is not None:
+        headers_out = [
+            (k, v) for k, v in resp.headers.raw if k.decode("latin-1").lower() not in HOP_BY_HOP
+        ]
+        if slot is None:
+            out: Response = StreamingResponse(self._relay(resp, None, None), resp.status_code)
+        elif resp.status_code in _OVERFLOW_STATUSES:
+            out = await self._refused(resp, slot)
+        else:
             tap = Tap(
                 resp.headers.get("content-type", ""),
                 resp.headers.get("content-encoding", ""),
                 resp.status_code,
             )
-        out = StreamingResponse(self._relay(resp, slot, tap), status_code=resp.status_code)
-        out.raw_headers = [
-            (k, v) for k, v in resp.headers.raw if k.decode("latin-1").lower() not in HOP_BY_HOP
-        ]
+            out = StreamingResponse(self._relay(resp, slot, tap), resp.status_code)
+        out.raw_headers = headers_out
         return out
+
+    async def _refused(self, resp: httpx.Response, slot: Slot) -> Response:
+        """A refused request's answer, read whole (an error body is small) so that an overflow is
+        recorded before the agent can retry, then sent as it came."""
+        try:
+            raw = b"".join([chunk async for chunk in resp.aiter_raw()])
+        finally:
+            await resp.aclose()
+        try:
+            tap = Tap(
+                resp.headers.get("content-type", ""),
+                resp.headers.get("content-encoding", ""),
+                resp.status_code,
+            )
+            tap.feed(raw)
+            await self._settle(slot, tap, resp.status_code)
+        finally:
+            self.pool.release(slot)
+        return Response(raw, status_code=resp.status_code)
 
     async def _relay(
         self, resp: httpx.Response, slot: Slot | None, tap: Tap | None
@@ -269,11 +298,14 @@ class Proxy:
         tap.close()
         if tap.unreadable is not None:
             self._log.info("toolbudget.proxy.usage_unread", session=slot.key, reason=tap.unreadable)
-        if tap.usage is not None:
-            slot.usage = tap.usage  # the next request's, at once; saved in the background
+        usage = _understood(tap.usage)
+        if tap.usage is not None and usage is None:
+            self._log.info("toolbudget.proxy.usage_unread", session=slot.key, reason="not a usage")
+        if usage is not None:
+            slot.usage = usage  # the next request's, at once; saved in the background
             slot.busy += 1
-            self._spawn(self._save_usage(slot, tap.usage))
-        elif status >= 400 and tap.error_body is not None and is_context_overflow(tap.error_body):
+            self._spawn(self._save_usage(slot, usage))
+        elif status in _OVERFLOW_STATUSES and is_context_overflow(tap.error_body):
             async with slot.lock:
                 try:
                     await to_thread.run_sync(slot.budget.on_overflow, tap.error_body)
@@ -295,6 +327,16 @@ class Proxy:
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+
+def _understood(usage: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """``usage`` if the session can read it (else ``prepare`` would refuse the next request)."""
+    if usage is None:
+        return None
+    try:
+        return usage if normalize_usage(usage) is not None else None
+    except BudgetError:
+        return None
 
 
 def _gateway_error(api: Api | None, error: str) -> Response:

@@ -1,0 +1,122 @@
+"""Never break the agent: what the proxy cannot budget goes upstream as it came, with an event;
+upstream errors come back as sent (a prompt-too-long is the session's overflow); other paths
+pass through; an unreachable upstream is a 502 in the API's own error shape."""
+
+from __future__ import annotations
+
+from collections.abc import MutableMapping
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+import structlog
+
+from spill._readonly import ReadOnlyStore
+from tests.proxy._kit import Stack, anthropic_history
+
+_ANTHROPIC = {"content-type": "application/json", "x-api-key": "k", "anthropic-version": "v"}
+_OPENAI = {"content-type": "application/json", "authorization": "Bearer k"}
+
+
+def _passthroughs(events: list[MutableMapping[str, Any]]) -> list[str]:
+    return [e["reason"] for e in events if e["event"] == "toolbudget.proxy.passthrough"]
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "reason"),
+    [
+        ("/v1/messages", b'{"model": "m", "messages": [', "body is not JSON"),
+        ("/v1/messages", b"\xff\xfe not even text", "body is not JSON"),
+        ("/v1/messages", b'[{"role": "user"}]', "no messages list"),
+        ("/v1/chat/completions", b'{"model": "m", "messages": "hi"}', "no messages list"),
+        ("/v1/responses", b'{"model": "m", "input": "a plain string"}', "no input list"),
+        (
+            "/v1/responses",
+            b'{"model": "m", "previous_response_id": "r1", "input": []}',
+            "previous_response_id",
+        ),
+        (
+            "/v1/messages",
+            b'{"model": "m", "messages": [{"role": "user", "content": [{"type": "tool_result",'
+            b' "tool_use_id": 5, "content": 7}]}]}',
+            "prepare failed",
+        ),
+    ],
+    ids=["cut", "binary", "list", "chat-string", "responses-string", "stored", "refused"],
+)
+def test_a_body_the_proxy_cannot_budget_goes_upstream_byte_for_byte(
+    stack: Stack, path: str, body: bytes, reason: str
+) -> None:
+    """The upstream receives the very bytes the agent sent, the agent gets the upstream's answer,
+    and one passthrough event names the reason."""
+    headers = _ANTHROPIC if path == "/v1/messages" else _OPENAI
+    with structlog.testing.capture_logs() as events:
+        answer = httpx.post(stack.url + path, content=body, headers=headers)
+    assert stack.upstream.bodies(path) == [body]
+    assert answer.status_code in (200, 400)
+    assert _passthroughs(events) == [reason]
+
+
+def test_an_upstream_error_comes_back_as_sent_and_an_overflow_is_recorded(stack: Stack) -> None:
+    """A 429 and a 400 prompt-too-long reach the agent with the upstream's status and bytes; the
+    prompt-too-long is logged as the session's overflow, the 429 is not."""
+    body = orjson.dumps({"model": "claude-sonnet-4-5", "messages": anthropic_history(1)})
+    with httpx.Client() as client:
+        limited = client.post(
+            f"{stack.url}/v1/messages",
+            content=body,
+            headers={**_ANTHROPIC, "x-standin-status": "429"},
+        )
+        direct = client.post(
+            f"{stack.upstream_url}/v1/messages", content=body, headers={"x-standin-status": "429"}
+        )
+        too_long = client.post(
+            f"{stack.url}/v1/messages",
+            content=body,
+            headers={**_ANTHROPIC, "x-standin-status": "400"},
+        )
+    assert (limited.status_code, limited.content) == (429, direct.content)
+    assert too_long.status_code == 400 and b"prompt is too long" in too_long.content
+    [session] = [p for p in stack.root.iterdir() if p.is_dir()]
+    with ReadOnlyStore(session) as store:
+        overflows = [r for r in store.read_log() if r.get("t") == "ovf"]
+    assert [r["count"] for r in overflows] == [1]
+
+
+def test_other_paths_and_methods_pass_through_untouched(stack: Stack) -> None:
+    """A GET with a query and a POST to another endpoint reach the upstream as sent (path, query,
+    body) and their answers come back unchanged; no session is opened."""
+    with httpx.Client() as client:
+        models = client.get(f"{stack.url}/v1/models?limit=2", headers=_ANTHROPIC)
+        counted = client.post(
+            f"{stack.url}/v1/messages/count_tokens", content=b'{"messages": []}', headers=_ANTHROPIC
+        )
+    assert models.json() == {"path": "/v1/models"} and counted.json() == {
+        "path": "/v1/messages/count_tokens"
+    }
+    got = stack.upstream.received
+    assert [(r.method, r.path) for r in got] == [
+        ("GET", "/v1/models"),
+        ("POST", "/v1/messages/count_tokens"),
+    ]
+    assert got[1].body == b'{"messages": []}'
+    assert not any(p.is_dir() for p in stack.root.iterdir())
+
+
+def test_an_unreachable_upstream_is_a_502_in_the_apis_error_shape(kit: Any, tmp_path: Path) -> None:
+    """With nothing listening upstream, an Anthropic request gets a 502 with an Anthropic error
+    body and an OpenAI one an OpenAI error body (their SDKs retry a 502)."""
+    from benchmarks.standin import Served
+    from budget.proxy import ProxySettings, create_app
+
+    dead = "http://127.0.0.1:9"  # the discard port: nothing serves HTTP there
+    settings = ProxySettings(root=tmp_path / "s", anthropic_upstream=dead, openai_upstream=dead)
+    with Served(create_app(settings)) as proxy, httpx.Client() as client:
+        body = orjson.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]})
+        anthropic = client.post(f"{proxy.url}/v1/messages", content=body, headers=_ANTHROPIC)
+        openai = client.post(f"{proxy.url}/v1/chat/completions", content=body, headers=_OPENAI)
+    assert anthropic.status_code == openai.status_code == 502
+    assert anthropic.json()["type"] == "error" and anthropic.json()["error"]["type"] == "api_error"
+    assert "message" in openai.json()["error"]
