@@ -1,4 +1,4 @@
-"""``python -m benchmarks perf|soak|store-perf|object-store|synthetic-shape|throughput|tokens``:
+"""``python -m benchmarks perf|soak|store-perf|object-store|proxy|synthetic-shape|throughput|tokens``:
 the benchmarks' one command line.
 
 Each command loads its benchmark module only when it runs, so ``python -m benchmarks tokens``
@@ -204,6 +204,28 @@ def synthetic_shape(
         typer.echo(f"wrote {out} ({len(found)} traces)")
 
 
+def proxy(
+    rounds: Annotated[str, typer.Option(help="Conversation sizes, comma-separated.")] = "50,800",
+    memory_requests: Annotated[int, typer.Option(min=100)] = 1_000,
+    stream_rounds: Annotated[int, typer.Option(min=1)] = 100,
+    json_path: Annotated[
+        Path | None, typer.Option("--json", help="Also write the figures here.")
+    ] = None,
+) -> None:
+    """The proxy's added latency, first streamed byte and memory, against direct calls."""
+    from benchmarks import proxy_bench as module
+
+    sizes = [int(r) for r in rounds.split(",") if r.strip()]
+    raise typer.Exit(
+        module.main(
+            rounds=sizes,
+            json_path=json_path,
+            memory_requests=memory_requests,
+            stream_rounds=stream_rounds,
+        )
+    )
+
+
 COMMANDS: dict[str, Callable[..., Any]] = {
     "perf": perf,
     "soak": soak,
@@ -211,6 +233,7 @@ COMMANDS: dict[str, Callable[..., Any]] = {
     "synthetic-shape": synthetic_shape,
     "throughput": throughput,
     "object-store": object_store,
+    "proxy": proxy,
     "tokens": tokens,
 }
 """The commands by name, as typed after ``python -m benchmarks``."""

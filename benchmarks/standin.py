@@ -5,8 +5,8 @@ Used by the proxy's tests and its overhead benchmark (``benchmarks/proxy_bench.p
 small answer in each API's own shape, as JSON or as a server-sent event stream when the body
 asks ``"stream": true`` (Anthropic's and OpenAI's documented event sequences, trimmed to one text
 block), and any other path with a JSON echo. ``usage_for`` says what usage to report for a
-request (default: a count from the body's size). A request header ``x-standin-status`` makes it
-answer with that status and the API's error body: a rate limit for 429, else prompt too long.
+request (default: a count from the body's size). A request header ``x-standin-delay`` sets the
+seconds between streamed events; ``x-standin-status`` makes it answer with that status and the API's error body: a rate limit for 429, else prompt too long.
 
 Servers run in a thread of their own (:class:`Served`), so a test drives them with blocking SDK
 clients.
@@ -108,14 +108,15 @@ class StandIn:
         model = str(parsed.get("model", "stand-in")) if isinstance(parsed, dict) else "stand-in"
         if isinstance(parsed, dict) and parsed.get("stream"):
             events = _EVENTS[api](model, self.text, usage, parsed)
-            return StreamingResponse(self._paced(events), media_type="text/event-stream")
+            delay = float(request.headers.get("x-standin-delay", self.chunk_delay_s))
+            return StreamingResponse(self._paced(events, delay), media_type="text/event-stream")
         answer = _ANSWERS[api](model, self.text, usage)
         return Response(orjson.dumps(answer), media_type="application/json")
 
-    async def _paced(self, events: list[bytes]) -> AsyncIterator[bytes]:
+    async def _paced(self, events: list[bytes], delay: float) -> AsyncIterator[bytes]:
         for i, event in enumerate(events):
-            if i and self.chunk_delay_s:
-                await asyncio.sleep(self.chunk_delay_s)
+            if i and delay:
+                await asyncio.sleep(delay)
             yield event
 
 
@@ -301,6 +302,11 @@ class Served:
         self.port: int = self._server.servers[0].sockets[0].getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
 
+    def wait(self) -> None:
+        """Serve until the process is interrupted or killed."""
+        while self._thread.is_alive():
+            self._thread.join(1.0)
+
     def stop(self) -> None:
         """Stop serving and wait for the thread (the app's lifespan ends)."""
         self._server.should_exit = True
@@ -316,3 +322,23 @@ class Served:
 def serve_in_thread(app: Any) -> Served:
     """``app`` served on a free loopback port."""
     return Served(app)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m benchmarks.standin [--port N] [--chunk-delay S]``: serve until killed, printing
+    ``standin on URL`` once listening (the proxy benchmark runs it in a process of its own)."""
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.standin")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--chunk-delay", type=float, default=0.0)
+    args = parser.parse_args(argv)
+    standin = StandIn(chunk_delay_s=args.chunk_delay, record=False)
+    served = Served(standin.app(), port=args.port)
+    print(f"standin on {served.url}", file=sys.stderr, flush=True)
+    served.wait()
+
+
+if __name__ == "__main__":
+    main()
