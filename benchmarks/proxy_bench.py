@@ -3,6 +3,7 @@
 Issue 33's targets: at most 5 ms added at the 99th percentile at 800 rounds, the time to the first
 streamed byte unchanged within noise, memory flat over 1,000 requests. Measured, never asserted:
 
+* **hop**: what forwarding alone adds (``GET /v1/models``, passed through untouched);
 * **latency**: one conversation of ``rounds`` rounds (a tool call and its output each), every
   request sent twice, straight to the stand-in and through the proxy, in alternating order, so
   the pair shares the machine's load; the added latency of a request is the proxied time minus
@@ -132,6 +133,24 @@ def latency(client: httpx.Client, direct: str, proxy: str, rounds: int) -> dict[
     }
 
 
+def hop(client: httpx.Client, direct: str, proxy: str, requests: int = 200) -> dict[str, Any]:
+    """What the HTTP hop alone adds: ``GET /v1/models``, which the proxy forwards untouched."""
+    added = []
+    for i in range(requests):
+        pair = [(direct, 1), (proxy, -1)] if i % 2 else [(proxy, -1), (direct, 1)]
+        total = 0.0
+        for url, sign in pair:
+            started = time.perf_counter()
+            client.get(url, headers=_HEADERS).raise_for_status()
+            total -= sign * (time.perf_counter() - started)
+        added.append(total)
+    return {
+        "requests": requests,
+        "added_median_ms": _ms(statistics.median(added)),
+        "added_p99_ms": _ms(_percentile(added, 0.99)),
+    }
+
+
 def _first_byte(client: httpx.Client, url: str, body: bytes, delay: float) -> tuple[float, float]:
     started = time.perf_counter()
     headers = {**_HEADERS, "x-standin-delay": str(delay)}
@@ -228,6 +247,8 @@ def run(
                 _timed(client, direct_url, _body(conversation(1, "warm")))  # connections, imports
                 _timed(client, proxy_url, _body(conversation(1, "warm")))
                 return {
+                    "fsync": os.environ.get("TOOLBUDGET_FSYNC", "(default: on)"),
+                    "hop": hop(client, f"{upstream}/v1/models", f"{proxy}/v1/models"),
                     "latency": [latency(client, direct_url, proxy_url, r) for r in rounds],
                     "first_byte": first_byte(
                         client, direct_url, proxy_url, stream_rounds, chunk_delay_s
@@ -238,7 +259,11 @@ def run(
 
 def render(result: dict[str, Any]) -> str:
     """The figures as a few lines of text."""
-    out = []
+    hopped = result["hop"]
+    out = [
+        f"TOOLBUDGET_FSYNC={result['fsync']}; the hop alone (GET /v1/models, passed through): "
+        f"added median {hopped['added_median_ms']} ms, p99 {hopped['added_p99_ms']} ms"
+    ]
     for row in result["latency"]:
         out.append(
             f"{row['rounds']:>4} rounds ({row['requests']} requests, last body "

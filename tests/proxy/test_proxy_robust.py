@@ -120,3 +120,24 @@ def test_an_unreachable_upstream_is_a_502_in_the_apis_error_shape(kit: Any, tmp_
     assert anthropic.status_code == openai.status_code == 502
     assert anthropic.json()["type"] == "error" and anthropic.json()["error"]["type"] == "api_error"
     assert "message" in openai.json()["error"]
+
+
+def test_toolbudget_read_reads_a_spilled_output_beside_the_running_proxy(
+    stack: Stack, structlog_restored: None
+) -> None:
+    """While the proxy holds the session open, ``toolbudget read SESSION REF`` prints the output an
+    envelope replaced, exactly."""
+    from typer.testing import CliRunner
+
+    from budget.cli import app
+
+    history = anthropic_history(1)
+    body = orjson.dumps({"model": "m", "messages": history})
+    httpx.post(f"{stack.url}/v1/messages", content=body, headers=_ANTHROPIC).raise_for_status()
+    [sent] = stack.sent("/v1/messages")
+    envelope = sent["messages"][2]["content"][0]["content"]
+    ref = envelope.split(" as ref ", 1)[1].split(".", 1)[0]
+    [session] = [p for p in stack.root.iterdir() if p.is_dir()]
+    printed = CliRunner().invoke(app, ["read", str(session), ref])
+    assert printed.exit_code == 0, printed.output
+    assert printed.stdout == history[2]["content"][0]["content"]
