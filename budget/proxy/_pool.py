@@ -29,6 +29,10 @@ from budget._session import Budget
 
 __all__ = ["Pool", "Slot"]
 
+LOCK_WAIT_S: Final = 0.5
+"""How long opening a session waits for its lock: long enough for this proxy's own close of an
+idle session to finish, short enough that a session another process holds (a second proxy on
+the same root) costs its requests half a second before they pass through unbudgeted."""
 USAGE_META: Final = "proxy_usage"
 """The session metadata key holding the last response's usage."""
 
@@ -91,7 +95,7 @@ class Pool:
                 config = self._config(model)
                 path = self.root / key
                 budget = await to_thread.run_sync(
-                    lambda: Budget.open(path, config, format=fmt, lock_timeout=5.0)
+                    lambda: Budget.open(path, config, format=fmt, lock_timeout=LOCK_WAIT_S)
                 )
                 slot = Slot(key, budget, usage=_saved_usage(budget))
                 self._slots[key] = slot

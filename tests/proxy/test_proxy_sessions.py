@@ -205,3 +205,75 @@ def test_a_proxy_killed_mid_session_goes_on_with_identical_copies(kit: Any, tmp_
     assert moved == [*expected[:5], *expected[4:]]
     # Decisions a fresh session would make differently: old results trimmed before the kill.
     assert "[toolbudget] Old output" in orjson.dumps(before[-1]).decode()
+
+
+_HEAVY = {"input_tokens": 2_500, "cache_read_input_tokens": 0, "output_tokens": 5}
+"""A usage far above the estimate of these short histories: 83% of the 3,000-token window, so
+a session that has it trims under pressure where one without it would not."""
+
+
+def test_a_restarted_proxy_feeds_the_next_request_the_usage_the_last_answer_reported(
+    kit: Any, tmp_path: Path
+) -> None:
+    """SIGKILL between two requests, once the last answer's usage is saved: the first request
+    after the restart is prepared with that usage, as in an uninterrupted library session (the
+    usage decides here: it puts the context under pressure)."""
+    from benchmarks.standin import Served, StandIn
+    from spill._readonly import ReadOnlyStore
+    from tests.proxy._kit import eventually
+
+    root = tmp_path / "sessions"
+    history = anthropic_history(6, lines=120)
+    steps = [history[:upto] for upto in range(3, len(history) + 1, 2)]
+    standin = StandIn(usage_for=lambda api, body: _HEAVY)
+
+    def saved() -> bool:
+        sessions = [p for p in root.iterdir() if p.is_dir()]
+        with ReadOnlyStore(sessions[0]) as store:
+            return store.read_meta().get("proxy_usage") == _HEAVY
+
+    with Served(standin.app()) as up:
+        for part in (steps[:3], steps[3:]):
+            child, url = _start(root, up.url)
+            try:
+                with httpx.Client(timeout=30) as client:
+                    for step in part:
+                        client.post(
+                            f"{url}/v1/messages", content=_body(step), headers=_HEADERS
+                        ).raise_for_status()
+                assert eventually(saved)
+            finally:
+                child.send_signal(signal.SIGKILL)
+                child.wait(10)
+    sent = [orjson.loads(b)["messages"] for b in standin.bodies("/v1/messages")]
+    key = session_key("anthropic", {}, {}, history)
+    library = tmp_path / "library"
+    expected = library_copies(
+        library / key,
+        steps,
+        fmt="anthropic",
+        model="claude-sonnet-4-5",
+        budget={**BUDGET, **_ENV},
+        clock=time.time,
+        usages=[None, *[_HEAVY] * (len(steps) - 1)],
+    )
+    moved = [
+        orjson.loads(orjson.dumps(m).replace(str(root).encode(), str(library).encode()))
+        for m in sent
+    ]
+    assert moved == expected
+    without = library_copies(
+        tmp_path / "blind" / key,
+        steps,
+        fmt="anthropic",
+        model="claude-sonnet-4-5",
+        budget={**BUDGET, **_ENV},
+        clock=time.time,
+    )
+    blind = [
+        orjson.loads(
+            orjson.dumps(m).replace(str(tmp_path / "blind").encode(), str(library).encode())
+        )
+        for m in without
+    ]
+    assert blind != expected, "the usage decides nothing here: the test would not see it lost"
