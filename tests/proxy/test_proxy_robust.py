@@ -141,3 +141,19 @@ def test_toolbudget_read_reads_a_spilled_output_beside_the_running_proxy(
     printed = CliRunner().invoke(app, ["read", str(session), ref])
     assert printed.exit_code == 0, printed.output
     assert printed.stdout == history[2]["content"][0]["content"]
+
+
+def test_a_session_another_process_holds_passes_through(stack: Stack) -> None:
+    """While another opener holds the conversation's session directory, its request goes
+    upstream as the agent sent it, with a passthrough event naming SessionLocked."""
+    from budget import Budget
+    from budget.proxy import session_key
+
+    history = anthropic_history(1)
+    body = orjson.dumps({"model": "m", "messages": history})
+    key = session_key("anthropic", {}, {}, history)
+    with Budget.open(stack.root / key), structlog.testing.capture_logs() as events:
+        httpx.post(f"{stack.url}/v1/messages", content=body, headers=_ANTHROPIC).raise_for_status()
+    assert stack.upstream.bodies("/v1/messages") == [body]
+    [event] = [e for e in events if e["event"] == "toolbudget.proxy.passthrough"]
+    assert (event["reason"], event["error"]) == ("session unavailable", "SessionLocked")
