@@ -213,7 +213,7 @@ def proxy(
     ] = None,
 ) -> None:
     """The proxy's added latency, first streamed byte and memory, against direct calls."""
-    from benchmarks import proxy_bench as module
+    from benchmarks import proxy as module
 
     sizes = [int(r) for r in rounds.split(",") if r.strip()]
     raise typer.Exit(

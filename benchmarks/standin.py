@@ -1,6 +1,6 @@
 """A stand-in model API on loopback: answers the three budgeted APIs, records what it received.
 
-Used by the proxy's tests and its overhead benchmark (``benchmarks/proxy_bench.py``): it answers
+Used by the proxy's tests and its overhead benchmark (``benchmarks/proxy.py``): it answers
 ``POST /v1/messages`` (Anthropic), ``/v1/chat/completions`` and ``/v1/responses`` (OpenAI) with a
 small answer in each API's own shape, as JSON or as a server-sent event stream when the body
 asks ``"stream": true`` (Anthropic's and OpenAI's documented event sequences, trimmed to one text

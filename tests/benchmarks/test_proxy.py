@@ -1,4 +1,4 @@
-"""The proxy's overhead benchmark (benchmarks/proxy_bench.py): its conversation and one small run."""
+"""The proxy's overhead benchmark (benchmarks/proxy.py): its conversation and one small run."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ def test_the_conversation_spills_one_output_in_fifty_at_the_default_cap() -> Non
     """Outputs 1-49 fit the default cap, output 50 does not: the proxy both passes results
     through and spills them, as the module says."""
     require_module("httpx", extra="proxy")
-    from benchmarks.proxy_bench import conversation
+    from benchmarks.proxy import conversation
 
     history = conversation(100)
     outputs = [m["content"][0]["content"] for m in history[2::2]]
@@ -29,7 +29,7 @@ def test_a_small_run_measures_every_figure() -> None:
     for the whole streamed answer's last byte at 20 ms between events)."""
     for name in ("starlette", "uvicorn", "httpx"):
         require_module(name, extra="proxy")
-    from benchmarks.proxy_bench import render, run
+    from benchmarks.proxy import render, run
 
     result = run((3,), stream_rounds=3, memory_requests=100)
     [latency] = result["latency"]
