@@ -45,10 +45,13 @@ test: $(STAMP)
 test-fast: $(STAMP)
 	$(WRITE_BYTECODE) $(BIN)/pytest -n 2 --dist loadgroup -q -m "not slow" --hypothesis-profile=fast $(ARGS)
 
+# The import contracts (pyproject.toml's [tool.importlinter]) are checked on this checkout's
+# packages: PYTHONPATH puts them first, whichever checkout the venv was installed from.
 lint: $(STAMP)
 	$(BIN)/ruff check budget spill benchmarks tests
 	$(BIN)/ruff format --check budget spill benchmarks tests
 	$(BIN)/mypy
+	PYTHONPATH=. $(BIN)/lint-imports --no-cache
 
 # The documentation site, built strictly (any warning fails) into site/.
 docs: $(STAMP)

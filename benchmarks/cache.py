@@ -41,9 +41,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
 import xxhash
 
+from benchmarks._jsonbytes import dumps
 from benchmarks.trace import Provider
 from budget._errors import ConfigError
 
@@ -79,7 +79,7 @@ def _blocks(obj: Any) -> int:
 
 def segment_of(obj: Any, count: Counter) -> Segment:
     """The segment of one JSON-like object (a message, or the system-and-tools header)."""
-    data = orjson.dumps(obj, option=orjson.OPT_SORT_KEYS)
+    data = dumps(obj, sort_keys=True)
     return Segment(xxhash.xxh3_128_digest(data), count(obj), _blocks(obj))
 
 

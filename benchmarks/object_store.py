@@ -27,13 +27,15 @@ import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+import typer
 
 from benchmarks._timing import times
 from spill import FsspecStore, LocalStore
 from spill._log import encode_records
 
-__all__ = ["Row", "main", "measure"]
+__all__ = ["Row", "command", "main", "measure"]
 
 SIZES = {"10 KB": 10_000, "1 MB": 1_000_000, "10 MB": 10_000_000}
 DECISIONS = 10_000
@@ -197,7 +199,17 @@ def main(*, repeat: int = 5, json_path: Path | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    from benchmarks.cli import alias
+def command(
+    repeat: Annotated[int, typer.Option(min=1, help="Runs per figure.")] = 5,
+    json_path: Annotated[
+        Path | None, typer.Option("--json", help="Also write the figures here.")
+    ] = None,
+) -> None:
+    """Object-store sessions (FsspecStore on moto's S3 on loopback) beside LocalStore."""
+    raise typer.Exit(main(repeat=repeat, json_path=json_path))
 
-    alias("object-store")
+
+if __name__ == "__main__":
+    from benchmarks._command import run_alone
+
+    run_alone(command, "benchmarks.object_store")

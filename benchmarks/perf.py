@@ -39,11 +39,13 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
+
+import typer
 
 from budget import Budget, Prepared
 from budget._envelope import envelope
-from budget._estimates_cache import SIDECAR
+from budget.tokens._estimates_cache import SIDECAR
 from spill import LocalStore, ref_for
 
 __all__ = [
@@ -57,6 +59,7 @@ __all__ = [
     "bench_resume",
     "bench_spill",
     "bench_trace_replay",
+    "command",
     "format_table",
     "main",
     "run",
@@ -702,7 +705,7 @@ def bench_resume(root: Path, decisions: int = 10_000, repeats: int = 7) -> list[
     then makes.
 
     The first ``prepare()`` is timed on two copies of that directory, alternately: as a closed
-    session leaves it (with the token estimates it saved, ``budget/_estimates_cache.py``: the
+    session leaves it (with the token estimates it saved, ``budget/tokens/_estimates_cache.py``: the
     sidecar the session wrote at close, which holds the estimates of the same history), and as
     a crash before any save leaves it (no sidecar: every text estimated again, the rebuild of
     ee5f395). The second is the floor's counterpart: the same rebuild without the cache. Body
@@ -1037,7 +1040,21 @@ def main(
     return 0
 
 
-if __name__ == "__main__":
-    from benchmarks.cli import alias
+def command(
+    quick: Annotated[bool, typer.Option(help="Smaller sizes, under a minute.")] = False,
+    json_path: Annotated[
+        Path | None, typer.Option("--json", help="Also write the figures here.")
+    ] = None,
+    traces: Annotated[
+        Path | None, typer.Option(help="Recorded traces (default ../shared/traces).")
+    ] = None,
+    workdir: Annotated[Path | None, typer.Option("--dir", help="Where to create sessions.")] = None,
+) -> None:
+    """Performance against SPEC §10's numbers, side by side with LangChain."""
+    raise typer.Exit(main(quick=quick, json_path=json_path, traces=traces, workdir=workdir))
 
-    alias("perf")
+
+if __name__ == "__main__":
+    from benchmarks._command import run_alone
+
+    run_alone(command, "benchmarks.perf")

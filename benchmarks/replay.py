@@ -46,12 +46,9 @@ import statistics
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
-
-import orjson
-import xxhash
 
 from benchmarks import strategies
 from benchmarks._count import Counter as TokenCounter
@@ -62,7 +59,7 @@ from benchmarks.readbacks import Quotes, ReadbackTracker
 from benchmarks.strategies._base import Strategy, StrategySession, side_calls
 from benchmarks.strategies._common import result_text, safe_name, tool_use_ids
 from benchmarks.strategies.toolbudget import ToolbudgetSession
-from benchmarks.trace import Trace
+from benchmarks.trace import Trace, digest
 from budget._errors import BudgetError, ConfigError
 
 __all__ = [
@@ -166,6 +163,9 @@ class Replay:
     """Part of ``billed_tokens`` that pays for summary calls: input at cache rates, output at
     the model's output price."""
     breaker_openings: int = 0
+    failed: str | None = None
+    """Why this replay stopped, for a job run with ``tolerant`` (its figures are then zeros, and
+    :func:`run` leaves the trace out of every strategy's figures)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -296,10 +296,6 @@ def _shown(out: Sequence[Any], n: int, r: _Result) -> str | None:
     return None
 
 
-def _digest(messages: Sequence[dict[str, Any]]) -> bytes:
-    return xxhash.xxh3_128_digest(orjson.dumps(list(messages)))
-
-
 # -- one replay -------------------------------------------------------------------------------------
 
 
@@ -327,7 +323,7 @@ def replay_trace(
     index = index if index is not None else _Index(trace.messages)
     count = count if count is not None else counter_for(trace.model)
     quotes = quotes if quotes is not None else ReadbackTracker.for_trace(trace)
-    before = _digest(trace.messages)
+    before = digest(trace.messages)
     workdir.mkdir(parents=True, exist_ok=True)
     session = strategy.open(trace, workdir)
     try:
@@ -347,7 +343,7 @@ def replay_trace(
         close = getattr(session, "close", None)
         if callable(close):
             close()
-        if _digest(trace.messages) != before:
+        if digest(trace.messages) != before:
             raise BudgetError(
                 f"strategy {strategy.name!r} modified the input messages of trace {trace.name!r}"
             )
@@ -538,22 +534,56 @@ class ReplayJob:
     count: TokenCounter | None = None
     rules: CacheRules | None = None
     max_requests: int | None = None
+    tolerant: bool = False
+    """An exception of the replay comes back as a :class:`Replay` whose ``failed`` says why,
+    instead of stopping every other job (a trace of a large corpus that one strategy cannot take)."""
 
 
 def replay_job(
     job: ReplayJob, *, index: _Index | None = None, quotes: Quotes | None = None
 ) -> Replay:
     """:func:`replay_trace` on ``job`` (``index`` and ``quotes`` computed when not given)."""
-    return replay_trace(
-        job.trace,
-        job.strategy,
-        job.workdir,
-        window=job.window,
-        count=job.count,
-        rules=job.rules,
-        max_requests=job.max_requests,
-        index=index,
-        quotes=quotes,
+    try:
+        return replay_trace(
+            job.trace,
+            job.strategy,
+            job.workdir,
+            window=job.window,
+            count=job.count,
+            rules=job.rules,
+            max_requests=job.max_requests,
+            index=index,
+            quotes=quotes,
+        )
+    except Exception as exc:
+        if not job.tolerant:
+            raise
+        return _failed(job, exc)
+
+
+def _failed(job: ReplayJob, exc: Exception) -> Replay:
+    """The stand-in replay of a tolerant job that raised ``exc``: zeros, and why."""
+    trace = job.trace
+    why = f"{trace.name}: the replay under {job.strategy.name} failed ({type(exc).__name__}: {exc})"
+    return Replay(
+        strategy=job.strategy.name,
+        trace=trace.name,
+        file=trace.path,
+        format=trace.format,
+        requests=0,
+        input_tokens=0,
+        cached_tokens=0,
+        billed_tokens=0.0,
+        peak_tokens=0,
+        overflows=0,
+        prefix_breaks=0,
+        visibility_sum=0.0,
+        visibility_requests=0,
+        replaced_chars=0,
+        recoverable_chars=0,
+        sizes=(),
+        times_s=(),
+        failed=why[:2000],
     )
 
 
@@ -633,25 +663,45 @@ def run(
     max_requests: int | None = None,
     progress: Callable[[Trace, str, int], None] | None = None,
     engine: Engine | None = None,
+    on_failure: Callable[[Trace, Replay], None] | None = None,
 ) -> list[Replay]:
     """Replay every trace under every strategy on ``engine`` (default: :class:`LocalEngine`);
     ``progress(trace, strategy, requests)`` after each replay. The replays come back trace by
-    trace, in the order of ``chosen``, whatever the engine."""
-    jobs = jobs_for(
-        traces,
-        chosen,
-        workdir,
-        window=window,
-        count=count,
-        rules=rules,
-        max_requests=max_requests,
-    )
+    trace, in the order of ``chosen``, whatever the engine.
+
+    Without ``on_failure`` a replay's exception stops the run. With it, a trace whose replay
+    fails under any strategy is left out of every strategy's replays (figures side by side must
+    cover the same traces), and ``on_failure(trace, replay)`` is called once for it with the first
+    failed replay (its ``strategy``, and ``failed`` saying why).
+    """
+    jobs = [
+        replace(job, tolerant=on_failure is not None)
+        for job in jobs_for(
+            traces,
+            chosen,
+            workdir,
+            window=window,
+            count=count,
+            rules=rules,
+            max_requests=max_requests,
+        )
+    ]
 
     def done(job: ReplayJob, replay: Replay) -> None:
         if progress is not None:
             progress(job.trace, job.strategy.name, replay.requests)
 
-    return (engine if engine is not None else LocalEngine()).replay(jobs, done)
+    replays = (engine if engine is not None else LocalEngine()).replay(jobs, done)
+    if on_failure is None:
+        return replays
+    failed: dict[str, Replay] = {}
+    for replay in replays:
+        if replay.failed is not None:
+            failed.setdefault(replay.trace, replay)
+    for trace in traces:
+        if trace.name in failed:
+            on_failure(trace, failed[trace.name])
+    return [r for r in replays if r.trace not in failed]
 
 
 # -- summaries -------------------------------------------------------------------------------------

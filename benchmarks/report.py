@@ -57,6 +57,7 @@ from benchmarks.replay import (
     trace_rows,
 )
 from benchmarks.trace import Trace
+from budget._errors import InputError
 
 __all__ = ["BenchResult", "as_json", "render", "run_bench", "write_json", "write_plots"]
 
@@ -160,6 +161,15 @@ def run_bench(
         def advance(trace: Trace, strategy: str, requests: int) -> None:
             progress.update(task, advance=requests, description=f"{trace.name} · {strategy}")
 
+        failed: list[Skipped] = []
+        gone: set[str] = set()
+
+        def left_out(trace: Trace, replay: Replay) -> None:
+            why = replay.failed or ""
+            gone.add(trace.name)
+            failed.append(Skipped(trace.path, why, strategy=replay.strategy))
+            console.print(f"skipped {trace.path}: {why}", markup=False, highlight=False)
+
         replays = run(
             traces,
             chosen,
@@ -169,7 +179,14 @@ def run_bench(
             max_requests=max_requests,
             progress=advance,
             engine=engine,
+            on_failure=left_out,
         )
+    if gone:
+        traces = [t for t in traces if t.name not in gone]
+        if not traces:
+            raise InputError(
+                f"no trace left to score: every replay failed (first: {failed[0].reason})"
+            )
     bounds = {}
     for trace in traces:
         cut = (
@@ -184,7 +201,7 @@ def run_bench(
         replays=tuple(replays),
         summary=tuple(summarize(replays)),
         by_format=summarize_by_format(replays),
-        skipped=tuple(skipped),
+        skipped=(*skipped, *failed),
         window=window,
         bounds=bounds,
         calibration=tuple(calibrate(traces, replays)),
@@ -411,7 +428,9 @@ def as_json(result: BenchResult) -> dict[str, Any]:
     return {
         "summary": [r.as_dict() for r in result.summary],
         "traces": trace_rows(result.replays),
-        "skipped": [{"path": s.path, "reason": s.reason} for s in result.skipped],
+        "skipped": [
+            {"path": s.path, "reason": s.reason, "strategy": s.strategy} for s in result.skipped
+        ],
         "bound": result.bound(),
         "calibration": [c.as_dict() for c in result.calibration],
     }

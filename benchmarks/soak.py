@@ -53,10 +53,12 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator, MutableMapping
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from pathlib import Path
-from typing import Any, Final
+from typing import Annotated, Any, Final
 
 import structlog
+import typer
 import xxhash
 
 from budget import Budget
@@ -64,7 +66,16 @@ from spill import LocalStore, Store, _fs, ref_for
 from spill._packs import PACK_RE, read_index
 from tests.conversations import CONFIG, Message, Step, conversation, digest, result_texts
 
-__all__ = ["Figures", "main", "partial_bodies", "run_soak", "verify_session", "verify_store"]
+__all__ = [
+    "Figures",
+    "Kill",
+    "command",
+    "main",
+    "partial_bodies",
+    "run_soak",
+    "verify_session",
+    "verify_store",
+]
 
 MODES: Final = ("before", "after", "torn")
 _STORE_METHODS: Final = (
@@ -628,7 +639,51 @@ def main(
     return 1 if bad or figures.partial_files_visible or figures.errors else 0
 
 
-if __name__ == "__main__":
-    from benchmarks.cli import alias
+class Kill(StrEnum):
+    """How the soak kills a session: at a numbered store call, or after a random delay."""
 
-    alias("soak")
+    ops = "ops"
+    timer = "timer"
+
+
+def command(
+    trials: Annotated[int, typer.Option(min=1)] = 200,
+    seed: Annotated[int, typer.Option()] = 1,
+    rounds: Annotated[int, typer.Option(min=8)] = 40,
+    max_crashes: Annotated[int, typer.Option(min=1)] = 3,
+    kill: Annotated[Kill, typer.Option()] = Kill.ops,
+    workdir: Annotated[
+        str | None, typer.Option(help="Where sessions go (default: a temp dir).")
+    ] = None,
+    real_fsync: Annotated[bool, typer.Option(help="Perform fsync calls too.")] = False,
+    keep: Annotated[bool, typer.Option(help="Keep each trial's session directory.")] = False,
+    phase: Annotated[
+        str | None,
+        typer.Option(help="Draw each first kill among this store method's calls (e.g. put_many)."),
+    ] = None,
+    json_path: Annotated[
+        str | None, typer.Option("--json", help="Also write the figures to this JSON file.")
+    ] = None,
+    quiet: Annotated[bool, typer.Option()] = False,
+) -> None:
+    """Crash soak: SIGKILL a session at random points, resume, compare every byte."""
+    code = main(
+        trials=trials,
+        seed=seed,
+        rounds=rounds,
+        max_crashes=max_crashes,
+        kill=kill.value,
+        workdir=workdir,
+        real_fsync=real_fsync,
+        keep=keep,
+        phase=phase,
+        json_path=json_path,
+        quiet=quiet,
+    )
+    raise typer.Exit(code)
+
+
+if __name__ == "__main__":
+    from benchmarks._command import run_alone
+
+    run_alone(command, "benchmarks.soak")

@@ -26,13 +26,15 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Annotated
 
 import orjson
+import typer
 
 from benchmarks._timing import times
 from spill import LocalStore, ref_for
 
-__all__ = ["Figure", "main", "measure"]
+__all__ = ["Figure", "command", "main", "measure"]
 
 RECORDS = 10_000
 BODY_BYTES = 10_000_000
@@ -162,7 +164,20 @@ def main(*, repeat: int = 7, workdir: Path | None = None, json_path: Path | None
     return 0
 
 
-if __name__ == "__main__":
-    from benchmarks.cli import alias
+def command(
+    repeat: Annotated[int, typer.Option(help="Runs per figure.")] = 7,
+    workdir: Annotated[
+        Path | None, typer.Option("--dir", help="Where to create the sessions.")
+    ] = None,
+    json_path: Annotated[
+        Path | None, typer.Option("--json", help="Also write the figures here.")
+    ] = None,
+) -> None:
+    """Session-store performance: resume from the decision log, and spill throughput."""
+    raise typer.Exit(main(repeat=repeat, workdir=workdir, json_path=json_path))
 
-    alias("store-perf")
+
+if __name__ == "__main__":
+    from benchmarks._command import run_alone
+
+    run_alone(command, "benchmarks.store_perf")

@@ -27,19 +27,21 @@ import itertools
 import math
 import random
 import statistics
+import sys
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import orjson
+import typer
 
 from benchmarks.importers._common import parts_text
 from benchmarks.trace import Provider, Request, Trace
 from budget._errors import ConfigError, InputError
 
-__all__ = ["QUANTILES", "SHAPE_FILE", "fit", "generate", "iter_generate", "load_shape"]
+__all__ = ["QUANTILES", "SHAPE_FILE", "command", "fit", "generate", "iter_generate", "load_shape"]
 
 SHAPE_FILE = "synthetic_shape.json"
 """The committed table of summary statistics, beside this module."""
@@ -300,3 +302,27 @@ def describe(traces: Sequence[Trace]) -> dict[str, float]:
         "requests_median": float(statistics.median(len(t.requests) for t in traces)),
         "result_chars_median": float(statistics.median(sizes)) if sizes else 0.0,
     }
+
+
+def command(
+    traces: Annotated[
+        Path | None, typer.Option(help="Recorded traces (default ../shared/traces).")
+    ] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(help="Where to write the table (default: print it)."),
+    ] = None,
+) -> None:
+    """Fit the synthetic corpus's table of summary statistics to recorded traces."""
+    from benchmarks.importers import load_dir
+
+    found, _ = load_dir(traces if traces is not None else Path("../shared/traces"))
+    if not found:
+        typer.echo(f"error: no trace found under {traces}", err=True)
+        raise typer.Exit(2)
+    data = orjson.dumps(fit(found), option=orjson.OPT_INDENT_2) + b"\n"
+    if out is None:
+        sys.stdout.write(data.decode())
+    else:
+        out.write_bytes(data)
+        typer.echo(f"wrote {out} ({len(found)} traces)")

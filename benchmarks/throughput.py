@@ -29,16 +29,17 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import orjson
+import typer
 
 from benchmarks.ray_engine import RayEngine, import_ray
 from benchmarks.replay import Engine, LocalEngine, Replay, build_strategies, jobs_for
 from benchmarks.synthetic import iter_generate
 from benchmarks.trace import Trace
 
-__all__ = ["Measurement", "main", "measure", "same_replays"]
+__all__ = ["Measurement", "command", "main", "measure", "same_replays"]
 
 TIMING_FIELDS = frozenset({"times_s"})
 """The fields of a :class:`Replay` that differ between runs (the rest must be equal)."""
@@ -200,7 +201,51 @@ def main(
     return 0
 
 
-if __name__ == "__main__":
-    from benchmarks.cli import alias
+def command(
+    n: Annotated[
+        list[int] | None, typer.Option("--n", min=1, help="Corpus sizes (repeat the option).")
+    ] = None,
+    workers: Annotated[
+        list[int] | None,
+        typer.Option("--workers", min=1, help="Ray local-cluster sizes (repeat the option)."),
+    ] = None,
+    seed: Annotated[int, typer.Option(help="The synthetic corpus's seed.")] = 0,
+    strategies: Annotated[
+        str, typer.Option(help="Comma-separated strategies besides none.")
+    ] = "toolbudget",
+    chunk: Annotated[
+        int, typer.Option(min=1, help="Sessions generated and replayed at once.")
+    ] = 500,
+    budget_s: Annotated[
+        float | None,
+        typer.Option("--budget-s", help="Stop a measurement after this many seconds of replay."),
+    ] = None,
+    json_path: Annotated[
+        Path | None, typer.Option("--json", help="Also write the figures here.")
+    ] = None,
+) -> None:
+    """Traces per second of the bench's engines, local against Ray, on a synthetic corpus."""
+    from budget._errors import BudgetError
 
-    alias("throughput")
+    try:
+        import_ray()
+    except BudgetError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    names = [s.strip() for s in strategies.split(",") if s.strip()]
+    code = main(
+        sizes=n or [100, 1000],
+        workers=workers or [1, 2],
+        seed=seed,
+        names=names,
+        chunk=chunk,
+        budget_s=budget_s,
+        json_path=json_path,
+    )
+    raise typer.Exit(code)
+
+
+if __name__ == "__main__":
+    from benchmarks._command import run_alone
+
+    run_alone(command, "benchmarks.throughput")

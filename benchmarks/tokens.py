@@ -22,7 +22,7 @@ definitions are in both prompts and cancel out. Two estimates of that growth are
 (the previous prompt and answer as recorded, plus the estimated additions), the figure the
 pressure trigger acts on.
 
-Each trace is estimated with its model's tokenizer profile (:func:`budget._tokens.tokenizer_profile`),
+Each trace is estimated with its model's tokenizer profile (:func:`budget.tokens._tokens.tokenizer_profile`),
 as a session configured with that model would. Pairs whose prompt did not grow (the history was
 compacted or reset, or the next request dropped messages) are skipped and counted. Errors are
 ``(estimate - actual) / actual``; negative is an underestimate. They are summarized per trace
@@ -35,7 +35,7 @@ appended: agents attach context there that their recordings do not hold).
 spilled or trimmed, so the request copy is what was recorded), passing each request the usage
 recorded for the one before, as an adopter would. Per tokenizer family it compares the report's
 ``tokens_after_raw`` (the anchored estimate) and ``tokens_after`` (corrected by what the session
-learned from earlier pairs, :mod:`budget._calibration`) with the recorded prompt: median |error|
+learned from earlier pairs, :mod:`budget.tokens._calibration`) with the recorded prompt: median |error|
 and the share underestimated by more than 2% of the whole prompt, and the same estimates' error
 relative to the growth (per delta).
 
@@ -49,13 +49,14 @@ import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Final, Literal, Protocol
+from typing import Annotated, Any, Final, Literal, Protocol
 
 import orjson
+import typer
 
 from benchmarks.trace import Trace
 from budget import Budget
-from budget._tokens import estimate_tokens, text_class_counts, tokenizer_profile
+from budget.tokens._tokens import estimate_tokens, text_class_counts, tokenizer_profile
 
 __all__ = [
     "Calibrated",
@@ -65,6 +66,7 @@ __all__ = [
     "TokenAccuracy",
     "calibrated",
     "collect_pairs",
+    "command",
     "main",
     "measure",
     "replay_session",
@@ -96,7 +98,7 @@ class Pair:
     trace: str
     format: str
     family: str
-    """Tokenizer family of the trace's model (:func:`budget._tokens.tokenizer_profile`)."""
+    """Tokenizer family of the trace's model (:func:`budget.tokens._tokens.tokenizer_profile`)."""
     script: Script
     turn: Turn
     """``user`` when a person's message was appended (agents add unrecorded context there)."""
@@ -508,7 +510,19 @@ def main(*, traces_dir: Path = DEFAULT_TRACES, json_path: Path | None = None) ->
     return 0
 
 
-if __name__ == "__main__":
-    from benchmarks.cli import alias
+def command(
+    traces: Annotated[Path | None, typer.Option(help="Traces directory.")] = None,
+    json_path: Annotated[
+        Path | None, typer.Option("--json", help="Write the results here.")
+    ] = None,
+) -> None:
+    """Accuracy of the token estimates against the usage the recorded traces report."""
+    if traces is None:
+        raise typer.Exit(main(json_path=json_path))
+    raise typer.Exit(main(traces_dir=traces, json_path=json_path))
 
-    alias("tokens")
+
+if __name__ == "__main__":
+    from benchmarks._command import run_alone
+
+    run_alone(command, "benchmarks.tokens")

@@ -7,8 +7,13 @@ strategy handles one shape. The provider decides which prompt-cache rules the re
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+import xxhash
+
+from benchmarks._jsonbytes import dumps
 
 Provider = Literal["anthropic", "openai", "google"]
 
@@ -76,3 +81,13 @@ class Trace:
     def request_messages(self, i: int) -> list[dict[str, Any]]:
         """The messages the model saw on request ``i`` (a new list sharing the message dicts)."""
         return list(self.messages[: self.requests[i].n_messages])
+
+
+def digest(messages: Sequence[dict[str, Any]]) -> bytes:
+    """A hash of ``messages``' JSON, to see that a replay left them as they were.
+
+    Any depth an importer accepts (:func:`benchmarks._jsonbytes.dumps`); past the interpreter's
+    recursion limit it raises ``RecursionError``, which the importers' check
+    (:mod:`benchmarks.importers._check`) turns into the file's skip reason.
+    """
+    return xxhash.xxh3_128_digest(dumps(list(messages)))

@@ -22,17 +22,17 @@ from budget._errors import (
 from budget._ledger import Decision
 from budget._readback import ReadToolResult
 from budget._report import DecisionReport, Prepared, Report
-from budget._session import Budget
-from budget._tokens import (
+from budget._view import Format
+from budget._wrap import wrap_tool
+from budget.formats import detect_format, get_format
+from budget.session._budget import Budget
+from budget.tokens._tokens import (
     TokenizerProfile,
     estimate_tokens,
     tiktoken_estimator,
     tiktoken_text_tokens,
     tokenizer_profile,
 )
-from budget._view import Format
-from budget._wrap import wrap_tool
-from budget.formats import detect_format, get_format
 
 __all__ = [
     "Budget",

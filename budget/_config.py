@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -59,7 +60,11 @@ class BudgetConfig(BaseSettings):
     Fields not given are read from ``TOOLBUDGET_<FIELD>`` environment variables, then defaulted.
     """
 
-    model_config = SettingsConfigDict(frozen=True, extra="forbid", env_prefix=ENV_PREFIX)
+    # Every float finite (allow_inf_nan): an infinite timeout or price passes gt=0 and then breaks
+    # far from here (threading refuses an infinite join timeout with an OverflowError).
+    model_config = SettingsConfigDict(
+        frozen=True, extra="forbid", env_prefix=ENV_PREFIX, allow_inf_nan=False
+    )
 
     @classmethod
     def settings_customise_sources(
@@ -165,7 +170,7 @@ class BudgetConfig(BaseSettings):
     """Most characters of one file snapshot."""
     compact_constraint_chars: Annotated[int, Field(ge=0)] = 4_000
     """Most characters of user constraints carried verbatim after a compaction."""
-    compact_timeout_s: Annotated[float, Field(gt=0)] | None = 600.0
+    compact_timeout_s: Annotated[float, Field(gt=0, le=threading.TIMEOUT_MAX)] | None = 600.0
     """Seconds a summarizer may run before the compaction counts as failed (None: no limit).
 
     The default is the official SDKs' own request timeout, 10 minutes (``DEFAULT_TIMEOUT`` in

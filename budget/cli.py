@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -112,13 +113,21 @@ def _write_exactly(text: str) -> None:
 
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+# ASCII digits only: str.isdigit (and \d without re.ASCII) also accept "²", "③" or "٣", which
+# float() then refuses or reads otherwise. A bare 0 needs no unit: zero is zero in any.
+_DURATION = re.compile(
+    r"(?:(?P<n>[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?P<unit>[smhd])|0+(?:\.0*)?)", re.ASCII
+)
 
 
 def _duration(text: str) -> float:
-    unit = text[-1:]
-    if unit in _UNITS and text[:-1].replace(".", "", 1).isdigit():
-        return float(text[:-1]) * _UNITS[unit]
-    raise typer.BadParameter(f"{text!r} is not a duration like 30m, 12h or 7d")
+    """Seconds in ``text`` (``30m``, ``12h``, ``7d``, ``1.5h``, ``0``), else a usage error."""
+    found = _DURATION.fullmatch(text)
+    if found is None:
+        raise typer.BadParameter(f"{text!r:.80} is not a duration like 30m, 12h or 7d")
+    if found["unit"] is None:
+        return 0.0
+    return float(found["n"]) * _UNITS[found["unit"]]
 
 
 @app.command()
@@ -266,6 +275,16 @@ def bench(
     if plots is not None:
         for path in write_plots(result, plots):
             console.print(f"wrote {path}")
+    ours = sorted({s.path for s in result.skipped if (s.strategy or "").startswith("toolbudget")})
+    if ours:
+        # A peer that cannot take a trace is the peer's limit; toolbudget failing is our defect:
+        # the figures above leave those traces out, and the run must not pass for a clean one.
+        typer.echo(
+            f"error: toolbudget's own replay failed on {len(ours)} trace(s), left out of every "
+            f"figure above: {', '.join(ours[:5])}{' …' if len(ours) > 5 else ''}",
+            err=True,
+        )
+        raise typer.Exit(1)
 
 
 @app.command()

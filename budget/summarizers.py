@@ -11,7 +11,7 @@ A summarizer is any callable ``(messages) -> str`` (or an ``async`` one). Three 
 
 A summarizer whose request is too long for its model raises :class:`SummaryTooLong` (or lets
 the provider's own "prompt is too long" error through: the SDK adapters do, and compaction
-recognises it as :func:`budget._overflow.is_context_overflow` does): compaction then drops the
+recognises it as :func:`budget.tokens._overflow.is_context_overflow` does): compaction then drops the
 oldest rounds from what it summarizes and asks again. One that runs past ``compact_timeout_s``
 fails the compaction with :class:`SummaryTimeout`.
 
@@ -28,7 +28,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from budget._errors import InputError, SummaryTimeout, SummaryTooLong
-from budget._transcript import render_transcript
+from budget.compaction._transcript import render_transcript
 from budget.formats._common import field
 
 __all__ = [

@@ -44,7 +44,7 @@ TMP_PREFIX: Final = ".tmp-"
 BODY_SUFFIX: Final = ".txt"
 SIDECAR_NAMES: Final = frozenset({"estimates.bin"})
 """The only names :meth:`LocalStore.write_sidecar` writes: caches derived from the history,
-each checked by its reader (``budget._estimates_cache``), so a torn or stale one costs time only."""
+each checked by its reader (``budget.tokens._estimates_cache``), so a torn or stale one costs time only."""
 
 DIR_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY
 READ_FLAGS: Final = os.O_RDONLY | os.O_NONBLOCK  # a FIFO planted as a body must not block us
@@ -147,7 +147,7 @@ class SessionDir:
             holder = _fs.read(self._lock_fd, 0, 32).decode("ascii", "replace").strip()
         except OSError:
             holder = ""
-        who = f" (pid {holder} per its lock file)" if holder.isdigit() else ""
+        who = f" (pid {holder} per its lock file)" if holder.isascii() and holder.isdigit() else ""
         raise SessionLocked(
             f"session {self._path} is open in another LocalStore{who}; a session can be open "
             f"in one place at a time. Close the other store first, or pass lock_timeout to "

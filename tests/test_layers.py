@@ -1,15 +1,17 @@
-"""The packages depend one way: ``budget`` on ``spill``, never back; nothing imports the benchmarks.
+"""The packages depend one way, benchmarks -> budget -> spill, with no cycle inside any of them.
 
-The graph is read from the source (every ``import`` statement, also those inside functions), so
-a lazy import cannot hide a loop; the fresh-interpreter checks prove what an import really loads.
+import-linter reads the graph from the source (every ``import`` statement, also those inside
+functions, so a lazy import cannot hide a loop) and checks pyproject.toml's contracts; the
+fresh-interpreter checks prove what an import really loads.
 """
 
 from __future__ import annotations
 
-import ast
 import functools
 import inspect
+import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -21,67 +23,35 @@ import spill
 from budget import _errors
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGES = ("budget", "spill")
+LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
+CONTRACTS = (
+    "The packages depend one way: benchmarks -> budget -> spill",
+    "No cycle among the modules and subpackages of any package",
+    "The passes import no session code",
+)
+"""The import contracts of pyproject.toml's ``[tool.importlinter]``, by name."""
 
 
-def _modules() -> dict[str, Path]:
-    """Every module of the walked packages by dotted name (a package by its own name)."""
-    out: dict[str, Path] = {}
-    for package in PACKAGES:
-        for path in sorted((REPO / package).rglob("*.py")):
-            parts = path.relative_to(REPO).with_suffix("").parts
-            if parts[-1] == "__init__":
-                parts = parts[:-1]
-            out[".".join(parts)] = path
-    return out
+def _lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
+    """import-linter's verdict on the packages under ``root``, with ``root``'s pyproject.toml."""
+    return subprocess.run(
+        [str(LINT_IMPORTS), "--no-cache", "--no-logo", str(root / "pyproject.toml")],
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
-def _imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
-    """The first-party modules ``name`` imports; ``from pkg import sub`` counts as ``pkg.sub``."""
-    found: set[str] = set()
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
-                base = ".".join([*anchor, *([node.module] if node.module else [])])
-            subs = {f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in known}
-            found.update(subs)
-            if len(subs) < len(node.names):
-                found.add(base)
-    return found
-
-
-@functools.cache
-def _graph() -> dict[str, set[str]]:
-    known = _modules()
-    return {name: _imports(name, path, known) for name, path in known.items()}
-
-
-def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """Every back edge found by a depth-first walk, as the loop it closes."""
-    state: dict[str, int] = {}
-    stack: list[str] = []
-    loops: list[list[str]] = []
-
-    def visit(node: str) -> None:
-        state[node] = 1
-        stack.append(node)
-        for nxt in sorted(graph[node] & graph.keys()):
-            if state.get(nxt) == 1:
-                loops.append([*stack[stack.index(nxt) :], nxt])
-            elif nxt not in state:
-                visit(nxt)
-        stack.pop()
-        state[node] = 2
-
-    for node in sorted(graph):
-        if node not in state:
-            visit(node)
-    return loops
+def _copy_packages(dest: Path) -> Path:
+    """The three packages and pyproject.toml copied under ``dest`` (sources only)."""
+    for package in ("benchmarks", "budget", "spill"):
+        shutil.copytree(
+            REPO / package, dest / package, ignore=shutil.ignore_patterns("__pycache__")
+        )
+    shutil.copy2(REPO / "pyproject.toml", dest / "pyproject.toml")
+    return dest
 
 
 _STEPS = (
@@ -105,22 +75,34 @@ def _loaded_after_each_step() -> tuple[frozenset[str], ...]:
     return tuple(frozenset(line.split()) for line in lines)
 
 
-def test_budget_and_spill_import_each_other_without_a_cycle() -> None:
-    """No chain of imports among budget's and spill's modules leads back to where it started."""
-    assert _cycles(_graph()) == []
+def test_the_import_contracts_are_kept() -> None:
+    """lint-imports keeps every contract: layers benchmarks -> budget -> spill, no cycle inside a
+    package, the passes importing no session code (lazy imports inside functions count too)."""
+    done = _lint_imports(REPO)
+    assert done.returncode == 0, done.stdout + done.stderr
+    for name in CONTRACTS:
+        assert f"{name} KEPT" in done.stdout, done.stdout
 
 
-def test_spill_never_imports_budget_or_the_benchmarks() -> None:
-    """spill is the lower layer: none of its modules names budget or benchmarks in an import."""
-    graph = _graph()
-    upward = {
-        (name, dep)
-        for name, deps in graph.items()
-        if name.split(".")[0] == "spill"
-        for dep in deps
-        if dep.split(".")[0] in ("budget", "benchmarks")
-    }
-    assert upward == set()
+@pytest.mark.parametrize(
+    ("module", "line", "broken"),
+    [
+        ("spill/_store.py", "import budget._config\n", CONTRACTS[0]),
+        ("benchmarks/perf.py", "from benchmarks import cli\n", CONTRACTS[1]),
+        ("budget/passes/cap.py", "from budget.session import _journal\n", CONTRACTS[2]),
+    ],
+)
+def test_each_contract_breaks_on_the_import_it_forbids(
+    tmp_path: Path, module: str, line: str, broken: str
+) -> None:
+    """One forbidden import added to a copy of the packages (an upward import, the benchmarks'
+    old circle, a pass importing the journal) breaks its contract, so the check above can fail."""
+    root = _copy_packages(tmp_path)
+    with (root / module).open("a", encoding="utf-8") as out:
+        out.write(line)
+    done = _lint_imports(root)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"{broken} BROKEN" in done.stdout, done.stdout
 
 
 def test_importing_spill_alone_does_not_import_budget() -> None:

@@ -20,11 +20,11 @@ PACKAGES = ("budget", "spill")
 MAX_MODULE_LINES = 450
 MAX_FUNCTION_LINES = 60
 
-MODULES_OVER: dict[str, int] = {"budget/_session.py": 460}
+MODULES_OVER: dict[str, int] = {"budget/session/_budget.py": 413}
 """Modules above ``MAX_MODULE_LINES`` today, with the most lines each may have."""
 
 FUNCTIONS_OVER: dict[str, int] = {
-    "budget/_usage.py:normalize_usage": 63,
+    "budget/tokens/_usage.py:normalize_usage": 63,
     "spill/_log.py:_decode_lines": 68,
 }
 """Functions above ``MAX_FUNCTION_LINES`` today, with the most lines each may have."""

@@ -30,6 +30,7 @@ from benchmarks.importers import (
     _openai_chat,
     _openhands,
 )
+from benchmarks.importers._check import checked
 from benchmarks.importers._common import TraceFileError
 from benchmarks.importers._detect import sniff
 from benchmarks.trace import Trace
@@ -73,6 +74,9 @@ class Skipped:
     path: str
     """Relative to the traces directory."""
     reason: str
+    strategy: str | None = None
+    """For a trace left out at replay time: the strategy whose replay failed (None: the file gave
+    no trace to score)."""
 
 
 def detect(path: Path) -> str | None:
@@ -83,8 +87,10 @@ def detect(path: Path) -> str | None:
 def load_file(path: Path, root: Path, format: str | None = None) -> list[Trace]:
     """The traces in ``path`` (``root`` is the traces directory ``Trace.path`` is relative to).
 
-    Raises :class:`TraceFileError` (an ``InputError``) naming the file when it cannot be read or
-    is malformed, and ``FormatError`` when its format is unknown or ``format`` is not a known name.
+    Raises :class:`TraceFileError` (an ``InputError``) naming the file when it cannot be read, is
+    malformed or holds a trace the replay could not score (:func:`~benchmarks.importers._check.checked`:
+    an impossible recorded usage, a message the replay cannot encode), and ``FormatError`` when its
+    format is unknown or ``format`` is not a known name. No other exception leaves it.
     """
     if format is None:
         format, why = sniff(path)
@@ -94,13 +100,14 @@ def load_file(path: Path, root: Path, format: str | None = None) -> list[Trace]:
     if loader is None:
         raise FormatError(f"unknown trace format {format!r}; known: {', '.join(FORMATS)}")
     try:
-        return loader(path, root)
+        return [checked(trace) for trace in loader(path, root)]
     except BudgetError:
         raise
     except OSError as exc:
         raise TraceFileError(f"{path}: cannot read ({exc.strerror or exc})") from exc
-    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
-        # The recording does not have the shape its format promises; say where, keep going.
+    except Exception as exc:
+        # The recording does not have the shape its format promises (any exception: a KeyError,
+        # orjson's recursion limit, a RecursionError of a deeply nested value); say where, keep going.
         raise TraceFileError(
             f"{path}: malformed {format} trace ({type(exc).__name__}: {exc})"
         ) from exc
@@ -158,6 +165,9 @@ def load_dir(root: Path) -> tuple[list[Trace], list[Skipped]]:
             found = load_file(path, root)
         except BudgetError as exc:
             skipped.append(Skipped(rel.as_posix(), str(exc)))
+            continue
+        except Exception as exc:
+            skipped.append(Skipped(rel.as_posix(), f"{path}: {type(exc).__name__}: {exc}"))
             continue
         for trace in found:
             why = shrunk(trace)

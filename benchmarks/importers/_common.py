@@ -15,6 +15,7 @@ from typing import Any
 
 import orjson
 
+from benchmarks._jsonbytes import dumps
 from benchmarks.trace import Provider, Request, Trace, Usage
 from budget._errors import InputError
 
@@ -116,7 +117,7 @@ def text_blocks(text: str) -> list[Block]:
 
 def json_text(value: Any) -> str:
     """A compact, deterministic JSON rendering, for values that have no text form of their own."""
-    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+    return dumps(value, sort_keys=True).decode()
 
 
 def parse_arguments(raw: Any) -> dict[str, Any]:

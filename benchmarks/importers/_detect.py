@@ -25,7 +25,11 @@ _OPENAI_ROLES = frozenset({"system", "developer", "tool", "function"})
 
 
 def sniff(path: Path) -> tuple[str | None, str]:
-    """The format of ``path``, or None and why it is not recognized."""
+    """The format of ``path``, or None and why it is not recognized.
+
+    Never raises: a file of any content gives a format or a reason (a recording is foreign input,
+    and a corpus of thousands always holds one of an odd shape).
+    """
     name = path.name.lower()
     try:
         if name.endswith(".jsonl"):
@@ -36,7 +40,15 @@ def sniff(path: Path) -> tuple[str | None, str]:
         return None, f"cannot read ({exc.strerror or exc})"
     except orjson.JSONDecodeError as exc:
         return None, f"not valid JSON ({exc})"
+    except Exception as exc:
+        return None, f"not a recording of a known shape ({type(exc).__name__}: {exc})"
     return None, "not a .json or .jsonl file"
+
+
+def _name(value: Any) -> str | None:
+    """``value`` when it is a string (a ``type`` or ``role`` field as recordings write it), else
+    None: a list, an object or a number there names no known line or message kind."""
+    return value if isinstance(value, str) else None
 
 
 def _sniff_jsonl(path: Path) -> tuple[str | None, str]:
@@ -53,11 +65,11 @@ def _sniff_jsonl(path: Path) -> tuple[str | None, str]:
     if len(objects) != len(heads):
         return None, "JSON lines that are not all objects"
     first = objects[0]
-    if isinstance(first.get("payload"), dict) and first.get("type") in _CODEX_LINES:
+    if isinstance(first.get("payload"), dict) and _name(first.get("type")) in _CODEX_LINES:
         return "codex-cli", ""
     if isinstance(first.get("history"), list):
         return "openhands", ""
-    if all(d.get("type") in _CLAUDE_LINES for d in objects) and any(
+    if all(_name(d.get("type")) in _CLAUDE_LINES for d in objects) and any(
         _CLAUDE_KEYS & d.keys() for d in objects
     ):
         return "claude-code", ""
@@ -114,7 +126,7 @@ def _sniff_messages(messages: list[Any]) -> tuple[str | None, str]:
         if content is None:
             openai = True  # OpenAI allows a null content beside tool calls; Anthropic never
         for block in content if isinstance(content, list) else []:
-            kind = block.get("type") if isinstance(block, dict) else None
+            kind = _name(block.get("type")) if isinstance(block, dict) else None
             if kind in _ANTHROPIC_BLOCKS or (kind == "image" and "source" in block):
                 anthropic = True
             elif kind in _OPENAI_PARTS:

@@ -37,7 +37,7 @@ from typing import Any
 from benchmarks.strategies._base import Declaration, Messages, SideCall, Unrecoverable
 from benchmarks.trace import Trace, Usage
 from budget import estimate_tokens, get_format, summarizers
-from budget._compaction import file_snapshots
+from budget.compaction._compaction import file_snapshots
 
 __all__ = ["CONTINUATION", "STRATEGY", "ClaudeCodeCompactConfig"]
 

@@ -22,8 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import orjson
-
+from benchmarks._jsonbytes import dumps
 from benchmarks.strategies._base import Declaration, Messages, Unrecoverable
 from benchmarks.strategies._common import apply_edits, with_content
 from benchmarks.trace import Trace, Usage
@@ -90,7 +89,7 @@ def _to_lc(message: dict[str, Any]) -> list[Any]:
 
 
 def _content_back(content: Any) -> Any:
-    return content if isinstance(content, str | list) else orjson.dumps(content).decode()
+    return content if isinstance(content, str | list) else dumps(content).decode()
 
 
 class _Session(Unrecoverable):

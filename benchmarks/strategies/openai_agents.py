@@ -23,8 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import orjson
-
+from benchmarks._jsonbytes import dumps
 from benchmarks.strategies._base import Declaration, Messages, Unrecoverable
 from benchmarks.strategies._common import apply_edits, is_prompt, with_content
 from benchmarks.trace import Trace, Usage
@@ -90,7 +89,7 @@ def to_items(messages: Iterable[dict[str, Any]]) -> list[tuple[dict[str, Any], s
                         "type": "function_call",
                         "call_id": str(b.get("id", "")),
                         "name": str(b.get("name", "")),
-                        "arguments": orjson.dumps(b.get("input") or {}).decode(),
+                        "arguments": dumps(b.get("input") or {}).decode(),
                     }
                     items.append((call, None))
             continue

@@ -30,7 +30,7 @@ from typing import Any
 from benchmarks.strategies._base import Declaration, Messages, SideCall
 from benchmarks.trace import Trace, Usage
 from budget import Budget, BudgetConfig, Report, summarizers
-from budget._transcript import render_transcript
+from budget.compaction._transcript import render_transcript
 from spill import LocalStore
 
 __all__ = [

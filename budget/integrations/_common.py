@@ -6,8 +6,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from budget._errors import ConfigError
-from budget._overflow import is_context_overflow
-from budget._session import Budget
+from budget.session._budget import Budget
+from budget.tokens._overflow import is_context_overflow
 
 __all__ = ["attach_summarizer", "is_overflow", "require_session"]
 

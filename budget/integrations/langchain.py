@@ -52,10 +52,10 @@ from budget._config import BudgetConfig, build_config
 from budget._errors import ConfigError, InputError
 from budget._readback import read_tool_definition
 from budget._report import Report
-from budget._session import Budget
-from budget._transcript import render_transcript
 from budget._view import EMPTY_SCAN, Call, Format, RawResult, Scanned
+from budget.compaction._transcript import render_transcript
 from budget.integrations._common import attach_summarizer, is_overflow, require_session
+from budget.session._budget import Budget
 from budget.summarizers import PROMPT
 
 __all__ = [
@@ -113,7 +113,7 @@ def _replace_text(content: object, text: str) -> str | list[Any]:
 
 def _is_summary(message: object) -> bool:
     """Whether ``message`` is the summary message compaction projects (a user dict, in every
-    format; see ``budget._compaction.summary_message``)."""
+    format; see ``budget.compaction._compaction.summary_message``)."""
     return (
         type(message) is dict
         and message.get("role") == "user"

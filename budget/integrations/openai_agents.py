@@ -39,9 +39,9 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     ) from exc
 
 from budget._report import Report
-from budget._session import Budget
 from budget.formats.openai_responses import OPENAI_RESPONSES
 from budget.integrations._common import attach_summarizer, require_session
+from budget.session._budget import Budget
 
 __all__ = ["ToolBudgetInputFilter", "session_read_tool", "toolbudget_input_filter"]
 

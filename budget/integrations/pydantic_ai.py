@@ -52,9 +52,9 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 from budget._errors import InputError
 from budget._report import Report
-from budget._session import Budget
 from budget._view import EMPTY_SCAN, Call, Format, RawResult, Scanned
 from budget.integrations._common import attach_summarizer, is_overflow, require_session
+from budget.session._budget import Budget
 
 __all__ = [
     "PYDANTIC_AI",
@@ -117,7 +117,7 @@ class PydanticAIFormat(Format):
 
 def _is_summary(message: object) -> bool:
     """Whether ``message`` is the summary message compaction projects (a user dict, in every
-    format; see ``budget._compaction.summary_message``)."""
+    format; see ``budget.compaction._compaction.summary_message``)."""
     return (
         type(message) is dict
         and message.get("role") == "user"

@@ -9,8 +9,8 @@ from typing import Protocol
 from budget._config import BudgetConfig
 from budget._envelope import envelope
 from budget._ledger import Decision, Kind
-from budget._tokens import estimate_text_tokens
 from budget._view import ToolResult
+from budget.tokens._tokens import estimate_text_tokens
 
 __all__ = [
     "Candidate",

@@ -35,12 +35,12 @@ from starlette.routing import Route
 
 from budget._errors import BudgetError
 from budget._log import get_logger
-from budget._overflow import is_context_overflow
-from budget._usage import normalize_usage
 from budget.proxy._keys import SESSION_HEADER, session_key
 from budget.proxy._pool import Pool, Slot
 from budget.proxy._settings import ProxySettings
 from budget.proxy._tap import Tap
+from budget.tokens._overflow import is_context_overflow
+from budget.tokens._usage import normalize_usage
 
 __all__ = ["create_app"]
 

@@ -22,10 +22,10 @@ from typing import Any, Final
 
 from anyio import to_thread
 
+from budget import Budget
 from budget._config import BudgetConfig
 from budget._errors import BudgetError, ConfigError
 from budget._log import get_logger
-from budget._session import Budget
 
 __all__ = ["Pool", "Slot"]
 

@@ -19,7 +19,7 @@ from benchmarks.tokens import (
     summarize,
 )
 from benchmarks.trace import Request, Trace, Usage
-from budget._tokens import estimate_tokens
+from budget.tokens._tokens import estimate_tokens
 from tests._shared import SharedTraces
 
 

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from budget import Budget, Report
-from budget._calibration import (
+from budget.tokens._calibration import (
     FACTOR_BOUNDS,
     MIN_PAIRS,
     OVERHEAD_BOUNDS,
@@ -21,8 +21,8 @@ from budget._calibration import (
     observe,
     restore,
 )
-from budget._tokens import estimate_tokens
-from budget._usage import ProviderUsage
+from budget.tokens._tokens import estimate_tokens
+from budget.tokens._usage import ProviderUsage
 
 MODEL = "claude-sonnet-4-5"
 HIDDEN = 1_000

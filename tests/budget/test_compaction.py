@@ -22,7 +22,8 @@ from budget import (
     estimate_tokens,
     get_format,
 )
-from budget._compaction import (
+from budget._view import scan_at
+from budget.compaction._compaction import (
     Tail,
     anchor_of,
     attachments,
@@ -33,7 +34,6 @@ from budget._compaction import (
     summary_message,
     tail_start,
 )
-from budget._view import scan_at
 from tests._lanes import examples
 from tests.compaction import Counting, compaction_config, history
 from tests.strategies import (
@@ -78,7 +78,7 @@ def test_a_bad_compaction_setting_is_refused_by_name(
         BudgetConfig(**settings)
 
 
-# --- The split, the attachments and the copy (budget/_compaction.py) ---------------------------
+# --- The split, the attachments and the copy (budget/compaction/_compaction.py) ---------------------------
 
 COPY_LIMITS = {"min_tokens": 300, "min_messages": 2, "max_tokens": 900}
 

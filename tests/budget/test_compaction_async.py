@@ -15,8 +15,8 @@ import pytest
 from structlog.testing import capture_logs
 
 from budget import Budget, BudgetConfig, estimate_tokens, summarizers
-from budget._compactor import limits
 from budget._errors import SummaryTimeout
+from budget.compaction._compactor import limits
 from tests.budget.test_compaction_faults import TooLongOver
 from tests.budget.test_compaction_session import SESSION
 from tests.compaction import Counting, history

@@ -22,9 +22,9 @@ from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
 from budget import Budget, BudgetConfig, ConfigError, estimate_tokens, get_format, summarizers
-from budget._compaction import drop_oldest_rounds, render_transcript, tail_start
-from budget._compactor import limits
 from budget._view import scan_at
+from budget.compaction._compaction import drop_oldest_rounds, render_transcript, tail_start
+from budget.compaction._compactor import limits
 from tests.budget.test_compaction import SESSION, conversations_in
 from tests.compaction import Counting, history
 

@@ -12,18 +12,18 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-import budget._estimates_cache as cache_module
-import budget._textunits as textunits_module
-import budget._tokens as tokens_module
+import budget.tokens._estimates_cache as cache_module
+import budget.tokens._textunits as textunits_module
+import budget.tokens._tokens as tokens_module
 from budget import Budget, Prepared
-from budget._estimates_cache import (
+from budget.session._history import RESCAN
+from budget.tokens._estimates_cache import (
     CACHE_MIN_CHARS,
     SIDECAR,
     EstimateCache,
     fingerprint,
 )
-from budget._history import RESCAN
-from budget._tokens import DEFAULT_PROFILE, tokenizer_profile
+from budget.tokens._tokens import DEFAULT_PROFILE, tokenizer_profile
 from spill import LocalStore, gc_sessions
 from spill._errors import StoreError
 from tests._shared import SharedTraces

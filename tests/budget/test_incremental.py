@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 from budget import Budget
 from budget._envelope import count_lines, make_preview
 from budget._ledger import Decision, Ledger
-from budget._memo import SAMPLE_ABOVE_CHARS, TextTokens, sampled_text_tokens
-from budget._tokens import estimate_text_tokens
+from budget.tokens._memo import SAMPLE_ABOVE_CHARS, TextTokens, sampled_text_tokens
+from budget.tokens._tokens import estimate_text_tokens
 from tests.strategies import conversation
 
 Message = dict[str, Any]

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import httpx2
 import pytest
 
-from budget._overflow import is_context_overflow, overflow_limit
+from budget.tokens._overflow import is_context_overflow, overflow_limit
 
 if TYPE_CHECKING:  # the tests import the SDKs themselves, so collecting this module imports none
     import anthropic

@@ -13,8 +13,6 @@ import pytest
 
 from benchmarks.perf import _resume_round
 from budget import Budget, Prepared
-from budget._estimates_cache import SIDECAR
-from budget._history import _Msg
 from budget._ledger import Decision
 from budget._view import (
     RawResult,
@@ -25,6 +23,8 @@ from budget._view import (
     build_scanned,
     builder,
 )
+from budget.session._history import _Msg
+from budget.tokens._estimates_cache import SIDECAR
 from spill import ref_for
 from tests._shared import SharedTraces
 

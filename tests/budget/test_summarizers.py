@@ -14,7 +14,7 @@ import httpx2
 import pytest
 
 from budget import InputError, summarizers
-from budget._compaction import render_transcript
+from budget.compaction._compaction import render_transcript
 from tests.compaction import anthropic_reply
 from tests.strategies import assistant, chat_assistant, chat_tool, results
 

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from budget import InputError
-from budget._tokens import (
+from budget.tokens._tokens import (
     ANTHROPIC_PROFILE,
     DEFAULT_PROFILE,
     GOOGLE_PROFILE,

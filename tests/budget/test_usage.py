@@ -10,7 +10,7 @@ import pytest
 
 from budget import Budget, BudgetConfig, estimate_tokens
 from budget._errors import InputError
-from budget._usage import ProviderUsage, anchored_estimate, normalize_usage
+from budget.tokens._usage import ProviderUsage, anchored_estimate, normalize_usage
 
 
 def test_anthropic_dict_keeps_cache_parts_separate() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from budget._errors import ConfigError
-from budget._windows import DEFAULT_WINDOW, MODEL_WINDOWS, resolve_window, table_window
+from budget.tokens._windows import DEFAULT_WINDOW, MODEL_WINDOWS, resolve_window, table_window
 
 
 @pytest.mark.parametrize(

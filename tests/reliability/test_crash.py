@@ -27,7 +27,7 @@ pytestmark = pytest.mark.slow  # the crash soak: forks and SIGKILLs hundreds of 
 
 REPO = Path(__file__).resolve().parents[2]
 ROUNDS = 40
-# The sidecar's read and write (budget/_estimates_cache.py) are phases too: a kill inside either
+# The sidecar's read and write (budget/tokens/_estimates_cache.py) are phases too: a kill inside either
 # must still give byte-identical resumes (a torn estimates.bin is ignored, never trusted).
 PHASES = {
     "open",

@@ -7,9 +7,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from budget._compaction import Tail
 from budget._config import BudgetConfig
 from budget._errors import InputError
+from budget.compaction._compaction import Tail
 
 __all__ = ["Limits", "check_summary_size", "limits", "summary_start"]
 

@@ -11,61 +11,67 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from budget._calibration import Anchor
-from budget._history import Scan
-from budget._journal import Counters
 from budget._ledger import Decision
-from budget._passrun import PassRun, Turn
 from budget._report import DecisionReport, Report
+from budget.session._estimator import anchor
+from budget.session._journal import Counters
+from budget.session._parts import Parts
+from budget.session._values import Scan, Turn
 
 __all__ = ["Outcome"]
 
 
-class Outcome(PassRun):
-    """Logs a request and reports it; rolls the counters back for a retry."""
+class Outcome:
+    """What a request leaves: its records logged, its report; the counters rolled back for a
+    retry. No state of its own: it reads and advances the session's parts."""
 
-    def _roll_back(self, before: Counters, *, retry: bool) -> None:
+    def __init__(self, parts: Parts) -> None:
+        self._journal, self._tally, self._estimator = parts.journal, parts.tally, parts.estimator
+        self._history, self._copies = parts.history, parts.copies
+        self._candidates = parts.candidates
+
+    def roll_back(self, before: Counters, *, retry: bool) -> None:
         """On a retry, the counters as they were before the request it repeats."""
         if retry:
             # The last request's history again (a retry after an error or a crash, in this
             # process or after a resume): counted as that request, and it makes no new batch
             # (unless an overflow forces one), so it shows what that request showed.
-            self._requests, self._last_at, self._last_n, self._last_f = self._before_last
+            self._tally.set(self._tally.before_last)
         else:
-            self._before_last = before
+            self._tally.before_last = before
 
-    def _still_a_retry(self, length: int, before: Counters) -> bool:
+    def still_a_retry(self, length: int, before: Counters) -> bool:
         """Whether a request of the last one's length, now scanned, repeats that request; if
         not, the counters are put back as they were before it."""
-        if self._same_history(length, before[3]):
+        if self._history.same_history(length, before[3]):
             return True
         # As many messages as the last request but other ones (a history compacted to a
         # fixed size, first message plus the last N): a new request, not a retry of it.
-        self._before_last = before
-        self._requests, self._last_at, self._last_n, self._last_f = before
+        self._tally.before_last = before
+        self._tally.set(before)
         return False
 
-    def _log_request(
+    def log_request(
         self, made: Mapping[str, Decision], length: int, now: float, *, learned: bool
     ) -> int:
         """Log the decisions and the request record that closes them; return the history's
         fingerprint (its tokens but the last messages)."""
         records: list[Mapping[str, Any]] = [d.to_record() for d in made.values()]
-        self._requests += 1
+        self._tally.requests += 1
         if learned:
-            records.append(self._calib.to_record(self._requests))
-        fingerprint = self._fingerprint(length)
-        req: dict[str, Any] = {"t": "req", "n": self._requests, "at": now, "m": length}
+            records.append(self._estimator.to_record(self._tally.requests))
+        fingerprint = self._history.fingerprint(length)
+        req: dict[str, Any] = {"t": "req", "n": self._tally.requests, "at": now, "m": length}
         # What a resumed session needs to treat the next request as this one would: the
         # history it anchors a usage on, the overflow streak and the last usage seen.
-        req.update(f=fingerprint, o=self._overflows)
-        if self._last_usage is not None:
-            req["u"] = list(self._last_usage)
+        req.update(f=fingerprint, o=self._tally.overflows)
+        if self._tally.last_usage is not None:
+            req["u"] = list(self._tally.last_usage)
         records.append(req)
-        self._append_log(records)
+        self._journal.append(records)
         return fingerprint
 
-    def _report(
+    def report(
         self,
         turn: Turn,
         made: Mapping[str, Decision],
@@ -73,6 +79,7 @@ class Outcome(PassRun):
         since: int,
         redone: tuple[Scan, int],
         started: float,
+        format_name: str,
     ) -> Report:
         """What this request did, in the totals of the whole history."""
         messages, reported = turn.messages, turn.reported
@@ -80,18 +87,19 @@ class Outcome(PassRun):
         # A batch rewrites results the previous request showed; otherwise compare what was redone.
         scan, prev_len = redone
         k, old_outputs = scan.k, scan.old_outputs
-        stable = not trimmed_now and self._outputs[k:prev_len] == old_outputs[: prev_len - k]
-        window = self.window()
-        reclaimable = self._reclaimable()
-        t = self._totals
-        raw_after = max(self._cum_out[-1], self._anchor(reported, messages, since, out=True))
+        copies, history = self._copies, self._history
+        stable = not trimmed_now and copies.outputs[k:prev_len] == old_outputs[: prev_len - k]
+        window = self._estimator.window()
+        reclaimable = self._candidates.reclaimable(history.current_round())
+        t = copies.totals
+        raw_after = max(copies.cum_out[-1], anchor(reported, messages, since, copies.cum_out))
         if reported is not None and not trimmed_now:
             # What this request's growth is estimated at, for the usage its response reports.
             growth = raw_after - reported.prompt_tokens
-            self._cal_anchor = Anchor(reported, growth, len(messages))
+            self._estimator.anchor(reported, growth, len(messages))
         return Report(
-            request=self._requests,
-            format=self._format.name,
+            request=self._tally.requests,
+            format=format_name,
             messages=len(messages),
             results=t.results,
             decisions=tuple(reports),
@@ -101,8 +109,8 @@ class Outcome(PassRun):
             unspillable=t.unspillable,
             chars_before=t.chars_before,
             chars_after=t.chars_after,
-            tokens_before=self._cum_in[-1],
-            tokens_after=self._calib.correct(raw_after, self._cum_out[-1], reported),
+            tokens_before=history.cum_in[-1],
+            tokens_after=self._estimator.correct(raw_after, copies.cum_out[-1], reported),
             tokens_after_raw=raw_after,
             window=window,
             prefix_stable=stable,

@@ -18,8 +18,8 @@ from collections.abc import Callable
 from typing import Final
 
 from budget._errors import ConfigError, InputError
-from budget._estimates_cache import CACHE_MIN_CHARS, EstimateCache
-from budget._tokens import DEFAULT_PROFILE, TokenizerProfile
+from budget.tokens._estimates_cache import CACHE_MIN_CHARS, EstimateCache
+from budget.tokens._tokens import DEFAULT_PROFILE, TokenizerProfile
 
 __all__ = ["MEMO_MIN_CHARS", "SAMPLE_ABOVE_CHARS", "TextTokens", "sampled_text_tokens"]
 
@@ -52,7 +52,7 @@ class TextTokens:
 
     It counts with ``profile``'s character weights, or with ``exact`` (a tokenizer's count of a
     text) when one is given. ``known`` remembers estimates by the hash of the text beyond the
-    two requests, across a resume (:mod:`budget._estimates_cache`); texts not worth hashing
+    two requests, across a resume (:mod:`budget.tokens._estimates_cache`); texts not worth hashing
     (shorter than ``CACHE_MIN_CHARS``, or long enough to be sampled) are estimated without it.
     """
 

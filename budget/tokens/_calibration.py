@@ -1,7 +1,7 @@
 """Self-calibration: each session learns what its anchored token estimate misses.
 
 The anchored estimate is the last reported prompt plus an estimate of what was added since
-(:func:`budget._usage.anchored_estimate`). What no character weight can see — framing, reminders
+(:func:`budget.tokens._usage.anchored_estimate`). What no character weight can see — framing, reminders
 a harness injects, tool definitions loaded mid-session, reasoning that is sent but not kept — is
 the same kind of thing request after request in one session. So every request after the first
 with usage gives a pair: the growth the session estimated for the previous request, and the growth
@@ -40,7 +40,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from budget._usage import ProviderUsage
+from budget.tokens._usage import ProviderUsage
 
 __all__ = [
     "FACTOR_BOUNDS",

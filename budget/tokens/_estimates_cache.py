@@ -45,7 +45,7 @@ import xxhash
 
 from budget._errors import StoreError
 from budget._log import get_logger
-from budget._tokens import TokenizerProfile, estimate_tokens
+from budget.tokens._tokens import TokenizerProfile, estimate_tokens
 from spill import LocalStore, Store
 from spill._store import encode_text
 

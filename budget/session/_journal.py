@@ -9,44 +9,61 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, TypeGuard
 
-from budget._calibration import Calibration, restore
-from budget._compactor import Compactor
-from budget._config import BudgetConfig
 from budget._errors import InputError, SessionLocked, StoreError
 from budget._ledger import Ledger
 from budget._log import Events
+from budget.compaction._compactor import Compactor
+from budget.tokens._calibration import Calibration, restore
 from spill import Store
 
-__all__ = ["Journal"]
+__all__ = ["Counters", "Journal", "Resumed", "finite", "timestamp"]
 
 Counters = tuple[int, float | None, int, int | None]
-"""Request count, time, length and history tokens (``_last_f``) as a request record holds them."""
+"""Request count, time, length and history tokens (``last_f``) as a request record holds them."""
+
+
+@dataclass(frozen=True, slots=True)
+class Resumed:
+    """What a session's decision log gives back on opening, besides the ledger and the
+    compactor it restores: the request counters and what they leave to the next request."""
+
+    counters: Counters | None
+    """The last request record's counters (None before any request)."""
+    before_last: Counters
+    """The counters before the last request (what a retry of it rolls back to)."""
+    overflows: int
+    """The overflow streak the log ends in."""
+    last_usage: tuple[int, ...] | None
+    """The last usage a request saw (to tell a new response from the same one again)."""
+    window_cap: int | None
+    """The smallest window a prompt-too-long error stated."""
+    calibration: Calibration
 
 
 class Journal:
-    """The decision log and metadata of a session: append, restore, the request counters."""
+    """The decision log and metadata of a session: append, restore, read and write metadata.
 
-    config: BudgetConfig
-    _store: Store
-    _log: Events
-    _ledger: Ledger
-    _compactor: Compactor
-    _calib: Calibration
-    _seq: int
-    _unlogged: list[Mapping[str, Any]]
-    _tail: list[dict[str, Any]]
-    _requests: int
-    _last_at: float | None
-    _last_n: int
-    _last_f: int | None
-    _overflows: int
-    _last_usage: tuple[int, ...] | None
-    _before_last: Counters
-    _window_cap: int | None
+    Its state is what the log's writer needs: the last sequence number, the records a failed
+    append left queued, and the records a crash cut off (left to the retry).
+    """
 
-    def _append_log(self, records: list[Mapping[str, Any]]) -> None:
+    def __init__(self, store: Store, log: Events) -> None:
+        self._store, self._log = store, log
+        self._seq = 0
+        """Sequence number of the last log record: records that may repeat stay distinct lines."""
+        self._unlogged: list[Mapping[str, Any]] = []
+        self._tail: list[dict[str, Any]] = []
+        """Records of a request a crash cut off, still in the log: its retry does not repeat them."""
+
+    @property
+    def queued(self) -> bool:
+        """Whether records a failed append could not write are waiting for the next one."""
+        return bool(self._unlogged)
+
+    def append(self, records: list[Mapping[str, Any]]) -> None:
         """Append records after any a failed append left behind; never raises for the store.
 
         Records a failed append could not write are kept and written, in order, before the next
@@ -96,13 +113,14 @@ class Journal:
         ]
         return [{"t": "void", "ids": void}, *again] if void else again
 
-    def _restore(self) -> None:
+    def restore(self, ledger: Ledger, compactor: Compactor, model: str | None) -> Resumed:
+        """Read the log once: restore ``ledger`` and ``compactor`` from it, and return the rest."""
         # A request's records count once its own record closes them (every append ends with a
         # request or overflow record). Those after the last one are from a request a crash cut
         # off: left to its retry, which makes them again; a "void" record it writes withdraws
         # those it did not make again, so they are never closed by a later record.
         log = self._store.read_log()
-        self._compactor.restore(log)
+        compactor.restore(log)
         for rec in reversed(log):
             seq = rec.get("s")
             if _count(seq):
@@ -114,12 +132,12 @@ class Journal:
             self._tail = unclosed
         # The whole log, tail included: a calibration record is a fact about a response that
         # came, never withdrawn, and closed by whatever request follows (as in the live session).
-        self._calib, bad = restore(log, self.config.model)
+        calibration, bad = restore(log, model)
         if bad:
             self._log.warning(
                 "toolbudget.log.record_skipped", reason="malformed calibration", records=bad
             )
-        skipped = self._ledger.restore(decisions)
+        skipped = ledger.restore(decisions)
         if skipped:
             self._log.warning(
                 "toolbudget.log.record_skipped",
@@ -127,21 +145,29 @@ class Journal:
                 records=skipped,
             )
         stated = [rec["w"] for rec in records if rec.get("t") == "ovf" and _count(rec.get("w"))]
-        self._window_cap = min((w for w in stated if w > 0), default=None)
-        self._restore_counters(records)
+        window_cap = min((w for w in stated if w > 0), default=None)
+        counters, before_last, overflows, last_usage = self._restore_counters(records)
         restored = len(decisions) - skipped
         if restored:
             self._log.info(
-                "toolbudget.session.resumed", decisions=restored, requests=self._requests
+                "toolbudget.session.resumed",
+                decisions=restored,
+                requests=counters[0] if counters else 0,
             )
+        return Resumed(counters, before_last, overflows, last_usage, window_cap, calibration)
 
-    def _restore_counters(self, records: list[dict[str, Any]]) -> None:
-        """The request counters and the overflow streak, from the closed records."""
+    def _restore_counters(
+        self, records: list[dict[str, Any]]
+    ) -> tuple[Counters | None, Counters, int, tuple[int, ...] | None]:
+        """(the last request's counters, those before it, the overflow streak, the last usage),
+        from the closed records."""
         # The request counters come from the last request record, the overflow streak from the
         # overflow records after it (a request record ends a streak). A retry repeats its
         # request's length: the state before it is that of the last record with another length.
         overflows: int | None = None
         last: Counters | None = None
+        before_last: Counters = (0, None, 0, None)
+        last_usage: tuple[int, ...] | None = None
         for rec in reversed(records):
             kind = rec.get("t")
             if kind == "ovf" and overflows is None and last is None:
@@ -165,18 +191,17 @@ class Journal:
                     # before they were recorded: a request record ended the streak).
                     if overflows is None and _count(rec.get("o")):
                         overflows = rec["o"]
-                    self._last_usage = _usage_key(rec.get("u"))
+                    last_usage = _usage_key(rec.get("u"))
                 elif m != last[2]:
-                    self._before_last = (n, finite(rec.get("at")), m, _tokens_field(rec.get("f")))
+                    before_last = (n, finite(rec.get("at")), m, _tokens_field(rec.get("f")))
                     break
-        if last is not None:
-            self._requests, self._last_at, self._last_n, self._last_f = last
-        self._overflows = overflows or 0
+        return last, before_last, overflows or 0, last_usage
 
-    def _invalid_record(self, call_id: str, reason: str) -> None:
+    def invalid_record(self, call_id: str, reason: str) -> None:
+        """Note a decision record the ledger could not take (its ``on_invalid``)."""
         self._log.warning("toolbudget.log.record_skipped", call_id=call_id, reason=reason)
 
-    def _read_meta(self) -> dict[str, Any]:
+    def read_meta(self) -> dict[str, Any]:
         """The session metadata, or ``{}`` with an event when it cannot be read (empty, not
         JSON): it only caches what the log and the next requests give again."""
         try:
@@ -185,10 +210,10 @@ class Journal:
             self._log.error("toolbudget.session.meta_failed", error=str(exc))
             return {}
 
-    def _write_meta(self, **fields: Any) -> None:
+    def write_meta(self, **fields: Any) -> None:
         try:
-            # _read_meta: a damaged file is replaced by a whole one rather than kept forever.
-            self._store.write_meta({**self._read_meta(), **fields})
+            # read_meta: a damaged file is replaced by a whole one rather than kept forever.
+            self._store.write_meta({**self.read_meta(), **fields})
         except (StoreError, OSError) as exc:
             self._log.error("toolbudget.session.meta_failed", error=str(exc))
 

@@ -1,28 +1,10 @@
 """Budget: one session per conversation; ``prepare`` turns a history into its request copy.
 
-A request is a pipeline (:meth:`Budget._prepare`, read top to bottom): the format, the history
-scanned from what the last request left (``budget._history``), the passes over the fresh results
-with the staleness candidates (``budget._passrun``, ``budget._candidates``), the bodies stored
-(``budget._bodies``), the decisions logged (``budget._journal``), the request copy made
-(``budget._copies``), then the report. Each of those modules is one layer of the session's
-state; this one holds the public methods.
-
-What a request costs, and what it does not:
-
-* Whether the previous history is a prefix of this one is checked in O(1) when the caller passes
-  the same list object again (agents append to one list): same list, no shorter, and the same
-  message objects at both ends of the previous history. Replacing or deleting an earlier message
-  of that list in place is therefore not seen; code that edits its history must pass a new list
-  (``list(messages)``), which is compared in full (by identity first, at C speed). The
-  ``cache_control`` markers of earlier messages are compared where agents move them in place
-  (every message that carried one, and the last few: ``RequestCopy._sync_markers``), not all of
-  them.
-* Token estimates of big texts are memoized by the identity of the text for two requests
-  (:class:`budget._memo.TextTokens`), so re-scanned messages and staleness candidates are not
-  estimated again; very large texts are estimated from samples.
-* Staleness candidates are built only when a batch runs (``budget._candidates._Eligible``).
-* The request copy is a new list (the caller owns it; earlier copies never change), so one
-  pointer per message is copied: the only step proportional to the history, done in C.
+``Budget`` holds the session's parts (:class:`budget.session._parts.Parts`: the journal, the
+ledger, the bodies, the counters, the estimator, the history cache, the request copy, the
+staleness candidates) and compaction's turn (:class:`budget.compaction._compacting.Compacting`),
+and gives them one public interface. A request is :class:`budget.session._pipeline.Pipeline`'s
+``run``; what it costs, and what it does not, is told there.
 """
 
 from __future__ import annotations
@@ -35,29 +17,24 @@ from functools import partial
 from types import TracebackType
 from typing import Any, ParamSpec, Self, TypeVar, overload
 
-from budget._bodies import Bodies
-from budget._calibration import Anchor, Calibration
-from budget._compacting import Awaited, Compacting, require_list
-from budget._compactor import Compactor
 from budget._config import BudgetConfig, build_config
 from budget._errors import ContextOverflow, InputError, StoreError
-from budget._estimates_cache import load as load_estimates
-from budget._history import result_key
-from budget._journal import Counters, timestamp
-from budget._ledger import Decision, Ledger
+from budget._ledger import Decision
 from budget._log import get_logger
-from budget._memo import TextTokens
-from budget._outcome import Outcome
-from budget._overflow import is_context_overflow, overflow_limit
-from budget._passrun import Turn
 from budget._readback import ReadBack, ReadToolResult
 from budget._report import Prepared
-from budget._tokens import estimate_tokens, tokenizer_profile
 from budget._view import Format
-from budget._windows import resolve_window
 from budget._wrap import wrap_tool
+from budget.compaction._compacting import Awaited, Compacting, require_list
+from budget.compaction._compactor import Compactor
 from budget.formats import ANTHROPIC, FormatChoice, get_format
-from spill import FsspecStore, LocalStore, MemoryStore, Store, ref_for
+from budget.session._journal import timestamp
+from budget.session._keys import result_key
+from budget.session._parts import Parts
+from budget.session._pipeline import Pipeline
+from budget.tokens._overflow import is_context_overflow, overflow_limit
+from budget.tokens._tokens import estimate_tokens, tokenizer_profile
+from spill import FsspecStore, LocalStore, MemoryStore, Store
 
 __all__ = ["Budget"]
 
@@ -65,7 +42,7 @@ _P = ParamSpec("_P")
 _T = TypeVar("_T")
 
 
-class Budget(Compacting, Outcome, Bodies):
+class Budget:
     """A conversation's budgeting session: frozen decisions, a store, the passes."""
 
     def __init__(
@@ -81,49 +58,29 @@ class Budget(Compacting, Outcome, Bodies):
         self.config = build_config(config)
         if summarizer is not None and not callable(summarizer):  # else a TypeError when compacting
             raise InputError(f"summarizer must be a callable, not {summarizer!r:.80}")
-        self._discover = discover_window
-        self._window: int | None = None
-        self._window_cap: int | None = None
-        """The smallest window a prompt-too-long error stated (logged, so a resume keeps it)."""
         self._store = store
         self._closed = False
         self._lock = threading.RLock()
-        self._log = get_logger("toolbudget")
+        self._log = log = get_logger("toolbudget")
         self._reader = ReadBack(store, self.config)
-        self._ledger = Ledger(on_invalid=self._invalid_record)
-        self._stored: set[str] = set()
-        self._requests = 0
-        self._last_at: float | None = None
-        self._last_n = 0
-        self._overflows = 0
-        self._last_usage: tuple[int, ...] | None = None
-        self._last_f: int | None = None
-        """Tokens of the last request's history but its last ``RESCAN`` messages, as given: what
-        tells whether a usage measured on that history is still an anchor for the next one."""
-        self._seq = 0
-        """Sequence number of the last log record: records that may repeat stay distinct lines."""
         # The model's tokenizer family sets text density and framing for every estimate.
         self._profile = tokenizer_profile(self.config.model)
-        known = (
-            None
-            if text_tokens is not None
-            else load_estimates(store, self._profile, self._profile.text_tokens)
+        self._compactor = Compactor(self.config, summarizer, log)
+        self._parts = Parts.build(
+            self.config, store, log, self._profile, self._compactor, discover_window, text_tokens
         )
-        self._tt = TextTokens(self._profile, exact=text_tokens, known=known)
-        self._unlogged: list[Mapping[str, Any]] = []
-        self._tail: list[dict[str, Any]] = []
-        """Records of a request a crash cut off, still in the log: its retry does not repeat them."""
-        self._before_last: Counters = (0, None, 0, None)
-        """Request count, time, length and history tokens (see ``_last_f``) before the last
-        request: what a retry rolls back to."""
-        self._calib = Calibration(self.config.model)
-        self._cal_anchor: Anchor | None = None
-        """The last request's anchored estimate, for the usage the next request reports."""
-        self._compactor = Compactor(self.config, summarizer, self._log)
-        self._reset()
-        self._restore()
+        self._pipeline = Pipeline(self._parts)
+        self._compacting = Compacting(
+            self.config,
+            self._compactor,
+            log,
+            message_tokens=self._message_tokens,
+            window=self._parts.estimator.window,
+            as_sent=self._parts.copies.as_sent,
+            append_log=self._parts.journal.append,
+        )
         # The format: given, remembered by a resumed session, or detected on the first request.
-        self._formats = FormatChoice.start(format, self._read_meta().get("format"))
+        self._formats = FormatChoice.start(format, self._parts.journal.read_meta().get("format"))
         self._format: Format = self._formats.fixed or ANTHROPIC
 
     # -- construction ---------------------------------------------------------------------------
@@ -202,11 +159,12 @@ class Budget(Compacting, Outcome, Bodies):
         with self._lock:
             self._closed = True
             try:
-                if self._tt.known is not None:
-                    self._keep_estimates()
-                    self._tt.known.save()  # the estimates a resume reuses (budget/_estimates_cache)
-                if self._unlogged:
-                    self._append_log([])
+                known = self._parts.text_tokens.known
+                if known is not None:
+                    self._pipeline.keep_estimates(known)
+                    known.save()  # the estimates a resume reuses (budget/tokens/_estimates_cache.py)
+                if self._parts.journal.queued:
+                    self._parts.journal.append([])
             finally:
                 self._store.close()
 
@@ -251,7 +209,7 @@ class Budget(Compacting, Outcome, Bodies):
         awaited: Awaited | None,
         can_wait: bool = True,
     ) -> Prepared:
-        """``prepare``, with the summaries ``aprepare`` awaited (see ``budget._compacting``)."""
+        """``prepare``, with the summaries ``aprepare`` awaited (see ``budget.compaction._compacting``)."""
         started = time.perf_counter()
         self._check_open()
         messages = require_list(messages)
@@ -260,18 +218,18 @@ class Budget(Compacting, Outcome, Bodies):
             try:
                 fmt, to_fix = self._formats.for_request(messages, format)
                 if fmt is not self._format:
-                    self._reset()  # caches hold another adapter's scans
+                    self._pipeline.reset()  # caches hold another adapter's scans
                     self._format = fmt
                 budget = partial(self._prepare, usage=usage, now=when, started=started)
-                prepared = self._compacted(messages, fmt, budget, awaited, can_wait)
+                prepared = self._compacting.compacted(messages, fmt, budget, awaited, can_wait)
                 # Fixed only now: a request refused as bad input does not settle the format.
                 if to_fix and self._formats.hold(fmt):
-                    self._write_meta(format=fmt.name)
+                    self._parts.journal.write_meta(format=fmt.name)
                 return prepared
             except BaseException as exc:
                 # The per-message caches may be half updated: rebuild them from the frozen
                 # decisions next time rather than trust them.
-                self._reset()
+                self._pipeline.reset()
                 if isinstance(exc, RecursionError):
                     raise InputError(
                         "messages nest too deeply to be budgeted (Python's recursion limit)"
@@ -286,56 +244,67 @@ class Budget(Compacting, Outcome, Bodies):
             # Not a copy with every result inline as kept_unspillable: the caller has a bug.
             raise StoreError("the session is closed; open it again with Budget.open to go on")
 
-    def _is_retry(self, length: int) -> bool:
-        return self._requests > 0 and length == self._last_n
-
     def _prepare(self, messages: list[Any], usage: Any, now: float, started: float) -> Prepared:
-        """One request, its format set: scan → passes → store → log → apply → report."""
-        before = (self._requests, self._last_at, self._last_n, self._last_f)
-        retry = self._is_retry(len(messages))
-        self._roll_back(before, retry=retry)
-        prev_len = len(self._inputs)
-        scan = self._scan_history(messages)
-        retry = retry and self._still_a_retry(len(messages), before)
-        fresh, wrapped = self._take_wrapped(scan.fresh)
-        reported = self._usage_for(usage, len(messages))
-        learned = self._learn(reported, len(messages), diverged=scan.diverged)
-        turn = Turn(messages, scan.k, fresh, reported, now, retry)
-        made = self._decide(turn, scan.results, wrapped)
-        by_id = self._results_of(made, scan.results)
-        made = self._digested(self._materialize(made, by_id), by_id)
-        fingerprint = self._log_request(made, len(messages), now, learned=learned)
-        reports = self._apply(messages, scan.k, made, by_id)
-        self._sync_markers(messages, scan.k)
-        since = self._last_n
-        self._last_at, self._last_n, self._last_f = now, len(messages), fingerprint
-        report = self._report(turn, made, reports, since, (scan, prev_len), started)
-        self._seen = messages
-        self._tt.next_request()
-        return Prepared(list(self._outputs), report)
+        """One request, its format set (see ``budget.session._pipeline``)."""
+        return self._pipeline.run(messages, usage, now, started, self._format)
+
+    async def aprepare(
+        self,
+        messages: Sequence[Any],
+        *,
+        usage: Any = None,
+        now: float | None = None,
+        format: Format | str | None = None,
+    ) -> Prepared:
+        """:meth:`prepare` for an async summarizer: the same copy, byte for byte.
+
+        The budgeting runs in a worker thread (it may write spilled bodies); a summary it
+        needs is awaited on the event loop (a sync summarizer runs in a worker thread).
+        """
+        when = time.time() if now is None else now
+        return await self._compacting.awaiting(
+            partial(self._request, messages, usage, when, format)
+        )
+
+    # -- compaction -----------------------------------------------------------------------------
+
+    def compact(self, messages: list[Any], *, format: Format | str | None = None) -> bool:
+        """Summarize the history's prefix now (the manual margin); False if too little to gain.
+
+        The next ``prepare`` of the same history sends the summary and the retained tail. An
+        async summarizer needs :meth:`acompact`.
+        """
+        return self._compact_now(messages, format, None)
+
+    async def acompact(self, messages: list[Any], *, format: Format | str | None = None) -> bool:
+        """:meth:`compact` for an async summarizer (a sync one runs in a worker thread)."""
+        return await self._compacting.awaiting(partial(self._compact_now, messages, format))
+
+    def _compact_now(
+        self,
+        messages: list[Any],
+        format: Format | str | None,
+        awaited: Awaited | None,
+        can_wait: bool = True,
+    ) -> bool:
+        self._check_open()
+        messages = require_list(messages)
+        with self._lock:
+            fmt, _ = self._formats.for_request(messages, format)
+            with self._compacting.summaries(awaited, can_wait):
+                return self._compacting.compact(messages, fmt, manual=True)
+
+    def uncompact(self) -> bool:
+        """Clear the compaction checkpoint: requests show the full history again."""
+        self._check_open()
+        with self._lock:
+            return self._compacting.clear()
 
     # -- window and overflow --------------------------------------------------------------------
 
     def window(self) -> int:
         """The context window in tokens: setting, then discovery (kept in the session), then table."""
-        if self._window is None:
-            try:
-                known = self._store.read_meta().get("windows")
-            except (StoreError, OSError) as exc:
-                # Only a cache of discovered windows: work without it rather than fail.
-                self._log.error("toolbudget.session.meta_failed", error=str(exc))
-                known = None
-            known = known if isinstance(known, dict) else {}
-            cache = {k: v for k, v in known.items() if isinstance(v, int)}
-            before = dict(cache)
-            self._window = resolve_window(
-                self.config.model, explicit=self.config.window, discover=self._discover, cache=cache
-            )
-            if cache != before:
-                self._write_meta(windows=cache)
-            if self._window_cap is not None:
-                self._window = min(self._window, self._window_cap)
-        return self._window
+        return self._parts.estimator.window()
 
     def on_overflow(self, error: object = None) -> bool:
         """The provider refused the last request as too long: budget the next one harder.
@@ -353,20 +322,20 @@ class Budget(Compacting, Outcome, Bodies):
         with self._lock:
             self._check_open()
             limit = overflow_limit(error) if error is not None else None
-            record: dict[str, Any] = {"t": "ovf", "count": self._overflows + 1}
-            if limit is not None and 0 < limit < self.window():
-                # The provider told us the real window: believe it from now on, also after a
+            tally = self._parts.tally
+            record: dict[str, Any] = {"t": "ovf", "count": tally.overflows + 1}
+            if self._parts.estimator.stated(limit):
+                # The provider told us the real window: believed from now on, also after a
                 # resume (the record keeps it).
-                self._window = self._window_cap = limit
                 record["w"] = limit
-            self._overflows += 1
-            self._append_log([record])
+            tally.overflows += 1
+            self._parts.journal.append([record])
             self._log.warning(
-                "toolbudget.session.context_overflow", count=self._overflows, error=str(error)
+                "toolbudget.session.context_overflow", count=tally.overflows, error=str(error)
             )
-            if self._overflows >= 3 and not self._schedule_reactive():
+            if tally.overflows >= 3 and not self._compacting.schedule_reactive(tally.overflows):
                 raise ContextOverflow(
-                    f"the provider refused the prompt as too long {self._overflows} times in a "
+                    f"the provider refused the prompt as too long {tally.overflows} times in a "
                     f"row, even with staleness forced, caps halved and compaction where a "
                     f"summarizer allows it: {error}"
                 )
@@ -407,7 +376,7 @@ class Budget(Compacting, Outcome, Bodies):
         """The frozen decision for the first result answering ``call_id`` (a string), if decided."""
         if not isinstance(call_id, str):
             raise InputError(f"call_id must be a tool call's id (a string), not {call_id!r:.80}")
-        return self._ledger.get(result_key(call_id, 1))
+        return self._parts.ledger.get(result_key(call_id, 1))
 
     # -- spilling at execution time -------------------------------------------------------------
 
@@ -422,21 +391,7 @@ class Budget(Compacting, Outcome, Bodies):
         if not isinstance(tool, str):
             raise InputError(f"tool must be the tool's name (a string), not {tool!r:.80}")
         self._check_open()
-        limit = self.config.cap_for(tool)
-        if limit is None or len(text) <= limit or self._envelope_ref(text) is not None:
-            return text
-        ref = ref_for(text)
-        with self._lock:
-            if ref not in self._stored:
-                try:
-                    self._store.put(text)
-                except (StoreError, OSError) as exc:
-                    self._log.error(
-                        "toolbudget.spill.failed", tool=tool, chars=len(text), error=str(exc)
-                    )
-                    return text
-                self._stored.add(ref)
-        return self._envelope(text, ref, tool, is_error=False)
+        return self._parts.bodies.spill(text, tool, self._lock)
 
     @overload
     def wrap_tool(self, fn: Callable[_P, _T], *, name: str | None = None) -> Callable[_P, _T]: ...

@@ -1,6 +1,6 @@
 """Character-based token estimation: no network, no model download, fast enough for every result.
 
-Texts are counted by character class with the model family's weights (``budget._textunits``).
+Texts are counted by character class with the model family's weights (``budget.tokens._textunits``).
 Message structures (Anthropic or OpenAI shapes, dicts or lists of them) are estimated as the sum
 of their texts plus fixed overheads for roles, blocks and tool-call framing; images count by an
 estimate from their pixel size when it can be read cheaply, else a flat figure.
@@ -18,7 +18,7 @@ from typing import Any, Final, Protocol, runtime_checkable
 import orjson
 
 from budget._errors import InputError
-from budget._textunits import (
+from budget.tokens._textunits import (
     ANTHROPIC_PROFILE,
     DEFAULT_PROFILE,
     GOOGLE_PROFILE,

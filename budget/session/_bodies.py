@@ -7,37 +7,61 @@ raises for the store. An envelope made by ``spill_output`` is recognised by its 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from dataclasses import replace
+from typing import Any
 
+from budget._config import BudgetConfig
 from budget._envelope import envelope_ref
 from budget._errors import StoreError
-from budget._journal import Journal
-from budget._ledger import Decision
+from budget._ledger import Decision, Ledger
+from budget._log import Events
 from budget._view import ToolResult
 from budget._wrap import wrapped_decisions
 from budget.passes._context import spill_envelope
-from spill import ref_for
+from spill import Store, ref_for
 
 __all__ = ["Bodies"]
 
 
-class Bodies(Journal):
-    """Spilled bodies: put in the store once, known by ref."""
+class Bodies:
+    """Spilled bodies: put in the store once, known by ref (the refs known stored are its state)."""
 
-    _stored: set[str]
+    def __init__(self, store: Store, config: BudgetConfig, ledger: Ledger, log: Events) -> None:
+        self._store, self._config, self._ledger, self._log = store, config, ledger, log
+        self._stored: set[str] = set()
+        """Refs whose bodies are known to be in the store (put, or found there)."""
 
-    def _take_wrapped(
-        self, fresh: list[ToolResult]
-    ) -> tuple[list[ToolResult], dict[str, Decision]]:
+    def spill(self, text: str, tool: str, lock: AbstractContextManager[Any]) -> str:
+        """``text`` as a tool result should hold it (``Budget.spill_output``): itself, or (over
+        ``tool``'s cap) its envelope, the body stored first (under ``lock``, the session's); a
+        failed spill returns ``text`` itself."""
+        limit = self._config.cap_for(tool)
+        if limit is None or len(text) <= limit or self.envelope_ref(text) is not None:
+            return text
+        ref = ref_for(text)
+        with lock:
+            if ref not in self._stored:
+                try:
+                    self._store.put(text)
+                except (StoreError, OSError) as exc:
+                    self._log.error(
+                        "toolbudget.spill.failed", tool=tool, chars=len(text), error=str(exc)
+                    )
+                    return text
+                self._stored.add(ref)
+        return self.envelope(text, ref, tool, is_error=False)
+
+    def take_wrapped(self, fresh: list[ToolResult]) -> tuple[list[ToolResult], dict[str, Decision]]:
         """(the fresh results left to the passes, the decisions of those ``wrap_tool`` made)."""
-        wrapped = wrapped_decisions(fresh, self._envelope_ref)
+        wrapped = wrapped_decisions(fresh, self.envelope_ref)
         if wrapped:  # envelopes made by wrap_tool: small results already, frozen as they are
             for d in wrapped.values():
                 self._ledger.record(d)
             fresh = [r for r in fresh if r.call_id not in wrapped]
         return fresh, wrapped
 
-    def _materialize(
+    def materialize(
         self, made: dict[str, Decision], by_id: Mapping[str, ToolResult]
     ) -> dict[str, Decision]:
         """Store the bodies the decisions need, durably and as one group, before they are logged."""
@@ -90,9 +114,7 @@ class Bodies(Journal):
         return todo
 
     @staticmethod
-    def _digested(
-        made: dict[str, Decision], by_id: Mapping[str, ToolResult]
-    ) -> dict[str, Decision]:
+    def digested(made: dict[str, Decision], by_id: Mapping[str, ToolResult]) -> dict[str, Decision]:
         """The decisions, each with the digest of the text it was made for."""
         # Each decision names the text it was made for: an edit of that text is seen later
         # (and after a resume) even when it keeps the length, as a redaction does.
@@ -104,11 +126,11 @@ class Bodies(Journal):
             for cid, d in made.items()
         }
 
-    def _envelope(self, text: str, ref: str, tool: str, *, is_error: bool) -> str:
-        path = self._store.path_of(ref) if self.config.include_path else None
-        return spill_envelope(self.config, text, ref=ref, tool=tool, is_error=is_error, path=path)
+    def envelope(self, text: str, ref: str, tool: str, *, is_error: bool) -> str:
+        path = self._store.path_of(ref) if self._config.include_path else None
+        return spill_envelope(self._config, text, ref=ref, tool=tool, is_error=is_error, path=path)
 
-    def _envelope_ref(self, text: str) -> str | None:
+    def envelope_ref(self, text: str) -> str | None:
         """The ref of ``text`` if it is exactly an envelope of a body of this session."""
         head = envelope_ref(text)
         if head is None:
@@ -119,6 +141,6 @@ class Bodies(Journal):
         except (StoreError, OSError):
             return None  # not one of ours (or unreadable): an ordinary result
         self._stored.add(ref)
-        if any(text == self._envelope(body, ref, tool, is_error=e) for e in (False, True)):
+        if any(text == self.envelope(body, ref, tool, is_error=e) for e in (False, True)):
             return ref
         return None

@@ -1,16 +1,16 @@
 """Compaction on the request path: when ``prepare`` compacts, and the async ``aprepare``.
 
-``Budget`` gets from :class:`Compacting` the compaction half of its public methods. The state
-(checkpoint, breaker) is the :class:`budget._compactor.Compactor`'s; this layer decides when it
-runs:
+``Budget`` holds a :class:`Compacting` for the compaction half of its public methods. The state
+(checkpoint, breaker) is the :class:`budget.compaction._compactor.Compactor`'s; this part decides
+when it runs:
 
 * **Proactively** (``compaction="auto"``), after the request is budgeted: when the report's
   ``tokens_after`` — the anchored estimate (the usage reported with this request plus the
-  calibrated estimate of what was added since, ``budget._calibration``) of the copy as it will be
+  calibrated estimate of what was added since, ``budget.tokens._calibration``) of the copy as it will be
   sent — or the copy's messages plus the header the compactor learned from earlier reports
   (system prompt, tool definitions), whichever is more, exceeds ``window -
   compact_reserve_tokens - compact_margin_tokens``, those scaled to half of a small window
-  (:meth:`budget._compactor.Compactor.due`). A compaction that runs makes the copy again from
+  (:meth:`budget.compaction._compactor.Compactor.due`). A compaction that runs makes the copy again from
   the compacted view. Measuring the budgeted copy, not the raw history, matters: a history
   whose large results were spilled is many times its copy, and a usage also counts what the
   messages do not show.
@@ -20,7 +20,7 @@ runs:
   is not possible or was already done in the streak.
 
 An async summarizer (a coroutine function, or one returning an awaitable) is awaited by
-:meth:`Compacting.aprepare` / :meth:`Compacting.acompact`: the request runs as ``prepare`` does
+:meth:`budget.Budget.aprepare` / :meth:`budget.Budget.acompact` (:meth:`Compacting.awaiting`): the request runs as ``prepare`` does
 (in a worker thread: it may write files), and when it reaches the summarizer it stops, the
 summary is awaited on the event loop, and the request runs again with the summary known, so
 both paths give the same bytes. What the sync path does with a summary holds here too: the
@@ -36,22 +36,21 @@ import asyncio
 import contextvars
 import inspect
 import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
-from typing import Any
+from typing import Any, TypeVar
 
-from budget._compactor import Append, Compactor
 from budget._config import BudgetConfig
 from budget._errors import InputError, SummaryTimeout
 from budget._report import Prepared
 from budget._view import Format
-from budget.formats import FormatChoice
+from budget.compaction._compactor import Append, Compactor
 
 __all__ = ["Awaited", "Compacting"]
 
 Key = tuple[int, ...]
 Awaited = dict[Key, tuple[list[Any], "str | Exception"]]
+_T = TypeVar("_T")
 
 MAX_AWAITS = 8
 """Summaries one ``aprepare`` awaits at most: a compaction and its retries without the oldest
@@ -134,29 +133,34 @@ def require_list(messages: object) -> list[Any]:
 
 
 class Compacting:
-    """Compaction's turn in a request, ``compact`` / ``uncompact`` and their async forms."""
+    """Compaction's turn in a request: whether it compacts now (reactively, proactively), the
+    summarizer a request calls, and the async loop ``aprepare`` / ``acompact`` run in.
 
-    config: BudgetConfig
-    window: Callable[[], int]
-    _compactor: Compactor
-    _formats: FormatChoice
-    _log: Any
-    _overflows: int
-    _reactive_at: int | None = None
-    """The overflow count a reactive compaction was scheduled at (one per overflow streak)."""
-    _reactive_due: bool = False
-    """A reactive compaction is scheduled for the next request."""
-    _append_log: Append
-    _check_open: Callable[[], None]
-    _message_tokens: Callable[[Any], int]
-    _as_sent: Callable[[list[Any]], list[Any]]
-    _prepare: Callable[[list[Any], Any, float, float], Prepared]
-    _request: Callable[..., Prepared]
-    _lock: Any
+    Its state is the reactive schedule (one compaction per overflow streak); the checkpoint
+    and breaker are the :class:`Compactor`'s. It works through the callables it is built with:
+    a message's tokens, the window, the copy as sent and the log's append.
+    """
 
-    # -- in a request -----------------------------------------------------------------------------
+    def __init__(
+        self,
+        config: BudgetConfig,
+        compactor: Compactor,
+        log: Any,
+        *,
+        message_tokens: Callable[[Any], int],
+        window: Callable[[], int],
+        as_sent: Callable[[list[Any]], list[Any]],
+        append_log: Append,
+    ) -> None:
+        self._config, self._compactor, self._log = config, compactor, log
+        self._message_tokens, self._window = message_tokens, window
+        self._as_sent, self._append_log = as_sent, append_log
+        self._reactive_at: int | None = None
+        """The overflow count a reactive compaction was scheduled at (one per overflow streak)."""
+        self._reactive_due = False
+        """A reactive compaction is scheduled for the next request."""
 
-    def _compacted(
+    def compacted(
         self,
         messages: list[Any],
         fmt: Format,
@@ -167,30 +171,35 @@ class Compacting:
         """The request copy of ``messages`` (``budget`` makes one from a view), compacted when
         it is due: reactively before budgeting, proactively after (see the module doc)."""
         comp = self._compactor
-        with self._summaries(awaited, can_wait):
+        with self.summaries(awaited, can_wait):
             compacted = False
             if self._reactive_due:
-                compacted = self._compact(messages, fmt, manual=False)
+                compacted = self.compact(messages, fmt, manual=False)
                 self._reactive_due = False  # after: a pending summary keeps it due for the rerun
             prepared = budget(comp.view(messages, fmt))
             due = not compacted and comp.due(prepared, self._message_tokens)
-            if due and self._compact(messages, fmt, manual=False):
+            if due and self.compact(messages, fmt, manual=False):
                 prepared = budget(comp.view(messages, fmt))
         return comp.reported(prepared)
 
-    def _compact(self, messages: list[Any], fmt: Format, *, manual: bool) -> bool:
+    def compact(self, messages: list[Any], fmt: Format, *, manual: bool) -> bool:
+        """Compact ``messages`` now (``manual``: the caller's ``compact``, its own margin)."""
         return self._compactor.compact(
             messages,
             fmt,
             self._message_tokens,
             self._append_log,
-            self.window,
+            self._window,
             self._as_sent,
             manual=manual,
         )
 
+    def clear(self) -> bool:
+        """Clear the compaction checkpoint (``uncompact``)."""
+        return self._compactor.clear(self._append_log)
+
     @contextmanager
-    def _summaries(self, awaited: Awaited | None, can_wait: bool = True) -> Iterator[None]:
+    def summaries(self, awaited: Awaited | None, can_wait: bool = True) -> Iterator[None]:
         """The compactor's summarizer as this request calls it (see :class:`_Summaries`)."""
         comp = self._compactor
         fn = comp.summarizer
@@ -209,84 +218,29 @@ class Compacting:
         finally:
             comp.summarizer = fn
 
-    def _schedule_reactive(self) -> bool:
+    def schedule_reactive(self, overflows: int) -> bool:
         """After the last trim level: schedule a compaction for the next request; False when
         there is nothing left to do (no summarizer, compaction off, the breaker open, or one
         already done in this overflow streak)."""
         comp = self._compactor
-        if comp.summarizer is None or self.config.compaction == "off" or comp.breaker_open:
+        if comp.summarizer is None or self._config.compaction == "off" or comp.breaker_open:
             return False
-        if self._reactive_at is not None and self._overflows > self._reactive_at:
+        if self._reactive_at is not None and overflows > self._reactive_at:
             return False  # the streak went on after its compaction: nothing left to do
-        self._reactive_at, self._reactive_due = self._overflows, True
-        self._log.warning("toolbudget.session.compaction_reactive", overflows=self._overflows)
+        self._reactive_at, self._reactive_due = overflows, True
+        self._log.warning("toolbudget.session.compaction_reactive", overflows=overflows)
         return True
 
-    # -- the public methods -----------------------------------------------------------------------
-
-    def compact(self, messages: list[Any], *, format: Format | str | None = None) -> bool:
-        """Summarize the history's prefix now (the manual margin); False if too little to gain.
-
-        The next ``prepare`` of the same history sends the summary and the retained tail. An
-        async summarizer needs :meth:`acompact`.
-        """
-        return self._compact_now(messages, format, None)
-
-    def _compact_now(
-        self,
-        messages: list[Any],
-        format: Format | str | None,
-        awaited: Awaited | None,
-        can_wait: bool = True,
-    ) -> bool:
-        self._check_open()
-        messages = require_list(messages)
-        with self._lock:
-            fmt, _ = self._formats.for_request(messages, format)
-            with self._summaries(awaited, can_wait):
-                return self._compact(messages, fmt, manual=True)
-
-    def uncompact(self) -> bool:
-        """Clear the compaction checkpoint: requests show the full history again."""
-        self._check_open()
-        with self._lock:
-            return self._compactor.clear(self._append_log)
-
-    async def aprepare(
-        self,
-        messages: Sequence[Any],
-        *,
-        usage: Any = None,
-        now: float | None = None,
-        format: Format | str | None = None,
-    ) -> Prepared:
-        """:meth:`prepare` for an async summarizer: the same copy, byte for byte.
-
-        The budgeting runs in a worker thread (it may write spilled bodies); a summary it
-        needs is awaited on the event loop (a sync summarizer runs in a worker thread).
-        """
-        when = time.time() if now is None else now
+    async def awaiting(self, run: Callable[[Awaited, bool], _T]) -> _T:
+        """``run(awaited, can_wait)`` in a worker thread (it may write files), again after each
+        summary it stopped for is awaited on the event loop (``aprepare``, ``acompact``)."""
         awaited: Awaited = {}
         while True:
             can_wait = len(awaited) < MAX_AWAITS
             try:
-                return await asyncio.to_thread(
-                    self._request, messages, usage, when, format, awaited, can_wait
-                )
+                return await asyncio.to_thread(run, awaited, can_wait)
             except _Pending as pending:
-                await _await_summary(pending, awaited, self.config)
-
-    async def acompact(self, messages: list[Any], *, format: Format | str | None = None) -> bool:
-        """:meth:`compact` for an async summarizer (a sync one runs in a worker thread)."""
-        awaited: Awaited = {}
-        while True:
-            can_wait = len(awaited) < MAX_AWAITS
-            try:
-                return await asyncio.to_thread(
-                    self._compact_now, messages, format, awaited, can_wait
-                )
-            except _Pending as pending:
-                await _await_summary(pending, awaited, self.config)
+                await _await_summary(pending, awaited, self._config)
 
 
 async def _await_summary(pending: _Pending, awaited: Awaited, config: BudgetConfig) -> None:

@@ -2,7 +2,7 @@
 
 Nothing here calls a model, touches a file or edits a message: the session (``Budget``) asks these
 functions where to cut and what the copy is, and records the checkpoint itself (SPEC §11). The
-transcript a summarizer reads is ``budget._transcript``'s (``render_transcript`` re-exported).
+transcript a summarizer reads is ``budget.compaction._transcript``'s (``render_transcript`` re-exported).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from typing import Any
 import orjson
 import xxhash
 
-from budget._transcript import name_args, render_transcript
 from budget._view import Format, Scanned, scan_at
+from budget.compaction._transcript import name_args, render_transcript
 from budget.formats._common import field, is_record, to_dict
 
 __all__ = [

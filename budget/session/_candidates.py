@@ -13,14 +13,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import overload
 
+from budget._config import BudgetConfig
 from budget._envelope import EMPTY_TEXT
-from budget._journal import Journal
-from budget._ledger import Decision
-from budget._memo import TextTokens
+from budget._ledger import Decision, Ledger
 from budget._view import ToolResult
 from budget.passes import Candidate
+from budget.tokens._memo import TextTokens
 
-__all__ = ["StalenessCandidates"]
+__all__ = ["Candidates"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,67 +59,73 @@ class _Eligible(Sequence[Candidate]):
         return Candidate(c.result, self._decide(c.result), c.reclaim_tokens)
 
 
-class StalenessCandidates(Journal):
-    """The session's staleness candidates and the decision a result stands under."""
+class Candidates:
+    """The session's staleness candidates, in round order with cumulative reclaimable tokens,
+    and the decision a result stands under. Its state is the candidates and the start of those
+    not trimmed yet; the round a request is at is given by the caller (the history knows it)."""
 
-    _tt: TextTokens
-    _cands: list[_Cand]
-    _cand_rounds: list[int]
-    _cand_cum: list[int]
-    _cand_results: dict[str, ToolResult]
-    _cand_start: int
+    def __init__(self, config: BudgetConfig, ledger: Ledger, text_tokens: TextTokens) -> None:
+        self._config, self._ledger, self._tt = config, ledger, text_tokens
+        self.reset()
 
-    def _current_round(self) -> int:
-        """The round of the last message of the history scanned (-1 before any)."""
-        raise NotImplementedError  # the history cache knows it
+    def reset(self) -> None:
+        """Forget every candidate (with the history cache): the next scan finds them again."""
+        self._cands: list[_Cand] = []
+        self._cand_rounds: list[int] = []
+        self._cand_cum: list[int] = [0]
+        self._cand_results: dict[str, ToolResult] = {}
+        self._cand_start = 0
 
-    def _cutoff(self, *, overflowing: bool) -> int:
+    def cutoff(self, current_round: int, *, overflowing: bool) -> int:
         """The newest round whose results may be trimmed."""
-        protect = 1 if overflowing else self.config.protect_rounds
-        return self._current_round() - protect
+        protect = 1 if overflowing else self._config.protect_rounds
+        return current_round - protect
 
-    def _eligible_end(self, *, overflowing: bool) -> int:
+    def _eligible_end(self, current_round: int, *, overflowing: bool) -> int:
         """The end of the candidates a batch may trim now (the start is ``_cand_start``)."""
-        end = bisect_right(self._cand_rounds, self._cutoff(overflowing=overflowing))
+        end = bisect_right(self._cand_rounds, self.cutoff(current_round, overflowing=overflowing))
         return max(end, self._cand_start)
 
-    def _eligible(self, *, overflowing: bool, retry: bool) -> tuple[_Eligible, int]:
+    def eligible(
+        self, current_round: int, *, overflowing: bool, retry: bool
+    ) -> tuple[_Eligible, int]:
         """This request's candidates and the tokens trimming them all would reclaim."""
-        end = self._eligible_end(overflowing=overflowing)
+        end = self._eligible_end(current_round, overflowing=overflowing)
         if retry and not overflowing:
             end = self._cand_start  # nothing is trimmed anew on a retry
-        eligible = _Eligible(self._cands, self._cand_start, end, self._current)
+        eligible = _Eligible(self._cands, self._cand_start, end, self.current)
         return eligible, self._cand_cum[end] - self._cand_cum[self._cand_start]
 
-    def _reclaimable(self) -> int:
+    def reclaimable(self, current_round: int) -> int:
         """Tokens a batch could reclaim now, outside an overflow (the report's figure)."""
-        end = self._eligible_end(overflowing=False)
+        end = self._eligible_end(current_round, overflowing=False)
         return self._cand_cum[end] - self._cand_cum[self._cand_start]
 
-    def _trimmed_upto_cutoff(self) -> None:
+    def trimmed_upto_cutoff(self, current_round: int, *, overflowing: bool) -> None:
         """A batch ran: the candidates up to this request's cutoff are trimmed, never again."""
-        end = bisect_right(self._cand_rounds, self._cutoff(overflowing=self._overflows > 0))
+        end = bisect_right(self._cand_rounds, self.cutoff(current_round, overflowing=overflowing))
         self._cand_start = max(self._cand_start, end)
 
-    def _current(self, r: ToolResult) -> Decision:
+    def current(self, r: ToolResult) -> Decision:
         """The decision ``r`` stands under: frozen, else the one no pass touched."""
-        return self._ledger.get(r.call_id) or self._default(r)
+        return self._ledger.get(r.call_id) or self.default(r)
 
-    def _default(self, r: ToolResult) -> Decision:
+    def default(self, r: ToolResult) -> Decision:
         """The decision for a result no pass touched."""
         if not r.text and r.extra_chars == 0:
             return Decision(r.call_id, "kept", "empty", 0, text=EMPTY_TEXT, tool=r.tool)
-        reason = "exempt" if self.config.cap_for(r.tool) is None else "fits"
+        reason = "exempt" if self._config.cap_for(r.tool) is None else "fits"
         return Decision(r.call_id, "kept", reason, len(r.text), tool=r.tool)
 
-    def _add_candidates(self, results: Iterable[ToolResult]) -> None:
-        cfg = self.config
+    def add(self, results: Iterable[ToolResult]) -> None:
+        """Make candidates of the decided ``results`` that are not ones yet."""
+        cfg = self._config
         stub_tokens = (cfg.stub_chars + 150) // 4
         for r in results:
             if r.call_id in self._cand_results:
                 continue
             # The decision first: most results of a resumed history are trimmed already.
-            d = self._current(r)
+            d = self.current(r)
             if d.kind not in ("kept", "spilled") or cfg.cap_for(r.tool) is None:
                 continue
             if d.shown_chars() <= cfg.stale_floor:
@@ -134,7 +140,7 @@ class StalenessCandidates(Journal):
             self._cand_rounds.append(r.round)
             self._cand_cum.append(self._cand_cum[-1] + reclaim)
 
-    def _results_of(
+    def results_of(
         self, made: Mapping[str, Decision], new_results: list[ToolResult]
     ) -> dict[str, ToolResult]:
         """The result each decision is for: scanned by this request, or an earlier candidate."""

@@ -2,7 +2,7 @@
 
 ``Budget`` holds one :class:`Compactor` and calls it at three points: on resume (the checkpoint
 records in the log), in each request (the projected view of the caller's list; whether a
-compaction is due, which ``budget._compacting`` asks after budgeting) and for ``compact()`` /
+compaction is due, which ``budget.compaction._compacting`` asks after budgeting) and for ``compact()`` /
 ``uncompact()``. The checkpoint is a log record of its own (``"t": "cmp"``): the summary, the
 attachments, and the first retained message's anchor. It is read from the whole log, not only
 from closed requests: it is written alone, after the summarizer returned, and is valid as soon
@@ -18,9 +18,13 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from budget._checkpoint import Checkpoint
-from budget._compact_limits import Limits, check_summary_size, limits, summary_start
-from budget._compaction import (
+from budget._config import BudgetConfig
+from budget._errors import InputError, SummaryTimeout, SummaryTooLong
+from budget._report import Prepared
+from budget._view import Format
+from budget.compaction._checkpoint import Checkpoint
+from budget.compaction._compact_limits import Limits, check_summary_size, limits, summary_start
+from budget.compaction._compaction import (
     Attachments,
     Tail,
     anchor_of,
@@ -31,11 +35,7 @@ from budget._compaction import (
     summary_message,
     tail_start,
 )
-from budget._config import BudgetConfig
-from budget._errors import InputError, SummaryTimeout, SummaryTooLong
-from budget._overflow import is_context_overflow
-from budget._report import Prepared
-from budget._view import Format
+from budget.tokens._overflow import is_context_overflow
 
 __all__ = ["Checkpoint", "Compactor", "Limits", "limits"]
 
@@ -352,7 +352,7 @@ class Compactor:
                     raise
                 retries += 1
                 # aprepare runs a request again with each summary it awaited
-                # (budget._compacting): a retry it replays was reported in the earlier run.
+                # (budget.compaction._compacting): a retry it replays was reported in the earlier run.
                 replays = getattr(self.summarizer, "replays", None)
                 if not (callable(replays) and replays(part)):
                     self._log.warning(

@@ -1,0 +1,95 @@
+"""The parts one session is made of, built once by ``Budget`` and handed to the steps of a
+request (:mod:`budget.session._pipeline`).
+
+Each part owns its state behind its own methods; this value only names them, so a step's
+constructor shows what it works with. None of them inherits from another.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from budget._config import BudgetConfig
+from budget._ledger import Ledger
+from budget._log import Events
+from budget.compaction._compactor import Compactor
+from budget.session._bodies import Bodies
+from budget.session._candidates import Candidates
+from budget.session._copies import Copies
+from budget.session._estimator import Estimator
+from budget.session._history import History
+from budget.session._journal import Journal
+from budget.session._tally import Tally
+from budget.tokens._estimates_cache import load as load_estimates
+from budget.tokens._memo import TextTokens
+from budget.tokens._tokens import TokenizerProfile
+from spill import Store
+
+__all__ = ["Parts"]
+
+
+@dataclass(frozen=True, slots=True)
+class Parts:
+    """A session's parts (see the module doc)."""
+
+    config: BudgetConfig
+    store: Store
+    log: Events
+    journal: Journal
+    """The decision log and metadata: append, restore."""
+    ledger: Ledger
+    """The frozen decisions by result."""
+    bodies: Bodies
+    """The spilled bodies: stored as one group before their decisions are logged."""
+    tally: Tally
+    """The request counters and the overflow streak."""
+    estimator: Estimator
+    """Calibration, usage anchor and context window."""
+    text_tokens: TextTokens
+    """Text token estimates, memoized for two requests."""
+    history: History
+    """The history cache: per message its scan, results and token sums."""
+    copies: Copies
+    """The request copy: per message the copy sent, its token sums and markers."""
+    candidates: Candidates
+    """The staleness candidates."""
+
+    @classmethod
+    def build(
+        cls,
+        config: BudgetConfig,
+        store: Store,
+        log: Events,
+        profile: TokenizerProfile,
+        compactor: Compactor,
+        discover_window: Callable[[], int | None] | None,
+        text_tokens: Callable[[str], int] | None,
+    ) -> Parts:
+        """A session's parts over ``store``, resumed from its decision log (which restores the
+        ledger, ``compactor`` and the counters)."""
+        journal = Journal(store, log)
+        ledger = Ledger(on_invalid=journal.invalid_record)
+        known = (
+            None if text_tokens is not None else load_estimates(store, profile, profile.text_tokens)
+        )
+        tt = TextTokens(profile, exact=text_tokens, known=known)
+        candidates = Candidates(config, ledger, tt)
+        history = History(config, ledger, log, profile, tt)
+        resumed = journal.restore(ledger, compactor, config.model)
+        return cls(
+            config=config,
+            store=store,
+            log=log,
+            journal=journal,
+            ledger=ledger,
+            bodies=Bodies(store, config, ledger, log),
+            tally=Tally.resumed(resumed),
+            estimator=Estimator(
+                config, journal, discover_window, resumed.calibration, resumed.window_cap
+            ),
+            text_tokens=tt,
+            history=history,
+            copies=Copies(ledger, log, history, candidates),
+            candidates=candidates,
+        )
