@@ -157,3 +157,38 @@ def test_a_session_another_process_holds_passes_through(stack: Stack) -> None:
     assert stack.upstream.bodies("/v1/messages") == [body]
     [event] = [e for e in events if e["event"] == "toolbudget.proxy.passthrough"]
     assert (event["reason"], event["error"]) == ("session unavailable", "SessionLocked")
+
+
+def test_a_client_that_hangs_up_mid_stream_leaves_the_session_usable(
+    kit: Any, tmp_path: Path
+) -> None:
+    """The agent drops a streamed answer after its first bytes: the proxy lets the session go
+    (nothing left busy) and the conversation's next request is budgeted as usual."""
+    from benchmarks.standin import Served, StandIn
+    from budget.proxy import ProxySettings, create_app
+    from tests.proxy._kit import BUDGET, eventually
+
+    standin = StandIn(chunk_delay_s=0.2)
+    with Served(standin.app()) as up:
+        settings = ProxySettings(
+            root=tmp_path / "s", anthropic_upstream=up.url, openai_upstream=up.url, budget=BUDGET
+        )
+        app = create_app(settings)
+        with Served(app) as proxy:
+            history = anthropic_history(2)
+            streamed = orjson.dumps({"model": "m", "messages": history[:3], "stream": True})
+            with (
+                httpx.Client() as client,
+                client.stream(
+                    "POST", f"{proxy.url}/v1/messages", content=streamed, headers=_ANTHROPIC
+                ) as answer,
+            ):
+                next(answer.iter_raw())
+            pool = app.state.proxy.pool
+            assert len(pool) == 1
+            assert eventually(lambda: all(s.busy == 0 for s in pool._slots.values()))
+            body = orjson.dumps({"model": "m", "messages": history})
+            done = httpx.post(f"{proxy.url}/v1/messages", content=body, headers=_ANTHROPIC)
+    assert done.status_code == 200
+    last = orjson.loads(standin.bodies("/v1/messages")[-1])["messages"]
+    assert last[4]["content"][0]["content"].startswith("[toolbudget] Output of Bash")
