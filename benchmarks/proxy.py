@@ -12,7 +12,8 @@ streamed byte unchanged within noise, memory flat over 1,000 requests. Measured,
 * **first byte**: the same for streamed answers whose events the stand-in spaces by
   ``chunk_delay_s``: the time to the first byte of the body, and to the last;
 * **memory**: the proxy's resident set (``VmRSS``), every 100 of ``memory_requests`` requests
-  over conversations of 25 rounds (a new conversation after each).
+  over conversations of 25 rounds: the same one sent again and again (what requests cost), then
+  a new one after each (what each open session holds).
 
 The stand-in and the proxy each run in a process of their own (``python -m benchmarks.standin``,
 ``toolbudget proxy``), the client in this one. The conversation's outputs are generated: mostly
@@ -199,11 +200,15 @@ def _rss_kib(pid: int) -> int:
     raise RuntimeError("no VmRSS")  # not Linux: the benchmark reads /proc
 
 
-def memory(client: httpx.Client, proxy: str, pid: int, requests: int) -> dict[str, Any]:
-    """The proxy's resident set every 100 requests (conversations of 25 rounds, one after another)."""
+def memory(
+    client: httpx.Client, proxy: str, pid: int, requests: int, *, new_conversations: bool
+) -> dict[str, Any]:
+    """The proxy's resident set every 100 requests, over conversations of 25 rounds: a new one
+    after each (``new_conversations``), or the same one sent again and again (what its own
+    requests cost, the sessions opened aside)."""
     samples, sent, n = [], 0, 0
     while sent < requests:
-        history = conversation(25, tag=f"mem{n}")
+        history = conversation(25, tag=f"mem{n}" if new_conversations else "mem")
         n += 1
         for upto in range(3, len(history) + 1, 2):
             client.post(proxy, content=_body(history[:upto]), headers=_HEADERS).raise_for_status()
@@ -214,6 +219,7 @@ def memory(client: httpx.Client, proxy: str, pid: int, requests: int) -> dict[st
                 break
     return {
         "requests": requests,
+        "conversations": n,
         "rss_mib_every_100": [round(s / 1024, 1) for s in samples],
         "growth_mib_after_first_100": round((samples[-1] - samples[0]) / 1024, 1) if samples else 0,
     }
@@ -258,7 +264,12 @@ def run(
                     "first_byte": first_byte(
                         client, direct_url, proxy_url, stream_rounds, chunk_delay_s
                     ),
-                    "memory": memory(client, proxy_url, child.pid, memory_requests),
+                    "memory_same": memory(
+                        client, proxy_url, child.pid, memory_requests, new_conversations=False
+                    ),
+                    "memory": memory(
+                        client, proxy_url, child.pid, memory_requests, new_conversations=True
+                    ),
                 }
 
 
@@ -281,11 +292,13 @@ def render(result: dict[str, Any]) -> str:
         f"direct {fb['first_byte_median_ms_direct']} ms, proxy {fb['first_byte_median_ms_proxy']} ms; "
         f"last byte direct {fb['last_byte_median_ms_direct']} ms, proxy {fb['last_byte_median_ms_proxy']} ms"
     )
-    mem = result["memory"]
-    out.append(
-        f"proxy RSS over {mem['requests']} requests (MiB, every 100): {mem['rss_mib_every_100']}; "
-        f"growth after the first 100: {mem['growth_mib_after_first_100']} MiB"
-    )
+    for key, what in (("memory_same", "one conversation re-sent"), ("memory", "new conversations")):
+        mem = result[key]
+        out.append(
+            f"proxy RSS over {mem['requests']} requests, {what} ({mem['conversations']}; MiB, "
+            f"every 100): {mem['rss_mib_every_100']}; growth after the first 100: "
+            f"{mem['growth_mib_after_first_100']} MiB"
+        )
     return "\n".join(out)
 
 

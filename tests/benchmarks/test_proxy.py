@@ -38,4 +38,5 @@ def test_a_small_run_measures_every_figure() -> None:
     assert first["last_byte_median_ms_direct"] >= 3 * 20.0
     assert first["last_byte_median_ms_proxy"] >= 3 * 20.0
     assert len(result["memory"]["rss_mib_every_100"]) == 1
+    assert len(result["memory_same"]["rss_mib_every_100"]) == 1
     assert "added median" in render(result)
