@@ -277,3 +277,25 @@ def test_a_restarted_proxy_feeds_the_next_request_the_usage_the_last_answer_repo
         for m in without
     ]
     assert blind != expected, "the usage decides nothing here: the test would not see it lost"
+
+
+def test_toolbudget_gc_leaves_open_sessions_and_collects_them_once_closed(
+    kit: Any, tmp_path: Path, structlog_restored: None
+) -> None:
+    """``toolbudget gc ROOT`` skips the session a running proxy holds, and removes it once the
+    proxy has stopped (its sessions closed)."""
+    from typer.testing import CliRunner
+
+    from budget.cli import app
+
+    root = tmp_path / "sessions"
+    with Stack(root) as stack:
+        body = _body(anthropic_history(1))
+        httpx.post(f"{stack.url}/v1/messages", content=body, headers=_HEADERS).raise_for_status()
+        time.sleep(1.1)  # older than the 1 s asked below
+        held = CliRunner().invoke(app, ["gc", str(root), "--older-than", "1s"])
+        assert "0 session(s) removed, 1 skipped" in held.output
+    time.sleep(1.1)
+    done = CliRunner().invoke(app, ["gc", str(root), "--older-than", "1s"])
+    assert "1 session(s) removed" in done.output
+    assert not any(p.is_dir() for p in root.iterdir())
