@@ -156,12 +156,8 @@ class Proxy:
             return await self._forward(request.method, url, headers, request.stream(), None, None)
         raw = await request.body()
         content, slot = await self._budget(api, request.headers, raw)
-        try:
-            return await self._forward(request.method, url, headers, content, slot, api)
-        except BaseException:
-            if slot is not None:
-                self.pool.release(slot)
-            raise
+        # The session is _forward's to release from here on, whatever happens.
+        return await self._forward(request.method, url, headers, content, slot, api)
 
     def _passthrough(self, reason: str, api: Api, **fields: Any) -> None:
         self._log.warning("toolbudget.proxy.passthrough", reason=reason, api=api.format, **fields)
@@ -237,10 +233,12 @@ class Proxy:
         req = self.client.build_request(method, url, headers=headers, content=content)
         try:
             resp = await self.client.send(req, stream=True)
-        except httpx.HTTPError as exc:
-            self._log.error("toolbudget.proxy.upstream_failed", error=type(exc).__name__)
+        except BaseException as exc:
             if slot is not None:
                 self.pool.release(slot)
+            if not isinstance(exc, httpx.HTTPError):
+                raise
+            self._log.error("toolbudget.proxy.upstream_failed", error=type(exc).__name__)
             return _gateway_error(api, type(exc).__name__)
         headers_out = [
             (k, v) for k, v in resp.headers.raw if k.decode("latin-1").lower() not in HOP_BY_HOP
@@ -248,7 +246,11 @@ class Proxy:
         if slot is None:
             out: Response = StreamingResponse(self._relay(resp, None, None), resp.status_code)
         elif resp.status_code in _OVERFLOW_STATUSES:
-            out = await self._refused(resp, slot)
+            try:
+                out = await self._refused(resp, slot)
+            except httpx.HTTPError as exc:  # the error body broke off: as if unreachable
+                self._log.error("toolbudget.proxy.upstream_failed", error=type(exc).__name__)
+                return _gateway_error(api, type(exc).__name__)
         else:
             tap = Tap(
                 resp.headers.get("content-type", ""),
