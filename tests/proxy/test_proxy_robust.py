@@ -192,3 +192,28 @@ def test_a_client_that_hangs_up_mid_stream_leaves_the_session_usable(
     assert done.status_code == 200
     last = orjson.loads(standin.bodies("/v1/messages")[-1])["messages"]
     assert last[4]["content"][0]["content"].startswith("[toolbudget] Output of Bash")
+
+
+def test_blocks_toolbudget_does_not_know_reach_the_upstream_unchanged(stack: Stack) -> None:
+    """Server-tool blocks, thinking blocks and fields of the API's future sit beside a big tool
+    result: the result is spilled and every other block and field goes upstream as sent."""
+    history = anthropic_history(1)
+    history[1]["content"] = [
+        {"type": "thinking", "thinking": "hmm", "signature": "c2ln"},
+        {"type": "server_tool_use", "id": "srv1", "name": "web_search", "input": {"query": "x"}},
+        {
+            "type": "web_search_tool_result",
+            "tool_use_id": "srv1",
+            "content": [{"type": "web_search_result", "url": "u"}],
+        },
+        *history[1]["content"],
+    ]
+    history[2]["content"][0]["future_field"] = {"kept": True}
+    body = orjson.dumps({"model": "m", "messages": history, "context_management": {"edits": []}})
+    httpx.post(f"{stack.url}/v1/messages", content=body, headers=_ANTHROPIC).raise_for_status()
+    [sent] = stack.sent("/v1/messages")
+    assert sent["context_management"] == {"edits": []}
+    assert sent["messages"][:2] == history[:2]
+    result = sent["messages"][2]["content"][0]
+    assert result["future_field"] == {"kept": True}
+    assert result["content"].startswith("[toolbudget] Output of Bash")

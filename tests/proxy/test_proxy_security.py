@@ -86,3 +86,21 @@ def test_the_proxy_listens_on_loopback_unless_told_otherwise(tmp_path: object) -
     assert ProxySettings(root=tmp_path, host="::1").loopback  # type: ignore[arg-type]
     assert ProxySettings(root=tmp_path, host="localhost").loopback  # type: ignore[arg-type]
     assert not ProxySettings(root=tmp_path, host="0.0.0.0").loopback  # type: ignore[arg-type]
+
+
+def test_the_command_says_its_loopback_default_and_refuses_a_bad_upstream(
+    tmp_path: object, structlog_restored: None
+) -> None:
+    """``toolbudget proxy --help`` shows 127.0.0.1 as the host; an upstream that is no http(s)
+    URL is refused before anything listens (exit 2, the setting named)."""
+    from typer.testing import CliRunner
+
+    from budget.cli import app
+
+    shown = CliRunner().invoke(app, ["proxy", "--help"], env={"COLUMNS": "200"})
+    assert shown.exit_code == 0 and "127.0.0.1" in shown.output and "--root" in shown.output
+    bad = CliRunner().invoke(
+        app, ["proxy", "--root", str(tmp_path), "--anthropic-upstream", "file:///etc/passwd"]
+    )
+    assert bad.exit_code == 2
+    assert "anthropic_upstream must be an http(s) URL" in bad.output
