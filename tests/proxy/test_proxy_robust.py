@@ -217,3 +217,21 @@ def test_blocks_toolbudget_does_not_know_reach_the_upstream_unchanged(stack: Sta
     result = sent["messages"][2]["content"][0]
     assert result["future_field"] == {"kept": True}
     assert result["content"].startswith("[toolbudget] Output of Bash")
+
+
+def test_a_stream_is_relayed_as_it_comes_not_buffered(stack: Stack) -> None:
+    """With the stand-in spacing its 7 events 0.3 s apart, the first event reaches the client
+    through the proxy long before the stream ends (a buffering proxy would send all at once)."""
+    import time
+
+    body = orjson.dumps({"model": "m", "messages": anthropic_history(1), "stream": True})
+    headers = {**_ANTHROPIC, "x-standin-delay": "0.3"}
+    started = time.perf_counter()
+    with (
+        httpx.Client() as client,
+        client.stream("POST", f"{stack.url}/v1/messages", content=body, headers=headers) as answer,
+    ):
+        arrivals = [time.perf_counter() - started for _ in answer.iter_raw()]
+    assert len(arrivals) >= 2
+    assert arrivals[-1] >= 1.8  # six gaps of 0.3 s
+    assert arrivals[0] < arrivals[-1] - 1.2
