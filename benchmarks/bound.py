@@ -5,9 +5,12 @@ content emptied) at no cache cost: the requests are as small as dropping old out
 them, and dropping never breaks the cache, so each request reads from the cache all of the
 previous request that is still there and writes only what was appended since. Within the
 protected last :data:`PROTECT_ROUNDS` rounds (toolbudget's ``protect_rounds`` default) a result
-is kept, cut to its first ``preview_chars`` characters when it is longer than ``result_cap``
-(toolbudget's defaults, 2,000 and 50,000: what toolbudget itself sends for it from the start), so
-the bound is below what toolbudget can reach on every trace. It follows the rules of the replay: a request whose recorded time comes ``ttl`` seconds or more
+is kept, cut to its first ``preview_chars`` characters (toolbudget's default, 2,000) when it is
+longer than that: the least any envelope shows. A policy may spill any fresh result longer than
+its preview at first sight (``result_cap`` is a ceiling, not the only size that may be spilled:
+issue 30; the oracle of :mod:`benchmarks.oracle` does), so the bound is below what toolbudget can
+reach on every trace. It follows the rules of the replay: a request whose recorded time comes
+``ttl`` seconds or more
 after the previous one reads nothing (the cache expired), reads cost ``read_price``, what is
 written costs ``write_price`` on Anthropic and the base price elsewhere. It ignores the minimum
 cacheable size and read-backs, so no strategy keeping those rounds can bill less.
@@ -36,12 +39,14 @@ from budget import BudgetConfig
 
 __all__ = ["PROTECT_ROUNDS", "bound_billed", "share_of_saving"]
 
-_DEFAULTS = BudgetConfig()
-PROTECT_ROUNDS: int = _DEFAULTS.protect_rounds
+# The declared defaults, not ``BudgetConfig()``: that reads TOOLBUDGET_* variables, and a module
+# must not read settings (or fail on a bad one) when it is imported. A run passes toolbudget's
+# effective settings (benchmarks.settings).
+_FIELDS = BudgetConfig.model_fields
+PROTECT_ROUNDS: int = _FIELDS["protect_rounds"].default
 """Rounds whose results the bound keeps: toolbudget's default ``protect_rounds``."""
-RESULT_CAP: int = _DEFAULTS.result_cap
+PREVIEW_CHARS: int = _FIELDS["preview_chars"].default
 """A kept result longer than this many characters counts as its first ``PREVIEW_CHARS``."""
-PREVIEW_CHARS: int = _DEFAULTS.preview_chars
 
 
 def _rounds(trace: Trace) -> tuple[list[int], dict[str, int]]:
@@ -66,7 +71,6 @@ def bound_billed(
     *,
     rules: CacheRules | None = None,
     protect_rounds: int = PROTECT_ROUNDS,
-    result_cap: int = RESULT_CAP,
     preview_chars: int = PREVIEW_CHARS,
     tools: Any = (),
 ) -> float:
@@ -95,7 +99,7 @@ def bound_billed(
                 saved = max(0, full - count({**block, "content": ""}))
                 text = result_text(block.get("content"))
                 capped = 0
-                if len(text) > result_cap:
+                if len(text) > preview_chars:
                     capped = max(0, full - count({**block, "content": text[:preview_chars]}))
                 savings.append((j, rnd, saved, min(capped, saved)))
     billed = 0.0

@@ -53,6 +53,7 @@ from typing import Any, Protocol
 from benchmarks import strategies
 from benchmarks._count import Counter as TokenCounter
 from benchmarks._count import counter_for
+from benchmarks.attribution import ATTRIBUTED, Attribution, Attributor
 from benchmarks.cache import CacheRules, CacheSim, Segmenter
 from benchmarks.pricing import output_price, rules_for
 from benchmarks.readbacks import Quotes, ReadbackTracker
@@ -163,6 +164,8 @@ class Replay:
     """Part of ``billed_tokens`` that pays for summary calls: input at cache rates, output at
     the model's output price."""
     breaker_openings: int = 0
+    attribution: Attribution | None = None
+    """Where the billed tokens went (:mod:`benchmarks.attribution`; ``none`` and toolbudget)."""
     failed: str | None = None
     """Why this replay stopped, for a job run with ``tolerant`` (its figures are then zeros, and
     :func:`run` leaves the trace out of every strategy's figures)."""
@@ -349,7 +352,7 @@ def replay_trace(
             )
 
 
-def _replay(
+def _replay(  # noqa: PLR0915 (one pass over the requests measures every figure)
     trace: Trace,
     name: str,
     session: StrategySession,
@@ -386,6 +389,10 @@ def _replay(
     checked: set[str] = set()
     batches: Counter[str] = Counter()
     kinds: Counter[str] = Counter()
+    attributor = None
+    if name in ATTRIBUTED:
+        origins = {r.call_id: (len(r.text), r.round) for rs in index.by_msg.values() for r in rs}
+        attributor = Attributor(origins, index.rounds_before, count, sim.rules, tracker.write_price)
     for i in range(total):
         request = trace.requests[i]
         history = trace.request_messages(i)
@@ -411,12 +418,12 @@ def _replay(
             billed += cost
             summaries += 1
 
-        result = sim.feed(
-            segmenter.segments(
-                out, system=trace.system, tools=tools, header_tokens=trace.header_tokens
-            ),
-            request.timestamp,
+        segments = segmenter.segments(
+            out, system=trace.system, tools=tools, header_tokens=trace.header_tokens
         )
+        result = sim.feed(segments, request.timestamp)
+        if attributor is not None:
+            attributor.observe(n, out, segments, result)
         sizes.append(result.input_tokens)
         cached += result.cached_tokens
         billed += result.billed_tokens
@@ -498,6 +505,9 @@ def _replay(
         compactions=int(getattr(session, "compactions", summaries)),
         summary_billed=summary_billed,
         breaker_openings=int(getattr(session, "breaker_openings", 0)),
+        attribution=None
+        if attributor is None
+        else attributor.result(readbacks=paid.billed, summaries=summary_billed),
     )
 
 

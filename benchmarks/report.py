@@ -1,15 +1,18 @@
 """What ``toolbudget bench`` shows: a progress bar, terminal tables, a JSON file, PNG charts.
 
-The JSON file is ``{"summary": [...], "traces": [...], "skipped": [...], "calibration": [...],
-"bound": {...}}``: one summary object per strategy over all traces (exactly
-:data:`benchmarks.replay.ROW_KEYS`), one object per trace and strategy (the same keys plus
-``trace``, ``file`` and ``format``), the files or traces under the traces directory that were
-not scored (``path``, ``reason``), for each trace with recorded usage the baseline's simulated
-cache against the recording, with the header tokens added to its requests
-(:class:`benchmarks.calibration.Calibration`), and ``bound``: the hindsight bound of
-:mod:`benchmarks.bound` (``protect_rounds``, ``billed_tokens``, ``billed_ratio`` over ``none``,
-``shares``: each strategy's ``(1 - ratio) / (1 - bound)``, and ``traces``: the bound per trace).
-Shares are fractions in [0, 1]; a figure that has no value (the share of nothing) is ``null``.
+The JSON file is ``{"summary": [...], "traces": [...], "skipped": [...], "bound": {...},
+"calibration": [...], "oracle": {...}, "settings": {...}, "attribution": {...}}``: one summary
+object per strategy over all traces (exactly :data:`benchmarks.replay.ROW_KEYS`), one object per
+trace and strategy (the same keys plus ``trace``, ``file`` and ``format``), the files or traces
+under the traces directory that were not scored (``path``, ``reason``), ``bound``: the hindsight
+bound of :mod:`benchmarks.bound` (``protect_rounds``, ``billed_tokens``, ``billed_ratio`` over
+``none``, ``shares``: each strategy's ``(1 - ratio) / (1 - bound)``, and ``traces``: the bound per
+trace), for each trace with recorded usage the baseline's simulated cache against the recording
+(:class:`benchmarks.calibration.Calibration`), ``oracle``: the hindsight oracle of
+:mod:`benchmarks.oracle` (overall, per format and per trace, with each strategy's share of its
+saving), ``settings``: toolbudget's effective settings and their sources
+(:mod:`benchmarks.settings`), and ``attribution``: where ``none``'s and toolbudget's billed
+tokens go (:mod:`benchmarks.attribution`). A figure that has no value is ``null``.
 """
 
 from __future__ import annotations
@@ -40,9 +43,12 @@ from rich.table import Table
 from benchmarks._count import Counter as TokenCounter
 from benchmarks._count import counter_for
 from benchmarks._table import report_table
+from benchmarks.attribution import AGE_BUCKETS, EXTRA_ROWS, SIZE_BUCKETS, Attribution, combine
 from benchmarks.bound import PROTECT_ROUNDS, bound_billed, share_of_saving
 from benchmarks.calibration import Calibration, calibrate, calibration_table
 from benchmarks.importers import Skipped
+from benchmarks.oracle import OracleTrace, oracle_trace
+from benchmarks.oracle import summary as oracle_summary
 from benchmarks.replay import (
     BASELINE,
     DEFAULT_WINDOW,
@@ -56,6 +62,7 @@ from benchmarks.replay import (
     summarize_by_format,
     trace_rows,
 )
+from benchmarks.settings import BenchSettings, resolve
 from benchmarks.trace import Trace
 from budget._errors import InputError
 
@@ -74,6 +81,28 @@ class BenchResult:
     bounds: dict[str, float] = field(default_factory=dict)
     """The hindsight bound's billed tokens per trace (:mod:`benchmarks.bound`)."""
 
+    settings: BenchSettings | None = None
+    """toolbudget's effective settings and where each came from (:mod:`benchmarks.settings`)."""
+    oracles: tuple[OracleTrace, ...] = ()
+    """The hindsight oracle on each trace (:mod:`benchmarks.oracle`)."""
+
+    def oracle(self) -> dict[str, Any]:
+        """The oracle over every trace and per format, and each strategy's share of its saving."""
+        ratios = {row.strategy: row.billed_ratio for row in self.summary}
+        by_format = {
+            fmt: {row.strategy: row.billed_ratio for row in rows}
+            for fmt, rows in self.by_format.items()
+        }
+        return oracle_summary(self.oracles, ratios, by_format)
+
+    def attribution(self) -> dict[str, Attribution]:
+        """Per attributed strategy (``none``, toolbudget), its billed tokens by bucket."""
+        parts: dict[str, list[Attribution]] = {}
+        for r in self.replays:
+            if r.attribution is not None:
+                parts.setdefault(r.strategy, []).append(r.attribution)
+        return {name: combine(group) for name, group in parts.items()}
+
     def bound(self) -> dict[str, Any]:
         """The bound over every trace, as a ratio to ``none``, and each strategy's share of it."""
         base = sum(r.billed_tokens for r in self.replays if r.strategy == BASELINE)
@@ -84,8 +113,9 @@ class BenchResult:
             for row in self.summary
             if row.billed_ratio is not None and ratio is not None
         }
+        protect = PROTECT_ROUNDS if self.settings is None else self.settings.config.protect_rounds
         return {
-            "protect_rounds": PROTECT_ROUNDS,
+            "protect_rounds": protect,
             "billed_tokens": total,
             "billed_ratio": ratio,
             "shares": shares,
@@ -134,10 +164,19 @@ def run_bench(
     count: TokenCounter | None = None,
     workdir: Path | None = None,
     engine: Engine | None = None,
+    settings: BenchSettings | None = None,
 ) -> BenchResult:
     """Replay ``traces`` under the named strategies (and the baseline) with a progress bar, on
-    ``engine`` (default: :class:`~benchmarks.replay.LocalEngine`, the replays in this process)."""
-    chosen = build_strategies(names, window=window)
+    ``engine`` (default: :class:`~benchmarks.replay.LocalEngine`, the replays in this process).
+
+    ``settings``: toolbudget's (``--set`` and the environment, :func:`benchmarks.settings.resolve`;
+    read here when not given). The bound keeps the rounds and caps toolbudget runs with.
+    """
+    settings = settings if settings is not None else resolve(window=window)
+    ours = dict(settings.overrides)
+    chosen = build_strategies(
+        names, window=window, overrides={"toolbudget": ours, "toolbudget-compact": ours}
+    )
     total = sum(
         len(t.requests) if max_requests is None else min(max_requests, len(t.requests))
         for t in traces
@@ -181,21 +220,33 @@ def run_bench(
             engine=engine,
             on_failure=left_out,
         )
-    if gone:
-        traces = [t for t in traces if t.name not in gone]
-        if not traces:
-            raise InputError(
-                f"no trace left to score: every replay failed (first: {failed[0].reason})"
+        if gone:
+            traces = [t for t in traces if t.name not in gone]
+            if not traces:
+                raise InputError(
+                    f"no trace left to score: every replay failed (first: {failed[0].reason})"
+                )
+        none_billed = {r.trace: r.billed_tokens for r in replays if r.strategy == BASELINE}
+        oracles = []
+        for t, trace in enumerate(traces):
+            progress.update(task, description=f"{trace.name} · oracle")
+            oracles.append(
+                oracle_trace(
+                    _cut(trace, max_requests),
+                    none_billed[trace.name],
+                    settings.config,
+                    tmp / "oracle" / f"{t:04d}",
+                    count=count if count is not None else counter_for(trace.model),
+                    window=window,
+                )
             )
     bounds = {}
     for trace in traces:
-        cut = (
-            trace
-            if max_requests is None
-            else replace(trace, requests=trace.requests[:max_requests])
-        )
         bounds[trace.name] = bound_billed(
-            cut, count if count is not None else counter_for(trace.model)
+            _cut(trace, max_requests),
+            count if count is not None else counter_for(trace.model),
+            protect_rounds=settings.config.protect_rounds,
+            preview_chars=settings.config.preview_chars,
         )
     return BenchResult(
         replays=tuple(replays),
@@ -205,7 +256,16 @@ def run_bench(
         window=window,
         bounds=bounds,
         calibration=tuple(calibrate(traces, replays)),
+        settings=settings,
+        oracles=tuple(oracles),
     )
+
+
+def _cut(trace: Trace, max_requests: int | None) -> Trace:
+    """``trace`` with only its first ``max_requests`` requests (all of them when None)."""
+    if max_requests is None:
+        return trace
+    return replace(trace, requests=trace.requests[:max_requests])
 
 
 # -- terminal -----------------------------------------------------------------------------------
@@ -354,7 +414,12 @@ def render(result: BenchResult, console: Console, *, wide: bool = False) -> None
     every = [*result.summary, *(r for rows in result.by_format.values() for r in rows)]
     shown = _relevant(every)
     columns = shown if wide else _fit(every, console.width, console, shown)
-    console.print(_table(f"All traces ({traces})", result.summary, columns))
+    title = f"All traces ({traces})"
+    changed = None if result.settings is None else result.settings.header()
+    if changed is not None:
+        # In the header: a figure read without it would be taken for the defaults'.
+        title += f"\n{changed}"
+    console.print(_table(title, result.summary, columns))
     if len(result.by_format) > 1:
         for fmt, rows in result.by_format.items():
             n = len({r.trace for r in result.replays if r.format == fmt})
@@ -380,8 +445,17 @@ def render(result: BenchResult, console: Console, *, wide: bool = False) -> None
         reached = "" if share is None else f"; toolbudget reaches {share * 100:.1f}% of that saving"
         console.print(
             f"bound: {bound['billed_ratio']:.3f}× {BASELINE} if every result outside the last "
-            f"{bound['protect_rounds']} rounds vanished at no cache cost{reached}."
+            f"{bound['protect_rounds']} rounds vanished at no cache cost (and the others showed "
+            f"at most their preview){reached}."
         )
+    attribution = result.attribution()
+    if attribution:
+        for by, buckets, what in (
+            ("by_size", SIZE_BUCKETS, "original result size (characters)"),
+            ("by_age", AGE_BUCKETS, "result age (rounds)"),
+        ):
+            console.print(_attribution_table(attribution, by, buckets, what))
+    _oracle_line(result, console)
     if result.calibration:
         calibration = calibration_table(result.calibration)
         if not wide and _width(calibration, console) > console.width:
@@ -394,6 +468,56 @@ def render(result: BenchResult, console: Console, *, wide: bool = False) -> None
         )
     hidden = [_COLUMNS[i][0] for i in shown if i not in columns]
     _legend(console, [_COLUMNS[i][0] for i in columns], hidden)
+
+
+def _oracle_line(result: BenchResult, console: Console) -> None:
+    """The oracle beside the bound: its ratio, and toolbudget's share of its saving per format."""
+    if not result.oracles:
+        return
+    oracle = result.oracle()
+    if oracle["billed_ratio"] is None:
+        return
+    share = oracle["shares"].get("toolbudget")
+    line = (
+        f"oracle: {oracle['billed_ratio']:.3f}× {BASELINE} with hindsight, on toolbudget's own "
+        "envelopes, stubs and batch re-writes (read-backs charged)"
+    )
+    if share is not None:
+        line += f"; toolbudget reaches {share * 100:.1f}% of its saving"
+    parts = []
+    for fmt, entry in oracle["formats"].items():
+        fmt_share = entry["shares"].get("toolbudget")
+        ratio = entry["billed_ratio"]
+        if ratio is not None:
+            got = "—" if fmt_share is None else f"{fmt_share * 100:.0f}%"
+            parts.append(f"{fmt} {ratio:.3f} ({got})")
+    if len(parts) > 1:
+        line += "; per format, oracle (toolbudget's share): " + ", ".join(parts)
+    console.print(line + ".")
+
+
+def _attribution_table(
+    attribution: Mapping[str, Attribution],
+    by: str,
+    buckets: Sequence[tuple[str, int | None]],
+    what: str,
+) -> Table:
+    """Billed tokens of each attributed strategy per bucket of ``by``, and each one's share."""
+    table = report_table(f"Where the billed tokens go, by {what}")
+    table.add_column("bucket", justify="left", no_wrap=True)
+    names = list(attribution)
+    for name in names:
+        table.add_column(f"{name} tok", justify="right", no_wrap=True)
+        table.add_column("share", justify="right", no_wrap=True)
+    rows = [b for b, _ in buckets] + list(EXTRA_ROWS)
+    totals = {n: sum(getattr(attribution[n], by).values()) for n in names}
+    for row in rows:
+        cells = [row]
+        for name in names:
+            value = getattr(attribution[name], by).get(row, 0.0)
+            cells += [f"{value:,.0f}", _pct(value / totals[name] if totals[name] else None)]
+        table.add_row(*cells)
+    return table
 
 
 def _legend(console: Console, headers: Sequence[str], hidden: Sequence[str]) -> None:
@@ -433,6 +557,9 @@ def as_json(result: BenchResult) -> dict[str, Any]:
         ],
         "bound": result.bound(),
         "calibration": [c.as_dict() for c in result.calibration],
+        "oracle": result.oracle(),
+        "settings": {} if result.settings is None else result.settings.as_dict(),
+        "attribution": {name: a.as_dict() for name, a in result.attribution().items()},
     }
 
 

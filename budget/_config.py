@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import threading
+from collections.abc import Iterable, Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -24,7 +25,7 @@ from pydantic_settings import (
 
 from budget._errors import ConfigError
 
-__all__ = ["BudgetConfig", "PreviewShape", "ToolPolicy", "build_config"]
+__all__ = ["BudgetConfig", "PreviewShape", "ToolPolicy", "build_config", "config_reading"]
 
 PreviewShape = Literal["head_tail", "head"]
 CompactionMode = Literal["off", "auto", "manual"]
@@ -268,3 +269,52 @@ def _describe(exc: ValidationError, explicit: dict[str, Any] | None = None) -> s
 
 def _in_env(name: str) -> bool:
     return any(key.upper() == name for key in os.environ)
+
+
+class _ExplicitOnly(BudgetConfig):
+    """A :class:`BudgetConfig` built from its arguments alone: no environment variable is read."""
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings,)
+
+
+def env_name(field: str) -> str:
+    """The environment variable that sets ``field``: ``TOOLBUDGET_<FIELD>``."""
+    return f"{ENV_PREFIX}{field}".upper()
+
+
+def env_value(field: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """The value ``TOOLBUDGET_<FIELD>`` has in ``environ`` (any case, as pydantic-settings
+    matches it), or None when it is not set."""
+    wanted = env_name(field)
+    env = os.environ if environ is None else environ
+    return next((value for key, value in env.items() if key.upper() == wanted), None)
+
+
+def config_reading(fields: Iterable[str]) -> BudgetConfig:
+    """The defaults, with only ``fields`` read from their ``TOOLBUDGET_*`` variables.
+
+    For a command that uses a few settings (``toolbudget read`` uses the read-back's page size):
+    a bad value of a setting it does not use (``TOOLBUDGET_RESULT_CAP=banana``) must not stop it,
+    while a bad value of one it uses is a :class:`ConfigError` naming the variable.
+    """
+    values: dict[str, Any] = {}
+    for field in fields:
+        if field not in BudgetConfig.model_fields:
+            raise ConfigError(f"config: unknown setting {field!r}")
+        value = env_value(field)
+        if value is not None:
+            values[field] = value
+    try:
+        return _ExplicitOnly(**values)
+    except ConfigError as exc:
+        names = ", ".join(env_name(f) for f in values)
+        raise ConfigError(f"{exc} (from the environment: {names})") from None

@@ -1,5 +1,4 @@
-"""The ``toolbudget`` command: read back spilled outputs, remove old sessions, run the benchmark
-or the proxy."""
+"""The ``toolbudget`` command: read back spilled outputs, remove old sessions, run the benchmark."""
 
 from __future__ import annotations
 
@@ -8,6 +7,7 @@ import os
 import re
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TextIO, cast
 
@@ -15,8 +15,9 @@ import structlog
 import typer
 
 from budget import __version__
-from budget._config import BudgetConfig
+from budget._config import config_reading
 from budget._errors import BudgetError
+from budget._proxy_command import with_proxy
 from budget._readback import ReadBack
 from spill import gc_sessions
 from spill._readonly import ReadOnlyStore
@@ -24,8 +25,13 @@ from spill._readonly import ReadOnlyStore
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from benchmarks.importers import Skipped
     from benchmarks.replay import Engine
+    from benchmarks.settings import BenchSettings
     from benchmarks.trace import Trace
+
+READ_SETTINGS = ("read_page_chars", "read_tool_name")
+"""The settings ``toolbudget read`` uses (the read-back's page size, the tool's name)."""
 
 DEFAULT_BENCH_WINDOW = 128_000
 """``toolbudget bench``'s default ``--window``; a smaller one adds the compacting strategies."""
@@ -44,7 +50,7 @@ def _version(value: bool) -> None:
         raise typer.Exit
 
 
-@app.callback()
+@with_proxy(app).callback()  # the proxy command: budget/_proxy_command.py
 def _main(
     version: Annotated[
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")
@@ -84,7 +90,8 @@ def read(
     """
     try:
         with ReadOnlyStore(session) as store:
-            reader = ReadBack(store, BudgetConfig())
+            # Only what reading uses: a bad TOOLBUDGET_RESULT_CAP must not stop a read.
+            reader = ReadBack(store, config_reading(READ_SETTINGS))
             if grep is None:
                 text = reader.read(ref, offset=offset, limit=limit)
             else:
@@ -229,6 +236,14 @@ _Generate = Annotated[
     ),
 ]
 _Seed = Annotated[int, typer.Option("--seed", help="--generate: the corpus's seed.")]
+_Set = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--set",
+        metavar="KEY=VALUE",
+        help="A toolbudget setting for this run (repeatable; wins over TOOLBUDGET_* variables).",
+    ),
+]
 
 
 @app.command()
@@ -245,6 +260,7 @@ def bench(
     workers: _Workers = None,
     generate: _Generate = None,
     seed: _Seed = 0,
+    sets: _Set = None,
 ) -> None:
     """Replay recorded agent traces under toolbudget and other agents' strategies, side by side."""
     # Imported here: the benchmarks (and matplotlib, langchain) are not needed by other commands.
@@ -253,6 +269,7 @@ def bench(
     from benchmarks.report import render, run_bench, write_json, write_plots  # noqa: PLC0415
 
     names = _chosen_strategies(strategies, window)
+    settings = _bench_settings(sets, window)
     # Every output is checked before the replay, which can take minutes: fail now, not after.
     _check_outputs(json_path, plots)
     names = _runnable(names)
@@ -265,7 +282,15 @@ def bench(
             found = _generated(generate, seed, traces, err)
         else:
             found, skipped = _load_traces(traces, limit, err)
-        result = run_bench(found, names, skipped=skipped, window=window, console=err, engine=runner)
+        result = run_bench(
+            found,
+            names,
+            skipped=skipped,
+            window=window,
+            console=err,
+            engine=runner,
+            settings=settings,
+        )
     except BudgetError as exc:
         _fail(str(exc))
     render(result, console, wide=wide)
@@ -275,7 +300,12 @@ def bench(
     if plots is not None:
         for path in write_plots(result, plots):
             console.print(f"wrote {path}")
-    ours = sorted({s.path for s in result.skipped if (s.strategy or "").startswith("toolbudget")})
+    _exit_if_ours_failed(result.skipped)
+
+
+def _exit_if_ours_failed(skipped: Sequence[Skipped]) -> None:
+    """Exit 1, after the figures, when toolbudget's own replay failed on some trace."""
+    ours = sorted({s.path for s in skipped if (s.strategy or "").startswith("toolbudget")})
     if ours:
         # A peer that cannot take a trace is the peer's limit; toolbudget failing is our defect:
         # the figures above leave those traces out, and the run must not pass for a clean one.
@@ -287,27 +317,13 @@ def bench(
         raise typer.Exit(1)
 
 
-@app.command()
-def proxy(
-    root: Annotated[Path, typer.Option(help="Where the session directories go.")] = Path(
-        "~/.toolbudget/proxy"
-    ),
-    host: Annotated[str, typer.Option(help="Address to listen on (loopback by default).")] = (
-        "127.0.0.1"
-    ),
-    port: Annotated[int, typer.Option(help="Port to listen on (0: any free one).")] = 8788,
-    anthropic_upstream: Annotated[
-        str | None, typer.Option(help="Where Anthropic requests go.")
-    ] = None,
-    openai_upstream: Annotated[str | None, typer.Option(help="Where OpenAI requests go.")] = None,
-) -> None:
-    """Run toolbudget between an agent and its model API (docs/proxy.md; extra toolbudget[proxy])."""
+def _bench_settings(sets: list[str] | None, window: int) -> BenchSettings:
+    """toolbudget's settings for the run (:func:`benchmarks.settings.resolve`), read now, when
+    the command runs: a bad ``--set`` or ``TOOLBUDGET_*`` value is one line and exit code 2."""
+    from benchmarks.settings import resolve  # noqa: PLC0415
+
     try:
-        from budget.proxy._cli import run  # noqa: PLC0415
-    except ImportError as exc:  # the extra is not installed
-        _fail(f"toolbudget proxy needs the proxy extra: pip install 'toolbudget[proxy]' ({exc})")
-    try:
-        run(root, host, port, anthropic_upstream, openai_upstream)
+        return resolve(sets or (), window=window)
     except BudgetError as exc:
         _fail(str(exc))
 
@@ -348,7 +364,7 @@ def _runnable(names: list[str]) -> list[str]:
 
 def _load_traces(traces: Path | None, limit: int | None, err: Any) -> tuple[list[Any], list[Any]]:
     """(the traces to replay, the files skipped): recorded here without ``--traces``."""
-    from benchmarks.importers import Skipped, load_dir  # noqa: PLC0415
+    from benchmarks.importers import load_dir  # noqa: PLC0415
     from benchmarks.recorder import record_builtin  # noqa: PLC0415
 
     if traces is None:

@@ -5,6 +5,7 @@ Layout under the session URL::
     <url>/session.json                 metadata, replaced by one PUT
     <url>/bodies/<ab>/<ref>.txt        spilled bodies by content hash (one PUT each)
     <url>/log/<seq:012d>.jsonl         the decision log: one object per append_log call
+    <url>/log/<seq:012d>.snapshot      a roll-up of the log through <seq> (spill._objsnap)
 
 Object stores give atomic whole-object PUTs and (S3 since 2024, GCS, Azure) a conditional
 create, but no append and no lock. So the log is a sequence of immutable objects: each
@@ -31,7 +32,8 @@ between the two leaves bodies that nothing points to, never a decision without i
 
 :class:`FsspecStore` is assembled from one layer per job: the filesystem, object names and
 error mapping (:mod:`spill._objfs`), the log of objects (:mod:`spill._objlog`), the read-through
-cache (:mod:`spill._objcache`); removing idle sessions is :mod:`spill._objgc`. This module holds
+cache (:mod:`spill._objcache`); the roll-up snapshots that keep a resume to one snapshot and
+a few appends are :mod:`spill._objsnap`; removing idle sessions is :mod:`spill._objgc`. This module holds
 the bodies (put, group commit, get, quota) and the metadata.
 """
 
@@ -54,6 +56,7 @@ from spill._objcache import ReadCache
 from spill._objfs import BODIES_NAME, META_NAME, URL_RE, filesystem
 from spill._objgc import gc_url_sessions, ignore_skip
 from spill._objlog import ObjectLog
+from spill._objsnap import ROLLUP_OBJECTS
 from spill._sessiondir import decode_meta, encode_meta
 from spill._store import (
     PutResult,
@@ -115,7 +118,15 @@ class FsspecStore(ObjectLog, ReadCache, StoreBase):
         self._mutex = threading.Lock()
         self._closed = True
         self._locked_out = False
+        self._tried = []
+        self._present = set()
         self._fs, self._root = filesystem(self._url, storage_options)
+        self._body, self._through = None, -1
+        # Listed before the cache is made: a missing bucket refuses the open and leaves nothing.
+        listing = self._scan()
+        self._next_seq = listing.next_seq
+        self._snapshot = listing.snapshots[-1] if listing.snapshots else -1
+        self._due = self._snapshot + ROLLUP_OBJECTS
         self._own_cache = cache_dir is None
         self._cache = (
             tempfile.mkdtemp(prefix="toolbudget-cache-")
@@ -124,7 +135,6 @@ class FsspecStore(ObjectLog, ReadCache, StoreBase):
         )
         os.makedirs(self._cache, mode=0o700, exist_ok=True)
         self._total: int | None = None
-        self._next_seq = self._scan_log_names()[1]
         self._closed = False
         events().debug("toolbudget.spill.opened", path=self._url)
 
@@ -271,6 +281,11 @@ class FsspecStore(ObjectLog, ReadCache, StoreBase):
         with self._mutex:
             self._check_open()
             data = self._cache_get(ref)
+            if data is not None and ref not in self._present:
+                # The cache may be shared with other sessions: ask this one (issue 31).
+                if self._remote_size(self._body_key(ref)) is None:
+                    raise RefError(f"no body is stored for ref {ref} in session {self._url}")
+                self._present.add(ref)
             if data is None:
                 try:
                     data = bytes(self._fs.cat_file(self._body_key(ref)))

@@ -2,6 +2,12 @@
 
 Content-addressed like the bodies, so it never goes stale: a damaged entry is detected by its
 hash and fetched again, and a cache that cannot be written only costs a fetch later.
+
+One ``cache_dir`` may serve several sessions (the documented way to keep the cache across
+processes), so an entry says only what a ref's text is, never that this session holds it: the
+refs this store has put or fetched are kept in ``_present``, and a cached ref outside it is
+answered only once the session is asked for the object (one HEAD, no body sent). Before issue
+31 a session answered another session's ref from the shared cache.
 """
 
 from __future__ import annotations
@@ -20,6 +26,8 @@ class ReadCache(ObjectSession):
     """The cache layer of :class:`spill.FsspecStore`: ``_cache`` is its directory."""
 
     _cache: str
+    _present: set[str]
+    """Refs this store stored or fetched from its session: held by the session."""
 
     def _cache_path(self, ref: str) -> str:
         return os.path.join(self._cache, ref + BODY_SUFFIX)
@@ -40,6 +48,7 @@ class ReadCache(ObjectSession):
 
         ``replace``: after a fetch, which happens only when the entry is absent or damaged.
         """
+        self._present.add(ref)
         path = self._cache_path(ref)
         if not replace and os.path.exists(path):
             return

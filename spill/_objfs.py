@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from spill._errors import ConfigError, StoreError
@@ -28,6 +28,8 @@ URL_RE: Final = re.compile(r"\A[A-Za-z][A-Za-z0-9+.-]*://")
 # 5 in all rather than standard mode's default of 3: a spill that gives up keeps its text inline.
 _S3_RETRIES: Final = {"mode": "standard", "total_max_attempts": 5}
 _S3_TIMEOUTS: Final = {"connect_timeout": 5, "read_timeout": 30}
+_S3_DELETE_BATCH: Final = 1000
+"""Most keys one S3 DeleteObjects request may name (S3 API reference, DeleteObjects)."""
 
 
 def _import_fsspec() -> Any:
@@ -77,6 +79,10 @@ def filesystem(url: str, storage_options: Mapping[str, Any]) -> tuple[Any, str]:
         if protocol in ("s3", "s3a"):
             options.setdefault("use_listings_cache", False)
             options.setdefault("config_kwargs", {"retries": _S3_RETRIES, **_S3_TIMEOUTS})
+            # s3fs (2026.9, ``_cat_file``) HEADs every object it reads unless max_concurrency is
+            # 1, to split reads above its 50 MB block size into ranged GETs: a round trip more
+            # per log object and body, for objects that are nearly always far smaller.
+            options.setdefault("max_concurrency", 1)
             cls = _s3_class()
             fs, root = cls(**options), cls._strip_protocol(url)
         else:
@@ -89,6 +95,70 @@ def filesystem(url: str, storage_options: Mapping[str, Any]) -> tuple[Any, str]:
     except (ValueError, TypeError) as exc:
         raise ConfigError(f"cannot open {url}: {exc}") from exc
     return fs, str(root).rstrip("/")
+
+
+def fetch_exact(fs: Any, keys: list[str]) -> list[bytes | BaseException]:
+    """The bytes of each object named, or the exception its read met, in order; concurrent on
+    an async filesystem (s3fs: one coroutine per object, fsspec batching them).
+
+    ``cat_ranges`` rather than ``cat``: ``cat`` expands glob characters (``[``, ``*``, ``?``) in
+    the names it is given, so a session named ``run[1]`` would read ``run1``'s objects; a name
+    a user chose is never a pattern here.
+    """
+    if not keys:
+        return []
+    out = fs.cat_ranges(keys, None, None, on_error="return")
+    return [bytes(item) if isinstance(item, bytes | bytearray) else item for item in out]
+
+
+def delete_exact(fs: Any, keys: Sequence[str]) -> None:
+    """Delete exactly the objects named (a missing one is fine); StoreError-free callers map
+    what is raised.
+
+    Never fsspec's ``rm``: it expands glob characters in the names, so collecting a session
+    named ``a?`` would delete the objects of a live session ``ab``. On S3 the keys go by
+    DeleteObjects, up to 1000 a request, and a key it could not delete raises; elsewhere one
+    ``rm_file`` each, which takes its path literally.
+    """
+    call = getattr(fs, "_call_s3", None)
+    if call is not None and hasattr(fs, "split_path"):
+        from fsspec.asyn import sync  # noqa: PLC0415 - optional dependency, as _import_fsspec
+
+        by_bucket: dict[str, list[str]] = {}
+        for key in keys:
+            bucket, name, _ = fs.split_path(key)
+            by_bucket.setdefault(bucket, []).append(name)
+        for bucket, names in by_bucket.items():
+            for start in range(0, len(names), _S3_DELETE_BATCH):
+                batch = [{"Key": name} for name in names[start : start + _S3_DELETE_BATCH]]
+                out = sync(
+                    fs.loop,
+                    call,
+                    "delete_objects",
+                    Bucket=bucket,
+                    Delete={"Objects": batch, "Quiet": True},
+                )
+                errors = out.get("Errors") or []
+                if errors:
+                    first = errors[0]
+                    raise OSError(
+                        f"{len(errors)} object(s) not deleted, e.g. {first.get('Key')}: "
+                        f"{first.get('Code')} {first.get('Message')}"
+                    )
+        return
+    for key in keys:
+        try:
+            fs.rm_file(key)
+        except FileNotFoundError:
+            continue
+
+
+def missing_bucket(exc: BaseException) -> bool:
+    """Whether ``exc`` (s3fs's FileNotFoundError) says the bucket itself does not exist."""
+    cause = exc.__cause__
+    response = getattr(cause, "response", None)
+    code = response.get("Error", {}).get("Code") if isinstance(response, dict) else None
+    return code == "NoSuchBucket" or "NoSuchBucket" in repr(cause)
 
 
 class ObjectSession:

@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from spill._errors import ConfigError, StoreError
-from spill._objfs import BODIES_NAME, LOG_DIR, META_NAME, URL_RE, filesystem
+from spill._objfs import BODIES_NAME, LOG_DIR, META_NAME, URL_RE, delete_exact, filesystem
 from spill._store import events
 
 __all__ = ["gc_url_sessions", "ignore_skip"]
@@ -90,9 +90,11 @@ def _collect_url(
         return False
     logs = sorted(f"{prefix}/{rel}" for rel in rels if rel.startswith(LOG_DIR + "/"))
     bodies = sorted(f"{prefix}/{rel}" for rel in rels if rel.startswith(BODIES_NAME + "/"))
+    # By exact name: fsspec's rm would read ``run[1]`` or ``a?`` as a pattern and delete the
+    # objects of the live sessions it matches (issue 31).
     for batch in (logs, bodies, [f"{prefix}/{META_NAME}"]):
         if batch:
-            fs.rm(batch)
+            delete_exact(fs, batch)
     events().info("toolbudget.gc.removed", session=url, idle_s=round(now - newest, 1))
     return True
 

@@ -31,9 +31,12 @@ INTERNAL = (
 class Fault:
     """What to do to the next ``times`` requests that ``match`` (method, path).
 
-    kind: ``slowdown`` answers 503 SlowDown without forwarding; ``delay`` waits ``seconds`` and
-    then forwards (a read timeout for a client with a shorter one); ``lost_reply`` forwards the
-    request (it lands) and answers 500, as when a response is lost on the way back.
+    kind: ``slowdown`` answers 503 SlowDown without forwarding; ``internal`` answers 500
+    InternalError without forwarding; ``delay`` waits ``seconds`` and then forwards (a read
+    timeout for a client with a shorter one); ``lost_reply`` forwards the request (it lands) and
+    answers 500, as when a response is lost on the way back; ``late_reply`` forwards it (it
+    lands) and holds the answer ``seconds`` (a timeout after success, for a client with a
+    shorter read timeout).
     """
 
     kind: str
@@ -102,9 +105,10 @@ def fault_proxy(upstream: str) -> Iterator[FaultProxy]:
             body = self.rfile.read(length) if length else b""
             proxy.arrived.append((self.command, self.path))
             fault = proxy.take(self.command, self.path)
-            if fault is not None and fault.kind == "slowdown":
-                self._answer(503, SLOW_DOWN, {"Content-Type": "application/xml"})
-                proxy.seen.append((self.command, self.path, 503))
+            if fault is not None and fault.kind in ("slowdown", "internal"):
+                status, error = (503, SLOW_DOWN) if fault.kind == "slowdown" else (500, INTERNAL)
+                self._answer(status, error, {"Content-Type": "application/xml"})
+                proxy.seen.append((self.command, self.path, status))
                 return
             if fault is not None and fault.kind == "delay":
                 time.sleep(fault.seconds)
@@ -122,6 +126,8 @@ def fault_proxy(upstream: str) -> Iterator[FaultProxy]:
                 }
             finally:
                 conn.close()
+            if fault is not None and fault.kind == "late_reply":
+                time.sleep(fault.seconds)
             if fault is not None and fault.kind == "lost_reply":
                 proxy.seen.append((self.command, self.path, 500))
                 self._answer(500, INTERNAL, {"Content-Type": "application/xml"})

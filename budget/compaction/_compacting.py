@@ -41,10 +41,10 @@ from contextlib import contextmanager, suppress
 from typing import Any, TypeVar
 
 from budget._config import BudgetConfig
-from budget._errors import InputError, SummaryTimeout
-from budget._report import Prepared
+from budget._errors import ContextOverflow, InputError, SummaryTimeout
+from budget._report import Prepared, Report
 from budget._view import Format
-from budget.compaction._compactor import Append, Compactor
+from budget.compaction._compactor import Append, Compactor, Keep
 
 __all__ = ["Awaited", "Compacting"]
 
@@ -151,14 +151,16 @@ class Compacting:
         window: Callable[[], int],
         as_sent: Callable[[list[Any]], list[Any]],
         append_log: Append,
+        keep_text: Keep = lambda text: None,
+        reactive: tuple[int | None, bool] = (None, False),
     ) -> None:
         self._config, self._compactor, self._log = config, compactor, log
         self._message_tokens, self._window = message_tokens, window
-        self._as_sent, self._append_log = as_sent, append_log
-        self._reactive_at: int | None = None
-        """The overflow count a reactive compaction was scheduled at (one per overflow streak)."""
-        self._reactive_due = False
-        """A reactive compaction is scheduled for the next request."""
+        self._as_sent, self._append_log, self._keep_text = as_sent, append_log, keep_text
+        self._reactive_at, self._reactive_due = reactive
+        """The overflow count a reactive compaction was scheduled at (one per overflow streak),
+        and whether one is scheduled for the next request: as the log left them (an overflow
+        record marks the one that scheduled it, ``"rc"``)."""
 
     def compacted(
         self,
@@ -192,6 +194,7 @@ class Compacting:
             self._window,
             self._as_sent,
             manual=manual,
+            keep=self._keep_text,
         )
 
     def clear(self) -> bool:
@@ -218,18 +221,39 @@ class Compacting:
         finally:
             comp.summarizer = fn
 
-    def schedule_reactive(self, overflows: int) -> bool:
-        """After the last trim level: schedule a compaction for the next request; False when
-        there is nothing left to do (no summarizer, compaction off, the breaker open, or one
-        already done in this overflow streak)."""
+    def mark_reactive(self, record: dict[str, Any], overflows: int) -> bool:
+        """Whether the overflow ``record`` (not logged yet; the ``overflows``-th in a row)
+        schedules a compaction for the next request: at the third when one can run (a
+        summarizer, compaction not off, the breaker closed, none done yet in this streak). It
+        then says so (``"rc"``), so a resumed session runs it too."""
         comp = self._compactor
-        if comp.summarizer is None or self._config.compaction == "off" or comp.breaker_open:
+        if overflows < 3 or comp.summarizer is None or self._config.compaction == "off":
             return False
-        if self._reactive_at is not None and overflows > self._reactive_at:
+        if comp.breaker_open or (self._reactive_at is not None and overflows > self._reactive_at):
             return False  # the streak went on after its compaction: nothing left to do
-        self._reactive_at, self._reactive_due = overflows, True
-        self._log.warning("toolbudget.session.compaction_reactive", overflows=overflows)
+        record["rc"] = True
         return True
+
+    def react(self, reactive: bool, overflows: int, error: object) -> None:
+        """After the overflow record is logged: schedule the compaction it marked, or raise
+        ContextOverflow when trimming is exhausted and no compaction can run."""
+        if reactive:
+            self._reactive_at, self._reactive_due = overflows, True
+            self._log.warning("toolbudget.session.compaction_reactive", overflows=overflows)
+        elif overflows >= 3:
+            raise ContextOverflow(
+                f"the provider refused the prompt as too long {overflows} times in a row, even "
+                f"with staleness forced, caps halved and compaction where a summarizer allows "
+                f"it: {error}"
+            )
+
+    def header(self) -> int:
+        """The compaction header learned so far (logged with each request record)."""
+        return self._compactor.header
+
+    def learn_header(self, report: Report, copy: list[Any]) -> None:
+        """Learn the compaction header from a request as it is made (before it is logged)."""
+        self._compactor.learn_header(report, copy, self._message_tokens)
 
     async def awaiting(self, run: Callable[[Awaited, bool], _T]) -> _T:
         """``run(awaited, can_wait)`` in a worker thread (it may write files), again after each

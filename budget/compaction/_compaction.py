@@ -16,14 +16,17 @@ import orjson
 import xxhash
 
 from budget._view import Format, Scanned, scan_at
+from budget.compaction._constraints import Constraints, constraints_note, extract_constraints
 from budget.compaction._transcript import name_args, render_transcript
 from budget.formats._common import field, is_record, to_dict
 
 __all__ = [
     "Attachments",
+    "Constraints",
     "Tail",
     "anchor_of",
     "attachments",
+    "constraints_note",
     "drop_oldest_rounds",
     "extract_constraints",
     "file_snapshots",
@@ -145,66 +148,6 @@ def tail_start(
     )
 
 
-_CONSTRAINT_RE = re.compile(
-    r"(?i)\b(?:must|never|always|only|do not|don't|dont|should|shall|required?|requirements?|"
-    r"ensure|avoid|without|forbidden|prohibited|format|acceptance|criteria|goal|constraint)\b"
-    r"|`[^`]+`|(?:^|\s)(?:\$ |\./|/)\S+|\b[\w.-]+/[\w./-]+"
-)
-
-
-def _user_texts(message: Any) -> list[str]:
-    """The text a user wrote in ``message``: none for tool results (they are not the user's)."""
-    parts = None if is_record(message) else getattr(message, "parts", None)
-    if isinstance(parts, list):  # a pydantic-ai ModelRequest: its user prompts
-        return [
-            p.content
-            for p in parts
-            if getattr(p, "part_kind", None) == "user-prompt" and isinstance(p.content, str)
-        ]
-    kind = field(message, "type")
-    # LangChain's HumanMessage has a ``type`` of "human" and no role.
-    if not (field(message, "role") == "user" and kind in (None, "message")) and kind != "human":
-        return []
-    content = field(message, "content")
-    if isinstance(content, str):
-        return [content]
-    if not isinstance(content, list):
-        return []
-    return [
-        t
-        for b in content
-        if is_record(b) and field(b, "type") in ("text", "input_text")
-        for t in [field(b, "text")]
-        if isinstance(t, str)
-    ]
-
-
-def extract_constraints(
-    messages: Sequence[Any], *, limit_chars: int, first: int = 3
-) -> tuple[str, ...]:
-    """The user's key constraints, verbatim, from the first ``first`` user messages with text.
-
-    The first line of the first message is the goal and always comes first; then each line that
-    states a requirement, a prohibition, a format, a path or a command (a cue word, a code span,
-    a path), as written (only surrounding whitespace removed), once, up to ``limit_chars``.
-    """
-    texts = [t for m in messages for t in _user_texts(m)][:first]
-    lines = [ln.strip() for t in texts for ln in t.splitlines()]
-    lines = [ln for ln in lines if ln]
-    picked: list[str] = []
-    if lines:
-        picked.append(lines[0])
-    picked += [ln for ln in lines[1:] if _CONSTRAINT_RE.search(ln)]
-    out: list[str] = []
-    used = 0
-    for ln in dict.fromkeys(picked):
-        if used + len(ln) > limit_chars:
-            break
-        out.append(ln)
-        used += len(ln)
-    return tuple(out)
-
-
 _READ_TOOL_RE = re.compile(
     r"(?i)^(?:read|read_?file|view|view_?file|cat|open_?file|str_replace_based_edit_tool)$"
 )
@@ -314,10 +257,24 @@ def attachments(
     constraint_chars: int,
     files: int,
     file_chars: int,
+    keep: Callable[[str], str | None] | None = None,
+    read_tool: str = "toolbudget_read",
+    note: bool = True,
 ) -> Attachments:
-    """The constraints and file snapshots carried beside a summary of ``messages[:start]``."""
+    """The constraints and file snapshots carried beside a summary of ``messages[:start]``.
+
+    Constraints that do not fit in ``constraint_chars`` are stored with ``keep`` (it returns
+    their ref, or None when they could not be stored) and a last line says how much was left
+    out and how to read it with ``read_tool`` (:func:`constraints_note`); ``note=False`` (the
+    section turned off by a setting of 0) carries none.
+    """
+    found = extract_constraints(messages[:start], limit_chars=constraint_chars)
+    shown = found.shown
+    if found.left_out and note:
+        ref = None if keep is None else keep(found.full)
+        shown = (*shown, constraints_note(found.left_out, ref, read_tool))
     return Attachments(
-        constraints=extract_constraints(messages[:start], limit_chars=constraint_chars),
+        constraints=shown,
         files=file_snapshots(messages, fmt, start, files=files, file_chars=file_chars),
         tools=tool_names(messages),
     )

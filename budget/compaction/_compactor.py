@@ -20,7 +20,7 @@ from typing import Any
 
 from budget._config import BudgetConfig
 from budget._errors import InputError, SummaryTimeout, SummaryTooLong
-from budget._report import Prepared
+from budget._report import Prepared, Report
 from budget._view import Format
 from budget.compaction._checkpoint import Checkpoint
 from budget.compaction._compact_limits import Limits, check_summary_size, limits, summary_start
@@ -35,11 +35,14 @@ from budget.compaction._compaction import (
     summary_message,
     tail_start,
 )
+from budget.compaction._resumed import FAILED, failures_of, unreported_of
 from budget.tokens._overflow import is_context_overflow
 
 __all__ = ["Checkpoint", "Compactor", "Limits", "limits"]
 
 Append = Callable[[list[Mapping[str, Any]]], None]
+Keep = Callable[[str], str | None]
+"""Stores a text for the read-back tool: its ref, or None when it could not be stored."""
 
 SUMMARY_RETRIES = 3
 """Retries of a summary request refused as too long, each without the oldest quarter of what
@@ -104,7 +107,11 @@ class Compactor:
         """Tokens each request carries beyond its messages (system prompt, tool definitions),
         learned from the reports: the anchored estimate of a copy minus its messages' estimate.
         The largest seen is kept: an unanchored report (after a compaction, before the next
-        usage) sees no header, and overestimating it only compacts a little earlier."""
+        usage) sees no header, and overestimating it only compacts a little earlier. Logged
+        with each request record and restored from the last (``budget.session._resumed``)."""
+        self._sent: tuple[list[Any], int] | None = None
+        """The last copy :meth:`learn_header` measured (the list ``prepare`` returns), and its
+        tokens: :meth:`due` reads them rather than estimating the copy again."""
 
     @property
     def breaker_open(self) -> bool:
@@ -112,7 +119,9 @@ class Compactor:
         return self.failures >= self.config.compact_breaker_failures
 
     def restore(self, log: Sequence[Mapping[str, Any]]) -> None:
-        """Take the last checkpoint record of the log (a cleared one clears)."""
+        """Take the last checkpoint record of the log (a cleared one clears), and the breaker's
+        count of failures."""
+        self.failures, self._unreported = failures_of(log), unreported_of(log)
         for rec in reversed(log):
             if rec.get("t") == "cmp":
                 self._set(None if rec.get("clear") else Checkpoint.from_record(rec))
@@ -143,6 +152,17 @@ class Compactor:
             return messages
         return project(messages, cp.head, at, self._message)
 
+    def learn_header(self, report: Report, copy: list[Any], tokens: Callable[[Any], int]) -> None:
+        """Learn :attr:`header` from a request's report and its ``copy`` (``tokens``: one
+        estimate per message), before the request's record logs it (a resumed session then
+        compacts where this one does). Only where :meth:`due` reads it: ``"auto"`` mode with a
+        summarizer."""
+        if self.config.compaction != "auto" or self.summarizer is None:
+            return
+        sent = sum(tokens(m) for m in copy)
+        self.header = max(self.header, report.tokens_after - sent)
+        self._sent = (copy, sent)
+
     def due(self, prepared: Prepared, tokens: Callable[[Any], int]) -> bool:
         """Whether the budgeted copy ``prepared`` passes the auto-compaction threshold.
 
@@ -152,15 +172,18 @@ class Compactor:
         definitions too), or the copy's messages plus the learned :attr:`header` where that is
         more (an unanchored report, as after a compaction, sees no header). The threshold is
         ``window - compact_reserve_tokens - compact_margin_tokens`` (SPEC §11.2), scaled down
-        under a small window (:func:`limits`). Learns :attr:`header` on the way, with ``tokens``
-        (one estimate per message of the copy).
+        under a small window (:func:`limits`). :meth:`learn_header` measured the copy (with
+        ``tokens``, one estimate per message) as the request made it.
         """
         cfg = self.config
         if cfg.compaction != "auto" or self.summarizer is None:
             return False
         report = prepared.report
-        sent = sum(tokens(m) for m in prepared.messages)
-        self.header = max(self.header, report.tokens_after - sent)
+        if self._sent is not None and self._sent[0] is prepared.messages:
+            sent = self._sent[1]
+        else:
+            sent = sum(tokens(m) for m in prepared.messages)
+            self.header = max(self.header, report.tokens_after - sent)
         if self.breaker_open:
             return False
         threshold = limits(cfg, report.window, self.header, manual=False).threshold
@@ -193,6 +216,7 @@ class Compactor:
         as_sent: Callable[[list[Any]], list[Any]],
         *,
         manual: bool,
+        keep: Keep = lambda text: None,
     ) -> bool:
         """Summarize the prefix of the current view and record the checkpoint.
 
@@ -218,7 +242,7 @@ class Compactor:
         first_summarized = summary_start(sent, tail, tokens, lim.room)
         if not self._fits(first_summarized, tail, manual):
             return False
-        extra = self._attachments(view is not messages, view, fmt, tail, lim)
+        extra = self._attachments(view is not messages, view, fmt, tail, lim, keep)
         if manual:
             # The caller chose to try again: the breaker closes, and counts from this call.
             self.failures = 0
@@ -226,7 +250,7 @@ class Compactor:
             part = sent[first_summarized : tail.start]
             summary = self._summarize(part, fmt, tokens, manual, lim.reserve)
         except Exception as exc:
-            self._failed(exc, manual)
+            self._failed(exc, manual, append)
             if manual:
                 raise
             return False
@@ -239,8 +263,7 @@ class Compactor:
             files=extra.files,
             tools=extra.tools,
         )
-        append([cp.to_record()])
-        self._done(cp, tail, manual)
+        self._done(cp, tail, manual, append)
         return True
 
     def _tail(
@@ -285,10 +308,11 @@ class Compactor:
         )
 
     def _attachments(
-        self, projected: bool, view: list[Any], fmt: Format, tail: Tail, lim: Limits
+        self, projected: bool, view: list[Any], fmt: Format, tail: Tail, lim: Limits, keep: Keep
     ) -> Attachments:
         """What the new checkpoint carries verbatim beside its summary."""
         cfg = self.config
+        carried = projected and self.checkpoint is not None
         extra = attachments(
             view,
             fmt,
@@ -296,8 +320,13 @@ class Compactor:
             constraint_chars=lim.constraint_chars,
             files=cfg.compact_files,
             file_chars=lim.file_chars,
+            # What does not fit is stored to read back, never dropped silently (a setting of 0
+            # turns the section off; the last checkpoint's are carried as they are).
+            keep=keep,
+            read_tool=cfg.read_tool_name,
+            note=cfg.compact_constraint_chars > 0 and not carried,
         )
-        if projected and self.checkpoint is not None:
+        if carried and self.checkpoint is not None:
             # The user's constraints were carried by the last summary message: the early user
             # messages they came from are summarized, and read from the view now they would be
             # lines of the summary message itself. The tools called accumulate.
@@ -307,8 +336,11 @@ class Compactor:
             )
         return extra
 
-    def _done(self, cp: Checkpoint, tail: Tail, manual: bool) -> None:
-        """Take ``cp`` as the checkpoint once its record is logged: the breaker and counters."""
+    def _done(self, cp: Checkpoint, tail: Tail, manual: bool, append: Append) -> None:
+        """Log ``cp`` and take it as the checkpoint: the breaker and counters."""
+        # With the prefix's tokens: the report after it says what was summarized, also after
+        # a resume (``pt``, ``budget.compaction._resumed.unreported_of``).
+        append([{**cp.to_record(), "pt": tail.prefix_tokens}])
         self._set(cp)
         self.failures = 0
         self.compactions += 1
@@ -380,9 +412,12 @@ class Compactor:
             raise InputError("the summarizer returned no summary text")
         return summary
 
-    def _failed(self, exc: Exception, manual: bool) -> None:
+    def _failed(self, exc: Exception, manual: bool, append: Append) -> None:
         """Count a failed compaction; open the breaker (one event) at the threshold."""
         self.failures += 1
+        # The count is an input of later requests: logged, so a resumed session keeps the
+        # breaker closed or open as this one does (``budget.compaction._resumed.failures_of``).
+        append([{"t": FAILED, "failures": self.failures}])
         self._log.warning(
             "toolbudget.session.compaction_failed",
             error=str(exc) or type(exc).__name__,

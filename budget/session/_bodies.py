@@ -126,6 +126,25 @@ class Bodies:
             for cid, d in made.items()
         }
 
+    def keep_text(self, text: str) -> str | None:
+        """Store ``text`` for the read-back tool (the user's constraints a compaction could not
+        carry): its ref, or None (an event) when the store refused it."""
+        ref = ref_for(text)
+        if ref in self._stored:
+            return ref
+        try:
+            got = self._store.put(text)
+        except (StoreError, OSError) as exc:
+            self._log.error("toolbudget.spill.failed", chars=len(text), error=str(exc))
+            return None
+        if got != ref:
+            self._log.error(
+                "toolbudget.spill.failed", chars=len(text), error=f"store returned ref {got}"
+            )
+            return None
+        self._stored.add(ref)
+        return ref
+
     def envelope(self, text: str, ref: str, tool: str, *, is_error: bool) -> str:
         path = self._store.path_of(ref) if self._config.include_path else None
         return spill_envelope(self._config, text, ref=ref, tool=tool, is_error=is_error, path=path)

@@ -18,7 +18,7 @@ from types import TracebackType
 from typing import Any, ParamSpec, Self, TypeVar, overload
 
 from budget._config import BudgetConfig, build_config
-from budget._errors import ContextOverflow, InputError, StoreError
+from budget._errors import InputError, StoreError
 from budget._ledger import Decision
 from budget._log import get_logger
 from budget._readback import ReadBack, ReadToolResult
@@ -69,7 +69,6 @@ class Budget:
         self._parts = Parts.build(
             self.config, store, log, self._profile, self._compactor, discover_window, text_tokens
         )
-        self._pipeline = Pipeline(self._parts)
         self._compacting = Compacting(
             self.config,
             self._compactor,
@@ -78,6 +77,11 @@ class Budget:
             window=self._parts.estimator.window,
             as_sent=self._parts.copies.as_sent,
             append_log=self._parts.journal.append,
+            keep_text=self._parts.bodies.keep_text,
+            reactive=(self._parts.reactive.at, self._parts.reactive.due),
+        )
+        self._pipeline = Pipeline(
+            self._parts, self._compacting.learn_header, self._compacting.header
         )
         # The format: given, remembered by a resumed session, or detected on the first request.
         self._formats = FormatChoice.start(format, self._parts.journal.read_meta().get("format"))
@@ -329,16 +333,12 @@ class Budget:
                 # resume (the record keeps it).
                 record["w"] = limit
             tally.overflows += 1
+            reactive = self._compacting.mark_reactive(record, tally.overflows)
             self._parts.journal.append([record])
             self._log.warning(
                 "toolbudget.session.context_overflow", count=tally.overflows, error=str(error)
             )
-            if tally.overflows >= 3 and not self._compacting.schedule_reactive(tally.overflows):
-                raise ContextOverflow(
-                    f"the provider refused the prompt as too long {tally.overflows} times in a "
-                    f"row, even with staleness forced, caps halved and compaction where a "
-                    f"summarizer allows it: {error}"
-                )
+            self._compacting.react(reactive, tally.overflows, error)
         return True
 
     # -- read-back ------------------------------------------------------------------------------

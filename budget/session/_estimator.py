@@ -31,11 +31,13 @@ class Estimator:
         discover: Callable[[], int | None] | None,
         calibration: Calibration,
         window_cap: int | None,
+        anchor: Anchor | None = None,
     ) -> None:
         self._config, self._journal, self._discover = config, journal, discover
         self._calib = calibration
-        self._anchor: Anchor | None = None
-        """The last request's anchored estimate, for the usage the next request reports."""
+        self._anchor = anchor
+        """The last request's anchored estimate, for the usage the next request reports
+        (logged with the request record, restored by a resumed session)."""
         self._window: int | None = None
         self._window_cap = window_cap
         """The smallest window a prompt-too-long error stated (logged, so a resume keeps it)."""
@@ -58,6 +60,12 @@ class Estimator:
     def anchor(self, usage: ProviderUsage, growth: int, length: int) -> None:
         """Remember this request's anchored estimate for the usage its response reports."""
         self._anchor = Anchor(usage, growth, length)
+
+    @property
+    def pending(self) -> Anchor | None:
+        """The anchor the next request's usage will be measured against (what its record
+        logs: ``budget.session._resumed``)."""
+        return self._anchor
 
     def window(self) -> int:
         """The context window in tokens: setting, discovery (kept in the session), then table."""

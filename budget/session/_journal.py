@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
 from budget._errors import InputError, SessionLocked, StoreError
 from budget._ledger import Ledger
 from budget._log import Events
 from budget.compaction._compactor import Compactor
-from budget.tokens._calibration import Calibration, restore
+from budget.session._resumed import Reactive, header_of, reactive_of, read_anchor
+from budget.tokens._calibration import Anchor, Calibration, restore
 from spill import Store
 
 __all__ = ["Counters", "Journal", "Resumed", "finite", "timestamp"]
@@ -41,6 +42,10 @@ class Resumed:
     window_cap: int | None
     """The smallest window a prompt-too-long error stated."""
     calibration: Calibration
+    anchor: Anchor | None = None
+    """The calibration anchor the last request left (``budget.session._resumed``)."""
+    reactive: Reactive = field(default_factory=Reactive)
+    """The reactive compaction schedule the closed records leave."""
 
 
 class Journal:
@@ -146,7 +151,11 @@ class Journal:
             )
         stated = [rec["w"] for rec in records if rec.get("t") == "ovf" and _count(rec.get("w"))]
         window_cap = min((w for w in stated if w > 0), default=None)
-        counters, before_last, overflows, last_usage = self._restore_counters(records)
+        counters, before_last, overflows, last_usage, last = self._restore_counters(records)
+        # What the next request's decisions read that the last one learned (logs written
+        # before these fields: no anchor, no header, nothing scheduled, as they resumed).
+        compactor.header = header_of(last) if last else 0
+        anchor = read_anchor(last) if last else None
         restored = len(decisions) - skipped
         if restored:
             self._log.info(
@@ -154,13 +163,22 @@ class Journal:
                 decisions=restored,
                 requests=counters[0] if counters else 0,
             )
-        return Resumed(counters, before_last, overflows, last_usage, window_cap, calibration)
+        return Resumed(
+            counters,
+            before_last,
+            overflows,
+            last_usage,
+            window_cap,
+            calibration,
+            anchor,
+            reactive_of(records),
+        )
 
     def _restore_counters(
         self, records: list[dict[str, Any]]
-    ) -> tuple[Counters | None, Counters, int, tuple[int, ...] | None]:
-        """(the last request's counters, those before it, the overflow streak, the last usage),
-        from the closed records."""
+    ) -> tuple[Counters | None, Counters, int, tuple[int, ...] | None, dict[str, Any] | None]:
+        """(the last request's counters, those before it, the overflow streak, the last usage,
+        the last request record), from the closed records."""
         # The request counters come from the last request record, the overflow streak from the
         # overflow records after it (a request record ends a streak). A retry repeats its
         # request's length: the state before it is that of the last record with another length.
@@ -168,6 +186,7 @@ class Journal:
         last: Counters | None = None
         before_last: Counters = (0, None, 0, None)
         last_usage: tuple[int, ...] | None = None
+        last_rec: dict[str, Any] | None = None
         for rec in reversed(records):
             kind = rec.get("t")
             if kind == "ovf" and overflows is None and last is None:
@@ -192,10 +211,11 @@ class Journal:
                     if overflows is None and _count(rec.get("o")):
                         overflows = rec["o"]
                     last_usage = _usage_key(rec.get("u"))
+                    last_rec = rec
                 elif m != last[2]:
                     before_last = (n, finite(rec.get("at")), m, _tokens_field(rec.get("f")))
                     break
-        return last, before_last, overflows or 0, last_usage
+        return last, before_last, overflows or 0, last_usage, last_rec
 
     def invalid_record(self, call_id: str, reason: str) -> None:
         """Note a decision record the ledger could not take (its ``on_invalid``)."""

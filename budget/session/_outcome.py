@@ -8,27 +8,36 @@ shows now, with the usage anchor the next request's response is measured against
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from budget._ledger import Decision
-from budget._report import DecisionReport, Report
+from budget._report import DecisionReport, Prepared, Report
+from budget._view import ToolResult
 from budget.session._estimator import anchor
 from budget.session._journal import Counters
 from budget.session._parts import Parts
+from budget.session._resumed import anchor_field
 from budget.session._values import Scan, Turn
 
-__all__ = ["Outcome"]
+__all__ = ["Outcome", "Redone"]
+
+Redone = tuple[Scan, int, Counters, int]
+"""What tells a stable prefix: the request's scan, the length of the copy the last request left
+in memory, the counters before the request, the first message a decision of it is about."""
 
 
 class Outcome:
     """What a request leaves: its records logged, its report; the counters rolled back for a
     retry. No state of its own: it reads and advances the session's parts."""
 
-    def __init__(self, parts: Parts) -> None:
+    def __init__(self, parts: Parts, header: Callable[[], int] = lambda: 0) -> None:
         self._journal, self._tally, self._estimator = parts.journal, parts.tally, parts.estimator
         self._history, self._copies = parts.history, parts.copies
         self._candidates = parts.candidates
+        self._header = header
+        """The compaction header learned so far (the compactor's), logged with each request."""
 
     def roll_back(self, before: Counters, *, retry: bool) -> None:
         """On a retry, the counters as they were before the request it repeats."""
@@ -51,11 +60,12 @@ class Outcome:
         self._tally.set(before)
         return False
 
-    def log_request(
+    def request_records(
         self, made: Mapping[str, Decision], length: int, now: float, *, learned: bool
-    ) -> int:
-        """Log the decisions and the request record that closes them; return the history's
-        fingerprint (its tokens but the last messages)."""
+    ) -> tuple[list[Mapping[str, Any]], int]:
+        """The decisions and the request record that closes them, appended by :meth:`closing`
+        once the request is made; and the history's fingerprint (its tokens but the last
+        messages)."""
         records: list[Mapping[str, Any]] = [d.to_record() for d in made.values()]
         self._tally.requests += 1
         if learned:
@@ -68,8 +78,55 @@ class Outcome:
         if self._tally.last_usage is not None:
             req["u"] = list(self._tally.last_usage)
         records.append(req)
-        self._journal.append(records)
-        return fingerprint
+        return records, fingerprint
+
+    @contextmanager
+    def closing(self, records: list[Mapping[str, Any]]) -> Iterator[None]:
+        """Append a request's records after the block, its request record (the last) with what
+        the request learned that a later one reads (``budget.session._resumed``): the
+        calibration anchor, the compaction header. Also when the block fails: the decisions
+        are frozen by then (logged with the state as the failure left it)."""
+        try:
+            yield
+        finally:
+            header = self._header()
+            state = {
+                **anchor_field(self._estimator.pending),
+                **({"hdr": header} if header > 0 else {}),
+            }
+            self._journal.append([*records[:-1], {**records[-1], **state}])
+
+    @staticmethod
+    def first_decided(
+        made: Mapping[str, Decision], by_id: Mapping[str, ToolResult], length: int
+    ) -> int:
+        """The first message a decision of this request is about (``length`` when none)."""
+        return min((by_id[c].msg_index for c in made), default=length)
+
+    @staticmethod
+    def timed(copy: list[Any], report: Report, started: float) -> Prepared:
+        """The request's result; its time spent includes the log append (its fsyncs)."""
+        elapsed = time.perf_counter() - started
+        return Prepared(copy, report.model_copy(update={"elapsed_s": elapsed}))
+
+    def _prefix_stable(self, redone: Redone, length: int) -> bool:
+        """Whether the previous request's copy is a prefix of this one (a batch, which rewrites
+        results the previous request showed, is told apart by the caller).
+
+        The copies are compared message by message from the first one this request made
+        again. With no copy in memory (the first request after a resume, or after the caches
+        were rebuilt), the previous copy is what its history shows with the decisions frozen
+        before this request: the same when this history extends that one (its length, and its
+        tokens but the last messages, as the log holds them) and no decision of this request
+        is about a result among those messages.
+        """
+        scan, prev_len, (_, _, base_n, base_f), first_decided = redone
+        k, old_outputs = scan.k, scan.old_outputs
+        if prev_len or not base_n:
+            return self._copies.outputs[k:prev_len] == old_outputs[: prev_len - k]
+        if length < base_n or not self._history.same_history(base_n, base_f):
+            return False
+        return first_decided >= base_n
 
     def report(
         self,
@@ -77,18 +134,15 @@ class Outcome:
         made: Mapping[str, Decision],
         reports: list[DecisionReport],
         since: int,
-        redone: tuple[Scan, int],
+        redone: Redone,
         started: float,
         format_name: str,
     ) -> Report:
         """What this request did, in the totals of the whole history."""
         messages, reported = turn.messages, turn.reported
         trimmed_now = [d for d in made.values() if d.kind == "trimmed"]
-        # A batch rewrites results the previous request showed; otherwise compare what was redone.
-        scan, prev_len = redone
-        k, old_outputs = scan.k, scan.old_outputs
         copies, history = self._copies, self._history
-        stable = not trimmed_now and copies.outputs[k:prev_len] == old_outputs[: prev_len - k]
+        stable = not trimmed_now and self._prefix_stable(redone, len(messages))
         window = self._estimator.window()
         reclaimable = self._candidates.reclaimable(history.current_round())
         t = copies.totals

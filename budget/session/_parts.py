@@ -8,7 +8,7 @@ constructor shows what it works with. None of them inherits from another.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from budget._config import BudgetConfig
 from budget._ledger import Ledger
@@ -20,6 +20,7 @@ from budget.session._copies import Copies
 from budget.session._estimator import Estimator
 from budget.session._history import History
 from budget.session._journal import Journal
+from budget.session._resumed import Reactive
 from budget.session._tally import Tally
 from budget.tokens._estimates_cache import load as load_estimates
 from budget.tokens._memo import TextTokens
@@ -54,6 +55,8 @@ class Parts:
     """The request copy: per message the copy sent, its token sums and markers."""
     candidates: Candidates
     """The staleness candidates."""
+    reactive: Reactive = field(default_factory=Reactive)
+    """The reactive compaction schedule the log left (for compaction's turn)."""
 
     @classmethod
     def build(
@@ -86,10 +89,16 @@ class Parts:
             bodies=Bodies(store, config, ledger, log),
             tally=Tally.resumed(resumed),
             estimator=Estimator(
-                config, journal, discover_window, resumed.calibration, resumed.window_cap
+                config,
+                journal,
+                discover_window,
+                resumed.calibration,
+                resumed.window_cap,
+                resumed.anchor,
             ),
             text_tokens=tt,
             history=history,
             copies=Copies(ledger, log, history, candidates),
             candidates=candidates,
+            reactive=resumed.reactive,
         )

@@ -25,9 +25,10 @@ What a request costs, and what it does not:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from budget._report import Prepared
+from budget._report import Prepared, Report
 from budget._view import Format
 from budget.session._history import RESCAN
 from budget.session._outcome import Outcome
@@ -42,10 +43,18 @@ __all__ = ["Pipeline"]
 class Pipeline:
     """A session's request path (see the module doc): its steps, and the caches they reuse."""
 
-    def __init__(self, parts: Parts) -> None:
+    def __init__(
+        self,
+        parts: Parts,
+        learn_header: Callable[[Report, list[Any]], None] = lambda report, copy: None,
+        header: Callable[[], int] = lambda: 0,
+    ) -> None:
         self._parts = parts
         self._passes = Passes(parts)
-        self._outcome = Outcome(parts)
+        self._outcome = Outcome(parts, header)
+        self._learn_header = learn_header
+        """Compaction's header learning (``Compacting.learn_header``), before the request is
+        logged: its record keeps what it learned (``header``)."""
 
     def reset(self) -> None:
         """Forget the per-message caches (not the decisions): the next request rebuilds them."""
@@ -56,7 +65,7 @@ class Pipeline:
     def run(
         self, messages: list[Any], usage: Any, now: float, started: float, fmt: Format
     ) -> Prepared:
-        """One request: scan → passes → store → log → apply → report."""
+        """One request: scan → passes → store → apply → report → log."""
         p, outcome = self._parts, self._outcome
         before = p.tally.counters()
         retry = p.tally.is_retry(len(messages))
@@ -71,16 +80,21 @@ class Pipeline:
         made = self._passes.decide(turn, scan.results, wrapped)
         by_id = p.candidates.results_of(made, scan.results)
         made = p.bodies.digested(p.bodies.materialize(made, by_id), by_id)
-        fingerprint = outcome.log_request(made, len(messages), now, learned=learned)
-        overflowing = p.tally.overflows > 0
-        reports = p.copies.apply(messages, scan.k, made, by_id, fmt, overflowing=overflowing)
-        p.copies.sync_markers(messages, scan.k, fmt)
-        since = p.tally.last_n
-        p.tally.last_at, p.tally.last_n, p.tally.last_f = now, len(messages), fingerprint
-        report = outcome.report(turn, made, reports, since, (scan, prev_len), started, fmt.name)
+        records, fingerprint = outcome.request_records(made, len(messages), now, learned=learned)
+        with outcome.closing(records):  # logged once it learned what the next request reads
+            overflowing = p.tally.overflows > 0
+            reports = p.copies.apply(messages, scan.k, made, by_id, fmt, overflowing=overflowing)
+            p.copies.sync_markers(messages, scan.k, fmt)
+            since = p.tally.last_n
+            p.tally.last_at, p.tally.last_n, p.tally.last_f = now, len(messages), fingerprint
+            first = outcome.first_decided(made, by_id, len(messages))
+            redone = (scan, prev_len, before, first)
+            report = outcome.report(turn, made, reports, since, redone, started, fmt.name)
+            copy = list(p.copies.outputs)
+            self._learn_header(report, copy)
         p.history.seen = messages
         p.text_tokens.next_request()
-        return Prepared(list(p.copies.outputs), report)
+        return outcome.timed(copy, report, started)
 
     def scan(self, messages: list[Any], fmt: Format) -> Scan:
         """Reuse what the last history left, scan the rest."""

@@ -33,7 +33,17 @@ def test_bench_on_the_builtin_set_writes_json_and_charts(tmp_path: Path) -> None
     assert "All traces (3)" in result.output
     assert "staleness batches" in result.output
     doc = orjson.loads(out.read_bytes())
-    assert set(doc) == {"summary", "traces", "skipped", "calibration", "bound"}
+    assert set(doc) == {
+        "summary",
+        "traces",
+        "skipped",
+        "calibration",
+        "bound",
+        "settings",
+        "attribution",
+        "oracle",
+    }
+    assert set(doc["attribution"]) == {"none", "toolbudget"}
     assert [r["strategy"] for r in doc["summary"]] == ["none", *CHOSEN.split(",")]
     for row in doc["summary"]:
         assert tuple(row) == ROW_KEYS
@@ -58,6 +68,16 @@ def test_bench_on_the_builtin_set_writes_json_and_charts(tmp_path: Path) -> None
         (1 - ours["billed_ratio"]) / (1 - bound["billed_ratio"])
     )
     assert "bound: " in result.output and "toolbudget reaches" in result.output
+    # The oracle: between the bound and none on every trace, its share computed the same way.
+    oracle = doc["oracle"]
+    assert set(oracle["traces"]) == set(bound["traces"])
+    for name, entry in oracle["traces"].items():
+        assert bound["traces"][name] <= entry["billed_tokens"] + 1e-6
+        assert entry["billed_ratio"] <= 1.0
+    assert oracle["shares"]["toolbudget"] == pytest.approx(
+        (1 - ours["billed_ratio"]) / (1 - oracle["billed_ratio"])
+    )
+    assert "oracle: " in result.output
     pngs = sorted(plots.glob("*.png"))
     assert [p.name for p in pngs] == [
         "billed_tokens.png",

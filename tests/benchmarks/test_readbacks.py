@@ -135,18 +135,21 @@ def test_bound_by_hand() -> None:
     assert bound_billed(_bound_trace(), chars4) == pytest.approx(125 + 260 + 280 + 300)
 
 
-def test_bound_cuts_a_long_kept_result_to_the_preview() -> None:
-    """A 60,000-char result in a protected round counts as its first 2,000 chars (500 tokens)."""
+@pytest.mark.parametrize("chars", [60_000, 3_000])
+def test_bound_cuts_a_long_kept_result_to_the_preview(chars: int) -> None:
+    """A result longer than the 2,000-char preview in a protected round counts as its first
+    2,000 chars (500 tokens), under result_cap (3,000) or over it (60,000): a policy may spill
+    any fresh result longer than its preview, so the bound must let it."""
     trace = _bound_trace()
-    big = {"type": "tool_result", "tool_use_id": "c2", "content": "y" * 60_000}
+    big = {"type": "tool_result", "tool_use_id": "c2", "content": "y" * chars}
     messages = (*trace.messages[:-1], {"role": "user", "content": [big]})
     trace = replace(trace, messages=messages)
     # As the default (nothing vanishes: 125 + 260 + 280), then r3 reads the 500 tokens of r2
     # and writes its new result, 500 tokens instead of 200: 50 + 625.
     assert bound_billed(trace, chars4) == pytest.approx(125 + 260 + 280 + 50 + 625)
-    # Under a 100,000-char cap it is kept whole: 15,000 tokens written.
-    assert bound_billed(trace, chars4, result_cap=100_000) == pytest.approx(
-        125 + 260 + 280 + 50 + 1.25 * 15_000
+    # With a preview as long as the result it is kept whole: all its tokens written.
+    assert bound_billed(trace, chars4, preview_chars=100_000) == pytest.approx(
+        125 + 260 + 280 + 50 + 1.25 * chars / 4
     )
 
 

@@ -187,16 +187,18 @@ _line = st.text(max_size=40)
     limit=st.integers(0, 400),
 )
 def test_constraints_are_the_users_words_verbatim(lines: list[str], limit: int) -> None:
-    """Every extracted constraint is a whole line of a user message, as written, within the limit."""
+    """Every extracted constraint is a whole line of a user message, as written (the last one
+    may be cut where the limit falls), within the limit."""
     text = "\n".join(lines)
     msgs = [
         {"role": "user", "content": text},
         assistant(("t1", "bash")),
         results(("t1", "never x")),
     ]
-    found = extract_constraints(msgs, limit_chars=limit)
+    found = extract_constraints(msgs, limit_chars=limit).shown
     written = {ln.strip() for ln in text.splitlines()}
-    assert all(c in written and c for c in found)
+    assert all(c in written and c for c in found[:-1])
+    assert not found or (any(w.startswith(found[-1]) for w in written) and found[-1])
     assert sum(len(c) for c in found) <= limit
     assert "never x" not in found or "never x" in written
 
@@ -210,7 +212,7 @@ def test_constraints_keep_the_goal_and_rules_not_chatter() -> None:
         "Run `make test` before you finish.\n"
         "The output format must be JSON."
     )
-    found = extract_constraints([{"role": "user", "content": text}], limit_chars=1_000)
+    found = extract_constraints([{"role": "user", "content": text}], limit_chars=1_000).shown
     assert found == (
         "Fix the flaky test in the parser.",
         "Never edit files under tests/fixtures.",
