@@ -7,8 +7,10 @@ Re-implemented from the behaviour of github.com/mickoallen/cc-reducer-proxy at c
 
 By tool (the name of the ``tool_use`` the result answers):
 
-* ``Read``: trailing whitespace stripped from every line; runs of blank lines collapsed (in
-  ``cat -n`` output, a run of 3 or more keeps its first; otherwise every run keeps one);
+* ``Read``: trailing whitespace stripped from every line; a leading comment block (``/* */``,
+  ``#`` or ``//`` lines, after any shebang) that names a license becomes
+  ``[license header - N lines]``; runs of blank lines collapsed (in ``cat -n`` output, a run of
+  3 or more keeps its first; otherwise every run keeps one);
 * ``Grep``, ``Glob``: ANSI escapes stripped, 3+ newlines collapsed to 2, the text stripped;
 * ``Bash``: ANSI escapes stripped; every line holding a percentage, a run of 5 ``#=>-``, 4 dots
   or a braille spinner emptied; 3+ newlines collapsed to 2; for commands outside its known
@@ -35,6 +37,11 @@ _PROGRESS: Final = re.compile(r"^.*(\d+%|[#=>\-]{5,}|\.{4,}|⠋|⠙|⠹|⠸|⠼|
 _CAT_N: Final = re.compile(r"^(\s*\d+\t)(.*)$")
 _TIMESTAMP: Final = re.compile(r"^(\[?\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:\.\d+)?Z?\]?\s*)")
 _MAX_LINES: Final = 200
+_LICENSE: Final = re.compile(
+    r"license|copyright|©|\bMIT\b|Apache|BSD|GPL|LGPL|MPL|SPDX|"
+    r"all rights reserved|permission is hereby granted|redistribut",
+    re.IGNORECASE,
+)
 
 _CATEGORIZED: Final = frozenset(
     {
@@ -113,14 +120,66 @@ def _bash(text: str, command: str) -> str:
     return _truncate(text).strip()
 
 
+def _body_of(line: str, numbered: bool) -> str | None:
+    """A line's content (after the ``cat -n`` number when ``numbered``), or None if it has none."""
+    if not numbered:
+        return line
+    m = _CAT_N.match(line)
+    return m.group(2) if m else None
+
+
+def _header_end(lines: list[str], start: int, numbered: bool) -> int | None:
+    """Where the comment block opening at ``start`` ends (exclusive), or None if it is none."""
+    first = (_body_of(lines[start], numbered) or "").strip()
+    if first.startswith("/*"):
+        for i in range(start, len(lines)):
+            body = _body_of(lines[i], numbered)
+            if body is not None and (
+                "*/" in body if not numbered else body.rstrip().endswith("*/")
+            ):
+                return i + 1
+        return None
+    mark = "#" if first.startswith("#") and not first.startswith("#!") else "//"
+    if not first.startswith(mark):
+        return None
+    end = start
+    for i in range(start, len(lines)):
+        body = _body_of(lines[i], numbered)
+        if body is None or not (body.strip().startswith(mark) or not body.strip()):
+            break
+        end = i + 1
+    return end
+
+
+def _strip_license(lines: list[str], numbered: bool) -> list[str]:
+    """``lines`` with a leading license comment replaced by one marker line."""
+    firsts = [i for i, line in enumerate(lines) if (_body_of(line, numbered) or "").strip()]
+    if not firsts:
+        return lines
+    start = firsts[0]
+    if (_body_of(lines[start], numbered) or "").strip().startswith("#!"):
+        if len(firsts) < 2:
+            return lines
+        start = firsts[1]  # the shebang stays
+    end = _header_end(lines, start, numbered)
+    if end is None or not _LICENSE.search("\n".join(lines[start:end])):
+        return lines
+    m = _CAT_N.match(lines[start]) if numbered else None
+    prefix = m.group(1) if m else ("     \t" if numbered else "")
+    return [*lines[:start], f"{prefix}[license header - {end - start} lines]", *lines[end:]]
+
+
 def _read(text: str) -> str:
     lines = text.split("\n")
     if any(_CAT_N.match(line) for line in lines[:5] if line.strip()):
-        kept: list[str] = []
-        run = 0
+        stripped = []
         for raw in lines:
             m = _CAT_N.match(raw)
-            line = m.group(1) + m.group(2).rstrip() if m else raw.rstrip()
+            stripped.append(m.group(1) + m.group(2).rstrip() if m else raw.rstrip())
+        kept: list[str] = []
+        run = 0
+        for line in _strip_license(stripped, numbered=True):
+            m = _CAT_N.match(line)
             blank = (m.group(2).strip() == "") if m else line.strip() == ""
             if blank:
                 run += 1
@@ -135,7 +194,7 @@ def _read(text: str) -> str:
         return "\n".join(kept)
     out: list[str] = []
     run = 0
-    for line in (raw.rstrip() for raw in lines):
+    for line in _strip_license([raw.rstrip() for raw in lines], numbered=False):
         run = run + 1 if not line.strip() else 0
         if run <= 1:
             out.append(line)

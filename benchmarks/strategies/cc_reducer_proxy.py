@@ -21,9 +21,7 @@ A result's text is its string, or its text blocks joined by newlines; an edited 
 text block (images dropped), as there. Turns are counted in assistant messages, so every stage
 slides with the conversation: the copy of an old result changes as turns pass.
 
-Left out: the Read rule's license-header stripping (a leading comment block naming a license,
-replaced by ``[license header - N lines]``): a ~100-line rule that only fires on files starting
-with a license. Everything the proxy does is deterministic (no model call). Nothing is
+Everything the proxy does is deterministic (no model call): all of it is here. Nothing is
 recoverable: the originals are not kept.
 """
 

@@ -358,3 +358,19 @@ def test_cc_reducer_dedups_repeated_reads_and_cuts_bash_at_200_lines(tmp_path: P
     assert (got["r2"], got["r3"]) == ("two", "three")
     assert got["b1"] == "\n".join(f"l{i}" for i in range(200)) + "\n[truncated, 1 more lines]"
     assert got["b2"] == lines_200
+
+
+def test_cc_reducer_replaces_a_license_header_of_a_read_file(tmp_path: Path) -> None:
+    """A Read result opening with a shebang and a ``#`` comment naming a license keeps the
+    shebang and shows the comment as one marker line; a comment naming none is kept."""
+    licensed = "#!/usr/bin/env python\n# Copyright 2024 A\n# MIT License\n\nimport os\n"
+    plain = "# just a comment\nimport os\n"
+    got = _cc(
+        _cc_turns(
+            ("r1", "Read", {"file_path": "/a.py"}, licensed),
+            ("r2", "Read", {"file_path": "/b.py"}, plain),
+        ),
+        tmp_path,
+    )
+    assert got["r1"] == "#!/usr/bin/env python\n[license header - 3 lines]\nimport os\n"
+    assert got["r2"] == plain
