@@ -35,6 +35,7 @@ from starlette.routing import Route
 
 from budget._errors import BudgetError
 from budget._log import get_logger
+from budget._report import Report
 from budget.proxy._keys import SESSION_HEADER, session_key
 from budget.proxy._pool import Pool, Slot
 from budget.proxy._settings import ProxySettings
@@ -165,24 +166,19 @@ class Proxy:
     async def _budget(
         self, api: Api, headers: Mapping[str, str], raw: bytes
     ) -> tuple[bytes, Slot | None]:
-        """The body to send upstream (the request copy, or ``raw`` itself) and its session."""
+        """The body to send upstream (the request copy, or ``raw`` itself) and its session.
+
+        Parsing, ``prepare`` and encoding run in worker threads: a long conversation's body takes
+        milliseconds, during which the event loop goes on relaying other sessions' streams.
+        """
         if headers.get("content-encoding", "identity").lower() != "identity":
             self._passthrough("encoded body", api)
             return raw, None
-        try:
-            body = orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            self._passthrough("body is not JSON", api)
+        parsed = await to_thread.run_sync(_parse, api, dict(headers), raw)
+        if isinstance(parsed, str):
+            self._passthrough(parsed, api)
             return raw, None
-        history = body.get(api.field) if isinstance(body, dict) else None
-        if not isinstance(history, list):
-            self._passthrough(f"no {api.field} list", api)
-            return raw, None
-        if api is RESPONSES and body.get("previous_response_id") is not None:
-            # The rest of the conversation is stored upstream: this is not the whole history.
-            self._passthrough("previous_response_id", api)
-            return raw, None
-        key = session_key(api.format, headers, body, history)
+        body, history, key = parsed
         try:
             slot = await self.pool.get(key, api.format, body.get("model"))
         except Exception as exc:
@@ -201,10 +197,10 @@ class Proxy:
     ) -> bytes:
         started = time.perf_counter()
         async with slot.lock:
-            prepare = partial(slot.budget.prepare, history, usage=slot.usage, now=self._clock())
-            prepared = await to_thread.run_sync(prepare)
-        copy = prepared.messages
-        report = prepared.report
+            now = self._clock()
+            out, report = await to_thread.run_sync(
+                partial(_copy, slot, api, body, history, raw, now)
+            )
         self._log.info(
             "toolbudget.proxy.prepared",
             session=slot.key,
@@ -216,9 +212,7 @@ class Proxy:
             chars_after=report.chars_after,
             ms=round((time.perf_counter() - started) * 1000, 2),
         )
-        if len(copy) == len(history) and all(a is b for a, b in zip(copy, history, strict=True)):
-            return raw  # nothing replaced: the very bytes the agent sent
-        return orjson.dumps({**body, api.field: copy})
+        return out
 
     async def _forward(
         self,
@@ -329,6 +323,34 @@ class Proxy:
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+
+def _parse(
+    api: Api, headers: Mapping[str, str], raw: bytes
+) -> tuple[dict[str, Any], list[Any], str] | str:
+    """The body, its history and its session's key; or why the request is not budgeted."""
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return "body is not JSON"
+    history = body.get(api.field) if isinstance(body, dict) else None
+    if not isinstance(history, list):
+        return f"no {api.field} list"
+    if api is RESPONSES and body.get("previous_response_id") is not None:
+        # The rest of the conversation is stored upstream: this is not the whole history.
+        return "previous_response_id"
+    return body, history, session_key(api.format, headers, body, history)
+
+
+def _copy(
+    slot: Slot, api: Api, body: dict[str, Any], history: list[Any], raw: bytes, now: float
+) -> tuple[bytes, Report]:
+    """The body to send for ``history`` (its request copy in place) and the prepare's report."""
+    prepared = slot.budget.prepare(history, usage=slot.usage, now=now)
+    copy = prepared.messages
+    if len(copy) == len(history) and all(a is b for a, b in zip(copy, history, strict=True)):
+        return raw, prepared.report  # nothing replaced: the very bytes the agent sent
+    return orjson.dumps({**body, api.field: copy}), prepared.report
 
 
 def _understood(usage: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
