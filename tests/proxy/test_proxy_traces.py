@@ -33,10 +33,12 @@ TIGHT: Mapping[str, Any] = {**BUDGET, "window": 16_000}
 
 def _usage_of(field: str) -> Callable[[str, dict[str, Any]], dict[str, int]]:
     """A usage derived from what the upstream received, so the library's replay can compute the
-    same one from its own copy."""
+    same one from its own copy: half the bytes, above the session's own estimate, so that the
+    usage fed back moves its calibration and pressure (a proxy that dropped it fails the Claude
+    Code replay)."""
 
     def usage(api: str, body: Mapping[str, Any]) -> dict[str, int]:
-        tokens = len(orjson.dumps(body.get(field))) // 4
+        tokens = len(orjson.dumps(body.get(field))) // 2
         if api == "anthropic":
             return {"input_tokens": tokens, "cache_read_input_tokens": 0, "output_tokens": 7}
         return {"input_tokens": tokens, "output_tokens": 7, "total_tokens": tokens + 7}
