@@ -235,3 +235,25 @@ def test_a_stream_is_relayed_as_it_comes_not_buffered(stack: Stack) -> None:
     assert len(arrivals) >= 2
     assert arrivals[-1] >= 1.8  # six gaps of 0.3 s
     assert arrivals[0] < arrivals[-1] - 1.2
+
+
+def test_an_openai_context_length_error_is_recorded_as_the_sessions_overflow(
+    stack: Stack,
+) -> None:
+    """A Chat Completions 400 ``context_length_exceeded`` comes back as sent and is logged as the
+    session's overflow."""
+    call = {"id": "c1", "type": "function", "function": {"name": "sh", "arguments": "{}"}}
+    history = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+    ]
+    body = orjson.dumps({"model": "gpt-4o", "messages": history})
+    headers = {**_OPENAI, "x-standin-status": "400"}
+    refused = httpx.post(f"{stack.url}/v1/chat/completions", content=body, headers=headers)
+    assert refused.status_code == 400
+    assert refused.json()["error"]["code"] == "context_length_exceeded"
+    [session] = [p for p in stack.root.iterdir() if p.is_dir()]
+    with ReadOnlyStore(session) as store:
+        [overflow] = [r for r in store.read_log() if r.get("t") == "ovf"]
+    assert overflow["count"] == 1
