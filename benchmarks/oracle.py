@@ -456,7 +456,7 @@ def plan_trace(
                 tokens[r.msg] = count(messages[r.msg])
                 shown = env
         # A spilled result may be trimmed later too, as toolbudget's staleness pass does when its
-        # envelope is over the floor (budget/_candidates.py).
+        # envelope is over the floor (budget/session/_candidates.py).
         if len(shown) <= config.stale_floor:
             continue
         eligible = next(

@@ -101,3 +101,55 @@ def test_collecting_the_test_suite_in_a_fresh_interpreter_imports_no_heavy_sdk(
     imported at the top of a test module would be named."""
     imported = imports_collecting_all(REPO / "tests", tmp_path / "found.json")
     assert imported == {}, f"collecting these imports heavy SDKs: {imported}"
+
+
+INHERITING: dict[str, frozenset[str]] = {
+    "spill/_bodies.py:Bodies": frozenset({"SessionDir"}),
+    "spill/_local.py:LocalStore": frozenset({"Bodies"}),
+    "spill/_fsspec.py:FsspecStore": frozenset({"ObjectLog", "ReadCache"}),
+    "spill/_objcache.py:ReadCache": frozenset({"ObjectSession"}),
+    "spill/_objlog.py:ObjectLog": frozenset({"ObjectSession"}),
+}
+"""Classes that still inherit state from another of the project's classes today (spill's
+stores, which issue 29's slices left as they were), with those bases: they may lose them, never
+gain one, and no other class may."""
+
+EXTENSION_BASES = frozenset({"Format", "ShapedFormat", "StoreBase"})
+"""The project's bases meant to be subclassed and holding no state: a message format's
+(``budget/_view.py``, ``budget/formats/_shapes.py``) and a store's with-blocks
+(``spill/_store.py``)."""
+
+
+def _class_bases() -> dict[str, tuple[str, ...]]:
+    """Every class of ``budget`` and ``spill`` (``path:Name``) with the names of its bases."""
+    found: dict[str, tuple[str, ...]] = {}
+    for path in _sources():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef):
+                names = tuple(ast.unparse(b).split("[")[0].rpartition(".")[2] for b in node.bases)
+                found[f"{_rel(path)}:{node.name}"] = names
+    return found
+
+
+def test_no_class_of_budget_or_spill_inherits_state_from_another() -> None:
+    """A class of ``budget`` or ``spill`` derives from none of the project's stateful classes:
+    protocols, errors, value types (external bases) and the stateless extension bases aside."""
+    classes = _class_bases()
+    by_name = {key.rpartition(":")[2]: bases for key, bases in classes.items()}
+    protocols = {name for name, bases in by_name.items() if "Protocol" in bases}
+    allowed = protocols | EXTENSION_BASES
+    for roots in ({"Exception", "BaseException"}, {"BaseModel", "BaseSettings", "NamedTuple"}):
+        tree = set(roots)
+        grown = True
+        while grown:  # the error tree, the value types: every class deriving from a root
+            found = {name for name, bases in by_name.items() if tree & set(bases)} - tree
+            tree |= found
+            grown = bool(found)
+        allowed |= tree
+    inheriting = {
+        key: frozenset(stateful)
+        for key, bases in classes.items()
+        if (stateful := {b for b in bases if b in by_name and b not in allowed})
+    }
+    assert inheriting == {k: v for k, v in INHERITING.items() if k in inheriting}, inheriting
+    assert set(inheriting) <= set(INHERITING), set(inheriting) - set(INHERITING)

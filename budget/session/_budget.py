@@ -28,10 +28,10 @@ from budget._wrap import wrap_tool
 from budget.compaction._compacting import Awaited, Compacting, require_list
 from budget.compaction._compactor import Compactor
 from budget.formats import ANTHROPIC, FormatChoice, get_format
-from budget.session._journal import timestamp
 from budget.session._keys import result_key
 from budget.session._parts import Parts
 from budget.session._pipeline import Pipeline
+from budget.session._records import timestamp
 from budget.tokens._overflow import is_context_overflow, overflow_limit
 from budget.tokens._tokens import estimate_tokens, tokenizer_profile
 from spill import FsspecStore, LocalStore, MemoryStore, Store

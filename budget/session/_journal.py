@@ -7,20 +7,27 @@ retry did not make again). Each record gets a sequence number once, when first q
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeGuard
+from typing import Any
 
-from budget._errors import InputError, SessionLocked, StoreError
+from budget._errors import SessionLocked, StoreError
 from budget._ledger import Ledger
 from budget._log import Events
 from budget.compaction._compactor import Compactor
+from budget.session._records import (
+    finite,
+    is_count,
+    split_log,
+    tokens_field,
+    unnumbered,
+    usage_key,
+)
 from budget.session._resumed import Reactive, header_of, reactive_of, read_anchor
 from budget.tokens._calibration import Anchor, Calibration, restore
 from spill import Store
 
-__all__ = ["Counters", "Journal", "Resumed", "finite", "timestamp"]
+__all__ = ["Counters", "Journal", "Resumed"]
 
 Counters = tuple[int, float | None, int, int | None]
 """Request count, time, length and history tokens (``last_f``) as a request record holds them."""
@@ -108,8 +115,8 @@ class Journal:
         """The first append after a request a crash cut off: the decisions made again are in
         the log already (this append's record closes them); the others are withdrawn."""
         # Compared without their sequence numbers, which only keep equal records apart.
-        tail, self._tail = [_unnumbered(r) for r in self._tail], []
-        bare = [_unnumbered(r) for r in pending]
+        tail, self._tail = [unnumbered(r) for r in self._tail], []
+        bare = [unnumbered(r) for r in pending]
         again = [r for r, b in zip(pending, bare, strict=True) if b not in tail]
         void = [
             r["id"]
@@ -128,10 +135,10 @@ class Journal:
         compactor.restore(log)
         for rec in reversed(log):
             seq = rec.get("s")
-            if _count(seq):
+            if is_count(seq):
                 self._seq = seq
                 break
-        records, decisions, unclosed = _split_log(log)
+        records, decisions, unclosed = split_log(log)
         if unclosed:
             self._log.warning("toolbudget.log.tail_dropped", records=len(unclosed))
             self._tail = unclosed
@@ -149,7 +156,7 @@ class Journal:
                 reason="decision record without a call id",
                 records=skipped,
             )
-        stated = [rec["w"] for rec in records if rec.get("t") == "ovf" and _count(rec.get("w"))]
+        stated = [rec["w"] for rec in records if rec.get("t") == "ovf" and is_count(rec.get("w"))]
         window_cap = min((w for w in stated if w > 0), default=None)
         counters, before_last, overflows, last_usage, last = self._restore_counters(records)
         # What the next request's decisions read that the last one learned (logs written
@@ -191,7 +198,7 @@ class Journal:
             kind = rec.get("t")
             if kind == "ovf" and overflows is None and last is None:
                 count = rec.get("count")
-                if _count(count):
+                if is_count(count):
                     overflows = count
                 else:
                     self._log.warning(
@@ -199,21 +206,21 @@ class Journal:
                     )
             elif kind == "req":
                 n, m = rec.get("n"), rec.get("m", 0)
-                if not (_count(n) and _count(m)):
+                if not (is_count(n) and is_count(m)):
                     # Checksummed yet malformed (another writer): skipped, like a damaged line.
                     self._log.warning(
                         "toolbudget.log.record_skipped", reason="request record without counts"
                     )
                 elif last is None:
-                    last = (n, finite(rec.get("at")), m, _tokens_field(rec.get("f")))
+                    last = (n, finite(rec.get("at")), m, tokens_field(rec.get("f")))
                     # The streak and the last usage as that request left them (logs written
                     # before they were recorded: a request record ended the streak).
-                    if overflows is None and _count(rec.get("o")):
+                    if overflows is None and is_count(rec.get("o")):
                         overflows = rec["o"]
-                    last_usage = _usage_key(rec.get("u"))
+                    last_usage = usage_key(rec.get("u"))
                     last_rec = rec
                 elif m != last[2]:
-                    before_last = (n, finite(rec.get("at")), m, _tokens_field(rec.get("f")))
+                    before_last = (n, finite(rec.get("at")), m, tokens_field(rec.get("f")))
                     break
         return last, before_last, overflows or 0, last_usage, last_rec
 
@@ -236,77 +243,3 @@ class Journal:
             self._store.write_meta({**self.read_meta(), **fields})
         except (StoreError, OSError) as exc:
             self._log.error("toolbudget.session.meta_failed", error=str(exc))
-
-
-def _split_log(
-    log: list[dict[str, Any]],
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
-    """(the closed records, the decision records among them, the records after the last
-    closing one)."""
-    kinds = [rec.get("t") for rec in log]
-    # Decisions are queued, not built: each is validated when its call id is first asked
-    # for, so resuming costs a dict insert per record (SPEC §10: 10,000 in under 100 ms).
-    if "void" in kinds:  # ``in`` compares: any value works, even an unhashable one
-        records, unclosed = _closed_records(log)
-        return records, [rec for rec in records if rec.get("t") == "d"], unclosed
-    # Nothing withdrawn (nearly every log): the records up to the last closing one.
-    end = len(log)
-    while end and kinds[end - 1] not in ("req", "ovf"):
-        end -= 1
-    records = log[:end]
-    decisions = [rec for rec, kind in zip(records, kinds, strict=False) if kind == "d"]
-    return records, decisions, log[end:]
-
-
-def _closed_records(
-    log: list[dict[str, Any]],
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(records closed by a request or overflow record, those after the last one), ``void``
-    records applied: each withdraws the unclosed decision records it names."""
-    records: list[dict[str, Any]] = []
-    unclosed: list[dict[str, Any]] = []
-    for rec in log:
-        kind = rec.get("t")
-        if kind == "void":
-            ids = rec.get("ids")
-            if isinstance(ids, list):
-                unclosed = [r for r in unclosed if r.get("t") != "d" or r.get("id") not in ids]
-            continue
-        unclosed.append(rec)
-        if kind in ("req", "ovf"):  # a tuple: any value compares, even an unhashable one
-            records += unclosed
-            unclosed = []
-    return records, unclosed
-
-
-def _unnumbered(record: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in record.items() if k != "s"}
-
-
-def _tokens_field(value: object) -> int | None:
-    return value if _count(value) else None
-
-
-def _usage_key(value: object) -> tuple[int, ...] | None:
-    if isinstance(value, list) and len(value) == 4 and all(_count(v) for v in value):
-        return tuple(value)
-    return None
-
-
-def _count(value: object) -> TypeGuard[int]:
-    return type(value) is int and value >= 0
-
-
-def finite(value: object) -> float | None:
-    """``value`` as a float when it is a finite number (not a bool), else None."""
-    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
-        return float(value)
-    return None
-
-
-def timestamp(now: object) -> float:
-    """``now`` (a request's ``now=``) as a float; InputError unless it is a finite number."""
-    when = finite(now)
-    if when is None:
-        raise InputError(f"now must be a finite number of seconds (a Unix time), not {now!r:.80}")
-    return when
