@@ -48,8 +48,8 @@ test-fast: $(STAMP)
 # The import contracts (pyproject.toml's [tool.importlinter]) are checked on this checkout's
 # packages: PYTHONPATH puts them first, whichever checkout the venv was installed from.
 lint: $(STAMP)
-	$(BIN)/ruff check budget spill benchmarks tests
-	$(BIN)/ruff format --check budget spill benchmarks tests
+	$(BIN)/ruff check toolbudget budget spill benchmarks tests
+	$(BIN)/ruff format --check toolbudget budget spill benchmarks tests
 	$(BIN)/mypy
 	PYTHONPATH=. $(BIN)/lint-imports --no-cache
 

@@ -395,7 +395,9 @@ def _table(title: str, rows: Sequence[Row], columns: Sequence[int]) -> Table:
         else:
             table.add_column(header, justify="right", no_wrap=True)
     cheapest = min((r.billed_tokens for r in rows), default=0.0)
-    for r in rows:
+    # Cheapest first, as the docs' tables and the billed chart order them (the JSON keeps the
+    # order the strategies ran in); a tie keeps that order.
+    for r in sorted(rows, key=lambda r: r.billed_tokens):
         cells = [_COLUMNS[i][1](r) for i in columns]
         if r.billed_tokens == cheapest and "billed tok" in headers:
             at = headers.index("billed tok")
@@ -441,8 +443,7 @@ def render(result: BenchResult, console: Console, *, wide: bool = False) -> None
         )
     bound = result.bound()
     if bound["billed_ratio"] is not None:
-        share = bound["shares"].get("toolbudget")
-        reached = "" if share is None else f"; toolbudget reaches {share * 100:.1f}% of that saving"
+        reached = _share_words(bound["shares"].get("toolbudget"), result.summary)
         console.print(
             f"bound: {bound['billed_ratio']:.3f}× {BASELINE} if every result outside the last "
             f"{bound['protect_rounds']} rounds vanished at no cache cost (and the others showed "
@@ -470,6 +471,18 @@ def render(result: BenchResult, console: Console, *, wide: bool = False) -> None
     _legend(console, [_COLUMNS[i][0] for i in columns], hidden)
 
 
+def _share_words(share: float | None, summary: Sequence[Row], of: str = "that saving") -> str:
+    """How much of the bound's saving toolbudget reached, or, when it billed more than sending
+    everything (a negative share), that it cost more, said plainly."""
+    if share is None:
+        return ""
+    if share >= 0:
+        return f"; toolbudget reaches {share * 100:.1f}% of {of}"
+    ratio = next((r.billed_ratio for r in summary if r.strategy == "toolbudget"), None)
+    dearer = "" if ratio is None else f" ({ratio:.3f}× {BASELINE})"
+    return f"; toolbudget saved none of it: it cost more than {BASELINE}{dearer}"
+
+
 def _oracle_line(result: BenchResult, console: Console) -> None:
     """The oracle beside the bound: its ratio, and toolbudget's share of its saving per format."""
     if not result.oracles:
@@ -482,8 +495,7 @@ def _oracle_line(result: BenchResult, console: Console) -> None:
         f"oracle: {oracle['billed_ratio']:.3f}× {BASELINE} with hindsight, on toolbudget's own "
         "envelopes, stubs and batch re-writes (read-backs charged)"
     )
-    if share is not None:
-        line += f"; toolbudget reaches {share * 100:.1f}% of its saving"
+    line += _share_words(share, result.summary, of="its saving")
     parts = []
     for fmt, entry in oracle["formats"].items():
         fmt_share = entry["shares"].get("toolbudget")
@@ -658,6 +670,12 @@ def most_different_trace(result: BenchResult) -> str:
     return max(_by_trace(result).items(), key=lambda kv: (_spread(kv[1]), kv[0]))[0]
 
 
+_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">", "h", "p")
+"""A marker shape per line of ``request_sizes.png``: matplotlib's filled markers, twelve kinds."""
+_MARKS_PER_LINE = 16
+"""About how many markers a line carries: enough to follow it, few enough to read the curve."""
+
+
 def _sizes_chart(plt: Any, result: BenchResult) -> Any:
     """Input tokens per request of the trace where the strategies differ most."""
     by_trace = _by_trace(result)
@@ -673,12 +691,20 @@ def _sizes_chart(plt: Any, result: BenchResult) -> Any:
         same: dict[tuple[int, ...], list[Replay]] = {}
         for rep in reps:
             same.setdefault(rep.sizes, []).append(rep)
-        for group in same.values():
+        requests = max((len(sizes) for sizes in same), default=1)
+        step = max(1, requests // _MARKS_PER_LINE)
+        for k, group in enumerate(same.values()):
             ours = any(r.strategy == "toolbudget" for r in group)
             color, dash = styles["toolbudget" if ours else group[0].strategy]
             ax.plot(
                 range(1, len(group[0].sizes) + 1),
                 group[0].sizes,
+                # Lines that run close together (langchain on anthropic-context-editing) stay
+                # apart by their markers: each line its own shape, at points shifted per line so
+                # two overlapping lines never put their marks on the same request.
+                marker=_MARKERS[k % len(_MARKERS)],
+                markevery=(k * step // max(1, len(same)) % step, step),
+                markersize=6 if ours else 5,
                 # A long merged label wraps: one legend column must not squeeze the plot.
                 label=textwrap.fill(" = ".join(r.strategy for r in group), 44),
                 color=color,

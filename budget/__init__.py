@@ -13,6 +13,7 @@ from budget._errors import (
     ConfigError,
     ContextOverflow,
     FormatError,
+    FormatUnknown,
     InputError,
     QuotaExceeded,
     RefError,
@@ -21,6 +22,7 @@ from budget._errors import (
 )
 from budget._ledger import Decision
 from budget._readback import ReadToolResult
+from budget._reader import SessionReader
 from budget._report import DecisionReport, Prepared, Report
 from budget._view import Format
 from budget._wrap import wrap_tool
@@ -44,6 +46,7 @@ __all__ = [
     "DecisionReport",
     "Format",
     "FormatError",
+    "FormatUnknown",
     "InputError",
     "Prepared",
     "QuotaExceeded",
@@ -51,6 +54,7 @@ __all__ = [
     "RefError",
     "Report",
     "SessionLocked",
+    "SessionReader",
     "StoreError",
     "TokenizerProfile",
     "ToolPolicy",

@@ -6,6 +6,7 @@ Every error toolbudget raises on purpose derives from :class:`BudgetError`::
     ├── ConfigError            a setting is invalid (names the field)
     ├── InputError             the messages passed in are malformed (names the message and field)
     │   └── FormatError        the message format is unknown or ambiguous
+    │       └── FormatUnknown  asked for the session's format before it is known
     ├── StoreError             the session store cannot do what was asked
     │   ├── RefError           a read-back reference is invalid or unknown
     │   ├── SessionLocked      another process holds the session
@@ -39,6 +40,7 @@ __all__ = [
     "ConfigError",
     "ContextOverflow",
     "FormatError",
+    "FormatUnknown",
     "InputError",
     "QuotaExceeded",
     "RefError",
@@ -55,6 +57,11 @@ class InputError(BudgetError, ValueError):
 
 class FormatError(InputError):
     """The message format is unknown, ambiguous, or not the one that was named."""
+
+
+class FormatUnknown(FormatError):
+    """The session's format was needed (the read-back tool's shape) before it is known: name it
+    with ``Budget.open(..., format=...)`` or pass ``format=`` to the call."""
 
 
 class ContextOverflow(BudgetError):

@@ -19,6 +19,7 @@ from budget._config import config_reading
 from budget._errors import BudgetError
 from budget._proxy_command import with_proxy
 from budget._readback import ReadBack
+from budget._traces_cli import traces_app
 from spill import gc_sessions
 from spill._readonly import ReadOnlyStore
 
@@ -42,6 +43,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
+app.add_typer(traces_app, name="traces")  # toolbudget traces fetch: budget/_traces_cli.py
 
 
 def _version(value: bool) -> None:
@@ -329,10 +331,8 @@ def _bench_settings(sets: list[str] | None, window: int) -> BenchSettings:
 
 
 def _chosen_strategies(strategies: str | None, window: int) -> list[str]:
-    """The strategy names ``--strategies`` gives (all by default); exits on an unknown one.
-
-    A window small enough to force compaction adds the compacting strategies by default.
-    """
+    """The strategy names ``--strategies`` gives (all by default, with the compacting ones under
+    a window small enough to force compaction); exits on an unknown one."""
     from benchmarks import strategies as registry  # noqa: PLC0415
 
     known = [*registry.names(), *registry.compacting_names()]

@@ -18,6 +18,7 @@ def test_budget_public_names_are_pinned() -> None:
         "DecisionReport",
         "Format",
         "FormatError",
+        "FormatUnknown",
         "InputError",
         "Prepared",
         "QuotaExceeded",
@@ -25,6 +26,7 @@ def test_budget_public_names_are_pinned() -> None:
         "RefError",
         "Report",
         "SessionLocked",
+        "SessionReader",
         "StoreError",
         "TokenizerProfile",
         "ToolPolicy",
@@ -45,9 +47,9 @@ def test_every_error_derives_from_budget_error() -> None:
     errors = [
         getattr(budget, n)
         for n in budget.__all__
-        if n.endswith(("Error", "Locked", "Exceeded", "Overflow"))
+        if n.endswith(("Error", "Locked", "Exceeded", "Overflow", "Unknown"))
     ]
-    assert len(errors) == 9
+    assert len(errors) == 10
     for err in errors:
         assert issubclass(err, budget.BudgetError)
 

@@ -46,7 +46,7 @@ def _lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
 
 def _copy_packages(dest: Path) -> Path:
     """The three packages and pyproject.toml copied under ``dest`` (sources only)."""
-    for package in ("benchmarks", "budget", "spill"):
+    for package in ("toolbudget", "benchmarks", "budget", "spill"):
         shutil.copytree(
             REPO / package, dest / package, ignore=shutil.ignore_patterns("__pycache__")
         )
@@ -90,6 +90,7 @@ def test_the_import_contracts_are_kept() -> None:
         ("spill/_store.py", "import budget._config\n", CONTRACTS[0]),
         ("benchmarks/perf.py", "from benchmarks import cli\n", CONTRACTS[1]),
         ("budget/passes/cap.py", "from budget.session import _journal\n", CONTRACTS[2]),
+        ("budget/_wrap.py", "import toolbudget\n", CONTRACTS[0]),
     ],
 )
 def test_each_contract_breaks_on_the_import_it_forbids(
@@ -129,6 +130,7 @@ def test_the_error_tree_in_the_docstring_is_the_class_tree() -> None:
         "ConfigError",
         "InputError",
         "FormatError",
+        "FormatUnknown",
         "StoreError",
         "RefError",
         "SessionLocked",

@@ -102,7 +102,9 @@ class ToolbudgetSession:
     ) -> None:
         store = _ShownStore(path, config, shown_dir)
         try:
-            self.budget = Budget(store, config, summarizer=summarizer)
+            # Every trace is replayed as Anthropic Messages (benchmarks/trace.py): named, not
+            # detected, so the read-back tool has its shape from the first request on.
+            self.budget = Budget(store, config, format="anthropic", summarizer=summarizer)
         except BaseException:
             store.close()
             raise

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from budget._errors import FormatError, InputError
+from budget._errors import FormatError, FormatUnknown, InputError
 from budget._view import Format
 from budget.formats._common import type_name
 from budget.formats._shapes import NAMES, describe, explain, shape_fits
@@ -127,6 +127,26 @@ class FormatChoice:
         new = self.fixed is None
         self.fixed, self.fixed_name = fmt, fmt.name
         return new
+
+    def known(self) -> Format:
+        """The session's format; FormatUnknown while it is neither named nor detected for sure.
+
+        A guess from messages every format allows (no tool call yet) is good enough to budget a
+        request (nothing is budgeted differently either way), not to shape what the caller sends
+        next: the read-back tool of the first request would be Anthropic-shaped in an OpenAI Chat
+        session.
+        """
+        if self.fixed is not None:
+            return self.fixed
+        if self.fixed_name is not None:
+            why = f"it was started with the {self.fixed_name!r} format, which is not built in"
+        else:
+            why = "no request has shown it yet (no tool call)"
+        raise FormatUnknown(
+            f"the session's format is not known: {why}; name it at open "
+            "(Budget.open(..., format='openai_chat'), or 'anthropic', 'openai_responses', a "
+            "Format), or pass read_tool(format=...)"
+        )
 
     def _check(self, fmt: Format) -> None:
         """FormatError if the session holds another format than ``fmt``."""

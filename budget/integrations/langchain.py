@@ -305,7 +305,9 @@ class ToolBudgetMiddleware(AgentMiddleware):
         with self._lock:
             session = self._sessions.get(name)
             if session is None:
-                session = Budget.open(self.root / name, self._config, summarizer=self._summarizer)
+                session = Budget.open(
+                    self.root / name, self._config, format=LANGCHAIN, summarizer=self._summarizer
+                )
                 self._sessions[name] = session
             return session
 

@@ -350,11 +350,11 @@ class Budget:
         return self._reader.read(ref, offset=offset, limit=limit, grep=grep)
 
     def read_tool(self, format: Format | str | None = None) -> dict[str, Any]:
-        """The read-back tool's definition in ``format`` (by default the session's format:
-        Anthropic until one is known); :meth:`Format.tool_definition` gives the Anthropic shape
-        (name, description, input_schema) unless the format says otherwise."""
+        """The read-back tool's definition in ``format``, by default the session's (named at open
+        or detected for sure; never guessed: FormatUnknown before). The Anthropic shape (name,
+        description, input_schema) unless the format's ``tool_definition`` says otherwise."""
         base = self._reader.tool_definition()
-        fmt = self._format if format is None else get_format(format)
+        fmt = self._formats.known() if format is None else get_format(format)
         return fmt.tool_definition(base["name"], base["description"], base["input_schema"])
 
     def handle_read_tool(self, tool_input: Mapping[str, Any] | str) -> str:

@@ -97,3 +97,24 @@ def test_request_sizes_keeps_the_plot_wide_and_names_the_window(tmp_path: Path) 
     assert ax.get_ylim()[1] >= result.window * 1.05
     assert f"window {result.window:,}" in [t.get_text() for t in ax.texts]
     plt.close(fig)
+
+
+def test_request_sizes_lines_that_run_close_stay_apart_by_their_markers(tmp_path: Path) -> None:
+    """Each line of request_sizes.png (one per distinct size series) carries markers of its own
+    shape, so two lines drawn over each other (langchain on anthropic-context-editing) can
+    still be told apart."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = ["toolbudget", "claude-code", "codex", "swe-agent-0.7", "observation-masking"]
+    trace = build([30_000, 300, 20_000, 300, 300, 300, 300, 300, 300, 300], name="hand/close")
+    result = run_bench([trace], names, workdir=tmp_path)
+    fig = _sizes_chart(plt, result)
+    series = [line for line in fig.axes[0].get_lines() if line.get_label() != "window"]
+    assert len(series) >= 3
+    markers = [line.get_marker() for line in series]
+    assert "None" not in markers and None not in markers
+    assert len(set(markers)) == len(markers), markers
+    plt.close(fig)

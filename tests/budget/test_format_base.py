@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from budget import Budget, BudgetConfig, Format, FormatError, get_format
+from budget import Budget, BudgetConfig, Format, FormatError, FormatUnknown, get_format
 from budget._view import Call, RawResult, Scanned
 
 SMALL = BudgetConfig(result_cap=1_000, preview_chars=200, fsync=False)
@@ -88,3 +88,14 @@ def test_format_without_scan_names_what_is_missing() -> None:
 
     with pytest.raises(NotImplementedError, match=r"Forgetful must implement Format\.scan"):
         Forgetful().scan_in([{}], 0)
+
+
+def test_a_remembered_format_that_is_not_built_in_is_not_guessed(tmp_path: Path) -> None:
+    """A session started with a custom format and reopened without it: read_tool() raises
+    FormatUnknown naming that format, and works once the format is passed again."""
+    with Budget.open(tmp_path / "s", SMALL) as b:
+        b.prepare([{"call": ("c1", "bash")}, {"result": ("c1", "ok")}], format=PlainFormat())
+    with Budget.open(tmp_path / "s", SMALL) as b, pytest.raises(FormatUnknown, match="'plain'"):
+        b.read_tool()
+    with Budget.open(tmp_path / "s", SMALL, format=PlainFormat()) as b:
+        assert "input_schema" in b.read_tool()

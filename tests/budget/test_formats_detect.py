@@ -11,7 +11,15 @@ from typing import Any
 import pytest
 from pydantic import TypeAdapter
 
-from budget import Budget, BudgetConfig, FormatError, InputError, detect_format, get_format
+from budget import (
+    Budget,
+    BudgetConfig,
+    FormatError,
+    FormatUnknown,
+    InputError,
+    detect_format,
+    get_format,
+)
 from budget.formats import ANTHROPIC, OPENAI_CHAT, OPENAI_RESPONSES, detect
 from budget.formats._shapes import LABELS
 from tests.strategies import assistant, chat_assistant, chat_tool, conversation, results
@@ -278,12 +286,40 @@ def test_read_tool_is_valid_in_each_format(
     assert body[params_key]["required"] == ["ref"]
 
 
-def test_read_tool_defaults_to_the_sessions_format(tmp_path: Path) -> None:
-    """Before any request the tool is Anthropic-shaped; after a Chat request it is Chat-shaped."""
+def test_read_tool_refuses_to_guess_until_the_format_is_known(tmp_path: Path) -> None:
+    """Before any request, and after one every format allows (no tool call), read_tool() raises
+    FormatUnknown (it gave the Anthropic shape to a Chat session); once a Chat request fixes
+    the format, the tool is Chat-shaped, also after a resume."""
     with Budget.open(tmp_path / "s", SMALL) as b:
-        assert "input_schema" in b.read_tool()
+        with pytest.raises(FormatUnknown, match="format='openai_chat'"):
+            b.read_tool()
+        b.prepare([{"role": "user", "content": "hi"}])  # Anthropic and Chat alike
+        with pytest.raises(FormatUnknown, match="no request has shown it yet"):
+            b.read_tool()
+        assert "input_schema" in b.read_tool(format="anthropic")  # named: no guess
         b.prepare(CHAT_MSGS)
         assert b.read_tool()["function"]["name"] == "toolbudget_read"
+    with Budget.open(tmp_path / "s", SMALL) as b:
+        assert b.read_tool()["type"] == "function"
+
+
+@pytest.mark.parametrize(
+    ("fmt", "key"),
+    [
+        ("openai_chat", "function"),
+        ("openai_responses", "parameters"),
+        ("anthropic", "input_schema"),
+    ],
+)
+def test_a_format_named_at_open_shapes_the_first_requests_tool(
+    tmp_path: Path, fmt: str, key: str
+) -> None:
+    """``Budget.open(..., format=...)`` gives the read-back tool its format's shape before any
+    request, and the first request (plain text, no tool call yet) keeps it."""
+    with Budget.open(tmp_path / "s", SMALL, format=fmt) as b:
+        assert key in b.read_tool()
+        b.prepare([{"role": "user", "content": "hi"}])
+        assert key in b.read_tool()
 
 
 def test_the_read_tool_takes_json_string_arguments(tmp_path: Path) -> None:

@@ -265,3 +265,18 @@ def test_root_middleware_refuses_a_run_without_thread_id(tmp_path: Path) -> None
     middleware.close()
     with pytest.raises(ConfigError, match="either a session or root"):
         ToolBudgetMiddleware()
+
+
+def test_a_threads_session_is_opened_in_the_langchain_format(tmp_path: Path) -> None:
+    """A session the middleware opens for a thread is told its format at open: its read-back
+    tool has that format's shape before any request, where a guess would be refused."""
+    from budget.integrations.langchain import LANGCHAIN, ToolBudgetMiddleware
+
+    middleware = ToolBudgetMiddleware(root=tmp_path / "sessions")
+    try:
+        session = middleware.session_for("t-1")
+        assert session.read_tool() == session.read_tool(format=LANGCHAIN)
+    finally:
+        middleware.close()
+    with Budget.open(tmp_path / "plain") as plain, pytest.raises(FormatError):
+        plain.read_tool()  # opened without a format: nothing known, nothing guessed

@@ -160,7 +160,7 @@ def test_the_read_tool_schema_is_the_argument_model_schema(tmp_path: Path) -> No
     schema the model sees cannot drift apart (extra keys, the ref pattern, the bounds)."""
     from budget._readback import ReadArgs
 
-    with Budget.open(tmp_path / "s", CONFIG) as session:
+    with Budget.open(tmp_path / "s", CONFIG, format="anthropic") as session:
         schema = session.read_tool()["input_schema"]
     assert schema == ReadArgs.model_json_schema()
     assert schema["additionalProperties"] is False and schema["required"] == ["ref"]

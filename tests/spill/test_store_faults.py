@@ -40,9 +40,22 @@ def lifecycle(path: Path) -> None:
         store.close()
 
 
-def open_fds() -> int:
-    """How many descriptors this process has open."""
-    return len(os.listdir("/proc/self/fd"))
+def open_fds(under: Path) -> list[str]:
+    """The files under ``under`` this process holds a descriptor on.
+
+    Only the session's own files: a count of every descriptor of the process also sees the
+    sockets and pipes that threads other tests left behind (s3fs's event loop, moto's server)
+    open and close meanwhile, which made the check fail at random under xdist.
+    """
+    out = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:  # closed meanwhile (or the listing's own descriptor)
+            continue
+        if target.startswith(str(under)):
+            out.append(target)
+    return sorted(out)
 
 
 def failing(op: str, real: Callable[..., Any], nth: int, counter: Counter[str]) -> Any:
@@ -93,7 +106,7 @@ def test_each_failing_call_leaves_a_consistent_session(
     assert total > 0
     for nth in range(1, total + 1):
         path = tmp_path / f"{op}-{nth}"
-        fds_before = open_fds()
+        fds_before = open_fds(tmp_path)
         error: BaseException | None = None
         with monkeypatch.context() as patch:
             patch.setattr(_fs, op, failing(op, getattr(_fs, op), nth, Counter()))
@@ -104,7 +117,7 @@ def test_each_failing_call_leaves_a_consistent_session(
         where = f"{op} call #{nth}"
         assert error is None or isinstance(error, StoreError), f"{where}: {error!r}"
         assert not isinstance(error, SessionLocked), where
-        assert open_fds() == fds_before, f"{where} leaked a descriptor"
+        assert open_fds(tmp_path) == fds_before, f"{where} leaked a descriptor"
         with LocalStore(path) as store:
             if store.has(RECORD["ref"]):
                 assert store.get(RECORD["ref"]) == TEXT, where

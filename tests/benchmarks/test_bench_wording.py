@@ -1,0 +1,96 @@
+"""What ``toolbudget bench`` prints when toolbudget costs more than sending everything, the
+order of its table's rows, and the JSON keys docs/benchmark.md lists (issue 34, item 6)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from benchmarks.calibration import Calibration
+from tests._entry import run_toolbudget
+
+ROOT = Path(__file__).resolve().parents[2]
+STRATEGIES = "toolbudget,codex,claude-code"
+
+
+def _generated(tmp_path: Path) -> tuple[list[str], dict[str, Any]]:
+    """``bench --generate 3`` (seed 0, where toolbudget bills more than ``none``): its stdout
+    lines and its JSON document."""
+    out = tmp_path / "r.json"
+    # --wide: every column, no line folded, whatever COLUMNS the test run has.
+    args = ["bench", "--generate", "3", "--strategies", STRATEGIES, "--wide", "--json", str(out)]
+    done = run_toolbudget(args, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines(), orjson.loads(out.read_bytes())
+
+
+def _tables(lines: list[str]) -> dict[str, list[list[str]]]:
+    """Each table's title and the cells of its rows (rich's plain box: header, then a rule)."""
+    tables: dict[str, list[list[str]]] = {}
+    for i, line in enumerate(lines):
+        if line.split()[:1] != ["strategy"] or i == 0:
+            continue
+        rows = tables.setdefault(lines[i - 1].strip(), [])
+        width = len(lines[i + 2].split())  # every row has as many cells as the first
+        for row in lines[i + 2 :]:
+            cells = row.split()
+            if len(cells) != width or not re.fullmatch(r"[a-z][\w.-]*", cells[0]):
+                break
+            rows.append(cells)
+    return tables
+
+
+def test_a_dearer_toolbudget_is_said_to_cost_more_not_to_reach_a_negative_share(
+    tmp_path: Path,
+) -> None:
+    """When toolbudget bills more than ``none``, the bound line says it cost more, with its
+    ratio, instead of "reaches -14.9% of that saving"."""
+    lines, doc = _generated(tmp_path)
+    ours = next(r for r in doc["summary"] if r["strategy"] == "toolbudget")
+    assert ours["billed_ratio"] > 1.0, "seed 0's corpus no longer has toolbudget dearer"
+    assert doc["bound"]["shares"]["toolbudget"] < 0
+    line = next(line for line in lines if line.startswith("bound: "))
+    assert line.endswith(
+        f"; toolbudget saved none of it: it cost more than none ({ours['billed_ratio']:.3f}× none)."
+    ), line
+    assert "reaches -" not in line
+
+
+def test_table_rows_are_sorted_by_billed_tokens_as_in_the_docs(tmp_path: Path) -> None:
+    """Each table lists the strategies cheapest first (billed tokens), as the docs' tables and
+    the billed chart do; the JSON keeps the order the strategies ran in."""
+    lines, doc = _generated(tmp_path)
+    billed = {r["strategy"]: r["billed_tokens"] for r in doc["summary"]}
+    tables = _tables(lines)
+    shown = [cells[0] for cells in tables["All traces (3)"]]
+    assert sorted(shown) == sorted(billed)
+    assert shown == sorted(billed, key=lambda name: billed[name])
+    assert [r["strategy"] for r in doc["summary"]] == ["none", *STRATEGIES.split(",")]
+    assert len(tables) >= 2  # the totals and at least one format
+    for title, rows in tables.items():
+        column = [float(c[4].replace(",", "")) for c in rows]  # the billed tok column
+        assert len(column) == len(billed) and column == sorted(column), title
+
+
+def test_the_benchmark_page_describes_every_key_of_the_json(tmp_path: Path) -> None:
+    """docs/benchmark.md's JSON section names every top-level key the JSON has, and every key of
+    its ``bound`` and ``calibration`` objects."""
+    _, doc = _generated(tmp_path)
+    page = (ROOT / "docs" / "benchmark.md").read_text(encoding="utf-8")
+    section = page.split("\n## The JSON file\n", 1)[1].split("\n## ", 1)[0]
+    named = set(re.findall(r"`(\w+)`", section))
+    assert set(doc) <= named, sorted(set(doc) - named)
+    assert set(doc["bound"]) <= named, sorted(set(doc["bound"]) - named)
+    # The generated corpus records no usage (no calibration rows): the keys of one row built
+    # here are those of every row the JSON holds.
+    row = Calibration("t", "f", None, "rules", 0, 1, 10, 10, 5, 5)
+    keys = set(row.as_dict())
+    assert keys == {
+        *Calibration.__dataclass_fields__,
+        "recorded_cached_share",
+        "simulated_cached_share",
+    }
+    assert keys <= named, sorted(keys - named)
