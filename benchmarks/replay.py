@@ -62,6 +62,7 @@ from benchmarks.strategies._common import result_text, safe_name, tool_use_ids
 from benchmarks.strategies.toolbudget import ToolbudgetSession
 from benchmarks.trace import Trace, digest
 from budget._errors import BudgetError, ConfigError
+from budget.tokens._windows import resolve_window
 
 __all__ = [
     "BASELINE",
@@ -86,6 +87,7 @@ __all__ = [
     "summarize",
     "summarize_by_format",
     "trace_rows",
+    "trace_window",
 ]
 
 BASELINE = "none"
@@ -169,6 +171,17 @@ class Replay:
     failed: str | None = None
     """Why this replay stopped, for a job run with ``tolerant`` (its figures are then zeros, and
     :func:`run` leaves the trace out of every strategy's figures)."""
+    window: int = DEFAULT_WINDOW
+    """The context window this replay ran in (overflows count against it)."""
+
+
+def trace_window(trace: Trace, window: int | None = None) -> int:
+    """The window ``trace`` is replayed in: ``window`` (``--window``) when given, else its
+    recorded model's, resolved as a session resolves it (``budget.tokens._windows.resolve_window``:
+    the model table, 128k for a model nobody knows)."""
+    if window is not None:
+        return window
+    return resolve_window(trace.model or None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -505,6 +518,7 @@ def _replay(  # noqa: PLR0915 (one pass over the requests measures every figure)
         compactions=int(getattr(session, "compactions", summaries)),
         summary_billed=summary_billed,
         breaker_openings=int(getattr(session, "breaker_openings", 0)),
+        window=window,
         attribution=None
         if attributor is None
         else attributor.result(readbacks=paid.billed, summaries=summary_billed),
@@ -789,5 +803,13 @@ def trace_rows(replays: Sequence[Replay]) -> list[dict[str, Any]]:
     out = []
     for r in replays:
         row = aggregate(r.strategy, [r], base.get(r.trace))
-        out.append({"trace": r.trace, "file": r.file, "format": r.format, **row.as_dict()})
+        out.append(
+            {
+                "trace": r.trace,
+                "file": r.file,
+                "format": r.format,
+                "window": r.window,
+                **row.as_dict(),
+            }
+        )
     return out

@@ -61,6 +61,7 @@ from benchmarks.replay import (
     summarize,
     summarize_by_format,
     trace_rows,
+    trace_window,
 )
 from benchmarks.settings import BenchSettings, resolve
 from benchmarks.trace import Trace
@@ -77,7 +78,8 @@ class BenchResult:
     summary: tuple[Row, ...]
     by_format: dict[str, list[Row]]
     skipped: tuple[Skipped, ...]
-    window: int
+    window: int | None
+    """``--window``, or None: each trace ran in its recorded model's window (``windows``)."""
     bounds: dict[str, float] = field(default_factory=dict)
     """The hindsight bound's billed tokens per trace (:mod:`benchmarks.bound`)."""
 
@@ -124,6 +126,11 @@ class BenchResult:
 
     calibration: tuple[Calibration, ...] = ()
 
+    @property
+    def windows(self) -> dict[str, int]:
+        """The window each trace ran in, by trace name."""
+        return {r.trace: r.window for r in self.replays}
+
 
 SCRATCH_PREFIX = "toolbudget-bench-"
 
@@ -158,7 +165,7 @@ def run_bench(
     names: Sequence[str],
     *,
     skipped: Sequence[Skipped] = (),
-    window: int = DEFAULT_WINDOW,
+    window: int | None = DEFAULT_WINDOW,
     console: Console | None = None,
     max_requests: int | None = None,
     count: TokenCounter | None = None,
@@ -169,18 +176,23 @@ def run_bench(
     """Replay ``traces`` under the named strategies (and the baseline) with a progress bar, on
     ``engine`` (default: :class:`~benchmarks.replay.LocalEngine`, the replays in this process).
 
-    ``settings``: toolbudget's (``--set`` and the environment, :func:`benchmarks.settings.resolve`;
-    read here when not given). The bound keeps the rounds and caps toolbudget runs with.
+    ``window``: the window every trace runs in (``--window``); None: each trace runs in its
+    recorded model's (:func:`~benchmarks.replay.trace_window`), the windowed strategies (and
+    the oracle) told it. ``settings``: toolbudget's (``--set`` and the environment,
+    :func:`benchmarks.settings.resolve`; read here when not given). The bound keeps the rounds
+    and caps toolbudget runs with.
     """
     settings = settings if settings is not None else resolve(window=window)
     ours = dict(settings.overrides)
-    chosen = build_strategies(
-        names, window=window, overrides={"toolbudget": ours, "toolbudget-compact": ours}
-    )
+    overrides = {"toolbudget": ours, "toolbudget-compact": ours}
+    windows = {tr.name: trace_window(tr, window) for tr in traces}
+    groups: dict[int, list[Trace]] = {}
+    for tr in traces:
+        groups.setdefault(windows[tr.name], []).append(tr)
     total = sum(
         len(t.requests) if max_requests is None else min(max_requests, len(t.requests))
         for t in traces
-    ) * len(chosen)
+    ) * len(build_strategies(names))
     console = console if console is not None else Console(stderr=True)
     progress = Progress(
         TextColumn("[bold]bench[/]"),
@@ -209,17 +221,22 @@ def run_bench(
             failed.append(Skipped(trace.path, why, strategy=replay.strategy))
             console.print(f"skipped {trace.path}: {why}", markup=False, highlight=False)
 
-        replays = run(
-            traces,
-            chosen,
-            workdir if workdir is not None else tmp,
-            window=window,
-            count=count,
-            max_requests=max_requests,
-            progress=advance,
-            engine=engine,
-            on_failure=left_out,
-        )
+        root = workdir if workdir is not None else tmp
+        replays: list[Replay] = []
+        for w, group in groups.items():
+            replays += run(
+                group,
+                build_strategies(names, window=w, overrides=overrides),
+                root if len(groups) == 1 else root / f"window-{w}",
+                window=w,
+                count=count,
+                max_requests=max_requests,
+                progress=advance,
+                engine=engine,
+                on_failure=left_out,
+            )
+        order = {tr.name: i for i, tr in enumerate(traces)}
+        replays.sort(key=lambda r: order[r.trace])  # stable: each trace's strategies in order
         if gone:
             traces = [t for t in traces if t.name not in gone]
             if not traces:
@@ -237,7 +254,7 @@ def run_bench(
                     settings.config,
                     tmp / "oracle" / f"{t:04d}",
                     count=count if count is not None else counter_for(trace.model),
-                    window=window,
+                    window=windows[trace.name],
                 )
             )
     bounds = {}
@@ -331,7 +348,7 @@ LEGEND: Mapping[str, str] = {
     "read-backs included); the cheapest in green",
     f"×{BASELINE}": f"billed tokens over the {BASELINE} strategy (sends everything): lower is cheaper",
     "peak tok": "the largest request",
-    ">window": "requests larger than the context window (--window)",
+    ">window": "requests larger than the trace's context window (its model's, or --window)",
     "breaks": "requests that do not start with the whole previous request (prompt cache broken)",
     "visible": f"share of the last {RECENT_ROUNDS} rounds' tool output the model sees in full",
     "recoverable": "share of replaced output that can be read back exactly",
@@ -349,11 +366,13 @@ LEGEND: Mapping[str, str] = {
 
 BATCH_WORDS: Mapping[str, str] = {
     "cold_cache": "the prompt cache had expired (a pause over its TTL): trimming cost nothing",
-    "pressure": "the context passed the pressure share (60%) of the window",
+    "no_cache": "the session's usage shows no prompt cache: a trim costs no cache at all",
+    "window": "the prompt reached the window, or the risk of reaching it outweighed the rest",
     "pays": "the tokens saved on the requests still expected outweigh re-writing the cache",
     "forced": "the provider refused the request as too long",
 }
-"""Why a staleness batch ran (toolbudget's summary line): the triggers of SPEC's staleness pass."""
+"""Why a staleness batch ran (toolbudget's summary line): what made the cost policy's best cut
+pay (``docs/concepts/policy.md``), or a hard limit."""
 
 
 _COMPACTION_COLUMNS = frozenset({"compactions", "summary tok", "breakers"})
@@ -438,7 +457,7 @@ def render(result: BenchResult, console: Console, *, wide: bool = False) -> None
         spilled = sum(int(r.notes.get("spilled", 0)) for r in ours)
         trimmed = sum(int(r.notes.get("trimmed", 0)) for r in ours)
         console.print(
-            f"toolbudget: {spilled:,} results spilled (cap or aggregate), {trimmed:,} trimmed "
+            f"toolbudget: {spilled:,} results spilled (cap, price or group), {trimmed:,} trimmed "
             f"in {batches} staleness batches ({why})."
         )
     bound = result.bound()
@@ -457,6 +476,7 @@ def render(result: BenchResult, console: Console, *, wide: bool = False) -> None
         ):
             console.print(_attribution_table(attribution, by, buckets, what))
     _oracle_line(result, console)
+    console.print(_windows_line(result))
     if result.calibration:
         calibration = calibration_table(result.calibration)
         if not wide and _width(calibration, console) > console.width:
@@ -469,6 +489,19 @@ def render(result: BenchResult, console: Console, *, wide: bool = False) -> None
         )
     hidden = [_COLUMNS[i][0] for i in shown if i not in columns]
     _legend(console, [_COLUMNS[i][0] for i in columns], hidden)
+
+
+def _windows_line(result: BenchResult) -> str:
+    """Which window the traces ran in: ``--window``'s, or each recorded model's (counted)."""
+    if result.window is not None:
+        return f"window: {result.window:,} tokens for every trace (--window)."
+    counts: dict[int, int] = {}
+    for w in result.windows.values():
+        counts[w] = counts.get(w, 0) + 1
+    parts = ", ".join(
+        f"{w:,} ({n} trace{'' if n == 1 else 's'})" for w, n in sorted(counts.items())
+    )
+    return f"window: each trace's recorded model's: {parts}; per trace in the JSON (window)."
 
 
 def _share_words(share: float | None, summary: Sequence[Row], of: str = "that saving") -> str:
@@ -712,11 +745,12 @@ def _sizes_chart(plt: Any, result: BenchResult) -> Any:
                 linewidth=2.6 if ours else 1.5,
                 zorder=3 if ours else 2,
             )
-        ax.axhline(result.window, color="black", linestyle=":", linewidth=1, label="window")
+        window = result.window if result.window is not None else reps[0].window
+        ax.axhline(window, color="black", linestyle=":", linewidth=1, label="window")
         # Named on the line itself, with room above it: at the top edge the line disappears.
         ax.annotate(
-            f"window {result.window:,}",
-            xy=(1.0, result.window),
+            f"window {window:,}",
+            xy=(1.0, window),
             xycoords=("axes fraction", "data"),
             xytext=(0, 3),
             textcoords="offset points",
@@ -724,7 +758,7 @@ def _sizes_chart(plt: Any, result: BenchResult) -> Any:
             va="bottom",
             fontsize="small",
         )
-        top = max(result.window, *(max(r.sizes, default=0) for r in reps))
+        top = max(window, *(max(r.sizes, default=0) for r in reps))
         ax.set_ylim(0, top * 1.1)
         ax.set_title(
             f"Input tokens per request: {name}\n(the trace where the strategies differ "

@@ -137,8 +137,9 @@ def parse_sets(items: Sequence[str]) -> dict[str, Any]:
     return out
 
 
-def resolve(items: Sequence[str] = (), *, window: int) -> BenchSettings:
-    """toolbudget's settings for a run with ``--set`` ``items`` and ``--window`` ``window``.
+def resolve(items: Sequence[str] = (), *, window: int | None) -> BenchSettings:
+    """toolbudget's settings for a run with ``--set`` ``items`` and ``--window`` ``window`` (None:
+    each trace in its recorded model's window).
 
     The configuration is the one the ``toolbudget`` strategy builds (so what is recorded is what
     ran): ``--set`` first, then the bench's own (:data:`BENCH_FIXED`, which the strategy passes

@@ -367,6 +367,7 @@ class SessionPair:
 
 _NO_CHANGE: Final[dict[str, Any]] = {
     "result_cap": 1 << 60,
+    "price_spills": False,
     "group_budget": 1 << 60,
     "staleness": False,
 }

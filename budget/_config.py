@@ -88,7 +88,11 @@ class BudgetConfig(BaseSettings):
 
     # Pass 1: per-result cap.
     result_cap: PositiveInt = 50_000
-    """A fresh result strictly longer than this many characters is spilled."""
+    """A ceiling: a fresh result strictly longer than this many characters is always spilled;
+    under it the cost policy (``budget.policy``) decides. A tool's own cap is a hard limit."""
+    price_spills: bool = True
+    """Let the cost policy spill a fresh result under ``result_cap`` when that costs less than
+    keeping it; False: ``result_cap`` is a plain cap again (only longer results are spilled)."""
     preview_chars: PositiveInt = 2_000
     """Characters of preview in an envelope (head and tail together)."""
     preview_shape: PreviewShape = "head_tail"
@@ -112,21 +116,24 @@ class BudgetConfig(BaseSettings):
     """Results at or under this many characters are never trimmed."""
     stub_chars: Annotated[int, Field(ge=40)] = 300
     min_reclaim_tokens: Annotated[int, Field(ge=0)] = 10_000
-    """A staleness batch runs only when it would reclaim at least this many tokens."""
+    """Not read since the cost policy prices every batch (issue 30); kept so that settings
+    naming it still load."""
     cache_ttl_s: Annotated[float, Field(gt=0)] = 300.0
     pressure: Annotated[float, Field(gt=0.0, le=1.0)] = 0.6
-    """Share of the window at which the context counts as under pressure."""
+    """Not read since the cost policy prices the window's risk (issue 30: a bare threshold
+    re-fired batch after batch as the context grew back); kept so that settings naming it
+    still load."""
     cache_write_price: Annotated[float, Field(gt=0)] = 1.25
+    """A cache write, x the base input price: Anthropic's price list (prompt caching, 5-minute
+    writes). Once the usage shows cache reads but never a write (automatic caching: OpenAI,
+    Google) the cost policy prices writes at the base price instead."""
     cache_read_price: Annotated[float, Field(ge=0)] = 0.1
+    """A cache read, x the base input price (0.1 on Anthropic's, OpenAI's and Google's lists)."""
     expected_requests_factor: Annotated[float, Field(gt=0)] = 0.5
-    """Later requests a trim must pay off within, per request made so far.
-
-    The cost of a trim (re-writing the prefix) is paid now and for certain; its savings only if
-    the session goes on. Under Lindy's rule a session that has run n requests runs k more with
-    probability n / (n + k): asking a trim to pay within n/2 requests means it pays with
-    probability 2/3 (1.0 would be a coin flip)."""
+    """Not read: the cost policy estimates the later requests from the session itself (Lindy's
+    law, at most half the requests so far: a trim pays back two times in three)."""
     expected_requests_cap: PositiveInt = 50
-    """Cap on the later requests a trim is expected to pay off over."""
+    """Not read: the window bounds the cost policy's horizon instead."""
 
     # Window and tokens.
     window: PositiveInt | None = None

@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from budget._ledger import Kind
+from budget.policy import Verdict
 
 __all__ = ["DecisionReport", "Prepared", "Report"]
 
@@ -24,6 +25,10 @@ class DecisionReport(BaseModel):
     tool: str
     chars_before: int
     chars_after: int
+    cost: Verdict | None = None
+    """The two options the cost model compared for this decision (``budget.policy``): for a
+    spill or a kept result it weighed, spill against keep; for a trim, its batch against
+    waiting. None for decisions no price decided (caps, groups, forced trims, small results)."""
 
 
 class Report(BaseModel):
@@ -71,6 +76,9 @@ class Report(BaseModel):
     """The previous request copy is an exact prefix of this one."""
     staleness_ran: bool
     staleness_reason: str | None
+    staleness_cost: Verdict | None = None
+    """The best batch the cut search found this request (``choice`` ``trim`` when it ran,
+    ``wait`` when its net saving was not positive); None when nothing was eligible."""
     reclaimable_tokens: int
     """Tokens a staleness batch could still reclaim (eligible results left untrimmed)."""
     elapsed_s: float

@@ -35,7 +35,7 @@ READ_SETTINGS = ("read_page_chars", "read_tool_name")
 """The settings ``toolbudget read`` uses (the read-back's page size, the tool's name)."""
 
 DEFAULT_BENCH_WINDOW = 128_000
-"""``toolbudget bench``'s default ``--window``; a smaller one adds the compacting strategies."""
+"""A ``--window`` under this adds the compacting strategies (by default: each model's window)."""
 
 app = typer.Typer(
     name="toolbudget",
@@ -186,13 +186,13 @@ _Strategies = Annotated[
     ),
 ]
 _Window = Annotated[
-    int,
+    int | None,
     typer.Option(
         "--window",
         min=1,
-        help="Context window in tokens: overflows are counted above it. Under 128000 the "
-        "compacting strategies run too (toolbudget-compact, langchain-summary, "
-        "claude-code-compact).",
+        help="Context window in tokens for every trace (default: each trace's recorded model's, "
+        "as a session resolves it); overflows count above it. Under 128000 the compacting "
+        "strategies run too (toolbudget-compact, langchain-summary, claude-code-compact).",
     ),
 ]
 _JsonPath = Annotated[
@@ -252,7 +252,7 @@ _Set = Annotated[
 def bench(
     traces: _Traces = None,
     strategies: _Strategies = None,
-    window: _Window = DEFAULT_BENCH_WINDOW,
+    window: _Window = None,
     json_path: _JsonPath = None,
     plots: _Plots = None,
     limit: _Limit = None,
@@ -319,7 +319,7 @@ def _exit_if_ours_failed(skipped: Sequence[Skipped]) -> None:
         raise typer.Exit(1)
 
 
-def _bench_settings(sets: list[str] | None, window: int) -> BenchSettings:
+def _bench_settings(sets: list[str] | None, window: int | None) -> BenchSettings:
     """toolbudget's settings for the run (:func:`benchmarks.settings.resolve`), read now, when
     the command runs: a bad ``--set`` or ``TOOLBUDGET_*`` value is one line and exit code 2."""
     from benchmarks.settings import resolve  # noqa: PLC0415
@@ -330,7 +330,7 @@ def _bench_settings(sets: list[str] | None, window: int) -> BenchSettings:
         _fail(str(exc))
 
 
-def _chosen_strategies(strategies: str | None, window: int) -> list[str]:
+def _chosen_strategies(strategies: str | None, window: int | None) -> list[str]:
     """The strategy names ``--strategies`` gives (all by default, with the compacting ones under
     a window small enough to force compaction); exits on an unknown one."""
     from benchmarks import strategies as registry  # noqa: PLC0415
@@ -338,7 +338,7 @@ def _chosen_strategies(strategies: str | None, window: int) -> list[str]:
     known = [*registry.names(), *registry.compacting_names()]
     if strategies is None:
         names = registry.names()
-        if window < DEFAULT_BENCH_WINDOW:
+        if window is not None and window < DEFAULT_BENCH_WINDOW:
             names += registry.compacting_names()
         return names
     names = [n.strip() for n in strategies.split(",") if n.strip()]

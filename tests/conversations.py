@@ -150,7 +150,14 @@ def conversation(seed: int, rounds: int) -> tuple[list[Message], list[Step]]:
         now += 400.0 if r in cold else rng.choice((3.0, 8.0, 20.0))
         usage = None
         if r % 3:
-            usage = {"input_tokens": 900 * r + 500, "output_tokens": 60 + r}
+            # A cached session's usage (Anthropic shape: most of the prompt read from the cache,
+            # the new part written), so the cost model prices batches for a cache.
+            usage = {
+                "input_tokens": 100,
+                "cache_read_input_tokens": 900 * r + 300,
+                "cache_creation_input_tokens": 100,
+                "output_tokens": 60 + r,
+            }
         steps.append(Step(len(msgs), now, usage, read_back=r % 4 == 1))
     return msgs, steps
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from budget.passes._context import Candidate, Pass, PassContext, Staleness
+from budget.passes._context import Candidate, Costs, Pass, PassContext, Staleness
 from budget.passes.aggregate import aggregate
 from budget.passes.cap import cap
 from budget.passes.staleness import staleness
 
-__all__ = ["PIPELINE", "Candidate", "Pass", "PassContext", "Staleness"]
+__all__ = ["PIPELINE", "Candidate", "Costs", "Pass", "PassContext", "Staleness"]
 
 PIPELINE: Sequence[tuple[str, Pass]] = (
     ("cap", cap),

@@ -10,10 +10,12 @@ from budget._config import BudgetConfig
 from budget._envelope import envelope
 from budget._ledger import Decision, Kind
 from budget._view import ToolResult
+from budget.policy import Item, Observed, Outlook, Prices, Verdict
 from budget.tokens._tokens import estimate_text_tokens
 
 __all__ = [
     "Candidate",
+    "Costs",
     "Pass",
     "PassContext",
     "Staleness",
@@ -51,6 +53,27 @@ class Staleness:
     """An overflow asked for everything but the last round to be trimmed."""
 
 
+@dataclass(frozen=True, slots=True)
+class Costs:
+    """The cost model's inputs for this request (``budget.policy``), gathered by the session."""
+
+    prices: Prices
+    look: Outlook
+    observed: Observed
+    cached_end: int
+    """Tokens of this request (from its first message) the cache holds from the last request."""
+    cold: bool
+    """The pause since the last request is over the TTL: the cache expired."""
+    items: Callable[[], Sequence[Item]]
+    """The eligible results as the cut search sees them, in the order of ``eligible``."""
+    verdicts: dict[str, Verdict]
+    """Filled by the passes: the priced options behind each decision (the report's ``cost``)."""
+    reach: int = 0
+    """The earliest token a cache lookup still finds an entry at (see ``best_cut``)."""
+    header: int = 0
+    """Tokens of the request before its first message (system prompt, tool definitions)."""
+
+
 GROUP_CHARS_PER_WINDOW_TOKEN = 2
 """Half a window token's 4 characters: one group never takes more than half the window."""
 
@@ -73,6 +96,8 @@ class PassContext:
     """1.0 normally; 0.5 on the request after an overflow (caps halved)."""
     text_tokens: Callable[[str], int] = estimate_text_tokens
     """The text token estimator (the session's memoizing one; the plain one by default)."""
+    costs: Costs | None = None
+    """The cost model's inputs; None: hard limits only (caps, groups, forced trims)."""
 
     def group_budget(self) -> int:
         """The aggregate pass's budget: the setting, but never over half the window.

@@ -1,18 +1,61 @@
-"""Pass 1, per-result cap: a fresh result longer than its cap is spilled whole."""
+"""Pass 1, per-result cap: a fresh result is spilled whole when over its cap, or when the cost
+model says spilling it costs less than keeping it (``budget.policy.spill_verdict``).
+
+A tool's explicit cap (``tools={"x": ToolPolicy(cap=...)}``) is the caller's hard limit: such a
+result is spilled over it and kept under it. For every other tool ``result_cap`` is a ceiling:
+over it a result is always spilled; under it the cost model decides, at first sight, when
+nothing of the result is cached yet and spilling costs no cache re-write.
+"""
 
 from __future__ import annotations
 
 from budget._ledger import Decision
+from budget._view import ToolResult
 from budget.passes._context import PassContext, spill
+from budget.policy import Verdict, spill_verdict
 
-__all__ = ["cap"]
+__all__ = ["ENVELOPE_FRAME_CHARS", "cap", "weigh"]
+
+ENVELOPE_FRAME_CHARS = 600
+"""Characters an envelope adds to its preview: the header naming the ref, the size and the
+read-back hint (about 560 with a file path, measured on ``budget._envelope.envelope``)."""
 
 
 def cap(ctx: PassContext) -> list[Decision]:
-    """Spill every fresh result whose text is strictly longer than its tool's cap."""
+    """Spill every fresh result over its cap, and those whose spill the cost model prefers."""
     out = []
     for result in ctx.fresh:
         limit = ctx.cap_for(result.tool)
-        if limit is not None and len(result.text) > limit:
+        if limit is None:
+            continue
+        if len(result.text) > limit:
             out.append(spill(ctx, result, "cap"))
+            continue
+        if ctx.config.policy(result.tool).cap is not None or not ctx.config.price_spills:
+            continue  # the caller's own cap, or a plain one: a hard limit, not a ceiling
+        verdict = weigh(ctx, result)
+        if verdict is not None and verdict.choice == "spill":
+            out.append(spill(ctx, result, "pays"))
     return out
+
+
+def weigh(ctx: PassContext, result: ToolResult) -> Verdict | None:
+    """The cost model's verdict on spilling a fresh ``result`` (recorded for the report), or
+    None when there is no cost model or its envelope would not be smaller."""
+    costs, cfg = ctx.costs, ctx.config
+    chars = len(result.text)
+    if costs is None or chars <= cfg.preview_chars + ENVELOPE_FRAME_CHARS:
+        return None
+    tokens = ctx.text_tokens(result.text)
+    per_char = tokens / chars
+    verdict = spill_verdict(
+        costs.prices,
+        costs.look,
+        costs.observed,
+        tokens=tokens,
+        envelope_tokens=round((cfg.preview_chars + ENVELOPE_FRAME_CHARS) * per_char),
+        is_error=result.is_error,
+        page_tokens=round(min(chars, cfg.read_page_chars) * per_char),
+    )
+    costs.verdicts[result.call_id] = verdict
+    return verdict

@@ -1,9 +1,11 @@
-"""Pass 3, staleness: old results become short stubs, in rare batches timed for the cache.
+"""Pass 3, staleness: old results become short stubs, in batches priced by the cost model.
 
-Trimming rewrites old messages and so breaks the cached prefix once. A batch therefore runs only
-when it reclaims at least ``min_reclaim_tokens`` and one trigger fires: the cache is cold anyway,
-the context is under pressure, or the trim pays for itself over the requests still expected. When
-it runs it trims everything eligible, so the next break is far away.
+Trimming rewrites old messages and so breaks the cached prefix once. Each request the cut search
+(``budget.policy.best_cut``) prices every batch it could run: the one starting at each eligible
+result, with every eligible result after it trimmed too (they are re-written anyway). The best
+one runs when its net saving is positive (the tokens no longer carried over the requests still
+expected, plus the window risk it removes, against the re-write and the read-back risk);
+otherwise the session waits. An overflow forces a batch of everything eligible.
 """
 
 from __future__ import annotations
@@ -11,44 +13,65 @@ from __future__ import annotations
 from budget._envelope import stub
 from budget._ledger import Decision
 from budget.passes._context import PassContext, replaced
+from budget.policy import Verdict, best_cut
 
-__all__ = ["staleness", "trigger"]
+__all__ = ["batch", "reason_of", "staleness"]
 
 
-def trigger(ctx: PassContext) -> str | None:
-    """Which trigger fires for this request's eligible results, if any: the batch's reason."""
+def batch(ctx: PassContext) -> tuple[int, str] | None:
+    """The batch this request runs, as (index of the first eligible result trimmed, reason)."""
     s, cfg = ctx.staleness, ctx.config
     if not s.eligible:
         return None
     if s.forced:
-        return "forced"
-    if not cfg.staleness or s.reclaim_tokens < cfg.min_reclaim_tokens:
+        return 0, "forced"
+    costs = ctx.costs
+    if not cfg.staleness or costs is None:
         return None
-    if s.last_request_at is not None and s.now - s.last_request_at >= cfg.cache_ttl_s:
-        return "cold_cache"
-    estimate = s.estimate_tokens - _saved_this_request(ctx)
-    if estimate >= cfg.pressure * s.window:
-        return "pressure"
-    # Pays for itself: each later request reads R fewer tokens at the cached price, against
-    # writing the prefix after the first trimmed result once more (less the read it replaces).
-    later = min(s.requests_so_far * cfg.expected_requests_factor, cfg.expected_requests_cap)
-    savings = s.reclaim_tokens * cfg.cache_read_price * later
-    cost = (s.rewrite_tokens - s.reclaim_tokens) * cfg.cache_write_price - (
-        s.rewrite_tokens * cfg.cache_read_price
+    if costs.look.tokens >= costs.look.window:
+        # Over the window the provider refuses the request: no price to weigh, trim all.
+        return 0, "window"
+    verdict = best_cut(
+        costs.prices,
+        costs.look,
+        costs.observed,
+        costs.items(),
+        cached_end=costs.cached_end,
+        cold=costs.cold,
+        reach=costs.reach,
+        header=costs.header,
     )
-    if savings > cost:
-        return "pays"
-    return None
+    costs.verdicts[BATCH] = verdict
+    if verdict.choice != "trim" or verdict.cut is None:
+        return None
+    return verdict.cut, reason_of(verdict, cold=costs.cold)
+
+
+BATCH = "\x00batch"
+"""The key of the batch's verdict among the verdicts (no call id holds a NUL first)."""
+
+
+def reason_of(verdict: Verdict, *, cold: bool) -> str:
+    """Why a batch ran, named by what made it pay: no cache at all, an expired cache, the
+    window's risk (more than the carried tokens), or the carried tokens themselves."""
+    if verdict.regime == "uncached":
+        return "no_cache"
+    if cold:
+        return "cold_cache"
+    if verdict.window_gain > verdict.saving:
+        return "window"
+    return "pays"
 
 
 def staleness(ctx: PassContext) -> list[Decision]:
-    """Trim every eligible result when a trigger fires; otherwise nothing."""
-    reason = trigger(ctx)
-    if reason is None:
+    """Trim the eligible results from the chosen cut on; nothing when the session waits."""
+    chosen = batch(ctx)
+    if chosen is None:
         return []
+    cut, reason = chosen
     cfg = ctx.config
     out = []
-    for cand in ctx.staleness.eligible:
+    for cand in ctx.staleness.eligible[cut:]:
         result, prev = cand.result, cand.decision
         ref = prev.ref or ctx.ref_for(result.text)
         text = stub(
@@ -60,14 +83,3 @@ def staleness(ctx: PassContext) -> list[Decision]:
         )
         out.append(replaced(result, "trimmed", reason, text, ref))
     return out
-
-
-def _saved_this_request(ctx: PassContext) -> int:
-    """Tokens the earlier passes of this request already took off the estimate."""
-    saved = 0
-    by_id = {r.call_id: r for r in ctx.fresh}
-    for call_id, d in ctx.decided.items():
-        r = by_id.get(call_id)
-        if r is not None and d.text is not None:
-            saved += ctx.text_tokens(r.text) - ctx.text_tokens(d.text)
-    return saved

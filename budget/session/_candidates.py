@@ -42,6 +42,10 @@ class _Eligible(Sequence[Candidate]):
     def __len__(self) -> int:
         return self._end - self._start
 
+    def facts(self) -> list[tuple[ToolResult, int]]:
+        """Each candidate's result and reclaimable tokens, without building its decision."""
+        return [(c.result, c.reclaim_tokens) for c in self._cands[self._start : self._end]]
+
     @overload
     def __getitem__(self, i: int) -> Candidate: ...
 
@@ -101,10 +105,20 @@ class Candidates:
         end = self._eligible_end(current_round, overflowing=False)
         return self._cand_cum[end] - self._cand_cum[self._cand_start]
 
-    def trimmed_upto_cutoff(self, current_round: int, *, overflowing: bool) -> None:
-        """A batch ran: the candidates up to this request's cutoff are trimmed, never again."""
-        end = bisect_right(self._cand_rounds, self.cutoff(current_round, overflowing=overflowing))
-        self._cand_start = max(self._cand_start, end)
+    def drop_trimmed(self, trimmed: set[str]) -> None:
+        """A batch ran: its results are trimmed, never candidates again; those before its cut
+        stay candidates (linear in the candidates not trimmed before)."""
+        start = self._cand_start
+        kept = [c for c in self._cands[start:] if c.result.call_id not in trimmed]
+        del self._cands[start:], self._cand_rounds[start:], self._cand_cum[start + 1 :]
+        for c in kept:
+            self._cands.append(c)
+            self._cand_rounds.append(c.result.round)
+            self._cand_cum.append(self._cand_cum[-1] + c.reclaim_tokens)
+
+    def result(self, call_id: str) -> ToolResult | None:
+        """The candidate result of ``call_id``, if it is (or was) one."""
+        return self._cand_results.get(call_id)
 
     def current(self, r: ToolResult) -> Decision:
         """The decision ``r`` stands under: frozen, else the one no pass touched."""

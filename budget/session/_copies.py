@@ -17,6 +17,8 @@ from budget._log import Events
 from budget._markers import Markers, markers
 from budget._report import DecisionReport
 from budget._view import Format, ToolResult
+from budget.passes.staleness import BATCH
+from budget.policy import Verdict
 from budget.session._candidates import Candidates
 from budget.session._history import BULK, RESCAN, History
 from budget.session._keys import call_of
@@ -29,6 +31,19 @@ caller's history and in the copies handed out: where agents add markers in place
 loop marks the last three user turns and unmarks the fourth, at most 7 messages back)."""
 
 _NO_MARKS: tuple[Markers, Markers] = ((), ())
+
+
+def _cost_fields(cost: Verdict) -> dict[str, object]:
+    """A verdict's figures as event fields (rounded: billed tokens, not their fractions)."""
+    return {
+        "regime": cost.regime,
+        "expected_requests": round(cost.expected_requests, 2),
+        "saving": round(cost.saving),
+        "rewrite_cost": round(cost.rewrite_cost),
+        "readback_risk": round(cost.readback_risk),
+        "window_gain": round(cost.window_gain),
+        "net": round(cost.net),
+    }
 
 
 @dataclass(slots=True)
@@ -104,13 +119,14 @@ class Copies:
         fmt: Format,
         *,
         overflowing: bool,
+        verdicts: Mapping[str, Verdict] | None = None,
     ) -> list[DecisionReport]:
-        """Freeze the decisions and build the request-copy messages they change."""
-        reports, touched_old = self._freeze(k, made, by_id)
-        if any(d.kind == "trimmed" for d in made.values()):
-            self._candidates.trimmed_upto_cutoff(
-                self._history.current_round(), overflowing=overflowing
-            )
+        """Freeze the decisions and build the request-copy messages they change (``verdicts``:
+        the priced options behind them, for the reports)."""
+        reports, touched_old = self._freeze(k, made, by_id, verdicts or {})
+        trimmed = {cid for cid, d in made.items() if d.kind == "trimmed"}
+        if trimmed:
+            self._candidates.drop_trimmed(trimmed)
         for i in sorted(touched_old):
             self.outputs[i] = self._render(messages[i], self._history.results(i), fmt)
             self._note_markers(i, messages[i])
@@ -120,7 +136,11 @@ class Copies:
         return reports
 
     def _freeze(
-        self, k: int, made: dict[str, Decision], by_id: Mapping[str, ToolResult]
+        self,
+        k: int,
+        made: dict[str, Decision],
+        by_id: Mapping[str, ToolResult],
+        verdicts: Mapping[str, Verdict],
     ) -> tuple[list[DecisionReport], set[int]]:
         """Record the decisions (and the totals they change): (their reports, the messages
         before ``k`` they touch)."""
@@ -134,6 +154,10 @@ class Copies:
                 self.totals.add(d, len(r.text), +1)
                 touched_old.add(r.msg_index)
             self._ledger.record(d)
+            # The priced options behind the decision, where a price decided it (not a cap, a
+            # group's budget, an overflow or the window's hard limit).
+            priced = d.kind == "kept" or d.reason == "pays" or d.kind == "trimmed"
+            cost = verdicts.get(BATCH if d.kind == "trimmed" else call_id) if priced else None
             reports.append(
                 DecisionReport(
                     call_id=call_of(call_id),
@@ -143,6 +167,7 @@ class Copies:
                     tool=d.tool,
                     chars_before=len(r.text),
                     chars_after=d.shown_chars(),
+                    cost=cost,
                 )
             )
             self._log.debug(
@@ -153,6 +178,7 @@ class Copies:
                 ref=d.ref,
                 chars_before=len(r.text),
                 chars_after=d.shown_chars(),
+                **(_cost_fields(cost) if cost is not None else {}),
             )
         return reports, touched_old
 

@@ -15,9 +15,11 @@ from budget._errors import SessionLocked, StoreError
 from budget._ledger import Ledger
 from budget._log import Events
 from budget.compaction._compactor import Compactor
+from budget.policy import Observed
 from budget.session._records import (
     finite,
     is_count,
+    restore_policy,
     split_log,
     tokens_field,
     unnumbered,
@@ -53,6 +55,11 @@ class Resumed:
     """The calibration anchor the last request left (``budget.session._resumed``)."""
     reactive: Reactive = field(default_factory=Reactive)
     """The reactive compaction schedule the closed records leave."""
+    observed: Observed = field(default_factory=Observed)
+    """What the cost policy had learned by the last request (its record's ``p``)."""
+    marks: list[tuple[int, float]] = field(default_factory=list)
+    """(history length, time) of the requests whose cache entries still match (see
+    :func:`budget.session._records.note_request`)."""
 
 
 class Journal:
@@ -170,6 +177,7 @@ class Journal:
                 decisions=restored,
                 requests=counters[0] if counters else 0,
             )
+        observed, marks = restore_policy(records)
         return Resumed(
             counters,
             before_last,
@@ -179,6 +187,8 @@ class Journal:
             calibration,
             anchor,
             reactive_of(records),
+            observed,
+            marks,
         )
 
     def _restore_counters(

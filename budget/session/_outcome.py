@@ -10,14 +10,17 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
 from budget._ledger import Decision
 from budget._report import DecisionReport, Prepared, Report
 from budget._view import ToolResult
+from budget.passes.staleness import BATCH
 from budget.session._estimator import anchor
 from budget.session._journal import Counters
 from budget.session._parts import Parts
+from budget.session._records import note_request
 from budget.session._resumed import anchor_field
 from budget.session._values import Scan, Turn
 
@@ -35,7 +38,7 @@ class Outcome:
     def __init__(self, parts: Parts, header: Callable[[], int] = lambda: 0) -> None:
         self._journal, self._tally, self._estimator = parts.journal, parts.tally, parts.estimator
         self._history, self._copies = parts.history, parts.copies
-        self._candidates = parts.candidates
+        self._candidates, self._ledger = parts.candidates, parts.ledger
         self._header = header
         """The compaction header learned so far (the compactor's), logged with each request."""
 
@@ -67,6 +70,16 @@ class Outcome:
         once the request is made; and the history's fingerprint (its tokens but the last
         messages)."""
         records: list[Mapping[str, Any]] = [d.to_record() for d in made.values()]
+        tally = self._tally
+        gap = None if tally.last_at is None else max(now - tally.last_at, 0.0)
+        # Results hidden for the first time (a retry's, or a spilled one trimmed, count once).
+        hidden = sum(
+            1
+            for cid, d in made.items()
+            if d.needs_body and ((prev := self._ledger.get(cid)) is None or not prev.needs_body)
+        )
+        tally.observed = replace(tally.observed, gap_s=gap, hidden=tally.observed.hidden + hidden)
+        note_request(tally.marks, length, now, tally.batch_from)
         self._tally.requests += 1
         if learned:
             records.append(self._estimator.to_record(self._tally.requests))
@@ -77,6 +90,9 @@ class Outcome:
         req.update(f=fingerprint, o=self._tally.overflows)
         if self._tally.last_usage is not None:
             req["u"] = list(self._tally.last_usage)
+        req["p"] = tally.observed.to_record()
+        if tally.batch_from is not None:
+            req["x"] = tally.batch_from
         records.append(req)
         return records, fingerprint
 
@@ -170,6 +186,7 @@ class Outcome:
             prefix_stable=stable,
             staleness_ran=bool(trimmed_now),
             staleness_reason=trimmed_now[0].reason if trimmed_now else None,
+            staleness_cost=self._tally.verdicts.get(BATCH),
             reclaimable_tokens=reclaimable,
             elapsed_s=time.perf_counter() - started,
         )

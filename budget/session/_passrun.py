@@ -7,13 +7,16 @@ gets the default decision.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from bisect import bisect_right
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
 from budget._ledger import Decision
 from budget._view import ToolResult
-from budget.passes import PIPELINE, PassContext, Staleness
+from budget.passes import PIPELINE, Costs, PassContext, Staleness
+from budget.policy import LOOKBACK_BLOCKS, Item, Prices, outlook, prices_for
 from budget.session._estimator import anchor
 from budget.session._parts import Parts
 from budget.session._values import Turn
@@ -21,6 +24,18 @@ from budget.tokens._usage import ProviderUsage, normalize_usage
 from spill import ref_for
 
 __all__ = ["Passes"]
+
+
+def _reach(messages: Sequence[Any], before: Callable[[int], int]) -> int:
+    """The earliest token of the request a cache lookup from its end still finds an entry at,
+    with explicit breakpoints: the start of its last ``LOOKBACK_BLOCKS`` content blocks."""
+    blocks = 0
+    for i in range(len(messages) - 1, -1, -1):
+        content = messages[i].get("content") if isinstance(messages[i], dict) else None
+        blocks += len(content) if isinstance(content, list) and content else 1
+        if blocks > LOOKBACK_BLOCKS:
+            return before(i + 1)
+    return 0
 
 
 class Passes:
@@ -58,6 +73,13 @@ class Passes:
             # A usage we have not seen is a new successful response: the overflow streak ends.
             self._tally.last_usage = key
             self._tally.overflows = 0
+            self._tally.observed = self._tally.observed.after_usage(
+                prompt=u.prompt_tokens,
+                cache_read=u.cache_read_tokens,
+                cache_write=u.cache_write_tokens,
+                answered=self._tally.requests,
+                ttl_s=self.config.cache_ttl_s,
+            )
         return u
 
     def decide(
@@ -68,6 +90,8 @@ class Passes:
         # now, as they would be in a session that had gone on (no-op for known candidates).
         fresh_ids = {r.call_id for r in turn.fresh}
         self._candidates.add(r for r in new_results if r.call_id not in fresh_ids)
+        read_tool = self.config.read_tool_name
+        self._tally.readback_ids.update(r.call_id for r in new_results if r.tool == read_tool)
         made: dict[str, Decision] = dict(wrapped)
         # ``decided`` is a live view: each pass sees the decisions of the passes before it.
         ctx = self._context(turn, made)
@@ -77,6 +101,14 @@ class Passes:
         for r in turn.fresh:
             if r.call_id not in made:
                 made[r.call_id] = self._candidates.default(r)
+        # The first message a batch rewrites: cache entries of earlier requests that hold it
+        # are of no use from now on (the request record says so, for a resumed session).
+        rewritten = [
+            c.msg_index
+            for cid, d in made.items()
+            if d.kind == "trimmed" and (c := self._candidates.result(cid)) is not None
+        ]
+        self._tally.batch_from = min(rewritten, default=None)
         return made
 
     def _context(self, turn: Turn, made: dict[str, Decision]) -> PassContext:
@@ -95,6 +127,9 @@ class Passes:
         first = eligible[0].result.msg_index if eligible else len(messages)
         # Messages from ``k`` on as their frozen decisions show them (the scan's figures).
         before_first = cum_out[first] if first < k else cum_out[k] + cum_pre[first] - cum_pre[k]
+        # The cost model prices with the raw estimate (usage plus what was added): the learned
+        # correction is not restored alike by a resumed session, and a price must be.
+        costs = self._costs(turn, eligible, raw, k=k, full_out=full_out)
         return PassContext(
             config=self.config,
             fresh=tuple(turn.fresh),
@@ -115,7 +150,82 @@ class Passes:
             path_of=self._store.path_of,
             cap_scale=0.5 ** min(self._tally.overflows, 3),
             text_tokens=self._tt,
+            costs=costs,
         )
+
+    def _before_tokens(self, k: int) -> Callable[[int], int]:
+        """Tokens of the request before message ``i`` (as the last request showed the first
+        ``k`` messages, the rest as their frozen decisions show them)."""
+        cum_out, cum_pre = self._copies.cum_out, self._history.cum_pre
+
+        def before(i: int) -> int:
+            return cum_out[i] if i < k else cum_out[k] + cum_pre[i] - cum_pre[k]
+
+        return before
+
+    def _costs(
+        self, turn: Turn, eligible: Sequence[Any], estimate: int, *, k: int, full_out: int
+    ) -> Costs:
+        """The cost model's inputs for this request, from what the session observed."""
+        cfg, tally = self.config, self._tally
+        before = self._before_tokens(k)
+        if tally.requests == 0:
+            tally.observed = replace(tally.observed, first_tokens=estimate)
+        observed = tally.observed.now(
+            requests=tally.requests,
+            readbacks=len(tally.readback_ids),
+            visible=not cfg.include_path,
+        )
+        prices = prices_for(
+            observed, write=cfg.cache_write_price, read=cfg.cache_read_price, ttl_s=cfg.cache_ttl_s
+        )
+        look = outlook(observed, tokens=estimate, window=self._estimator.window())
+        cold = tally.last_at is not None and turn.now - tally.last_at >= prices.ttl_s
+        items = self._items(eligible, prices, before, turn.now)
+        # Only a batch asks where the lookup reaches: nothing eligible, nothing to walk.
+        reach = _reach(turn.messages, before) if prices.explicit and len(eligible) else 0
+        header = max(estimate - full_out, 0)
+        tally.verdicts = {}
+        # What the last request sent (its length is logged): the same figure in a resumed
+        # session, whose first request reuses no message.
+        cached_end = before(min(tally.last_n, len(turn.messages)))
+        return Costs(prices, look, observed, cached_end, cold, items, tally.verdicts, reach, header)
+
+    def _items(
+        self, eligible: Sequence[Any], prices: Prices, before: Callable[[int], int], now: float
+    ) -> Callable[[], list[Item]]:
+        """The eligible results as the cut search sees them, made when it asks."""
+        cfg = self.config
+        stub_tokens = (cfg.stub_chars + 150) // 4
+        page_chars = cfg.read_page_chars
+        marks = self._tally.marks
+
+        def fallback(group: int, lengths: list[int]) -> tuple[int, bool]:
+            # A trim starting at a result re-writes from the end of the last request before
+            # the message that made its call, whose prompt still matches (a batch since then
+            # dropped those holding what it rewrote): that entry's position, and whether it is
+            # alive. With explicit breakpoints only the entry a request hits is refreshed, so
+            # it lives a TTL after that request; automatic caching refreshes every prefix a
+            # request shares, so any position is alive there.
+            if not prices.explicit:
+                return before(group), True
+            i = bisect_right(lengths, group) - 1
+            if i < 0:
+                return 0, False
+            return before(marks[i][0]), now - marks[i][1] < prices.ttl_s
+
+        def items() -> list[Item]:
+            out = []
+            lengths = [m for m, _ in marks] if prices.explicit else []
+            for r, reclaim in eligible.facts():  # type: ignore[attr-defined]
+                shown = reclaim + stub_tokens
+                chars = max(len(r.text), 1)
+                page = shown if chars <= page_chars else round(shown * page_chars / chars)
+                at, alive = fallback(r.group, lengths)
+                out.append(Item(reclaim, at, page, r.is_error, alive))
+            return out
+
+        return items
 
     def _group_frozen_chars(self, fresh: list[ToolResult]) -> dict[int, int]:
         """Per group of a fresh result, the characters its results decided before show."""

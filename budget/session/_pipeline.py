@@ -83,7 +83,15 @@ class Pipeline:
         records, fingerprint = outcome.request_records(made, len(messages), now, learned=learned)
         with outcome.closing(records):  # logged once it learned what the next request reads
             overflowing = p.tally.overflows > 0
-            reports = p.copies.apply(messages, scan.k, made, by_id, fmt, overflowing=overflowing)
+            reports = p.copies.apply(
+                messages,
+                scan.k,
+                made,
+                by_id,
+                fmt,
+                overflowing=overflowing,
+                verdicts=p.tally.verdicts,
+            )
             p.copies.sync_markers(messages, scan.k, fmt)
             since = p.tally.last_n
             p.tally.last_at, p.tally.last_n, p.tally.last_f = now, len(messages), fingerprint

@@ -9,11 +9,14 @@ from collections.abc import Mapping
 from typing import Any, TypeGuard
 
 from budget._errors import InputError
+from budget.policy import Observed
 
 __all__ = [
     "closed_records",
     "finite",
     "is_count",
+    "note_request",
+    "restore_policy",
     "split_log",
     "timestamp",
     "tokens_field",
@@ -94,3 +97,32 @@ def timestamp(now: object) -> float:
     if when is None:
         raise InputError(f"now must be a finite number of seconds (a Unix time), not {now!r:.80}")
     return when
+
+
+def note_request(
+    marks: list[tuple[int, float]], length: int, at: float, rewritten: int | None = None
+) -> None:
+    """Add a request of ``length`` messages sent at ``at`` to ``marks`` (kept ordered by length:
+    a retry replaces the request it repeats, a shorter history the longer ones it replaces).
+    ``rewritten``: the first message its batch rewrote; the requests that held it are dropped
+    (their cache entries no longer match the prompt)."""
+    keep = length if rewritten is None else min(length, rewritten + 1)
+    while marks and marks[-1][0] >= keep:
+        marks.pop()
+    marks.append((length, at))
+
+
+def restore_policy(records: list[dict[str, Any]]) -> tuple[Observed, list[tuple[int, float]]]:
+    """What the cost policy learned (the last request record's ``p``; logs written before it:
+    nothing) and when each request was sent, by its length (``at``, ``m``, ``x``)."""
+    observed = Observed()
+    marks: list[tuple[int, float]] = []
+    for rec in records:
+        m, at = rec.get("m"), finite(rec.get("at"))
+        if rec.get("t") != "req" or not is_count(m):
+            continue
+        observed = Observed.from_record(rec.get("p")) or Observed()
+        if at is not None:
+            x = rec.get("x")
+            note_request(marks, m, at, x if is_count(x) else None)
+    return observed, marks

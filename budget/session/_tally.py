@@ -7,8 +7,9 @@ and advances it, a retry rolls it back.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from budget.policy import Observed, Verdict
 from budget.session._journal import Counters, Resumed
 
 __all__ = ["Tally"]
@@ -29,6 +30,16 @@ class Tally:
     before_last: Counters = (0, None, 0, None)
     """Request count, time, length and history tokens (see ``last_f``) before the last
     request: what a retry rolls back to."""
+    observed: Observed = field(default_factory=Observed)
+    """What the cost policy learned from this session's usage and times (logged as ``p``)."""
+    marks: list[tuple[int, float]] = field(default_factory=list)
+    """(history length, time) of the requests whose cache entries still match, by length."""
+    readback_ids: set[str] = field(default_factory=set)
+    """Results of the read-back tool seen in the history: the agent needed hidden text."""
+    batch_from: int | None = None
+    """The first message this request's batch rewrites (None: no batch)."""
+    verdicts: dict[str, Verdict] = field(default_factory=dict)
+    """This request's priced decisions, by result key (the report's ``cost``)."""
 
     @classmethod
     def resumed(cls, resumed: Resumed) -> Tally:
@@ -37,6 +48,8 @@ class Tally:
             overflows=resumed.overflows,
             last_usage=resumed.last_usage,
             before_last=resumed.before_last,
+            observed=resumed.observed,
+            marks=list(resumed.marks),
         )
         if resumed.counters is not None:
             tally.set(resumed.counters)

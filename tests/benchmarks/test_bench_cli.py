@@ -49,7 +49,7 @@ def test_bench_on_the_builtin_set_writes_json_and_charts(tmp_path: Path) -> None
         assert tuple(row) == ROW_KEYS
     assert len(doc["traces"]) == 3 * 4
     for row in doc["traces"]:
-        assert set(row) == {"trace", "file", "format", *ROW_KEYS}
+        assert set(row) == {"trace", "file", "format", "window", *ROW_KEYS}
         assert row["trace"].startswith("builtin/")
     assert doc["skipped"] == []
     ours = next(r for r in doc["summary"] if r["strategy"] == "toolbudget")
@@ -224,7 +224,7 @@ def test_bench_table_fits_100_columns_with_a_legend(tmp_path: Path) -> None:
     for name in ("opencode", "openai-agents", "anthropic-context-editing"):
         assert any(f" {name} " in line for line in lines), name
     assert "…" not in result.stdout
-    for word in ("visible", "breaks", "recoverable", "×none", "pays", "pressure", "cold_cache"):
+    for word in ("visible", "breaks", "recoverable", "×none", "pays", "no_cache", "cold_cache"):
         assert any(line.lstrip().startswith(word + " ") for line in lines), word
     header = next(line for line in lines if line.lstrip().startswith("strategy "))
     assert "ms p99" not in header

@@ -16,12 +16,14 @@ ROOT = Path(__file__).resolve().parents[2]
 STRATEGIES = "toolbudget,codex,claude-code"
 
 
-def _generated(tmp_path: Path) -> tuple[list[str], dict[str, Any]]:
-    """``bench --generate 3`` (seed 0, where toolbudget bills more than ``none``): its stdout
-    lines and its JSON document."""
+def _generated(tmp_path: Path, *sets: str) -> tuple[list[str], dict[str, Any]]:
+    """``bench --generate 3`` (seed 0) with toolbudget's ``--set`` ``sets``: its stdout lines
+    and its JSON document."""
     out = tmp_path / "r.json"
     # --wide: every column, no line folded, whatever COLUMNS the test run has.
     args = ["bench", "--generate", "3", "--strategies", STRATEGIES, "--wide", "--json", str(out)]
+    for item in sets:
+        args += ["--set", item]
     done = run_toolbudget(args, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     return done.stdout.splitlines(), orjson.loads(out.read_bytes())
@@ -47,10 +49,11 @@ def test_a_dearer_toolbudget_is_said_to_cost_more_not_to_reach_a_negative_share(
     tmp_path: Path,
 ) -> None:
     """When toolbudget bills more than ``none``, the bound line says it cost more, with its
-    ratio, instead of "reaches -14.9% of that saving"."""
-    lines, doc = _generated(tmp_path)
+    ratio, instead of "reaches -14.9% of that saving". A price list that makes cache writes
+    look free (0.001x) has its cost policy trim at every chance: it bills more than none."""
+    lines, doc = _generated(tmp_path, "cache_write_price=0.001")
     ours = next(r for r in doc["summary"] if r["strategy"] == "toolbudget")
-    assert ours["billed_ratio"] > 1.0, "seed 0's corpus no longer has toolbudget dearer"
+    assert ours["billed_ratio"] > 1.0, "seed 0's corpus no longer has such a toolbudget dearer"
     assert doc["bound"]["shares"]["toolbudget"] < 0
     line = next(line for line in lines if line.startswith("bound: "))
     assert line.endswith(

@@ -6,11 +6,14 @@ Most tests inject ``strchars``, which counts the characters of every string valu
 
 from __future__ import annotations
 
+import io
 import itertools
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
 
 from benchmarks import strategies
 from benchmarks.cache import CacheRules, CacheSim, Segmenter
@@ -219,17 +222,17 @@ def test_toolbudget_gets_the_window_the_anchor_and_the_clock(tmp_path: Path) -> 
     trace = Trace(trace.name, trace.path, trace.format, trace.provider, trace.messages, tuple(late))
     tb = build_strategies(
         ["toolbudget"],
-        window=4321,
-        overrides={"toolbudget": {"min_reclaim_tokens": 1000, "fsync": False}},
+        window=12345,
+        overrides={"toolbudget": {"fsync": False}},
     )[1]
     reasons: list[str | None] = []
 
     def seen(i: int, session: StrategySession, out: Messages) -> None:
         report = session.report  # type: ignore[attr-defined]
-        assert report.window == 4321
+        assert report.window == 12345
         reasons.append(report.staleness_reason if report.staleness_ran else None)
 
-    got = replay_trace(trace, tb, tmp_path, window=4321, on_request=seen)
+    got = replay_trace(trace, tb, tmp_path, window=12345, on_request=seen)
     assert "cold_cache" in reasons
     assert got.notes["staleness_batches"] == sum(r is not None for r in reasons)
     assert got.prefix_breaks == got.notes["staleness_batches"]
@@ -313,7 +316,7 @@ def test_summaries_ratios_and_json_rows(tmp_path: Path) -> None:
     assert summary[0].recoverable_share is None
     assert tuple(summary[0].as_dict()) == ROW_KEYS
     rows = trace_rows(replays)
-    assert [set(r) for r in rows] == [{"trace", "file", "format", *ROW_KEYS}] * 4
+    assert [set(r) for r in rows] == [{"trace", "file", "format", "window", *ROW_KEYS}] * 4
     assert rows[3]["billed_ratio"] == pytest.approx(
         replays[3].billed_tokens / replays[2].billed_tokens
     )
@@ -340,3 +343,32 @@ def test_aggregate_of_nothing_has_no_shares() -> None:
     assert row.visibility is None
     assert row.ms_median is None
     assert row.ms_p99 is None
+
+
+def test_each_trace_runs_in_its_recorded_models_window_unless_one_is_given(
+    tmp_path: Path,
+) -> None:
+    """With no ``--window`` a Sonnet 4.5 trace runs in 200k and a trace of an unknown model in
+    128k (as a session resolves them), overflows counted against each; a window given is used
+    for both. The JSON's trace rows say which."""
+    from benchmarks.report import as_json, run_bench
+
+    sonnet = replace(build([30_000] * 2, name="hand/sonnet"), model="claude-sonnet-4-5-20250929")
+    unknown = replace(build([30_000] * 2, name="hand/unknown"), model="some-local-model")
+    quiet = Console(file=io.StringIO())
+    own = run_bench([sonnet, unknown], ["toolbudget"], window=None, console=quiet)
+    assert own.window is None
+    assert own.windows == {"hand/sonnet": 200_000, "hand/unknown": 128_000}
+    rows = {(r["trace"], r["strategy"]): r["window"] for r in as_json(own)["traces"]}
+    assert rows == {
+        ("hand/sonnet", "none"): 200_000,
+        ("hand/sonnet", "toolbudget"): 200_000,
+        ("hand/unknown", "none"): 128_000,
+        ("hand/unknown", "toolbudget"): 128_000,
+    }
+    assert [r.trace for r in own.replays] == ["hand/sonnet"] * 2 + ["hand/unknown"] * 2
+    given = run_bench([sonnet, unknown], ["toolbudget"], window=10_000, console=quiet)
+    assert given.windows == {"hand/sonnet": 10_000, "hand/unknown": 10_000}
+    none = [r for r in given.replays if r.strategy == "none"]
+    assert all(r.overflows == sum(s > 10_000 for s in r.sizes) > 0 for r in none)
+    assert all(r.overflows == 0 for r in own.replays if r.strategy == "none")

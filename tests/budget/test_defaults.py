@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from budget import Budget, BudgetConfig, Prepared
+from budget import Budget, BudgetConfig, Prepared, ToolPolicy
 from spill import ref_for
 from tests.strategies import assistant, big, conversation, results
 
@@ -57,16 +57,32 @@ def test_the_shipped_config_is_the_documented_one() -> None:
 # --- Pass 1: the per-result cap, 50,000 characters ---------------------------------------------
 
 
+CAPPED = {"tools": {"bash": ToolPolicy(cap=50_000)}}
+"""The caller's own cap for bash: a hard limit, the cost model left out (the passes alone)."""
+
+
 def test_a_result_of_50000_characters_is_kept_and_one_of_50001_spilled(tmp_path: Path) -> None:
-    """The default cap spills only strictly longer results: 50,000 stays inline, 50,001 goes."""
+    """An explicit cap spills only strictly longer results: 50,000 stays inline, 50,001 goes."""
     at_cap, over = lines(50_000), lines(50_001)
     assert (len(at_cap), len(over)) == (50_000, 50_001)
     msgs = conversation([[at_cap], [over]])  # one result per round: no group budget involved
-    with Budget.open(tmp_path / "s") as b:
+    with Budget.open(tmp_path / "s", CAPPED) as b:
         req = b.prepare(msgs, now=0)
         assert kinds(req) == {"call_0_0": ("kept", "fits"), "call_1_0": ("spilled", "cap")}
         assert shown(req, "call_0_0") is at_cap
         assert b.read(ref_for(over)) == over
+
+
+def test_the_default_cap_is_a_ceiling_under_which_the_cost_model_decides(tmp_path: Path) -> None:
+    """By default 50,001 characters are over the ceiling (cap); 50,000 are priced and spilled."""
+    msgs = conversation([[lines(50_000)], [lines(50_001)]])
+    with Budget.open(tmp_path / "s") as b:
+        req = b.prepare(msgs, now=0)
+    assert kinds(req) == {"call_0_0": ("spilled", "pays"), "call_1_0": ("spilled", "cap")}
+    cost = {d.call_id: d.cost for d in req.report.decisions}
+    assert cost["call_1_0"] is None  # the ceiling, not a price, decided it
+    verdict = cost["call_0_0"]
+    assert verdict is not None and verdict.choice == "spill" and verdict.net > 0
 
 
 def test_the_default_preview_is_66_head_and_66_tail_lines_of_15_characters(tmp_path: Path) -> None:
@@ -114,7 +130,7 @@ def test_an_error_results_preview_gives_three_quarters_to_the_tail(tmp_path: Pat
 def test_a_group_of_five_45000_character_results_spills_exactly_the_first(tmp_path: Path) -> None:
     """5 x 45,000 = 225,000 > 200,000; one envelope (~2.4k) leaves 182k, under: one spill, ties earliest."""
     outs = [lines(45_000, tag) for tag in "abcde"]
-    with Budget.open(tmp_path / "s") as b:
+    with Budget.open(tmp_path / "s", CAPPED) as b:
         req = b.prepare(conversation([outs]), now=0)
     spilled = [cid for cid, (kind, _) in kinds(req).items() if kind == "spilled"]
     assert spilled == ["call_0_0"]
@@ -126,7 +142,7 @@ def test_a_group_of_five_45000_character_results_spills_exactly_the_first(tmp_pa
 def test_a_group_of_exactly_200000_characters_is_left_whole(tmp_path: Path) -> None:
     """Four 45,000 and one 20,000: 200,000 together, at the budget, so nothing is spilled."""
     outs = [lines(45_000, tag) for tag in "abcd"] + [lines(20_000, "e")]
-    with Budget.open(tmp_path / "s") as b:
+    with Budget.open(tmp_path / "s", CAPPED) as b:
         req = b.prepare(conversation([outs]), now=0)
     assert req.report.chars_before == 200_000
     assert req.report.spilled == 0 and req.report.chars_after == 200_000
@@ -186,65 +202,6 @@ def test_results_at_the_2000_character_floor_are_never_trimmed(tmp_path: Path) -
     assert req.report.staleness_reason == "cold_cache"
     assert trimmed(req) == ["call_0_1", "call_0_2"]
     assert shown(req, "call_0_0") == old[0]
-
-
-def reclaim_batch(tmp_path: Path, chars: int) -> tuple[int, Prepared]:
-    """One old result of ``chars`` then five small rounds, after a cold pause: (reclaim, request).
-
-    The reclaim is read from a session that never trims (staleness off), so it is the figure the
-    default session weighs against its minimum.
-    """
-
-    def history() -> list[Message]:
-        return conversation([[lines(chars)]] + [[f"ok {r}"] for r in range(5)])
-
-    with Budget.open(tmp_path / "probe", BudgetConfig(staleness=False, fsync=False)) as probe:
-        reclaim = probe.prepare(history(), now=0).report.reclaimable_tokens
-    msgs = history()
-    with Budget.open(tmp_path / "s") as b:
-        b.prepare(msgs[:-2], now=0)
-        return reclaim, b.prepare(msgs, now=300)
-
-
-def test_a_batch_runs_only_when_it_reclaims_at_least_10000_tokens(tmp_path: Path) -> None:
-    """A cold cache and one old result: reclaiming 9,999 tokens is no batch, 10,000 is one."""
-    reclaim, under = reclaim_batch(tmp_path / "under", 35_497)
-    assert reclaim == 9_999
-    assert not under.report.staleness_ran and under.report.reclaimable_tokens == 9_999
-    reclaim, at = reclaim_batch(tmp_path / "at", 35_498)
-    assert reclaim == 10_000
-    assert at.report.staleness_ran and trimmed(at) == ["call_0_0"]
-
-
-def pressure_request(tmp_path: Path, last: int) -> tuple[int, Prepared]:
-    """Six rounds (five of 45,000 characters, the last of ``last``) on a warm cache: (estimate, request)."""
-
-    def history() -> list[Message]:
-        outs = [[lines(45_000, tag)] for tag in "abcde"] + [[lines(last, "f")]]
-        return conversation(outs)
-
-    with Budget.open(tmp_path / "probe", BudgetConfig(staleness=False, fsync=False)) as probe:
-        msgs = history()
-        probe.prepare(msgs[:-2], now=0)
-        estimate = probe.prepare(msgs, now=1).report.tokens_after
-    msgs = history()
-    with Budget.open(tmp_path / "s") as b:
-        b.prepare(msgs[:-2], now=0)
-        return estimate, b.prepare(msgs, now=1)
-
-
-def test_pressure_fires_at_six_tenths_of_the_default_128k_window(tmp_path: Path) -> None:
-    """0.6 x 128,000 = 76,800 tokens: an estimate of 76,799 trims nothing, 76,800 trims round 0.
-
-    One second after the last request the cache is warm, and a trim of round 0 (~12.7k tokens)
-    does not pay for itself over one expected request, so pressure is the only trigger.
-    """
-    estimate, under = pressure_request(tmp_path / "under", 43_097)
-    assert (estimate, under.report.window) == (76_799, 128_000)
-    assert not under.report.staleness_ran and under.report.reclaimable_tokens >= 10_000
-    estimate, at = pressure_request(tmp_path / "at", 43_098)
-    assert estimate == 76_800
-    assert at.report.staleness_reason == "pressure" and trimmed(at) == ["call_0_0"]
 
 
 # --- Read-back ---------------------------------------------------------------------------------

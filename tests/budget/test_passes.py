@@ -5,14 +5,13 @@ from __future__ import annotations
 from dataclasses import replace
 from types import MappingProxyType
 
-import pytest
-
 from budget import BudgetConfig, Decision, ToolPolicy
 from budget._view import ToolResult
-from budget.passes import Candidate, PassContext, Staleness
+from budget.passes import Candidate, Costs, PassContext, Staleness
 from budget.passes.aggregate import aggregate
 from budget.passes.cap import cap
-from budget.passes.staleness import staleness, trigger
+from budget.passes.staleness import BATCH, staleness
+from budget.policy import Item, Observed, Outlook, Prices
 from spill import ref_for
 
 CFG = BudgetConfig(
@@ -85,56 +84,75 @@ def test_aggregate_does_not_spill_a_result_smaller_than_its_envelope() -> None:
     assert aggregate(ctx(fresh)) == []
 
 
-def test_pays_for_itself_weighs_the_expected_later_requests() -> None:
-    """With a coin-flip horizon (factor 1.0) the same trim pays: 12k * 0.1 * 20 = 24k > 19.5k."""
-    coin_flip = CFG.model_copy(update={"expected_requests_factor": 1.0})
-    stale = _stale(requests_so_far=20, rewrite_tokens=30_000)
-    assert trigger(ctx([], staleness=stale)) is None
-    assert trigger(ctx([], staleness=stale, config=coin_flip)) == "pays"
-
-
-def _stale(**kw: object) -> Staleness:
-    r = result("old", 8_000)
-    d = Decision("old", "kept", "fits", 8_000, tool="bash")
-    base = Staleness(
-        eligible=(Candidate(r, d, 1_925),),
-        reclaim_tokens=12_000,
-        rewrite_tokens=50_000,
-        estimate_tokens=60_000,
-        window=200_000,
-        now=1_000.0,
-        last_request_at=990.0,
-        requests_so_far=10,
-        forced=False,
+def _stale(n: int = 3, **kw: object) -> Staleness:
+    """``n`` eligible results of 8,000 characters, oldest first."""
+    cands = tuple(
+        Candidate(
+            result(f"old{i}", 8_000, order=i),
+            Decision(f"old{i}", "kept", "fits", 8_000, tool="bash"),
+            1_925,
+        )
+        for i in range(n)
     )
+    base = Staleness(cands, 1_925 * n, 50_000, 60_000, 200_000, 1_000.0, 990.0, 10, False)
     return replace(base, **kw)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize(
-    ("changes", "expected"),
-    [
-        ({}, None),  # warm, 60k < 120k, 12k*0.1*10 = 12k < (50k-12k)*1.25 - 5k = 42.5k
-        ({"last_request_at": 700.0}, "cold_cache"),  # 300 s since the last request
-        ({"estimate_tokens": 120_000}, "pressure"),  # 0.6 * 200k
-        # 12k * 0.1 * (50 * 0.5) = 30k saved > (20k - 12k) * 1.25 - 2k = 8k re-written
-        ({"requests_so_far": 50, "rewrite_tokens": 20_000}, "pays"),
-        # 12k * 0.1 * (20 * 0.5) = 12k < (30k - 12k) * 1.25 - 3k = 19.5k: not with 2/3 odds
-        ({"requests_so_far": 20, "rewrite_tokens": 30_000}, None),
-        ({"reclaim_tokens": 9_999, "last_request_at": 0.0}, None),  # under the minimum
-        ({"forced": True, "reclaim_tokens": 5}, "forced"),
-        ({"eligible": ()}, None),
-    ],
-)
-def test_staleness_triggers(changes: dict[str, object], expected: str | None) -> None:
-    """Cold cache, pressure and pays-for-itself fire only over the minimum reclaim."""
-    c = ctx([], staleness=_stale(**changes))
-    assert trigger(c) == expected
-    out = staleness(c)
-    if expected is None:
-        assert out == []
-    else:
-        assert [(d.call_id, d.kind, d.reason) for d in out] == [("old", "trimmed", expected)]
-        assert out[0].ref == ref_for("x" * 8_000)
+CACHED = Prices(write=1.0, read=0.1, ttl_s=300.0, regime="cached", explicit=False)
+
+
+def _costs(items: list[Item], *, requests: float, tokens: int = 50_000) -> Costs:
+    """The cost model's inputs for a hand-worked batch (a window too far off to matter)."""
+    look = Outlook(made=20, tokens=tokens, window=10**12, growth=1.0, requests=requests)
+    return Costs(CACHED, look, Observed(), 40_000, False, lambda: items, {})
+
+
+ITEMS = [
+    Item(reclaim=2_000, before=10_000, page=1_000, is_error=False),
+    Item(reclaim=6_000, before=30_000, page=1_000, is_error=False),
+    Item(reclaim=1_000, before=36_000, page=1_000, is_error=False),
+]
+"""Three eligible results; tests/budget/test_policy.py works their cuts out by hand."""
+
+
+def test_staleness_trims_from_the_cut_the_cost_model_chose() -> None:
+    """Over 20 requests the cut at the second result pays best: it and the third are trimmed."""
+    costs = _costs(ITEMS, requests=20)
+    out = staleness(ctx([], staleness=_stale(), costs=costs))
+    assert [(d.call_id, d.kind, d.reason) for d in out] == [
+        ("old1", "trimmed", "pays"),
+        ("old2", "trimmed", "pays"),
+    ]
+    assert out[0].ref == ref_for("x" * 8_000)
+    verdict = costs.verdicts[BATCH]
+    assert (verdict.choice, verdict.cut, round(verdict.net)) == ("trim", 1, 10_400)
+
+
+def test_staleness_waits_when_no_cut_pays() -> None:
+    """Over 3 requests no cut pays: nothing is trimmed, the verdict says wait."""
+    costs = _costs(ITEMS, requests=3)
+    assert staleness(ctx([], staleness=_stale(), costs=costs)) == []
+    assert costs.verdicts[BATCH].choice == "wait"
+
+
+def test_an_overflow_or_the_window_trims_everything_eligible_without_a_price() -> None:
+    """Forced (an overflow) trims all, cost model or not; over the window too ("window")."""
+    forced = staleness(ctx([], staleness=_stale(forced=True)))
+    assert [(d.call_id, d.reason) for d in forced] == [(f"old{i}", "forced") for i in range(3)]
+    over = _costs(ITEMS, requests=0, tokens=10**12)
+    out = staleness(ctx([], staleness=_stale(), costs=over))
+    assert [(d.call_id, d.reason) for d in out] == [(f"old{i}", "window") for i in range(3)]
+    assert BATCH not in over.verdicts  # no price decided it
+
+
+def test_staleness_without_a_cost_model_or_switched_off_trims_nothing() -> None:
+    """No cost model (hard limits only), staleness off, or nothing eligible: no batch."""
+    assert staleness(ctx([], staleness=_stale())) == []
+    off = CFG.model_copy(update={"staleness": False})
+    assert (
+        staleness(ctx([], config=off, staleness=_stale(), costs=_costs(ITEMS, requests=20))) == []
+    )
+    assert staleness(ctx([], staleness=_stale(0), costs=_costs([], requests=20))) == []
 
 
 def test_aggregate_never_lets_one_group_take_more_than_half_a_small_window() -> None:

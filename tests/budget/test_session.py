@@ -111,14 +111,14 @@ def test_staleness_trims_old_results_in_one_batch_when_the_cache_is_cold(tmp_pat
         assert again.report.prefix_stable and not again.report.staleness_ran
 
 
-def test_pressure_triggers_a_batch_on_a_warm_cache(tmp_path: Path) -> None:
+def test_the_window_triggers_a_batch_on_a_warm_cache(tmp_path: Path) -> None:
     """Near the window, old results are trimmed even though the cache is warm."""
     cfg = SMALL.model_copy(update={"window": 1_000})
     msgs = conversation([[big(40, f"r{r}")] for r in range(5)])
     with Budget.open(tmp_path / "s", cfg) as b:
         b.prepare(msgs[:5], now=0)
         req = b.prepare(msgs, now=1)
-    assert req.report.staleness_reason == "pressure"
+    assert req.report.staleness_reason == "window"
 
 
 def test_empty_results_become_no_output_and_images_are_never_rewritten(tmp_path: Path) -> None:

@@ -70,7 +70,8 @@ def test_overflow_is_retried_with_old_results_trimmed(tmp_path: Path) -> None:
     first, second = tmp_path / "a.log", tmp_path / "b.log"
     text_a = write_big_file(first)
     text_b = write_big_file(second, seed=7)
-    config = {"result_cap": 200_000}
+    # The tool's own cap: a hard limit, so the outputs stay whole until the refusal.
+    config = {"tools": {"read_file": {"cap": 200_000}}}
     with Budget.open(tmp_path / "session", config, format=LANGCHAIN) as session:
         model = ReadingModel(paths=[str(first), str(second)], refuse_over=200_000)
         agent = create_agent(model, tools=[read_file], middleware=[ToolBudgetMiddleware(session)])

@@ -92,7 +92,9 @@ def test_overflow_is_retried_with_old_results_trimmed(tmp_path: Path) -> None:
     first, second = tmp_path / "a.log", tmp_path / "b.log"
     text_a = write_big_file(first)
     text_b = write_big_file(second, seed=7)
-    with Budget.open(tmp_path / "session", {"result_cap": 200_000}, format=PYDANTIC_AI) as session:
+    # The tool's own cap: a hard limit, so the outputs stay whole until the refusal.
+    config = {"tools": {"read_file": {"cap": 200_000}}}
+    with Budget.open(tmp_path / "session", config, format=PYDANTIC_AI) as session:
         reader = Reader([str(first), str(second)], refuse_over=200_000)
         agent = Agent(
             FunctionModel(reader), tools=[read_file], capabilities=[ToolBudgetCapability(session)]

@@ -1,0 +1,52 @@
+"""The cost policy: every decision compares the expected billed tokens of its options.
+
+One narrow component: :class:`Observed` (what the session learned about itself, logged with each
+request), :func:`prices_for` (the cache regime and prices that usage shows), :func:`outlook`
+(the requests still expected and the window's distance), and the two decisions priced —
+:func:`spill_verdict` (a fresh result: spill or keep) and :func:`best_cut` (a batch: where it
+starts, or wait). It imports nothing of the session: passes, strategies, tests and the bench
+call it with plain numbers. See ``docs/concepts/policy.md``.
+"""
+
+from __future__ import annotations
+
+from budget.policy._costs import (
+    LOOKBACK_BLOCKS,
+    NO_CACHE_AFTER,
+    READBACK_PRIORS,
+    Item,
+    Outlook,
+    Prices,
+    Regime,
+    Verdict,
+    best_cut,
+    expected_remaining,
+    fill_chance,
+    outlook,
+    prices_for,
+    readback_chance,
+    readback_cost,
+    spill_verdict,
+)
+from budget.policy._observed import MIN_CACHEABLE_PROMPT, Observed
+
+__all__ = [
+    "LOOKBACK_BLOCKS",
+    "MIN_CACHEABLE_PROMPT",
+    "NO_CACHE_AFTER",
+    "READBACK_PRIORS",
+    "Item",
+    "Observed",
+    "Outlook",
+    "Prices",
+    "Regime",
+    "Verdict",
+    "best_cut",
+    "expected_remaining",
+    "fill_chance",
+    "outlook",
+    "prices_for",
+    "readback_chance",
+    "readback_cost",
+    "spill_verdict",
+]

@@ -1,0 +1,144 @@
+"""What the session has learned about itself, online: the facts the cost model prices with.
+
+Everything here comes from the session's own requests (the usage the provider reported, the
+times, the results it hid and the read-backs it saw). It is one frozen value, updated once per
+request and logged with the request record (``p``), so a resumed session decides as the one that
+went on would.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+__all__ = ["Observed"]
+
+MIN_CACHEABLE_PROMPT = 4_096
+"""Prompts at least this long count as chances for a cache read. Anthropic's minimum cacheable
+prefix is 1,024 tokens for most models and 4,096 for Claude Opus 4.5 / Haiku 4.5 (Anthropic docs,
+"Prompt caching", cache limitations); OpenAI caches from 1,024 tokens (OpenAI docs, "Prompt
+caching"): the largest of them, so a prompt under it never counts as a miss."""
+
+
+@dataclass(frozen=True, slots=True)
+class Observed:
+    """The session's own evidence, as counts: what the cost model's estimates are made from."""
+
+    requests: int = 0
+    """Requests prepared before this one."""
+    chances: int = 0
+    """Reported usages of prompts of at least :data:`MIN_CACHEABLE_PROMPT` tokens, sent within
+    the TTL of the request before: requests that would have read the cache if there were one."""
+    reads: int = 0
+    """Of those, the ones whose usage shows cache reads."""
+    writes: int = 0
+    """Usages showing cache writes (explicit caching, priced as a write: Anthropic)."""
+    warm_pause_s: float = 0.0
+    """The longest pause after which the usage still showed a cache read (a TTL at least that
+    long: 1-hour cache writes, a provider's longer retention)."""
+    hidden: int = 0
+    """Results hidden so far (spilled or trimmed)."""
+    readbacks: int = 0
+    """Read-back tool results seen in the history (the agent needed hidden text)."""
+    first_tokens: int = 0
+    """The estimated tokens of the first request (the growth per request is measured from it)."""
+    gap_s: float | None = None
+    """The pause before the last request (the one whose usage the next request reports)."""
+    readbacks_visible: bool = True
+    """Whether read-backs go through the read-back tool, where the session sees them (not when
+    envelopes name the file for the agent's own tools): only then is a hidden result never read
+    back evidence. Set from the settings each request, not logged."""
+
+    def after_usage(
+        self, *, prompt: int, cache_read: int, cache_write: int, answered: int, ttl_s: float
+    ) -> Observed:
+        """These counts after one reported usage, of the ``answered``-th request (1-based)."""
+        pause_s = self.gap_s
+        warm_window = pause_s is None or pause_s < ttl_s
+        # The first request has no cache to read: its usage is no chance for a read.
+        chance = prompt >= MIN_CACHEABLE_PROMPT and warm_window and answered > 1
+        pause = self.warm_pause_s
+        if cache_read > 0 and pause_s is not None:
+            pause = max(pause, pause_s)
+        return replace(
+            self,
+            chances=self.chances + chance,
+            reads=self.reads + (cache_read > 0),
+            writes=self.writes + (cache_write > 0),
+            warm_pause_s=pause,
+        )
+
+    def now(self, *, requests: int, readbacks: int, visible: bool) -> Observed:
+        """These counts as of a request: ``requests`` made before it, ``readbacks`` seen in the
+        history, whether read-backs are ``visible`` (a constructor call: ``replace`` takes 6 µs)."""
+        return Observed(
+            requests,
+            self.chances,
+            self.reads,
+            self.writes,
+            self.warm_pause_s,
+            self.hidden,
+            readbacks,
+            self.first_tokens,
+            self.gap_s,
+            visible,
+        )
+
+    def to_record(self) -> list[Any]:
+        """The counts as the request record's ``p`` field (a short JSON list)."""
+        return [
+            self.requests,
+            self.chances,
+            self.reads,
+            self.writes,
+            self.warm_pause_s,
+            self.hidden,
+            self.readbacks,
+            self.first_tokens,
+            self.gap_s,
+        ]
+
+    @classmethod
+    def from_record(cls, value: object) -> Observed | None:
+        """The counts a request record's ``p`` field holds; None when it is not one."""
+        if not isinstance(value, list) or len(value) != 9:
+            return None
+        ints = [value[i] for i in (0, 1, 2, 3, 5, 6, 7)]
+        if not all(type(v) is int and v >= 0 for v in ints):
+            return None
+        pause, gap = value[4], value[8]
+        if not _seconds(pause) or not (gap is None or _seconds(gap)):
+            return None
+        return cls(
+            requests=value[0],
+            chances=value[1],
+            reads=value[2],
+            writes=value[3],
+            warm_pause_s=float(pause),
+            hidden=value[5],
+            readbacks=value[6],
+            first_tokens=value[7],
+            gap_s=None if gap is None else float(gap),
+        )
+
+    def describe(self) -> Mapping[str, Any]:
+        """The counts by name (events, docs)."""
+        return {
+            "requests": self.requests,
+            "chances": self.chances,
+            "reads": self.reads,
+            "writes": self.writes,
+            "warm_pause_s": self.warm_pause_s,
+            "hidden": self.hidden,
+            "readbacks": self.readbacks,
+        }
+
+
+def _seconds(value: object) -> bool:
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and value >= 0
+        and value != float("inf")
+    )

@@ -1,0 +1,385 @@
+"""The cost model (budget.policy): every kind of decision priced, the figures worked out by hand."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from budget import Budget, BudgetConfig, ToolPolicy
+from budget.policy import (
+    Item,
+    Observed,
+    Outlook,
+    Prices,
+    best_cut,
+    expected_remaining,
+    fill_chance,
+    outlook,
+    prices_for,
+    readback_chance,
+    readback_cost,
+    spill_verdict,
+)
+from tests.strategies import conversation
+
+FAR = 10**12
+"""A window so far off that reaching it is no risk worth a token."""
+AUTO = Prices(write=1.0, read=0.1, ttl_s=300.0, regime="cached", explicit=False)
+ANTHROPIC = Prices(write=1.25, read=0.1, ttl_s=300.0, regime="cached", explicit=True)
+NONE = Prices(write=1.0, read=1.0, ttl_s=300.0, regime="uncached", explicit=False)
+
+
+def look(requests: float, *, tokens: int = 50_000, window: int = FAR) -> Outlook:
+    """An outlook of ``requests`` later requests at a prompt of ``tokens``."""
+    return Outlook(made=20, tokens=tokens, window=window, growth=1.0, requests=requests)
+
+
+# --- what the session expects of its future ------------------------------------------------------
+
+
+def test_expected_requests_follow_lindy_up_to_the_payback_horizon_and_the_window() -> None:
+    """9 requests made (m = 10): 10 ln(13.5/10.5) = 2.51 within 3 of the window; within 10 of
+    it 10 ln(20.5/10.5) = 6.69, over m/2 = 5 (which a session outlives two times in three);
+    none once the window is reached."""
+    assert expected_remaining(9, 3) == pytest.approx(10 * math.log(13.5 / 10.5))
+    assert expected_remaining(9, 3) == pytest.approx(2.513, abs=1e-3)
+    assert expected_remaining(9, 10) == 5.0
+    assert expected_remaining(9, 1_000) == 5.0
+    assert expected_remaining(9, 0) == 0.0
+    assert fill_chance(9, 30) == pytest.approx(10 / 40)
+    assert fill_chance(9, 0) == 1.0
+
+
+def test_the_outlook_measures_growth_from_the_first_request() -> None:
+    """First request 10k, now 30k after 4: 5k a request; (100k - 30k) / 5k = 14 to the window,
+    so m / 2 = 2.5 later requests; at 95k one request to go."""
+    seen = Observed(requests=4, first_tokens=10_000)
+    out = outlook(seen, tokens=30_000, window=100_000)
+    assert out.growth == 5_000
+    assert out.requests == 2.5  # 5 ln(19.5 / 5.5) = 6.3 > m / 2
+    near = outlook(Observed(requests=4, first_tokens=75_000), tokens=95_000, window=100_000)
+    # 5k a request, 1 request to go: 5 ln(6.5 / 5.5) = 0.84
+    assert near.requests == pytest.approx(5 * math.log(6.5 / 5.5))
+    # Before a second request the prior growth is the prompt itself: 30k, 70k / 30k to go.
+    first = outlook(Observed(), tokens=30_000, window=100_000)
+    assert (first.growth, first.requests) == (30_000, 0.5)
+
+
+def test_prices_follow_the_cache_regime_the_usage_shows() -> None:
+    """No usage: the configured (Anthropic) prices; reads and writes: explicit caching; reads
+    without writes: automatic caching writes at the base price; 3 misses: no cache at all."""
+    cfg: dict[str, Any] = {"write": 1.25, "read": 0.1, "ttl_s": 300.0}
+    unknown = prices_for(Observed(), **cfg)
+    assert (unknown.regime, unknown.new, unknown.carry) == ("unknown", 1.25, 0.1)
+    explicit = prices_for(Observed(chances=5, reads=5, writes=5), **cfg)
+    assert (explicit.regime, explicit.write, explicit.explicit) == ("cached", 1.25, True)
+    automatic = prices_for(Observed(chances=5, reads=5), **cfg)
+    assert (automatic.write, automatic.explicit) == (1.0, False)
+    none = prices_for(Observed(chances=3), **cfg)
+    assert (none.regime, none.new, none.carry) == ("uncached", 1.0, 1.0)
+    assert prices_for(Observed(chances=2), **cfg).regime == "unknown"
+    # A read after a 40-minute pause: the cache lives at least that long (1-hour writes).
+    assert prices_for(Observed(reads=1, warm_pause_s=2_400.0), **cfg).ttl_s == 2_400.0
+
+
+def test_usage_counts_chances_reads_writes_and_warm_pauses() -> None:
+    """The first request's usage is no chance for a read; a read after a 600 s pause is a TTL
+    of at least 600 s; a pause over the TTL is no chance either."""
+    seen = Observed(gap_s=1.0).after_usage(
+        prompt=10_000, cache_read=0, cache_write=10_000, answered=1, ttl_s=300.0
+    )
+    assert (seen.chances, seen.reads, seen.writes) == (0, 0, 1)
+    warm = Observed(gap_s=600.0).after_usage(
+        prompt=10_000, cache_read=9_000, cache_write=0, answered=2, ttl_s=300.0
+    )
+    assert (warm.chances, warm.reads, warm.warm_pause_s) == (0, 1, 600.0)
+    small = Observed(gap_s=1.0).after_usage(
+        prompt=1_000, cache_read=0, cache_write=0, answered=2, ttl_s=300.0
+    )
+    assert small.chances == 0  # under every provider's minimum cacheable prefix
+
+
+@given(
+    st.builds(
+        Observed,
+        requests=st.integers(0, 10**6),
+        chances=st.integers(0, 10**6),
+        reads=st.integers(0, 10**6),
+        writes=st.integers(0, 10**6),
+        warm_pause_s=st.floats(0, 1e7),
+        hidden=st.integers(0, 10**6),
+        readbacks=st.integers(0, 10**6),
+        first_tokens=st.integers(0, 10**9),
+        gap_s=st.none() | st.floats(0, 1e7),
+    )
+)
+def test_what_the_session_learned_survives_its_log_record(seen: Observed) -> None:
+    """The request record's ``p`` gives back every count (a resumed session decides alike)."""
+    assert Observed.from_record(seen.to_record()) == seen
+
+
+def test_a_damaged_record_is_no_observation() -> None:
+    """A record of the wrong shape, a negative count or a bool is refused (None), not trusted."""
+    good = Observed(requests=3).to_record()
+    assert Observed.from_record(good[:-1]) is None
+    assert Observed.from_record([*good[:1], -1, *good[2:]]) is None
+    assert Observed.from_record([True, *good[1:]]) is None
+    assert Observed.from_record("p") is None
+
+
+def test_the_readback_chance_is_the_prior_then_the_sessions_own_rate() -> None:
+    """Fresh 8/10, stale 1/10 (errors 9/10, 2/10); 20 hidden and none read back: 8/30 where
+    read-backs are seen, still the prior where they go through the agent's own file tools."""
+    fresh, stale = Observed(), Observed()
+    assert readback_chance(fresh, fresh=True, is_error=False) == pytest.approx(0.8)
+    assert readback_chance(fresh, fresh=True, is_error=True) == pytest.approx(0.9)
+    assert readback_chance(stale, fresh=False, is_error=False) == pytest.approx(0.1)
+    assert readback_chance(stale, fresh=False, is_error=True) == pytest.approx(0.2)
+    quiet = Observed(hidden=20)
+    assert readback_chance(quiet, fresh=True, is_error=False) == pytest.approx(8 / 30)
+    unseen = Observed(hidden=20, readbacks_visible=False)
+    assert readback_chance(unseen, fresh=True, is_error=False) == pytest.approx(0.8)
+    read = Observed(hidden=20, readbacks=10)
+    assert readback_chance(read, fresh=False, is_error=False) == pytest.approx(11 / 30)
+
+
+# --- a fresh result: spill or keep -------------------------------------------------------------
+
+
+def test_a_fresh_10k_token_result_is_spilled_and_a_3k_one_kept() -> None:
+    """Cached at 1.25 / 0.1, 10 later requests, a 50k prompt, 5k-token pages, 650-token envelope:
+
+    10,000 tokens: saving 9,350 x (1.25 + 0.1 x 10) = 21,037.5; a read-back 0.1 x 50,000 +
+    1.25 x 5,000 + 0.1 x 5,000 x 10 = 16,250 at 0.8 = 13,000: net 8,037.5, spill.
+    3,000 tokens: saving 2,350 x 2.25 = 5,287.5; read-back 5,000 + 3,750 + 3,000 = 11,750 at
+    0.8 = 9,400: net -4,112.5, keep.
+    """
+    big = spill_verdict(
+        ANTHROPIC, look(10), Observed(), tokens=10_000, envelope_tokens=650, is_error=False,
+        page_tokens=5_000,
+    )  # fmt: skip
+    assert (big.choice, big.saving, big.readback_risk) == ("spill", 21_037.5, 13_000.0)
+    assert big.net == pytest.approx(8_037.5, abs=0.01) and big.window_gain < 0.01
+    small = spill_verdict(
+        ANTHROPIC, look(10), Observed(), tokens=3_000, envelope_tokens=650, is_error=False,
+        page_tokens=5_000,
+    )  # fmt: skip
+    assert (small.choice, small.saving, small.readback_risk) == ("keep", 5_287.5, 9_400.0)
+    assert small.net == pytest.approx(-4_112.5, abs=0.01)
+
+
+def test_the_window_risk_makes_a_spill_pay_near_the_window() -> None:
+    """A 6,000-token result at a 190k prompt: saving 5,350 x 2.25 = 12,037.5 against a read-back
+    of 0.8 x (19,000 + 6,250 + 5,000) = 24,200: kept far from the window. In a 200k window
+    growing 1k a request (m = 21) reaching it goes from 21/31 to 21/36.35 likely: at 270k a
+    fill that gains 26,920, and the spill pays (net 14,757)."""
+
+    def verdict(window: int, growth: float) -> Any:
+        at = Outlook(made=20, tokens=190_000, window=window, growth=growth, requests=10)
+        return spill_verdict(
+            ANTHROPIC, at, Observed(), tokens=6_000, envelope_tokens=650, is_error=False,
+            page_tokens=5_000,
+        )  # fmt: skip
+
+    far = verdict(FAR, 1.0)
+    assert (far.choice, far.readback_risk) == ("keep", 24_200)
+    near = verdict(200_000, 1_000.0)
+    assert near.window_gain == pytest.approx(270_000 * (21 / 31 - 21 / 36.35))
+    assert near.window_gain == pytest.approx(26_920, abs=1)
+    assert near.choice == "spill" and near.net == pytest.approx(14_757, abs=1)
+
+
+# --- a batch: where it starts, or wait ---------------------------------------------------------
+
+ITEMS = [
+    Item(reclaim=2_000, before=10_000, page=1_000, is_error=False),
+    Item(reclaim=6_000, before=30_000, page=1_000, is_error=False),
+    Item(reclaim=1_000, before=36_000, page=1_000, is_error=False),
+]
+"""Three eligible results in a request whose first 40,000 tokens are cached."""
+
+
+def test_the_cut_search_picks_the_hand_computed_best_cut() -> None:
+    """Automatic caching (write 1.0, read 0.1), 20 later requests, read-back 0.1 x (5,000 + 1,000
+    + 0.1 x 1,000 x 20) = 800 a result:
+
+    * cut at C: reclaim 1,000, re-write 3,000 - 400 = 2,600, saving 2,000: net -1,400;
+    * cut at B: reclaim 7,000, re-write (10,000 - 7,000) - 1,000 = 2,000, saving 14,000, risk
+      1,600: net 10,400;
+    * cut at A: reclaim 9,000, re-write 21,000 - 3,000 = 18,000, saving 18,000, risk 2,400:
+      net -2,400. The best is B: B and C trimmed, A kept.
+    """
+    v = best_cut(AUTO, look(20), Observed(), ITEMS, cached_end=40_000, cold=False)
+    assert (v.choice, v.cut, v.reclaim_tokens) == ("trim", 1, 7_000)
+    assert (v.saving, v.rewrite_cost, v.readback_risk) == (14_000, 2_000, 1_600)
+    assert v.net == pytest.approx(10_400, abs=0.01)
+    assert readback_cost(AUTO, look(20), 1_000) == 8_000
+
+
+def test_the_cut_search_waits_when_no_cut_pays() -> None:
+    """Over 3 requests B saves 2,100 against 2,000 re-written and 2 x 630 risked: wait."""
+    v = best_cut(AUTO, look(3), Observed(), ITEMS, cached_end=40_000, cold=False)
+    assert (v.choice, v.cut) == ("wait", 1)
+    assert v.net == pytest.approx(2_100 - 2_000 - 1_260, abs=0.01)
+    assert best_cut(AUTO, look(3), Observed(), [], cached_end=0, cold=False).choice == "wait"
+
+
+def test_a_cold_cache_trims_everything_eligible() -> None:
+    """Expired anyway, keeping re-writes too: A's re-write is 21,000 - 30,000 = -9,000, net
+    18,000 + 9,000 - 2,400 = 24,600, over B's 19,400 and C's 2,200."""
+    v = best_cut(AUTO, look(20), Observed(), ITEMS, cached_end=40_000, cold=True)
+    assert (v.cut, v.rewrite_cost) == (0, -9_000)
+    assert v.net == pytest.approx(24_600, abs=0.01)
+
+
+def test_explicit_breakpoints_price_a_cut_past_the_lookback_as_a_whole_rewrite() -> None:
+    """Anthropic, lookup reaching back to token 35,000, a 5,000-token header: B's cut re-writes
+    all 45,000 (1.25 x 38,000 - 4,500 = 43,000) and C's only 4,000 (3,750 - 400 = 3,350, net
+    2,000 - 3,350 - 825 = -2,175): wait. An expired entry re-writes all too."""
+    v = best_cut(
+        ANTHROPIC, look(20), Observed(), ITEMS, cached_end=40_000, cold=False, reach=35_000,
+        header=5_000,
+    )  # fmt: skip
+    assert (v.choice, v.cut) == ("wait", 2)
+    assert v.net == pytest.approx(-2_175, abs=0.01)
+    whole = best_cut(
+        ANTHROPIC, look(20), Observed(), ITEMS[1:2], cached_end=40_000, cold=False, reach=35_000,
+        header=5_000,
+    )  # fmt: skip
+    assert whole.rewrite_cost == pytest.approx(1.25 * 39_000 - 0.1 * 45_000)
+    expired = Item(reclaim=1_000, before=36_000, page=1_000, is_error=False, alive=False)
+    dead = best_cut(ANTHROPIC, look(20), Observed(), [expired], cached_end=40_000, cold=False)
+    assert dead.rewrite_cost == pytest.approx(1.25 * 39_000 - 0.1 * 40_000)
+
+
+def test_without_a_cache_every_aged_result_is_trimmed() -> None:
+    """No cache: a trim saves now too (A: 21,000 - 30,000 = -9,000) and 9,000 on each of 20
+    requests, against 3 x 0.1 x (50,000 + 1,000 + 20,000): net 167,700, the cut at A."""
+    v = best_cut(NONE, look(20), Observed(), ITEMS, cached_end=40_000, cold=False)
+    assert (v.choice, v.cut, v.rewrite_cost) == ("trim", 0, -9_000)
+    assert v.net == pytest.approx(180_000 + 9_000 - 21_300, abs=0.01)
+
+
+# --- the session: the model at work, explained --------------------------------------------------
+
+
+def _rounds(n: int, chars: int) -> list[dict[str, Any]]:
+    return conversation(
+        [[f"{r:03d} " + "log line of a build output\n" * (chars // 28)] for r in range(n)]
+    )
+
+
+def _drive(config: dict[str, Any], usage: dict[str, int], path: Path) -> list[Any]:
+    """Prepare a 14-round session request by request (5 s apart), each with a new usage of the
+    shape of ``usage`` (one more output token each): every report."""
+    history = _rounds(14, 6_000)
+    reports = []
+    with Budget.open(path, {"fsync": False, **config}) as session:
+        for end in range(3, len(history) + 1, 2):
+            answered = {**usage, "output_tokens": end}
+            reports.append(session.prepare(history[:end], usage=answered, now=5.0 * end).report)
+    return reports
+
+
+def test_a_session_without_cache_reads_trims_results_as_they_age(tmp_path: Path) -> None:
+    """Usage that never shows a cache read (a deployment without prompt caching): after three
+    chances the regime is uncached and each result is trimmed as it leaves the protected rounds
+    (reason no_cache); the same session reading its cache mostly waits, batching them."""
+    none = {"input_tokens": 20_000}
+    reports = _drive({}, none, tmp_path / "none")
+    ran = [r for r in reports if r.staleness_ran]
+    assert ran and {r.staleness_reason for r in ran} == {"no_cache"}
+    assert all(r.staleness_cost is not None and r.staleness_cost.regime == "uncached" for r in ran)
+    assert sum(r.trimmed_now for r in ran) >= 5 and len(ran) >= 4  # one at a time, as they age
+    cached = {"input_tokens": 10, "cache_read_input_tokens": 20_000}
+    warm = _drive({}, cached, tmp_path / "cached")
+    batches = [r for r in warm if r.staleness_ran]
+    assert len(batches) < len(ran) and all(r.staleness_reason == "pays" for r in batches)
+    assert sum(r.staleness_cost is not None and r.staleness_cost.choice == "wait" for r in warm) > 3
+
+
+def test_every_priced_decision_carries_its_two_costs(tmp_path: Path) -> None:
+    """A priced spill and a priced keep say what they compared; a ceiling spill and an explicit
+    cap carry no price (a hard limit decided them)."""
+    history = conversation([["x\n" * 15_000, "y\n" * 2_000, "z\n" * 40_000]])
+    config = BudgetConfig(fsync=False, result_cap=60_000, tools={"cat": ToolPolicy(cap=10)})
+    with Budget.open(tmp_path / "s", config) as session:
+        report = session.prepare(history, now=0.0).report
+    by_id = {d.call_id: d for d in report.decisions}
+    spilled, kept = by_id["call_0_0"], by_id["call_0_1"]
+    assert spilled.reason == "pays" and spilled.cost is not None
+    assert spilled.cost.choice == "spill" and spilled.cost.net > 0
+    assert spilled.cost.saving - spilled.cost.readback_risk + spilled.cost.window_gain == (
+        pytest.approx(spilled.cost.net)
+    )
+    assert kept.kind == "kept" and kept.cost is not None and kept.cost.choice == "keep"
+    assert (by_id["call_0_2"].reason, by_id["call_0_2"].cost) == ("cap", None)  # the ceiling
+    capped = conversation([["x\n" * 40_000]], tool="cat")
+    with Budget.open(tmp_path / "c", config) as session:
+        decision = session.prepare(capped, now=0.0).report.decisions[0]
+    assert (decision.reason, decision.cost) == ("cap", None)
+
+
+def test_price_spills_off_makes_result_cap_a_plain_cap_again(tmp_path: Path) -> None:
+    """The same 30,000-character result the cost policy spills is kept whole (reason fits,
+    no price) when ``price_spills`` is off; over the cap it is spilled either way."""
+    history = conversation([["x\n" * 15_000, "z\n" * 40_000]])
+    for price, first in ((True, ("spilled", "pays")), (False, ("kept", "fits"))):
+        config = BudgetConfig(fsync=False, result_cap=60_000, price_spills=price)
+        with Budget.open(tmp_path / f"s-{price}", config) as session:
+            decisions = session.prepare(history, now=0.0).report.decisions
+        got = {d.call_id: (d.kind, d.reason) for d in decisions}
+        assert got == {"call_0_0": first, "call_0_1": ("spilled", "cap")}
+        plain = next(d for d in decisions if d.call_id == "call_0_0")
+        assert (plain.cost is None) is (not price)
+
+
+def _net_of_cut(prices: Prices, at: Outlook, items: list[Item], j: int, cached_end: int) -> float:
+    """One cut priced from scratch, term by term (what the cut search folds into one pass)."""
+    trimmed = items[j:]
+    reclaim = sum(it.reclaim for it in trimmed)
+    in_cache = sum(it.reclaim for it in trimmed if it.before < cached_end)
+    span = max(cached_end - items[j].before, 0)
+    rewrite = prices.new * (span - in_cache) - prices.read * span
+    risk = sum(
+        readback_chance(Observed(), fresh=False, is_error=it.is_error)
+        * readback_cost(prices, at, it.page)
+        for it in trimmed
+    )
+    return reclaim * prices.carry * at.requests + at.window_gain(prices, reclaim) - rewrite - risk
+
+
+@given(
+    st.lists(
+        st.tuples(st.integers(1, 20_000), st.integers(0, 5_000), st.booleans()),
+        min_size=1,
+        max_size=12,
+    ),
+    st.floats(0, 60),
+)
+def test_the_cut_search_finds_the_best_cut_of_a_brute_force_search(
+    raw: list[tuple[int, int, bool]], requests: float
+) -> None:
+    """On any eligible results (oldest first), the cut chosen is the one whose net, priced
+    from scratch, is largest (the later one on a tie), and it runs only when that is positive."""
+    items, at = [], 0
+    for reclaim, gap, error in raw:
+        items.append(Item(reclaim=reclaim, before=at, page=reclaim + 100, is_error=error))
+        at += gap + reclaim
+    cached_end = at
+    outlook_ = Outlook(made=20, tokens=at + 20_000, window=at + 200_000, growth=500.0,
+                       requests=requests)  # fmt: skip
+    v = best_cut(AUTO, outlook_, Observed(), items, cached_end=cached_end, cold=False)
+    nets = [_net_of_cut(AUTO, outlook_, items, j, cached_end) for j in range(len(items))]
+    best = max(nets)
+    assert v.cut is not None
+    assert v.net == pytest.approx(best, rel=1e-9, abs=1e-6)
+    assert v.cut == max(
+        j for j, n in enumerate(nets) if n == pytest.approx(best, rel=1e-9, abs=1e-6)
+    )
+    assert v.choice == ("trim" if best > 0 else "wait")
