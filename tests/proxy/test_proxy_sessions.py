@@ -155,7 +155,7 @@ def test_a_proxy_killed_mid_session_goes_on_with_identical_copies(kit: Any, tmp_
     from benchmarks.standin import Served, StandIn
 
     root = tmp_path / "sessions"
-    history = anthropic_history(8, lines=120)
+    history = anthropic_history(8, lines=300)
     steps = [history[:upto] for upto in range(3, len(history) + 1, 2)]
     standin = StandIn(chunk_delay_s=0.3)
     with Served(standin.app()) as up:
