@@ -34,8 +34,8 @@ TIGHT: Mapping[str, Any] = {**BUDGET, "window": 16_000}
 def _usage_of(field: str) -> Callable[[str, dict[str, Any]], dict[str, int]]:
     """A usage derived from what the upstream received, so the library's replay can compute the
     same one from its own copy: half the bytes, above the session's own estimate, so that the
-    usage fed back moves its calibration and pressure (a proxy that dropped it fails the Claude
-    Code replay)."""
+    usage fed back moves its calibration and pressure (a proxy that dropped it fails both
+    replays)."""
 
     def usage(api: str, body: Mapping[str, Any]) -> dict[str, int]:
         tokens = len(orjson.dumps(body.get(field))) // 2
