@@ -176,7 +176,7 @@ def _resume(
     with FsspecStore(url, cache_dir=root / "c2", **options) as s3:
         for batch in batches:
             s3.append_log(batch)
-        listing = s3._scan()
+        listing = s3._log.scan()
     newest = listing.snapshots[-1] if listing.snapshots else -1
     read = len(listing.snapshots[-1:]) + len([s for s in listing.seqs if s > newest])
 

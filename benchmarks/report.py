@@ -17,11 +17,14 @@ tokens go (:mod:`benchmarks.attribution`). A figure that has no value is ``null`
 
 from __future__ import annotations
 
+import json
 import secrets
 import shutil
+import signal
 import string
 import tempfile
 import textwrap
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -136,6 +139,27 @@ SCRATCH_PREFIX = "toolbudget-bench-"
 
 
 @contextmanager
+def _terminate_as_exit() -> Iterator[None]:
+    """SIGTERM (``kill``, a job scheduler's stop, ``timeout``) raised as :class:`SystemExit`
+    while inside, so the scratch directory is removed as on Ctrl-C: by default SIGTERM ends the
+    process without running ``finally`` blocks, and every killed bench left its spilled bodies
+    under the temporary directory. Only from the main thread (where Python delivers signals);
+    the previous handler is restored on the way out."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextmanager
 def scratch_dir() -> Iterator[Path]:
     """A new private directory for the replay's sessions, removed afterwards.
 
@@ -153,7 +177,8 @@ def scratch_dir() -> Iterator[Path]:
         except FileExistsError:
             continue
         try:
-            yield path
+            with _terminate_as_exit():
+                yield path
         finally:
             shutil.rmtree(path, ignore_errors=True)
         return
@@ -441,6 +466,14 @@ def render(result: BenchResult, console: Console, *, wide: bool = False) -> None
         # In the header: a figure read without it would be taken for the defaults'.
         title += f"\n{changed}"
     console.print(_table(title, result.summary, columns))
+    if result.replays and not any(r.quotes for r in result.replays if r.strategy == BASELINE):
+        # Read-backs are charged for later quotes of hidden lines (benchmarks/readbacks.py): with
+        # none, hiding looks free, and a ratio would flatter every strategy that hides the most.
+        console.print(
+            "[yellow]no result line is quoted later in these traces:[/] no read-back can be "
+            "charged, so hidden output costs nothing here and ×none flatters whatever hides the "
+            "most (see 'visible'); recorded sessions (--traces) are the fair test."
+        )
     if len(result.by_format) > 1:
         for fmt, rows in result.by_format.items():
             n = len({r.trace for r in result.replays if r.format == fmt})
@@ -611,10 +644,38 @@ def as_json(result: BenchResult) -> dict[str, Any]:
 def write_json(result: BenchResult, path: Path) -> None:
     """Write the run's JSON document to ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(orjson.dumps(as_json(result), option=orjson.OPT_INDENT_2) + b"\n")
+    doc = as_json(result)
+    try:
+        data = orjson.dumps(doc, option=orjson.OPT_INDENT_2)
+    except TypeError as exc:
+        # orjson encodes integers of at most 64 bits; a setting may be larger (``--set
+        # result_cap=10**30``, which BudgetConfig accepts). The standard library writes any
+        # integer; NaN is refused there as orjson would never write it (it writes null).
+        if "64-bit" not in str(exc):
+            raise
+        data = json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False).encode()
+    path.write_bytes(data + b"\n")
 
 
 # -- charts -------------------------------------------------------------------------------------
+
+
+def written(result: BenchResult, json_path: Path | None, plots: Path | None) -> Iterator[Path]:
+    """Write the JSON document and the charts asked for, yielding each file as it is written.
+
+    A file that cannot be written (a full disk, a directory without write permission) is an
+    :class:`~budget.InputError` naming it: after a replay of minutes the figures on screen stay,
+    and the command ends on one line, not a traceback.
+    """
+    try:
+        if json_path is not None:
+            write_json(result, json_path)
+            yield json_path
+        if plots is not None:
+            yield from write_plots(result, plots)
+    except OSError as exc:
+        where = exc.filename or json_path or plots
+        raise InputError(f"cannot write {where}: {exc.strerror or exc}") from exc
 
 
 def write_plots(result: BenchResult, directory: Path) -> list[Path]:

@@ -18,21 +18,35 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Literal
 
 import orjson
+from pydantic_core import to_jsonable_python
 
 from benchmarks.strategies import toolbudget
 from budget import BudgetConfig
 from budget._config import env_name, env_value
 from budget._errors import ConfigError
 
-__all__ = ["BENCH_FIXED", "BenchSettings", "Setting", "Source", "parse_sets", "resolve"]
+__all__ = [
+    "BENCH_FIXED",
+    "COMPACT_FIXED",
+    "BenchSettings",
+    "Setting",
+    "Source",
+    "parse_sets",
+    "resolve",
+]
 
 Source = Literal["default", "bench", "env", "--set"]
 
 BENCH_FIXED: tuple[str, ...] = ("include_path", "window")
 """Settings the bench gives toolbudget on every run (unless ``--set`` or the environment does)."""
+
+COMPACT_FIXED: Mapping[str, Any] = MappingProxyType({"compaction": "auto"})
+"""What ``toolbudget-compact`` sets beyond :data:`BENCH_FIXED`
+(:func:`benchmarks.strategies.toolbudget._configure_compact`); ``--set`` overrides it too."""
 
 _OPTIONAL_NONE = frozenset({"none", "null"})
 
@@ -47,11 +61,27 @@ class Setting:
     source: Source
     variable: str | None = None
     """The environment variable it was read from (``source == "env"``)."""
+    usual: tuple[Any, ...] = ()
+    """What the bench's toolbudget strategies run with when neither the environment nor
+    ``--set`` gives the setting (empty: the default): the bench's own value for
+    :data:`BENCH_FIXED` settings, and for ``compaction`` both ``toolbudget``'s and
+    ``toolbudget-compact``'s (:data:`COMPACT_FIXED`), which ``--set`` reaches alike."""
 
     @property
     def changed(self) -> bool:
-        """Set by the environment or ``--set`` to something other than the default."""
-        return self.source in ("env", "--set") and self.value != self.default
+        """Set by the environment or ``--set`` to something other than what the bench runs with.
+
+        An environment variable reaches the ``toolbudget`` strategy's defaults only (the bench
+        passes its own settings explicitly); ``--set`` reaches both strategies and everything
+        the bench sets, so ``--set include_path=false``, ``window=none`` or ``compaction=off``
+        are said even though they equal the library's defaults (before this, each went unsaid
+        in the header while the figures moved).
+        """
+        if self.source == "env":
+            return bool(self.value != self.default)
+        if self.source == "--set":
+            return any(self.value != usual for usual in self.usual or (self.default,))
+        return False
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON object of the setting: ``value``, ``default``, ``source`` (and ``variable``)."""
@@ -66,8 +96,13 @@ class Setting:
 
 
 def _plain(value: Any) -> Any:
-    """A JSON-ready form of a setting's value (per-tool policies as plain dicts)."""
-    return orjson.loads(orjson.dumps(value, default=lambda v: v.model_dump()))
+    """A JSON-ready form of a setting's value (per-tool policies as plain dicts).
+
+    pydantic's own conversion, not an orjson round trip: BudgetConfig accepts any integer
+    (``--set result_cap=10**30`` means "never spill"), and orjson refuses one past 64 bits,
+    which before this stopped the bench with a traceback after the whole replay had run.
+    """
+    return to_jsonable_python(value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +138,14 @@ class BenchSettings:
 def _default(name: str) -> Any:
     field = BudgetConfig.model_fields[name]
     return field.default_factory() if field.default_factory is not None else field.default  # type: ignore[call-arg]
+
+
+def _bench_value(name: str, window: int | None) -> Any:
+    """The value the bench gives the :data:`BENCH_FIXED` setting ``name`` on every run: what
+    :mod:`benchmarks.strategies.toolbudget` passes (``include_path=True``) and ``--window``.
+    Not read from a config built here: that would read the environment, whose bad value a
+    ``--set`` may be overriding."""
+    return {"include_path": True, "window": window}[name]
 
 
 def parse_sets(items: Sequence[str]) -> dict[str, Any]:
@@ -160,5 +203,12 @@ def resolve(items: Sequence[str] = (), *, window: int | None) -> BenchSettings:
             source = "env"
         else:
             source = "default"
-        settings.append(Setting(name, getattr(config, name), _default(name), source, variable))
+        usual: tuple[Any, ...] = ()
+        if name in BENCH_FIXED:
+            usual = (_bench_value(name, window),)
+        elif name in COMPACT_FIXED:
+            usual = (_default(name), COMPACT_FIXED[name])
+        settings.append(
+            Setting(name, getattr(config, name), _default(name), source, variable, usual)
+        )
     return BenchSettings(config, overrides, tuple(settings))

@@ -18,7 +18,15 @@ from typing import Annotated, Any, Final
 
 import orjson
 import re2
-from pydantic import BaseModel, ConfigDict, Field, PlainValidator, ValidationError, WithJsonSchema
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    ValidationError,
+    WithJsonSchema,
+)
 from pydantic.json_schema import SkipJsonSchema
 
 from budget._config import BudgetConfig
@@ -86,6 +94,14 @@ def _grep_text(value: object) -> str:
     return str.__str__(value)
 
 
+def _bounded(value: int) -> int:
+    # Past 2**1024 (the largest double) only a big-int JSON parser (jiter) hands us a number, and
+    # past 4,300 digits Python will not format it: a 5,000-digit offset raised ValueError here.
+    if value.bit_length() > 1024:
+        raise ValueError("must be below 2**1024")
+    return value
+
+
 _Grep = Annotated[
     str,
     PlainValidator(_grep_text),
@@ -102,8 +118,10 @@ class ReadArgs(BaseModel):
     )
 
     ref: str = Field(pattern=_SCHEMA_REF, description="The 32-character ref from the notice.")
-    offset: int = Field(0, ge=0, description="Lines to skip (0 starts at the first line).")
-    limit: Annotated[int, Field(ge=1)] | SkipJsonSchema[None] = Field(
+    offset: Annotated[int, AfterValidator(_bounded)] = Field(
+        0, ge=0, description="Lines to skip (0 starts at the first line)."
+    )
+    limit: Annotated[int, Field(ge=1), AfterValidator(_bounded)] | SkipJsonSchema[None] = Field(
         None, description="Most lines to return."
     )
     grep: _Grep | SkipJsonSchema[None] = Field(

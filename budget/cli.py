@@ -268,7 +268,7 @@ def bench(
     # Imported here: the benchmarks (and matplotlib, langchain) are not needed by other commands.
     from rich.console import Console  # noqa: PLC0415
 
-    from benchmarks.report import render, run_bench, write_json, write_plots  # noqa: PLC0415
+    from benchmarks.report import render, run_bench, written  # noqa: PLC0415
 
     names = _chosen_strategies(strategies, window)
     settings = _bench_settings(sets, window)
@@ -296,12 +296,11 @@ def bench(
     except BudgetError as exc:
         _fail(str(exc))
     render(result, console, wide=wide)
-    if json_path is not None:
-        write_json(result, json_path)
-        console.print(f"wrote {json_path}")
-    if plots is not None:
-        for path in write_plots(result, plots):
+    try:
+        for path in written(result, json_path, plots):
             console.print(f"wrote {path}")
+    except BudgetError as exc:
+        _fail(str(exc))
     _exit_if_ours_failed(result.skipped)
 
 

@@ -30,19 +30,19 @@ bodies are durable before the decisions that point to them are logged, and a pro
 between the two leaves bodies that nothing points to, never a decision without its body
 (``tests/reliability/test_crash_s3.py``).
 
-:class:`FsspecStore` is assembled from one layer per job: the filesystem, object names and
-error mapping (:mod:`spill._objfs`), the log of objects (:mod:`spill._objlog`), the read-through
-cache (:mod:`spill._objcache`); the roll-up snapshots that keep a resume to one snapshot and
+:class:`FsspecStore` holds one part per job: the session's objects (filesystem, names and
+error mapping: :class:`spill._objfs.ObjectSession`), the log of objects
+(:class:`spill._objlog.ObjectLog`), the read-through cache (:class:`spill._objcache.ReadCache`); the roll-up snapshots that keep a resume to one snapshot and
 a few appends are :mod:`spill._objsnap`; removing idle sessions is :mod:`spill._objgc`. This module holds
-the bodies (put, group commit, get, quota) and the metadata.
+the bodies (put, group commit, get, quota), the metadata, the mutex every call takes and whether
+the store is closed.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import re
-import shutil
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -52,16 +52,18 @@ from typing import Any, Final, TypeVar
 import xxhash
 
 from spill._errors import ConfigError, QuotaExceeded, RefError, StoreError
+from spill._log import decode_log, encode_records
 from spill._objcache import ReadCache
-from spill._objfs import BODIES_NAME, META_NAME, URL_RE, filesystem
+from spill._objfs import BODIES_NAME, LOG_DIR, META_NAME, URL_RE, ObjectSession, filesystem
 from spill._objgc import gc_url_sessions, ignore_skip
 from spill._objlog import ObjectLog
-from spill._objsnap import ROLLUP_OBJECTS
 from spill._sessiondir import decode_meta, encode_meta
 from spill._store import (
+    LogRecord,
     PutResult,
     StoreBase,
     check_quota,
+    check_seconds,
     encode_text,
     events,
     validate_ref,
@@ -81,7 +83,18 @@ connection pool (``max_pool_connections``, 10 by default in botocore, 100 as s3f
 aiobotocore) without queueing a whole large batch behind it."""
 
 
-class FsspecStore(ObjectLog, ReadCache, StoreBase):
+def _clock(now: object) -> float:
+    """``now`` of a gc as a float time; ConfigError unless a number (an int past the largest
+    float is infinitely late, as ``float("inf")``: float() alone raised OverflowError)."""
+    if isinstance(now, bool) or not isinstance(now, int | float):
+        raise ConfigError(f"now must be a number of seconds, got {now!r:.80}")
+    try:
+        return float(now)
+    except OverflowError:
+        return math.inf if now > 0 else -math.inf
+
+
+class FsspecStore(StoreBase):
     """A session at an fsspec URL: ``s3://bucket/sessions/abc``, ``gs://...``, ``memory://...``.
 
     ``FsspecStore(url, **storage_options)`` passes ``storage_options`` to the filesystem (for
@@ -113,37 +126,24 @@ class FsspecStore(ObjectLog, ReadCache, StoreBase):
         if not isinstance(url, str) or not URL_RE.match(url):
             raise ConfigError(f"FsspecStore needs a URL with a scheme (s3://...), got {url!r}")
         check_quota(quota_bytes)
-        self._url = url.rstrip("/")
         self._quota = quota_bytes
         self._mutex = threading.Lock()
         self._closed = True
-        self._locked_out = False
-        self._tried = []
-        self._present = set()
-        self._fs, self._root = filesystem(self._url, storage_options)
-        self._body, self._through = None, -1
+        url = url.rstrip("/")
+        self._objects = ObjectSession(url, *filesystem(url, storage_options))
         # Listed before the cache is made: a missing bucket refuses the open and leaves nothing.
-        listing = self._scan()
-        self._next_seq = listing.next_seq
-        self._snapshot = listing.snapshots[-1] if listing.snapshots else -1
-        self._due = self._snapshot + ROLLUP_OBJECTS
-        self._own_cache = cache_dir is None
-        self._cache = (
-            tempfile.mkdtemp(prefix="toolbudget-cache-")
-            if cache_dir is None
-            else os.path.abspath(os.fspath(cache_dir))
-        )
-        os.makedirs(self._cache, mode=0o700, exist_ok=True)
+        self._log = ObjectLog(self._objects)
+        self._cache = ReadCache(url, cache_dir)
         self._total: int | None = None
         self._closed = False
-        events().debug("toolbudget.spill.opened", path=self._url)
+        events().debug("toolbudget.spill.opened", path=self._objects.url)
 
     # -- public API -----------------------------------------------------------------------
 
     @property
     def url(self) -> str:
         """The session's URL."""
-        return self._url
+        return self._objects.url
 
     @property
     def bodies_bytes(self) -> int:
@@ -163,22 +163,22 @@ class FsspecStore(ObjectLog, ReadCache, StoreBase):
         ref = xxhash.xxh3_128_hexdigest(data)
         with self._mutex:
             self._check_open()
-            old = self._remote_size(self._body_key(ref))
+            old = self._objects.remote_size(self._objects.body_key(ref))
             if old == len(data):
-                self._cache_put(ref, data)
+                self._cache.put(ref, data)
                 return ref
             self._reserve(ref, data, old)
             try:
-                self._call(
-                    "write body " + self._body_rel(ref),
-                    self._fs.pipe_file,
-                    self._body_key(ref),
+                self._objects.call(
+                    "write body " + self._objects.body_rel(ref),
+                    self._objects.fs.pipe_file,
+                    self._objects.body_key(ref),
                     data,
                 )
             except StoreError:
                 self._total = None  # the PUT may have landed before its reply was lost: recount
                 raise
-            self._cache_put(ref, data)
+            self._cache.put(ref, data)
         return ref
 
     def put_many(self, texts: Sequence[str]) -> list[PutResult]:
@@ -207,14 +207,14 @@ class FsspecStore(ObjectLog, ReadCache, StoreBase):
         with self._mutex:
             self._check_open()
             unique = list(datas)
-            sizes = self._run_all([self._size_task(self._body_key(ref)) for ref in unique])
+            sizes = self._run_all([self._size_task(self._objects.body_key(ref)) for ref in unique])
             new: list[str] = []
             for ref, size in zip(unique, sizes, strict=True):
                 data = datas[ref]
                 if isinstance(size, StoreError):
                     errors[ref] = size
                 elif size == len(data):
-                    self._cache_put(ref, data)
+                    self._cache.put(ref, data)
                 else:
                     try:
                         self._reserve(ref, data, size)
@@ -225,7 +225,7 @@ class FsspecStore(ObjectLog, ReadCache, StoreBase):
             sent = self._run_all([self._put_task(ref, datas[ref]) for ref in new])
             for ref, error in zip(new, sent, strict=True):
                 if error is None:
-                    self._cache_put(ref, datas[ref])
+                    self._cache.put(ref, datas[ref])
                 else:
                     errors[ref] = error
                     self._total = None  # it may have landed before its reply was lost: recount
@@ -236,7 +236,7 @@ class FsspecStore(ObjectLog, ReadCache, StoreBase):
         new_total = self._bodies_total() - (old or 0) + len(data)
         if self._quota is not None and new_total > self._quota:
             raise QuotaExceeded(
-                f"storing a body of {len(data)} bytes would bring session {self._url} "
+                f"storing a body of {len(data)} bytes would bring session {self._objects.url} "
                 f"to {new_total} bytes of bodies, above its quota of {self._quota} bytes"
             )
         self._total = new_total
@@ -244,7 +244,7 @@ class FsspecStore(ObjectLog, ReadCache, StoreBase):
     def _size_task(self, key: str) -> Callable[[], int | StoreError | None]:
         def task() -> int | StoreError | None:
             try:
-                return self._remote_size(key)
+                return self._objects.remote_size(key)
             except StoreError as exc:
                 return exc
 
@@ -253,10 +253,10 @@ class FsspecStore(ObjectLog, ReadCache, StoreBase):
     def _put_task(self, ref: str, data: bytes) -> Callable[[], StoreError | None]:
         def task() -> StoreError | None:
             try:
-                self._call(
-                    "write body " + self._body_rel(ref),
-                    self._fs.pipe_file,
-                    self._body_key(ref),
+                self._objects.call(
+                    "write body " + self._objects.body_rel(ref),
+                    self._objects.fs.pipe_file,
+                    self._objects.body_key(ref),
                     data,
                 )
             except StoreError as exc:
@@ -280,27 +280,31 @@ class FsspecStore(ObjectLog, ReadCache, StoreBase):
         ref = validate_ref(ref)
         with self._mutex:
             self._check_open()
-            data = self._cache_get(ref)
-            if data is not None and ref not in self._present:
+            data = self._cache.get(ref)
+            if data is not None and not self._cache.held(ref):
                 # The cache may be shared with other sessions: ask this one (issue 31).
-                if self._remote_size(self._body_key(ref)) is None:
-                    raise RefError(f"no body is stored for ref {ref} in session {self._url}")
-                self._present.add(ref)
+                if self._objects.remote_size(self._objects.body_key(ref)) is None:
+                    raise RefError(
+                        f"no body is stored for ref {ref} in session {self._objects.url}"
+                    )
+                self._cache.hold(ref)
             if data is None:
                 try:
-                    data = bytes(self._fs.cat_file(self._body_key(ref)))
+                    data = bytes(self._objects.fs.cat_file(self._objects.body_key(ref)))
                 except FileNotFoundError:
                     raise RefError(
-                        f"no body is stored for ref {ref} in session {self._url}"
+                        f"no body is stored for ref {ref} in session {self._objects.url}"
                     ) from None
                 except Exception as exc:
-                    raise self._error(f"read body {self._body_rel(ref)}", exc) from exc
+                    raise self._objects.store_error(
+                        f"read body {self._objects.body_rel(ref)}", exc
+                    ) from exc
                 if xxhash.xxh3_128_hexdigest(data) != ref:
                     raise StoreError(
-                        f"body {self._body_rel(ref)} in session {self._url} is corrupt: "
+                        f"body {self._objects.body_rel(ref)} in session {self._objects.url} is corrupt: "
                         "its content does not match its ref"
                     )
-                self._cache_put(ref, data, replace=True)
+                self._cache.put(ref, data, replace=True)
         return data.decode("utf-8", "surrogatepass")
 
     def has(self, ref: str) -> bool:
@@ -308,30 +312,54 @@ class FsspecStore(ObjectLog, ReadCache, StoreBase):
         ref = validate_ref(ref)
         with self._mutex:
             self._check_open()
-            return self._remote_size(self._body_key(ref)) is not None
+            return self._objects.remote_size(self._objects.body_key(ref)) is not None
 
     def path_of(self, ref: str) -> None:
         """None: the bodies are objects, not local files (after checking ``ref``)."""
         validate_ref(ref)
+
+    def append_log(self, records: Sequence[Mapping[str, Any]]) -> None:
+        """Create the next log object with these records (a conditional create; see module)."""
+        payload = encode_records(records)
+        if not payload:
+            return
+        with self._mutex:
+            self._check_open()
+            self._log.append(payload)
+
+    def read_log(self) -> list[LogRecord]:
+        """Every valid record in order: the newest valid snapshot and the log objects after it.
+
+        A missing sequence number (an object deleted) is skipped with a warning, as is an
+        object listed but gone on the last listing; a damaged snapshot is skipped with a
+        warning for the one before it; damaged lines are skipped as in a local log. A read that
+        fails after the client's retries raises StoreError: never a resume missing records.
+        """
+        with self._mutex:
+            self._check_open()
+            body = self._log.read()
+        return decode_log(body, source=f"{self._objects.url}/{LOG_DIR}")
 
     def read_meta(self) -> dict[str, Any]:
         """The session metadata; ``{}`` if none was written."""
         with self._mutex:
             self._check_open()
             try:
-                data = self._fs.cat_file(self._key(META_NAME))
+                data = self._objects.fs.cat_file(self._objects.key(META_NAME))
             except FileNotFoundError:
                 return {}
             except Exception as exc:
-                raise self._error(f"read {META_NAME}", exc) from exc
-        return decode_meta(bytes(data), self._url)
+                raise self._objects.store_error(f"read {META_NAME}", exc) from exc
+        return decode_meta(bytes(data), self._objects.url)
 
     def write_meta(self, meta: Mapping[str, Any]) -> None:
         """Replace the session metadata with one PUT (atomic on object stores)."""
         data = encode_meta(meta)
         with self._mutex:
             self._check_open()
-            self._call(f"write {META_NAME}", self._fs.pipe_file, self._key(META_NAME), data)
+            self._objects.call(
+                f"write {META_NAME}", self._objects.fs.pipe_file, self._objects.key(META_NAME), data
+            )
 
     def close(self) -> None:
         """Release the session (and remove a private cache directory); idempotent."""
@@ -339,13 +367,16 @@ class FsspecStore(ObjectLog, ReadCache, StoreBase):
             if self._closed:
                 return
             self._closed = True
-            if self._own_cache:
-                shutil.rmtree(self._cache, ignore_errors=True)
-        events().debug("toolbudget.spill.closed", path=self._url)
+            self._cache.remove()
+        events().debug("toolbudget.spill.closed", path=self._objects.url)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreError(f"the store for session {self._objects.url} is closed")
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
-        return f"FsspecStore({self._url!r}, {state})"
+        return f"FsspecStore({self._objects.url!r}, {state})"
 
     @staticmethod
     def gc_sessions(
@@ -366,14 +397,11 @@ class FsspecStore(ObjectLog, ReadCache, StoreBase):
         agent. ``on_skip`` is called with each session left in place and why;
         ``storage_options`` go to the filesystem, as for the store.
         """
-        if isinstance(older_than_s, bool) or not isinstance(older_than_s, int | float):
-            raise ConfigError(f"older_than_s must be a number of seconds, got {older_than_s!r}")
-        if not older_than_s >= 0:
-            raise ConfigError(f"older_than_s must be >= 0 seconds, got {older_than_s!r}")
+        age = check_seconds(older_than_s, "older_than_s")
         return gc_url_sessions(
             root,
-            older_than_s=float(older_than_s),
-            now=time.time() if now is None else float(now),
+            older_than_s=age,
+            now=time.time() if now is None else _clock(now),
             on_skip=on_skip if on_skip is not None else ignore_skip,
             storage_options=storage_options,
         )
@@ -384,11 +412,11 @@ class FsspecStore(ObjectLog, ReadCache, StoreBase):
         """Bytes of bodies, listed once on first need (resume does not pay for it)."""
         if self._total is None:
             try:
-                found = self._fs.find(self._key(BODIES_NAME), detail=True)
+                found = self._objects.fs.find(self._objects.key(BODIES_NAME), detail=True)
             except FileNotFoundError:
                 found = {}
             except Exception as exc:
-                raise self._error(f"list {BODIES_NAME}/", exc) from exc
+                raise self._objects.store_error(f"list {BODIES_NAME}/", exc) from exc
             self._total = sum(
                 int(info.get("size") or 0)
                 for name, info in found.items()

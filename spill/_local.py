@@ -31,15 +31,15 @@ import threading
 import warnings
 from collections.abc import Mapping, Sequence
 from functools import partial
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
 import xxhash
 
 from spill import _fs
-from spill._bodies import Bodies
+from spill._bodies import PACK_MIN, Bodies
 from spill._errors import ConfigError, RefError, StoreError
 from spill._log import decode_log, encode_records
-from spill._packs import PackIndex, file_or_packed
+from spill._packs import file_or_packed
 from spill._paths import checked_path
 from spill._sessiondir import (
     BODIES_NAME,
@@ -48,13 +48,16 @@ from spill._sessiondir import (
     META_NAME,
     READ_FLAGS,
     SIDECAR_NAMES,
+    SessionDir,
     decode_meta,
     encode_meta,
 )
 from spill._store import (
     LogRecord,
+    PutResult,
     StoreBase,
     check_quota,
+    check_seconds,
     encode_text,
     events,
     validate_ref,
@@ -65,7 +68,7 @@ __all__ = ["DEFAULT_QUOTA_BYTES", "SIDECAR_NAMES", "LocalStore", "decode_meta"]
 DEFAULT_QUOTA_BYTES: Final = 1 << 30
 
 
-class LocalStore(Bodies, StoreBase):
+class LocalStore(StoreBase):
     """A session directory: bodies by content hash, a decision log, metadata, one lock.
 
     ``LocalStore(path)`` creates the directory (mode 0700, missing parents too) or opens an
@@ -81,12 +84,20 @@ class LocalStore(Bodies, StoreBase):
     (or when the process exits). It is advisory and local: on network filesystems where flock is
     not shared between machines, two machines can still open the same session.
 
+    The store holds its parts: the open session directory (:class:`spill._sessiondir.SessionDir`:
+    names, descriptors, lock, single-name file operations) and the bodies
+    (:class:`spill._bodies.Bodies`: their total against the quota, the packs, the group commit);
+    its own state is the mutex every call takes and whether it is closed.
+
     Args:
         path: the session directory.
         quota_bytes: the most bytes of bodies the session may hold (None: no limit).
         fsync: fsync bodies, the log and directories (turn off only for throwaway sessions).
         lock_timeout: seconds to wait for another holder of the session to close it.
     """
+
+    _pack_min: ClassVar[int] = PACK_MIN
+    """Fewest new bodies a group commit packs into one file (``spill._bodies``)."""
 
     def __init__(
         self,
@@ -98,53 +109,38 @@ class LocalStore(Bodies, StoreBase):
     ) -> None:
         raw = checked_path(path, "session path")
         check_quota(quota_bytes)
-        if isinstance(lock_timeout, bool) or not isinstance(lock_timeout, int | float):
-            raise ConfigError(f"lock_timeout must be a number of seconds, got {lock_timeout!r}")
-        if not lock_timeout >= 0:
-            raise ConfigError(f"lock_timeout must be >= 0 seconds, got {lock_timeout!r}")
-        self._path = os.path.abspath(raw)
-        if self._path == os.getcwd():
+        timeout = check_seconds(lock_timeout, "lock_timeout")
+        if os.path.abspath(raw) == os.getcwd():
             # Path("") is Path("."): an unset variable wrapped in a Path names the current
             # directory, whose files a session would lock, write and clean up.
             raise ConfigError(
                 f"session path {raw!r} is the current directory; a session needs a directory "
                 "of its own (e.g. sessions/<id>)"
             )
-        self._quota = quota_bytes
-        self._fsync = bool(fsync)
         self._mutex = threading.Lock()
         self._closed = True
-        self._dir_fd = -1
-        self._lock_fd = -1
-        self._bodies_fd = -1
-        self._log_fd = -1
-        self._total: int | None = None  # bodies' bytes, counted on first need
-        self._packs = PackIndex()
-        self._packs_loaded = False
-        self._named = set()
-        # Whether every shard's entry in bodies/ is known durable: not yet on open (a process
-        # killed between a mkdir and its fsync leaves an entry that only the kernel holds).
-        self._bodies_synced = False
+        self._dir = SessionDir(os.path.abspath(raw), bool(fsync))
+        self._bodies = Bodies(self._dir, quota_bytes, self._pack_min)
         try:
-            self._open(float(lock_timeout))
+            self._dir.open(timeout)
         except BaseException:
-            self._close_fds()
+            self._dir.close_fds()
             raise
         self._closed = False
-        events().debug("toolbudget.spill.opened", path=self._path)
+        events().debug("toolbudget.spill.opened", path=self._dir.path)
 
     @property
     def path(self) -> str:
         """The session directory (absolute)."""
-        return self._path
+        return self._dir.path
 
     @property
     def bodies_bytes(self) -> int:
         """Total size of the stored bodies, as counted against the quota."""
         with self._mutex:
-            if self._total is None:
+            if not self._bodies.counted:
                 self._check_open()
-            return self._bodies_total()
+            return self._bodies.total()
 
     def put(self, text: str) -> str:
         """Store ``text`` once by content hash; return its ref once the body is durable.
@@ -158,46 +154,39 @@ class LocalStore(Bodies, StoreBase):
         # Encoded once, for the hash and the write.
         return self._put(encode_text(text))
 
-    def _put(self, data: bytes | memoryview) -> str:
-        ref = xxhash.xxh3_128_hexdigest(data)
-        name = ref + BODY_SUFFIX
+    def put_many(self, texts: Sequence[str]) -> list[PutResult]:
+        """Store several bodies as one group commit; for each, its ref or the StoreError it met.
+
+        The steps and their order are :meth:`put`'s: each new body is written to a temp file
+        and fsync'd, renamed into place, its shard directory fsync'd (once per shard, after all
+        of its bodies), then ``bodies/`` once. The shards are worked on concurrently (see
+        ``spill._group.GROUP_THREADS``). A ref is returned only for a body durable under its final name; a
+        body that fails (the quota, a full disk, a planted symlink) gets its StoreError and
+        leaves no partial file, and the others go on. Raises StoreError for the whole call only
+        when nothing can be tried: the store is closed, or a text is not a str.
+        """
+        if isinstance(texts, str | bytes) or not isinstance(texts, Sequence):
+            raise StoreError(f"put_many takes a sequence of str bodies, got {type(texts).__name__}")
+        datas: list[bytes] = []
+        for text in texts:
+            if not isinstance(text, str):
+                raise StoreError(f"put_many takes str bodies, got {type(text).__name__}")
+            datas.append(encode_text(text))
+        refs = [xxhash.xxh3_128_hexdigest(data) for data in datas]
+        out: list[PutResult] = list(refs)
+        slots: dict[str, list[int]] = {}
+        for i, ref in enumerate(refs):
+            slots.setdefault(ref, []).append(i)
         with self._mutex:
             self._check_open()
-            if self._in_pack(ref, data):
-                self._sync_bodies()  # a pack renamed by a process killed before its fsync
-                return ref
-            shard = ref[:2]
-            shard_fd = self._open_shard(shard, create=False)
-            try:
-                existing = None
-                if shard_fd is not None:
-                    existing = self._stat_body(shard_fd, ref)
-                    if existing is not None and existing.st_size == len(data):
-                        # Maybe renamed into place by a process killed before its fsyncs: the
-                        # decision about to be logged must not outlive its directory entry.
-                        self._sync_entries(shard_fd, ref)
-                        return ref
-                    if existing is not None:
-                        self._size_mismatch(ref, existing.st_size, len(data))
-                        # Changed behind our back, so our running total is stale too.
-                        self._total = self._scan_bodies()
-                old_size = existing.st_size if existing is not None else 0
-                new_total = self._bodies_total() - old_size + len(data)
-                self._check_quota(len(data), new_total)
-                if shard_fd is None:
-                    shard_fd = self._open_shard(shard, create=True)
-                    assert shard_fd is not None
-                try:
-                    self._write_atomic(shard_fd, name, data, f"body {self._body_rel(ref)}")
-                except BaseException:
-                    # A failed final directory fsync leaves the (complete) body in place.
-                    self._total = new_total - len(data) + self._size_or_zero(shard_fd, name)
-                    raise
-                self._total = new_total
-                self._sync_bodies()
-            finally:
-                if shard_fd is not None:
-                    self._close_quietly(shard_fd)
+            self._bodies.group_commit(slots, datas, out)
+        return out
+
+    def _put(self, data: bytes | memoryview) -> str:
+        ref = xxhash.xxh3_128_hexdigest(data)
+        with self._mutex:
+            self._check_open()
+            self._bodies.put(ref, data)
         return ref
 
     def get(self, ref: str) -> str:
@@ -217,26 +206,26 @@ class LocalStore(Bodies, StoreBase):
                 ref,
                 data,
                 refused,
-                partial(self._read_packed, ref),
-                what=self._body_rel(ref),
-                session=self._path,
+                partial(self._bodies.read_packed, ref),
+                what=self._dir.body_rel(ref),
+                session=self._dir.path,
             )
         try:
             return data.decode("utf-8", "surrogatepass")
         except UnicodeDecodeError as exc:  # pragma: no cover - the hash matched our own bytes
-            raise StoreError(f"body {self._body_rel(ref)} is not valid UTF-8: {exc}") from exc
+            raise StoreError(f"body {self._dir.body_rel(ref)} is not valid UTF-8: {exc}") from exc
 
     def _read_file_body(self, ref: str) -> bytes | None:
         """The bytes of ``ref``'s body file, None if it has none."""
-        shard_fd = self._open_shard(ref[:2], create=False)
+        shard_fd = self._dir.open_shard(ref[:2], create=False)
         if shard_fd is None:
             return None
         try:
-            return self._read_body(shard_fd, ref)
+            return self._dir.read_body(shard_fd, ref)
         except RefError:
             return None
         finally:
-            self._close_quietly(shard_fd)
+            self._dir.close_quietly(shard_fd)
 
     def has(self, ref: str) -> bool:
         """Whether a body is stored under ``ref``; RefError if ``ref`` is malformed."""
@@ -248,20 +237,20 @@ class LocalStore(Bodies, StoreBase):
                     return True
             except StoreError:
                 # Something planted where the file goes: a pack may still hold the body (get).
-                if self._pack_index().get(ref) is None:
+                if not self._bodies.packed(ref):
                     raise
                 return True
-            return self._pack_index().get(ref) is not None
+            return self._bodies.packed(ref)
 
     def _has_file(self, ref: str) -> bool:
         """Whether ``ref`` has a body file; StoreError if its shard or file is not a plain one."""
-        shard_fd = self._open_shard(ref[:2], create=False)
+        shard_fd = self._dir.open_shard(ref[:2], create=False)
         if shard_fd is None:
             return False
         try:
-            return self._stat_body(shard_fd, ref) is not None
+            return self._dir.stat_body(shard_fd, ref) is not None
         finally:
-            self._close_quietly(shard_fd)
+            self._dir.close_quietly(shard_fd)
 
     def path_of(self, ref: str) -> str:
         """The absolute path the body of ``ref`` has, or will have once put.
@@ -274,37 +263,37 @@ class LocalStore(Bodies, StoreBase):
         ref.
         """
         ref = validate_ref(ref)
-        self._named.add(ref)
+        self._bodies.name(ref)
         with self._mutex:
             if not self._closed:
                 self._unpack(ref)
-        return os.path.join(self._path, BODIES_NAME, ref[:2], ref + BODY_SUFFIX)
+        return os.path.join(self._dir.path, BODIES_NAME, ref[:2], ref + BODY_SUFFIX)
 
     def _unpack(self, ref: str) -> None:
         """Write packed ``ref``'s body to its own file if it has none (under the mutex)."""
         try:
-            if self._pack_index().get(ref) is None:
+            if not self._bodies.packed(ref):
                 return
-            shard_fd = self._open_shard(ref[:2], create=True)
+            shard_fd = self._dir.open_shard(ref[:2], create=True)
             assert shard_fd is not None
             try:
-                if self._stat_body(shard_fd, ref) is not None:
+                if self._dir.stat_body(shard_fd, ref) is not None:
                     return
-                data = self._read_packed(ref)
+                data = self._bodies.read_packed(ref)
                 if data is None or xxhash.xxh3_128_hexdigest(data) != ref:
-                    raise StoreError(f"packed body {ref} in session {self._path} is damaged")
+                    raise StoreError(f"packed body {ref} in session {self._dir.path} is damaged")
                 # On disk twice from here on, and counted twice: the quota holds for the copy
                 # too (over it, the group commit that follows keeps the text inline).
-                new_total = self._bodies_total() + len(data)
-                self._check_quota(len(data), new_total)
-                self._write_atomic(shard_fd, ref + BODY_SUFFIX, data, self._body_rel(ref))
-                self._total = new_total
-                self._sync_bodies()
+                new_total = self._bodies.total() + len(data)
+                self._bodies.check_quota(len(data), new_total)
+                self._dir.write_atomic(shard_fd, ref + BODY_SUFFIX, data, self._dir.body_rel(ref))
+                self._bodies.set_total(new_total)
+                self._dir.sync_bodies()
             finally:
-                self._close_quietly(shard_fd)
+                self._dir.close_quietly(shard_fd)
         except StoreError as exc:
             events().warning(
-                "toolbudget.spill.path_unavailable", path=self._path, ref=ref, error=str(exc)
+                "toolbudget.spill.path_unavailable", path=self._dir.path, ref=ref, error=str(exc)
             )
 
     def append_log(self, records: Sequence[Mapping[str, Any]]) -> None:
@@ -315,45 +304,47 @@ class LocalStore(Bodies, StoreBase):
         with self._mutex:
             self._check_open()
             try:
-                size = _fs.stat(self._log_fd).st_size
+                size = _fs.stat(self._dir.log_fd).st_size
                 # A torn last line (crash mid-append) must not swallow the first new record.
-                if size and _fs.read(self._log_fd, size - 1, 1) != b"\n":
+                if size and _fs.read(self._dir.log_fd, size - 1, 1) != b"\n":
                     payload = b"\n" + payload
-                _fs.write(self._log_fd, payload)
-                if self._fsync:
-                    _fs.fsync(self._log_fd)
+                _fs.write(self._dir.log_fd, payload)
+                if self._dir.fsync:
+                    _fs.fsync(self._dir.log_fd)
             except OSError as exc:
-                raise self._error(f"append to {LOG_NAME}", exc) from exc
+                raise self._dir.store_error(f"append to {LOG_NAME}", exc) from exc
 
     def read_log(self) -> list[LogRecord]:
         """Every valid log record in order, read in one pass without touching any body."""
         with self._mutex:
             self._check_open()
             try:
-                data = _fs.read(self._log_fd)
+                data = _fs.read(self._dir.log_fd)
             except OSError as exc:
-                raise self._error(f"read {LOG_NAME}", exc) from exc
-        return decode_log(data, source=os.path.join(self._path, LOG_NAME))
+                raise self._dir.store_error(f"read {LOG_NAME}", exc) from exc
+        return decode_log(data, source=os.path.join(self._dir.path, LOG_NAME))
 
     def read_meta(self) -> dict[str, Any]:
         """The session metadata; ``{}`` if none was written."""
         with self._mutex:
             self._check_open()
             try:
-                fd = _fs.open_fd(META_NAME, READ_FLAGS, dir_fd=self._dir_fd)
+                fd = _fs.open_fd(META_NAME, READ_FLAGS, dir_fd=self._dir.dir_fd)
             except FileNotFoundError:
                 return {}
             except OSError as exc:
-                raise self._error(f"open {META_NAME}", exc, name=META_NAME) from exc
+                raise self._dir.store_error(f"open {META_NAME}", exc, name=META_NAME) from exc
             try:
                 if not stat.S_ISREG(_fs.stat(fd).st_mode):
-                    raise StoreError(f"{META_NAME} in session {self._path} is not a regular file")
+                    raise StoreError(
+                        f"{META_NAME} in session {self._dir.path} is not a regular file"
+                    )
                 data = _fs.read(fd)
             except OSError as exc:
-                raise self._error(f"read {META_NAME}", exc) from exc
+                raise self._dir.store_error(f"read {META_NAME}", exc) from exc
             finally:
-                self._close_quietly(fd)
-        return decode_meta(data, self._path)
+                self._dir.close_quietly(fd)
+        return decode_meta(data, self._dir.path)
 
     def read_sidecar(self, name: str) -> bytes | None:
         """The bytes of sidecar ``name`` (one of ``SIDECAR_NAMES``); None if there is none.
@@ -365,12 +356,14 @@ class LocalStore(Bodies, StoreBase):
         with self._mutex:
             self._check_open()
             try:
-                fd = _fs.open_fd(name, READ_FLAGS, dir_fd=self._dir_fd)
+                fd = _fs.open_fd(name, READ_FLAGS, dir_fd=self._dir.dir_fd)
             except FileNotFoundError:
                 return None
             except OSError as exc:
-                raise self._error(f"open {name}", exc, name=name, parent_fd=self._dir_fd) from exc
-            return self._read_regular(fd, name)
+                raise self._dir.store_error(
+                    f"open {name}", exc, name=name, parent_fd=self._dir.dir_fd
+                ) from exc
+            return self._dir.read_regular(fd, name)
 
     def write_sidecar(self, name: str, data: bytes) -> None:
         """Replace sidecar ``name`` (one of ``SIDECAR_NAMES``) by ``data`` (temp file, rename).
@@ -383,14 +376,14 @@ class LocalStore(Bodies, StoreBase):
             raise StoreError(f"a sidecar is bytes, got {type(data).__name__}")
         with self._mutex:
             self._check_open()
-            self._write_atomic(self._dir_fd, name, data, name, sync=False)
+            self._dir.write_atomic(self._dir.dir_fd, name, data, name, sync=False)
 
     def write_meta(self, meta: Mapping[str, Any]) -> None:
         """Replace the session metadata atomically (temp file, fsync, rename)."""
         data = encode_meta(meta)
         with self._mutex:
             self._check_open()
-            self._write_atomic(self._dir_fd, META_NAME, data, META_NAME)
+            self._dir.write_atomic(self._dir.dir_fd, META_NAME, data, META_NAME)
 
     def close(self) -> None:
         """Release the lock and every descriptor; idempotent."""
@@ -398,21 +391,27 @@ class LocalStore(Bodies, StoreBase):
             if self._closed:
                 return
             self._closed = True
-            error = self._close_fds()
+            error = self._dir.close_fds()
         if error is not None:
-            raise self._error("close the session", error) from error
-        events().debug("toolbudget.spill.closed", path=self._path)
+            raise self._dir.store_error("close the session", error) from error
+        events().debug("toolbudget.spill.closed", path=self._dir.path)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreError(f"the store for session {self._dir.path} is closed")
 
     def __del__(self) -> None:
         if getattr(self, "_closed", True):
             return
-        warnings.warn(f"LocalStore for {self._path} was not closed", ResourceWarning, stacklevel=2)
+        warnings.warn(
+            f"LocalStore for {self._dir.path} was not closed", ResourceWarning, stacklevel=2
+        )
         self._closed = True
-        self._close_fds()
+        self._dir.close_fds()
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
-        return f"LocalStore({self._path!r}, {state})"
+        return f"LocalStore({self._dir.path!r}, {state})"
 
 
 def _check_sidecar(name: str) -> None:

@@ -1,15 +1,14 @@
 """An fsspec session's filesystem: opening it (s3fs's retries left to botocore), its object
 names, and a failed call turned into a StoreError that names the action and the session.
 
-The base the :class:`spill.FsspecStore` layers (:mod:`spill._objlog`, :mod:`spill._objcache`)
-share; the layout is described in :mod:`spill._fsspec`.
+:class:`ObjectSession` is the part the :class:`spill.FsspecStore`'s other parts (:mod:`spill._objlog`,
+:mod:`spill._objcache`) name objects through; the layout is described in :mod:`spill._fsspec`.
 """
 
 from __future__ import annotations
 
 import functools
 import re
-import threading
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
@@ -162,59 +161,67 @@ def missing_bucket(exc: BaseException) -> bool:
 
 
 class ObjectSession:
-    """The state every layer of an :class:`spill.FsspecStore` reads: the session's URL, its
-    filesystem and root path, the mutex and the open flag; object names and error mapping."""
+    """An fsspec session's objects: its URL, filesystem and root path; object names, exact
+    reads, and a failed call turned into a StoreError.
 
-    _url: str
-    _fs: Any
-    _root: str
-    _mutex: threading.Lock
-    _closed: bool
+    A part of :class:`spill.FsspecStore` (which serializes the calls under its mutex and knows
+    whether it is closed), shared by its log (:class:`spill._objlog.ObjectLog`) and its cache
+    (:class:`spill._objcache.ReadCache`); it holds no state that changes.
+    """
 
-    def _check_open(self) -> None:
-        if self._closed:
-            raise StoreError(f"the store for session {self._url} is closed")
+    def __init__(self, url: str, fs: Any, root: str) -> None:
+        self.url = url
+        self.fs = fs
+        self.root = root
 
-    def _key(self, rel: str) -> str:
-        return f"{self._root}/{rel}"
+    def key(self, rel: str) -> str:
+        """The object key of ``rel`` (a name relative to the session)."""
+        return f"{self.root}/{rel}"
 
-    def _body_rel(self, ref: str) -> str:
+    def body_rel(self, ref: str) -> str:
+        """The name of ``ref``'s body, relative to the session."""
         return f"{BODIES_NAME}/{ref[:2]}/{ref}{BODY_SUFFIX}"
 
-    def _body_key(self, ref: str) -> str:
-        return self._key(self._body_rel(ref))
+    def body_key(self, ref: str) -> str:
+        """The object key of ``ref``'s body."""
+        return self.key(self.body_rel(ref))
 
-    def _log_rel(self, seq: int) -> str:
+    def log_rel(self, seq: int) -> str:
+        """The name of log object ``seq``, relative to the session."""
         return f"{LOG_DIR}/{seq:0{SEQ_DIGITS}d}{LOG_SUFFIX}"
 
-    def _log_key(self, seq: int) -> str:
-        return self._key(self._log_rel(seq))
+    def log_key(self, seq: int) -> str:
+        """The object key of log object ``seq``."""
+        return self.key(self.log_rel(seq))
 
-    def _existing(self, key: str) -> bytes | None:
+    def existing(self, key: str) -> bytes | None:
+        """The bytes of object ``key``, None if there is none."""
         try:
-            return bytes(self._fs.cat_file(key))
+            return bytes(self.fs.cat_file(key))
         except FileNotFoundError:
             return None
         except Exception as exc:
-            raise self._error(f"read {key}", exc) from exc
+            raise self.store_error(f"read {key}", exc) from exc
 
-    def _remote_size(self, key: str) -> int | None:
+    def remote_size(self, key: str) -> int | None:
+        """The size of object ``key``, None if there is none."""
         try:
-            info = self._fs.info(key)
+            info = self.fs.info(key)
         except FileNotFoundError:
             return None
         except Exception as exc:
-            raise self._error(f"inspect {key}", exc) from exc
+            raise self.store_error(f"inspect {key}", exc) from exc
         size = info.get("size")
         return int(size) if isinstance(size, int) else None
 
-    def _call(self, action: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    def call(self, action: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """``fn(*args, **kwargs)``, a failure a StoreError naming ``action``."""
         try:
             return fn(*args, **kwargs)
         except Exception as exc:
-            raise self._error(action, exc) from exc
+            raise self.store_error(action, exc) from exc
 
-    def _error(self, action: str, exc: BaseException) -> StoreError:
+    def store_error(self, action: str, exc: BaseException) -> StoreError:
         """A StoreError naming the action, the session and the cause (after any retries)."""
         if isinstance(exc, StoreError):
             return exc
@@ -223,6 +230,4 @@ class ObjectSession:
         response = getattr(exc.__cause__, "response", None)
         code = response.get("Error", {}).get("Code") if isinstance(response, dict) else None
         tag = code or type(exc).__name__
-        return StoreError(
-            f"cannot {action} in session {self._url}: {reason} [{tag}; no retry left]"
-        )
+        return StoreError(f"cannot {action} in session {self.url}: {reason} [{tag}; no retry left]")

@@ -17,12 +17,10 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from spill._errors import SessionLocked, StoreError
-from spill._log import decode_log, encode_records
 from spill._objfs import (
     LOG_DIR,
     SEQ_DIGITS,
@@ -38,7 +36,7 @@ from spill._objsnap import (
     encode_snapshot,
     parse_snapshot,
 )
-from spill._store import LogRecord, events
+from spill._store import events
 
 _LOG_NAME_RE: Final = re.compile(r"\A([0-9]{12})\.jsonl\Z")
 _READ_ATTEMPTS: Final = 3
@@ -67,33 +65,47 @@ class _Vanished(Exception):
     """An object the listing named was gone when fetched: collected by a roll-up meanwhile."""
 
 
-class ObjectLog(ObjectSession):
-    """The log layer of :class:`spill.FsspecStore`: append, roll up, read back."""
+class ObjectLog:
+    """The log of :class:`spill.FsspecStore`: append, roll up, read back.
 
-    _locked_out: bool
-    _next_seq: int
-    _tried: list[bytes]
-    """Every payload a failed create at ``_next_seq`` sent: one of them may have landed."""
-    _body: bytearray | None
-    """The log's bytes through ``_through`` as a full read joins them, once read or written."""
-    _through: int
-    _snapshot: int
-    """``through`` of the newest valid snapshot this store read or wrote (-1: none)."""
-    _due: int
-    """The sequence number whose append rolls the log up next."""
+    A part of the store, called under its mutex once it knows the store is open; the objects
+    are named and read through the session's :class:`spill._objfs.ObjectSession`.
+    """
 
-    def append_log(self, records: Sequence[Mapping[str, Any]]) -> None:
-        """Create the next log object with these records (a conditional create; see module)."""
-        payload = encode_records(records)
-        if not payload:
-            return
-        with self._mutex:
-            self._check_open()
-            if self._locked_out:
-                raise self._locked(self._next_seq)
-            self._create_next(payload)
-            if self._next_seq - 1 >= self._due:
-                self._roll_up(self._next_seq - 1)
+    def __init__(self, objects: ObjectSession) -> None:
+        self._objects = objects
+        self._locked_out = False
+        self._tried: list[bytes] = []
+        """Every payload a failed create at ``_next_seq`` sent: one of them may have landed."""
+        self._body: bytearray | None = None
+        """The log's bytes through ``_through`` as a full read joins them, once read or written."""
+        self._through = -1
+        # Listed before the store makes its cache: a missing bucket refuses the open.
+        listing = self.scan()
+        self._next_seq = listing.next_seq
+        self._snapshot = listing.snapshots[-1] if listing.snapshots else -1
+        """``through`` of the newest valid snapshot this store read or wrote (-1: none)."""
+        self._due = self._snapshot + ROLLUP_OBJECTS
+        """The sequence number whose append rolls the log up next."""
+
+    @property
+    def snapshot(self) -> int:
+        """``through`` of the newest valid snapshot this store read or wrote (-1: none)."""
+        return self._snapshot
+
+    def append(self, payload: bytes) -> None:
+        """Create the next log object with ``payload`` (a conditional create; see module), and
+        roll the log up when it is due; SessionLocked once another writer took a number."""
+        if self._locked_out:
+            raise self._locked(self._next_seq)
+        self._create_next(payload)
+        if self._next_seq - 1 >= self._due:
+            self._roll_up(self._next_seq - 1)
+
+    def read(self) -> bytes:
+        """The whole log's bytes: the newest valid snapshot and the log objects after it."""
+        self._read_all()
+        return bytes(self._body or b"")
 
     def _create_next(self, payload: bytes) -> None:
         """Create ``payload`` at the next sequence number; SessionLocked if another writer has it.
@@ -107,19 +119,21 @@ class ObjectLog(ObjectSession):
         """
         while payload:
             seq = self._next_seq
-            key = self._log_key(seq)
+            key = self._objects.log_key(seq)
             stored = payload
             try:
-                self._fs.pipe_file(key, payload, mode="create")
+                self._objects.fs.pipe_file(key, payload, mode="create")
             except FileExistsError:
-                existing = self._existing(key)
+                existing = self._objects.existing(key)
                 if existing is None or (existing != payload and existing not in self._tried):
                     self._locked_out = True
                     raise self._locked(seq) from None
                 stored, payload = existing, _lines_not_in(payload, existing)
             except Exception as exc:
                 self._tried.append(payload)
-                raise self._error(f"create log object {self._log_rel(seq)}", exc) from exc
+                raise self._objects.store_error(
+                    f"create log object {self._objects.log_rel(seq)}", exc
+                ) from exc
             else:
                 payload = b""
             self._tried = []
@@ -128,24 +142,10 @@ class ObjectLog(ObjectSession):
                 self._body += _closed(stored)
                 self._through = seq
 
-    def read_log(self) -> list[LogRecord]:
-        """Every valid record in order: the newest valid snapshot and the log objects after it.
-
-        A missing sequence number (an object deleted) is skipped with a warning, as is an
-        object listed but gone on the last listing; a damaged snapshot is skipped with a
-        warning for the one before it; damaged lines are skipped as in a local log. A read that
-        fails after the client's retries raises StoreError: never a resume missing records.
-        """
-        with self._mutex:
-            self._check_open()
-            self._read_all()
-            body = bytes(self._body or b"")
-        return decode_log(body, source=f"{self._url}/{LOG_DIR}")
-
     def _read_all(self) -> None:
         """Set ``_body`` to the whole log's bytes (``_through``, ``_snapshot`` with it)."""
         for attempt in range(1, _READ_ATTEMPTS + 1):
-            listing = self._scan()
+            listing = self.scan()
             try:
                 self._read_listed(listing, last=attempt == _READ_ATTEMPTS)
             except _Vanished:
@@ -157,8 +157,8 @@ class ObjectLog(ObjectSession):
         fetched: dict[str, bytes | BaseException] = {}
         base, start, newest = b"", 0, -1
         for through in sorted(listing.snapshots, reverse=True):
-            wanted = [self._snapshot_key(through)]
-            wanted += [self._log_key(s) for s in listing.seqs if s > through]
+            wanted = [self.snapshot_key(through)]
+            wanted += [self._objects.log_key(s) for s in listing.seqs if s > through]
             self._fetch_into(fetched, wanted)
             data = fetched[wanted[0]]
             found = parse_snapshot(data, through) if isinstance(data, bytes) else None
@@ -170,24 +170,24 @@ class ObjectLog(ObjectSession):
             reason = found if isinstance(found, str) else "gone when fetched"
             events().warning(
                 "toolbudget.log.snapshot_skipped",
-                source=self._url,
+                source=self._objects.url,
                 object=self._snapshot_rel(through),
                 reason=reason,
             )
         tail = [s for s in listing.seqs if s >= start]
-        self._fetch_into(fetched, [self._log_key(s) for s in tail])
+        self._fetch_into(fetched, [self._objects.log_key(s) for s in tail])
         parts = [base]
         expected = start
         for seq in tail:
             if seq != expected:
                 events().warning(
                     "toolbudget.log.object_missing",
-                    source=self._url,
-                    first=self._log_rel(expected),
+                    source=self._objects.url,
+                    first=self._objects.log_rel(expected),
                     count=seq - expected,
                 )
             expected = seq + 1
-            data = fetched[self._log_key(seq)]
+            data = fetched[self._objects.log_key(seq)]
             if isinstance(data, bytes):
                 parts.append(_closed(data))
                 continue
@@ -195,8 +195,8 @@ class ObjectLog(ObjectSession):
                 raise _Vanished
             events().warning(
                 "toolbudget.log.object_skipped",
-                source=self._url,
-                object=self._log_rel(seq),
+                source=self._objects.url,
+                object=self._objects.log_rel(seq),
                 reason="listed but gone when fetched",
             )
         self._body = bytearray(b"".join(parts))
@@ -209,12 +209,12 @@ class ObjectLog(ObjectSession):
         (the client's retries used up) is a StoreError."""
         todo = [key for key in keys if key not in fetched]
         try:
-            got = fetch_exact(self._fs, todo)
+            got = fetch_exact(self._objects.fs, todo)
         except Exception as exc:
-            raise self._error("read the log objects", exc) from exc
+            raise self._objects.store_error("read the log objects", exc) from exc
         for key, data in zip(todo, got, strict=True):
             if isinstance(data, BaseException) and not isinstance(data, FileNotFoundError):
-                raise self._error(f"read {key[len(self._root) + 1 :]}", data)
+                raise self._objects.store_error(f"read {key[len(self._objects.root) + 1 :]}", data)
             fetched[key] = data
 
     def _roll_up(self, through: int) -> None:
@@ -228,12 +228,14 @@ class ObjectLog(ObjectSession):
                 return  # another writer appended meanwhile: its own roll-ups are its business
             if through < self._due:
                 return  # the read found a snapshot this store did not know of
-            key = self._snapshot_key(through)
+            key = self.snapshot_key(through)
             # Taken already: a retried PUT of ours, or the same bytes from a stale writer; the
             # read-back below tells.
             with contextlib.suppress(FileExistsError):
-                self._fs.pipe_file(key, encode_snapshot(through, bytes(self._body)), mode="create")
-            [data] = fetch_exact(self._fs, [key])
+                self._objects.fs.pipe_file(
+                    key, encode_snapshot(through, bytes(self._body)), mode="create"
+                )
+            [data] = fetch_exact(self._objects.fs, [key])
             found = parse_snapshot(data, through) if isinstance(data, bytes) else str(data)
             if not isinstance(found, bytes):
                 raise StoreError(f"snapshot {self._snapshot_rel(through)} is not valid: {found}")
@@ -246,7 +248,7 @@ class ObjectLog(ObjectSession):
             self._due = through + _RETRY_AFTER
             events().warning(
                 "toolbudget.log.snapshot_failed",
-                source=self._url,
+                source=self._objects.url,
                 object=self._snapshot_rel(through),
                 error=str(exc),
             )
@@ -254,39 +256,39 @@ class ObjectLog(ObjectSession):
     def _collect(self, previous: int) -> None:
         """Delete the log objects ``previous`` covers and the snapshots before it; never the
         objects after it, which a reader that listed before the newest snapshot still reads."""
-        listing = self._scan()
-        keys = [self._log_key(s) for s in listing.seqs if s <= previous]
-        keys += [self._snapshot_key(t) for t in listing.snapshots if t < previous]
+        listing = self.scan()
+        keys = [self._objects.log_key(s) for s in listing.seqs if s <= previous]
+        keys += [self.snapshot_key(t) for t in listing.snapshots if t < previous]
         if keys:
-            delete_exact(self._fs, keys)
+            delete_exact(self._objects.fs, keys)
 
     def _snapshot_rel(self, through: int) -> str:
         return f"{LOG_DIR}/{through:0{SEQ_DIGITS}d}{SNAPSHOT_SUFFIX}"
 
-    def _snapshot_key(self, through: int) -> str:
-        return self._key(self._snapshot_rel(through))
+    def snapshot_key(self, through: int) -> str:
+        return self._objects.key(self._snapshot_rel(through))
 
     def _locked(self, seq: int) -> SessionLocked:
         return SessionLocked(
-            f"session {self._url} has another writer: log object {self._log_rel(seq)} was "
+            f"session {self._objects.url} has another writer: log object {self._objects.log_rel(seq)} was "
             "created by it first. A session can be written from one place at a time; reopen "
             "the session to continue from what the other writer logged."
         )
 
-    def _scan(self) -> Listing:
+    def scan(self) -> Listing:
         """List log/: its objects and snapshots (one LIST; paginated past 1,000 names)."""
         try:
-            names = self._fs.ls(self._key(LOG_DIR), detail=False)
+            names = self._objects.fs.ls(self._objects.key(LOG_DIR), detail=False)
         except FileNotFoundError as exc:
             if missing_bucket(exc):
                 # A session that could persist nothing must not open (issue 31).
                 raise StoreError(
-                    f"cannot open session {self._url}: its bucket does not exist "
+                    f"cannot open session {self._objects.url}: its bucket does not exist "
                     f"({exc}); create the bucket or correct the URL"
                 ) from None
             return Listing((), ())
         except Exception as exc:
-            raise self._error(f"list {LOG_DIR}/", exc) from exc
+            raise self._objects.store_error(f"list {LOG_DIR}/", exc) from exc
         seqs: list[int] = []
         snapshots: list[int] = []
         for name in names:

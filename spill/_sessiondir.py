@@ -4,7 +4,7 @@ Every path below the session directory is a single name opened relative to a dir
 descriptor with ``O_NOFOLLOW``, and the only names ever built are fixed ones and those derived
 from a validated ref: a symlink anywhere inside the session is refused, never followed. Bodies
 and the metadata are written to a ``.tmp-*`` file, fsync'd and renamed into place
-(:meth:`SessionDir._write_atomic`). The layout is in ``spill._local``'s docstring.
+(:meth:`SessionDir.write_atomic`). The layout is in ``spill._local``'s docstring.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import errno
 import os
 import secrets
 import stat
-import threading
 import time
 from collections.abc import Mapping
 from typing import Any, Final
@@ -53,54 +52,59 @@ _LOCK_POLL_S: Final = 0.02
 
 
 class SessionDir:
-    """The open session directory: descriptors, the lock, and the single-name file operations."""
+    """The open session directory: descriptors, the lock, and the single-name file operations.
 
-    _path: str
-    _fsync: bool
-    _mutex: threading.Lock
-    _closed: bool
-    _dir_fd: int
-    _lock_fd: int
-    _bodies_fd: int
-    _log_fd: int
-    _bodies_synced: bool
+    A part of :class:`spill.LocalStore` (which serializes the calls under its mutex and knows
+    whether it is closed); :class:`spill._bodies.Bodies` writes and reads through it.
+    """
+
+    def __init__(self, path: str, fsync: bool) -> None:
+        self.path = path
+        self.fsync = fsync
+        self.dir_fd = -1
+        self.lock_fd = -1
+        self.bodies_fd = -1
+        self.log_fd = -1
+        # Whether every shard's entry in bodies/ is known durable: not yet on open (a process
+        # killed between a mkdir and its fsync leaves an entry that only the kernel holds).
+        self._bodies_synced = False
 
     # -- opening --------------------------------------------------------------------------
 
-    def _open(self, lock_timeout: float) -> None:
+    def open(self, lock_timeout: float) -> None:
         for _ in range(_OPEN_ATTEMPTS):
             created = self._ensure_session_dir()
-            self._dir_fd = self._open_dir(self._path, None, self._path)
-            self._lock_fd = self._open_file(LOCK_NAME, os.O_RDWR | os.O_CREAT)
+            self.dir_fd = self.open_dir(self.path, None, self.path)
+            self.lock_fd = self.open_file(LOCK_NAME, os.O_RDWR | os.O_CREAT)
             self._acquire_lock(lock_timeout)
             if self._still_in_place():
                 break
             # gc removed the directory between our open and our lock: start again.
-            self._close_fds()
+            self.close_fds()
         else:
-            raise StoreError(f"session directory {self._path} kept being replaced while opening")
+            raise StoreError(f"session directory {self.path} kept being replaced while opening")
         try:
-            mode = _fs.stat(self._dir_fd).st_mode
-            _fs.truncate(self._lock_fd, 0)
-            _fs.write(self._lock_fd, f"{os.getpid()}\n".encode())
+            mode = _fs.stat(self.dir_fd).st_mode
+            _fs.truncate(self.lock_fd, 0)
+            _fs.write(self.lock_fd, f"{os.getpid()}\n".encode())
         except OSError as exc:
-            raise self._error(f"write {LOCK_NAME}", exc) from exc
+            raise self.store_error(f"write {LOCK_NAME}", exc) from exc
         if not created and mode & 0o077:
             events().warning(
-                "toolbudget.spill.permissive_mode", path=self._path, mode=oct(mode & 0o777)
+                "toolbudget.spill.permissive_mode", path=self.path, mode=oct(mode & 0o777)
             )
-        self._bodies_fd = self._open_subdir(self._dir_fd, BODIES_NAME, BODIES_NAME)
-        self._clean_temps(self._dir_fd, "")
-        self._log_fd = self._open_file(LOG_NAME, os.O_RDWR | os.O_APPEND | os.O_CREAT)
-        if self._lstat(self._dir_fd, META_NAME, META_NAME) is None:
-            self._write_atomic(self._dir_fd, META_NAME, encode_meta({}), META_NAME)
-        elif self._fsync:
-            self._fsync_dir(self._dir_fd, "the session directory")
+        self.bodies_fd = self.open_subdir(self.dir_fd, BODIES_NAME, BODIES_NAME)
+        self.clean_temps(self.dir_fd, "")
+        self.log_fd = self.open_file(LOG_NAME, os.O_RDWR | os.O_APPEND | os.O_CREAT)
+        if self.lstat(self.dir_fd, META_NAME, META_NAME) is None:
+            self.write_atomic(self.dir_fd, META_NAME, encode_meta({}), META_NAME)
+        elif self.fsync:
+            self.fsync_dir(self.dir_fd, "the session directory")
 
     def _ensure_session_dir(self) -> bool:
         """Create the session directory and missing parents; True if the session dir was new."""
         missing: list[str] = []
-        probe = self._path
+        probe = self.path
         while True:
             try:
                 st = _fs.stat(probe)
@@ -108,18 +112,18 @@ class SessionDir:
                 missing.append(probe)
                 parent = os.path.dirname(probe)
                 if parent == probe:
-                    raise StoreError(f"cannot create session directory {self._path}") from None
+                    raise StoreError(f"cannot create session directory {self.path}") from None
                 probe = parent
                 continue
             except OSError as exc:
-                raise self._error(f"inspect {probe}", exc) from exc
-            if probe == self._path:
+                raise self.store_error(f"inspect {probe}", exc) from exc
+            if probe == self.path:
                 if stat.S_ISLNK(st.st_mode):
                     raise StoreError(
-                        f"session directory {self._path} is a symbolic link; refusing to follow it"
+                        f"session directory {self.path} is a symbolic link; refusing to follow it"
                     )
                 if not stat.S_ISDIR(st.st_mode):
-                    raise StoreError(f"session path {self._path} exists and is not a directory")
+                    raise StoreError(f"session path {self.path} exists and is not a directory")
             break
         for directory in reversed(missing):
             try:
@@ -127,14 +131,14 @@ class SessionDir:
             except FileExistsError:
                 continue
             except OSError as exc:
-                raise self._error(f"create directory {directory}", exc) from exc
+                raise self.store_error(f"create directory {directory}", exc) from exc
         return bool(missing)
 
     def _acquire_lock(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         while True:
             try:
-                _fs.lock(self._lock_fd)
+                _fs.lock(self.lock_fd)
                 return
             except BlockingIOError:
                 remaining = deadline - time.monotonic()
@@ -142,14 +146,14 @@ class SessionDir:
                     break
                 time.sleep(min(_LOCK_POLL_S, remaining))
             except OSError as exc:
-                raise self._error(f"lock {LOCK_NAME}", exc) from exc
+                raise self.store_error(f"lock {LOCK_NAME}", exc) from exc
         try:
-            holder = _fs.read(self._lock_fd, 0, 32).decode("ascii", "replace").strip()
+            holder = _fs.read(self.lock_fd, 0, 32).decode("ascii", "replace").strip()
         except OSError:
             holder = ""
         who = f" (pid {holder} per its lock file)" if holder.isascii() and holder.isdigit() else ""
         raise SessionLocked(
-            f"session {self._path} is open in another LocalStore{who}; a session can be open "
+            f"session {self.path} is open in another LocalStore{who}; a session can be open "
             f"in one place at a time. Close the other store first, or pass lock_timeout to "
             f"wait (waited {timeout:g} s)."
         )
@@ -157,49 +161,45 @@ class SessionDir:
     def _still_in_place(self) -> bool:
         """Whether the locked file and directory are still the ones at our path."""
         try:
-            here = _fs.stat(self._path)
-            lock_here = _fs.stat(LOCK_NAME, dir_fd=self._dir_fd)
-            mine = _fs.stat(self._dir_fd)
-            mine_lock = _fs.stat(self._lock_fd)
+            here = _fs.stat(self.path)
+            lock_here = _fs.stat(LOCK_NAME, dir_fd=self.dir_fd)
+            mine = _fs.stat(self.dir_fd)
+            mine_lock = _fs.stat(self.lock_fd)
         except FileNotFoundError:
             return False
         except OSError as exc:
-            raise self._error("check the session directory", exc) from exc
+            raise self.store_error("check the session directory", exc) from exc
         return (here.st_dev, here.st_ino) == (mine.st_dev, mine.st_ino) and (
             lock_here.st_dev,
             lock_here.st_ino,
         ) == (mine_lock.st_dev, mine_lock.st_ino)
 
-    def _clean_temps(self, dir_fd: int, rel: str) -> list[str]:
+    def clean_temps(self, dir_fd: int, rel: str) -> list[str]:
         """The names in directory ``rel``, less the temp files a crash left there (removed)."""
         try:
             names = _fs.listdir(dir_fd)
         except OSError as exc:
-            raise self._error(f"list {rel or 'the session directory'}", exc) from exc
+            raise self.store_error(f"list {rel or 'the session directory'}", exc) from exc
         kept = []
         for name in names:
             if name.startswith(TMP_PREFIX):
-                self._discard(dir_fd, name)
+                self.discard(dir_fd, name)
             else:
                 kept.append(name)
         return kept
 
     # -- helpers --------------------------------------------------------------------------
 
-    def _check_open(self) -> None:
-        if self._closed:
-            raise StoreError(f"the store for session {self._path} is closed")
-
-    def _body_rel(self, ref: str) -> str:
+    def body_rel(self, ref: str) -> str:
         return f"{BODIES_NAME}/{ref[:2]}/{ref}{BODY_SUFFIX}"
 
-    def _open_dir(self, path: str, dir_fd: int | None, what: str) -> int:
+    def open_dir(self, path: str, dir_fd: int | None, what: str) -> int:
         try:
             return _fs.open_fd(path, DIR_FLAGS, dir_fd=dir_fd)
         except OSError as exc:
-            raise self._error(f"open {what}", exc, name=path, parent_fd=dir_fd) from exc
+            raise self.store_error(f"open {what}", exc, name=path, parent_fd=dir_fd) from exc
 
-    def _open_subdir(self, parent_fd: int, name: str, what: str, *, sync: bool = True) -> int:
+    def open_subdir(self, parent_fd: int, name: str, what: str, *, sync: bool = True) -> int:
         """Open (creating if missing) a directory ``name`` inside ``parent_fd``.
 
         ``sync=False`` leaves the fsync of ``parent_fd`` after a mkdir to the caller.
@@ -209,104 +209,106 @@ class SessionDir:
         except FileNotFoundError:
             pass
         except OSError as exc:
-            raise self._error(f"open {what}", exc, name=name, parent_fd=parent_fd) from exc
+            raise self.store_error(f"open {what}", exc, name=name, parent_fd=parent_fd) from exc
         try:
             _fs.mkdir(name, 0o700, dir_fd=parent_fd)
         except FileExistsError:
             pass
         except OSError as exc:
-            raise self._error(f"create {what}", exc) from exc
-        fd = self._open_dir(name, parent_fd, what)
-        if self._fsync and sync:
+            raise self.store_error(f"create {what}", exc) from exc
+        fd = self.open_dir(name, parent_fd, what)
+        if self.fsync and sync:
             try:
                 _fs.fsync(parent_fd)
             except OSError as exc:
-                self._close_quietly(fd)
-                raise self._error(f"fsync the directory holding {what}", exc) from exc
+                self.close_quietly(fd)
+                raise self.store_error(f"fsync the directory holding {what}", exc) from exc
         return fd
 
-    def _open_shard(self, shard: str, *, create: bool) -> int | None:
+    def open_shard(self, shard: str, *, create: bool) -> int | None:
         what = f"{BODIES_NAME}/{shard}"
         if create:
             # bodies/ is fsync'd once the body is (see _sync_bodies): on a journaling
             # filesystem the body's own fsync has made the new entry durable by then.
             self._bodies_synced = False
-            return self._open_subdir(self._bodies_fd, shard, what, sync=False)
+            return self.open_subdir(self.bodies_fd, shard, what, sync=False)
         try:
-            return _fs.open_fd(shard, DIR_FLAGS, dir_fd=self._bodies_fd)
+            return _fs.open_fd(shard, DIR_FLAGS, dir_fd=self.bodies_fd)
         except FileNotFoundError:
             return None
         except OSError as exc:
-            raise self._error(f"open {what}", exc, name=shard, parent_fd=self._bodies_fd) from exc
+            raise self.store_error(
+                f"open {what}", exc, name=shard, parent_fd=self.bodies_fd
+            ) from exc
 
-    def _open_file(self, name: str, flags: int) -> int:
+    def open_file(self, name: str, flags: int) -> int:
         try:
-            fd = _fs.open_fd(name, flags, 0o600, dir_fd=self._dir_fd)
+            fd = _fs.open_fd(name, flags, 0o600, dir_fd=self.dir_fd)
         except OSError as exc:
-            raise self._error(f"open {name}", exc, name=name, parent_fd=self._dir_fd) from exc
+            raise self.store_error(f"open {name}", exc, name=name, parent_fd=self.dir_fd) from exc
         try:
             if not stat.S_ISREG(_fs.stat(fd).st_mode):
-                raise StoreError(f"{name} in session {self._path} is not a regular file")
+                raise StoreError(f"{name} in session {self.path} is not a regular file")
         except OSError as exc:
-            self._close_quietly(fd)
-            raise self._error(f"inspect {name}", exc) from exc
+            self.close_quietly(fd)
+            raise self.store_error(f"inspect {name}", exc) from exc
         except StoreError:
-            self._close_quietly(fd)
+            self.close_quietly(fd)
             raise
         return fd
 
-    def _lstat(self, dir_fd: int, name: str, what: str) -> os.stat_result | None:
+    def lstat(self, dir_fd: int, name: str, what: str) -> os.stat_result | None:
         try:
             st = _fs.stat(name, dir_fd=dir_fd)
         except FileNotFoundError:
             return None
         except OSError as exc:
-            raise self._error(f"inspect {what}", exc) from exc
+            raise self.store_error(f"inspect {what}", exc) from exc
         if stat.S_ISLNK(st.st_mode):
             raise StoreError(
-                f"{what} in session {self._path} is a symbolic link; refusing to follow it"
+                f"{what} in session {self.path} is a symbolic link; refusing to follow it"
             )
         return st
 
-    def _stat_body(self, shard_fd: int, ref: str) -> os.stat_result | None:
-        what = self._body_rel(ref)
-        st = self._lstat(shard_fd, ref + BODY_SUFFIX, what)
+    def stat_body(self, shard_fd: int, ref: str) -> os.stat_result | None:
+        what = self.body_rel(ref)
+        st = self.lstat(shard_fd, ref + BODY_SUFFIX, what)
         if st is not None and not stat.S_ISREG(st.st_mode):
-            raise StoreError(f"{what} in session {self._path} is not a regular file")
+            raise StoreError(f"{what} in session {self.path} is not a regular file")
         return st
 
-    def _size_or_zero(self, shard_fd: int, name: str) -> int:
+    def size_or_zero(self, shard_fd: int, name: str) -> int:
         try:
             st = _fs.stat(name, dir_fd=shard_fd)
         except OSError:
             return 0
         return st.st_size if stat.S_ISREG(st.st_mode) else 0
 
-    def _read_body(self, shard_fd: int, ref: str) -> bytes:
-        what = self._body_rel(ref)
+    def read_body(self, shard_fd: int, ref: str) -> bytes:
+        what = self.body_rel(ref)
         try:
             fd = _fs.open_fd(ref + BODY_SUFFIX, READ_FLAGS, dir_fd=shard_fd)
         except FileNotFoundError:
-            raise RefError(f"no body is stored for ref {ref} in session {self._path}") from None
+            raise RefError(f"no body is stored for ref {ref} in session {self.path}") from None
         except OSError as exc:
-            raise self._error(
+            raise self.store_error(
                 f"open {what}", exc, name=ref + BODY_SUFFIX, parent_fd=shard_fd
             ) from exc
-        return self._read_regular(fd, what)
+        return self.read_regular(fd, what)
 
-    def _read_regular(self, fd: int, what: str) -> bytes:
+    def read_regular(self, fd: int, what: str) -> bytes:
         """The whole of open file ``fd`` (then closed), which must be a regular file: a FIFO or
         device planted under a session name would block or never end."""
         try:
             if not stat.S_ISREG(_fs.stat(fd).st_mode):
-                raise StoreError(f"{what} in session {self._path} is not a regular file")
+                raise StoreError(f"{what} in session {self.path} is not a regular file")
             return _fs.read(fd)
         except OSError as exc:
-            raise self._error(f"read {what}", exc) from exc
+            raise self.store_error(f"read {what}", exc) from exc
         finally:
-            self._close_quietly(fd)
+            self.close_quietly(fd)
 
-    def _write_atomic(
+    def write_atomic(
         self,
         dir_fd: int,
         name: str,
@@ -321,12 +323,12 @@ class SessionDir:
         Then fsync the directory, unless ``sync_dir`` is False (a group commit syncs it once).
         ``sync=False`` skips both fsyncs (a sidecar, validated by its reader).
         """
-        sync = sync and self._fsync
+        sync = sync and self.fsync
         tmp = f"{TMP_PREFIX}{name}-{secrets.token_hex(6)}"
         try:
             fd = _fs.open_fd(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600, dir_fd=dir_fd)
         except OSError as exc:
-            raise self._error(f"create a temp file for {what}", exc) from exc
+            raise self.store_error(f"create a temp file for {what}", exc) from exc
         try:
             try:
                 _fs.write(fd, data)
@@ -336,38 +338,42 @@ class SessionDir:
                 _fs.close(fd)
             _fs.rename(tmp, name, dir_fd=dir_fd)
         except OSError as exc:
-            self._discard(dir_fd, tmp)
-            raise self._error(f"write {what}", exc) from exc
+            self.discard(dir_fd, tmp)
+            raise self.store_error(f"write {what}", exc) from exc
         except BaseException:
-            self._discard(dir_fd, tmp)
+            self.discard(dir_fd, tmp)
             raise
         if sync and sync_dir:
-            self._fsync_dir(dir_fd, f"the directory holding {what}")
+            self.fsync_dir(dir_fd, f"the directory holding {what}")
 
-    def _sync_bodies(self) -> None:
+    def entry_added(self) -> None:
+        """A new entry (a shard, a pack) is in bodies/: fsync it at the next :meth:`sync_bodies`."""
+        self._bodies_synced = False
+
+    def sync_bodies(self) -> None:
         """fsync bodies/ unless every shard's entry in it is known durable already.
 
         Called before put returns, so no decision is logged before its shard's entry is
         durable: the first put of each store (shards a killed process may have left unsynced)
         and the put that created a shard. Its shard directory is fsync'd by _write_atomic.
         """
-        if self._fsync and not self._bodies_synced:
-            self._fsync_dir(self._bodies_fd, BODIES_NAME)
+        if self.fsync and not self._bodies_synced:
+            self.fsync_dir(self.bodies_fd, BODIES_NAME)
             self._bodies_synced = True
 
-    def _sync_entries(self, shard_fd: int, ref: str) -> None:
+    def sync_entries(self, shard_fd: int, ref: str) -> None:
         """Make an existing body's directory entries durable (shard, then bodies/)."""
-        if self._fsync:
-            self._fsync_dir(shard_fd, f"the directory holding body {self._body_rel(ref)}")
-            self._sync_bodies()
+        if self.fsync:
+            self.fsync_dir(shard_fd, f"the directory holding body {self.body_rel(ref)}")
+            self.sync_bodies()
 
-    def _fsync_dir(self, dir_fd: int, what: str) -> None:
+    def fsync_dir(self, dir_fd: int, what: str) -> None:
         try:
             _fs.fsync(dir_fd)
         except OSError as exc:
-            raise self._error(f"fsync {what}", exc) from exc
+            raise self.store_error(f"fsync {what}", exc) from exc
 
-    def _discard(self, dir_fd: int, name: str) -> None:
+    def discard(self, dir_fd: int, name: str) -> None:
         """Best-effort removal of a temp file; one left behind is removed on a later open."""
         try:
             _fs.unlink(name, dir_fd=dir_fd)
@@ -375,19 +381,19 @@ class SessionDir:
             pass
         except OSError as exc:
             events().warning(
-                "toolbudget.spill.temp_left", path=self._path, file=name, error=str(exc)
+                "toolbudget.spill.temp_left", path=self.path, file=name, error=str(exc)
             )
 
-    def _close_quietly(self, fd: int) -> None:
+    def close_quietly(self, fd: int) -> None:
         try:
             _fs.close(fd)
         except OSError as exc:
-            events().warning("toolbudget.spill.close_failed", path=self._path, error=str(exc))
+            events().warning("toolbudget.spill.close_failed", path=self.path, error=str(exc))
 
-    def _close_fds(self) -> OSError | None:
+    def close_fds(self) -> OSError | None:
         """Close every descriptor, the lock last; return the first error."""
         first: OSError | None = None
-        for attr in ("_log_fd", "_bodies_fd", "_dir_fd", "_lock_fd"):
+        for attr in ("log_fd", "bodies_fd", "dir_fd", "lock_fd"):
             fd = getattr(self, attr, -1)
             if fd < 0:
                 continue
@@ -398,7 +404,7 @@ class SessionDir:
                 first = first or exc
         return first
 
-    def _error(
+    def store_error(
         self, action: str, exc: OSError, *, name: str | None = None, parent_fd: int | None = None
     ) -> StoreError:
         """A StoreError naming the action, the session and the cause."""
@@ -413,7 +419,7 @@ class SessionDir:
         if exc.errno in (errno.ENOSPC, errno.EDQUOT):
             reason += " (disk full)"
         suffix = f" [{code}]" if code else ""
-        return StoreError(f"cannot {action} in session {self._path}: {reason}{suffix}")
+        return StoreError(f"cannot {action} in session {self.path}: {reason}{suffix}")
 
 
 def decode_meta(data: bytes, path: str) -> dict[str, Any]:

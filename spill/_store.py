@@ -8,6 +8,7 @@ model's text and the filesystem: nothing else is ever turned into a path.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Sequence
 from types import TracebackType
@@ -26,6 +27,7 @@ __all__ = [
     "Store",
     "StoreBase",
     "check_quota",
+    "check_seconds",
     "encode_text",
     "events",
     "ref_for",
@@ -68,6 +70,22 @@ def check_quota(quota_bytes: object) -> None:
         return
     if isinstance(quota_bytes, bool) or not isinstance(quota_bytes, int) or quota_bytes < 0:
         raise ConfigError(f"quota_bytes must be a non-negative int or None, got {quota_bytes!r}")
+
+
+def check_seconds(value: object, name: str) -> float:
+    """``value`` as a float of seconds >= 0; ConfigError unless it is such a number (not a bool).
+
+    An int past the largest float (``10**400``) is more seconds than any float holds: it is
+    infinity, as ``float("inf")`` is accepted here, where ``float()`` alone raised OverflowError.
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(f"{name} must be a number of seconds, got {value!r:.80}")
+    if not value >= 0:
+        raise ConfigError(f"{name} must be >= 0 seconds, got {value!r:.80}")
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf
 
 
 def validate_ref(ref: object) -> str:

@@ -57,7 +57,7 @@ class _Hook:
     """A group commit sends its bodies from several threads: each write is counted once."""
 
     def install(self, store: FsspecStore) -> None:
-        fs = store._fs
+        fs = store._objects.fs
         real = fs.pipe_file
 
         def pipe_file(path: str, value: bytes, **kwargs: Any) -> Any:

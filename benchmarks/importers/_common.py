@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from benchmarks._jsonbytes import dumps
+from benchmarks._jsonbytes import dumps, loads
 from benchmarks.trace import Provider, Request, Trace, Usage
 from budget._errors import InputError
 
@@ -32,27 +32,40 @@ def fail(path: Path, why: str) -> TraceFileError:
     return TraceFileError(f"{path}: {why}")
 
 
+_BOM = b"\xef\xbb\xbf"
+"""A UTF-8 byte order mark, which some Windows editors and tools write first; RFC 8259 lets a
+parser ignore it, orjson refuses it."""
+
+
+def without_bom(data: bytes) -> bytes:
+    """``data`` without a leading UTF-8 byte order mark."""
+    return data[len(_BOM) :] if data.startswith(_BOM) else data
+
+
 def read_json(path: Path) -> Any:
-    """The parsed JSON document in ``path``."""
+    """The parsed JSON document in ``path`` (a leading UTF-8 byte order mark ignored)."""
     try:
-        return orjson.loads(path.read_bytes())
+        return loads(without_bom(path.read_bytes()))
     except orjson.JSONDecodeError as exc:
         raise fail(path, f"not valid JSON ({exc})") from exc
 
 
 def read_jsonl(path: Path) -> list[Any]:
-    """The JSON values of ``path``, one per non-empty line.
+    """The JSON values of ``path``, one per non-empty line (a leading byte order mark ignored).
 
-    A truncated last line (a recorder killed mid-write) is dropped; a bad line anywhere else is an
-    error, because silently losing the middle of a session would falsify the replay.
+    A truncated last line (a recorder killed mid-write: no newline after it) is dropped; a bad
+    line anywhere else, or a last line ended by its newline (the recorder finished writing it),
+    is an error, because silently losing part of a session would falsify the replay.
     """
-    raw = [line for line in path.read_bytes().splitlines() if line.strip()]
+    data = without_bom(path.read_bytes())
+    torn_allowed = not data.rstrip(b" \t\r").endswith(b"\n")
+    raw = [line for line in data.splitlines() if line.strip()]
     out: list[Any] = []
     for i, line in enumerate(raw):
         try:
-            out.append(orjson.loads(line))
+            out.append(loads(line))
         except orjson.JSONDecodeError as exc:
-            if i == len(raw) - 1 and i > 0:
+            if i == len(raw) - 1 and i > 0 and torn_allowed:
                 break
             raise fail(path, f"line {i + 1} is not valid JSON ({exc})") from exc
     return out
@@ -126,7 +139,7 @@ def parse_arguments(raw: Any) -> dict[str, Any]:
         return raw
     if isinstance(raw, str):
         try:
-            parsed = orjson.loads(raw)
+            parsed = loads(raw)
         except orjson.JSONDecodeError:
             return {"input": raw}
         if isinstance(parsed, dict):

@@ -11,7 +11,9 @@ from typing import Any
 
 import orjson
 
+from benchmarks._jsonbytes import loads
 from benchmarks.importers._claude_code import BOOKKEEPING
+from benchmarks.importers._common import without_bom
 
 _SNIFF_LINES = 20
 _CODEX_LINES = frozenset(
@@ -35,7 +37,7 @@ def sniff(path: Path) -> tuple[str | None, str]:
         if name.endswith(".jsonl"):
             return _sniff_jsonl(path)
         if name.endswith(".json"):
-            return _sniff_json(orjson.loads(path.read_bytes()))
+            return _sniff_json(loads(without_bom(path.read_bytes())))
     except OSError as exc:
         return None, f"cannot read ({exc.strerror or exc})"
     except orjson.JSONDecodeError as exc:
@@ -54,9 +56,9 @@ def _name(value: Any) -> str | None:
 def _sniff_jsonl(path: Path) -> tuple[str | None, str]:
     heads: list[Any] = []
     with path.open("rb") as handle:
-        for line in handle:
+        for k, line in enumerate(handle):
             if line.strip():
-                heads.append(orjson.loads(line))
+                heads.append(loads(without_bom(line) if k == 0 else line))
                 if len(heads) >= _SNIFF_LINES:
                     break
     if not heads:

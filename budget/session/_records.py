@@ -86,9 +86,13 @@ def is_count(value: object) -> TypeGuard[int]:
 
 def finite(value: object) -> float | None:
     """``value`` as a float when it is a finite number (not a bool), else None."""
-    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
-        return float(value)
-    return None
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return None
+    try:
+        as_float = float(value)
+    except OverflowError:  # an int past the largest float (10**400): no finite time
+        return None
+    return as_float if math.isfinite(as_float) else None
 
 
 def timestamp(now: object) -> float:

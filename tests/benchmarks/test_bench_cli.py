@@ -275,3 +275,22 @@ def test_calibration_fits_100_columns_with_every_figure_whole(shared_traces: Pat
     wide = CliRunner().invoke(app, [*args, "--wide"], env={"COLUMNS": "100"})
     assert wide.exit_code == 0, wide.output
     assert "cache rules" in wide.stdout and "claude-code/" in wide.stdout
+
+
+def test_traces_with_no_later_quotes_are_said_to_flatter(
+    tmp_path: Path, shared_traces: Path
+) -> None:
+    """Where no result line is quoted later, the bench says read-backs cannot be charged; where
+    the agent quotes its results (a recorded session), it does not."""
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    _anthropic_file(traces / "a.json", 4)  # "f" lines the assistant never quotes
+    flat = CliRunner().invoke(app, ["bench", "--traces", str(traces), "--strategies", "toolbudget"])
+    assert flat.exit_code == 0, flat.output
+    assert "no result line is quoted later" in " ".join(flat.output.split())
+    recorded = CliRunner().invoke(
+        app,
+        ["bench", "--traces", str(shared_traces / "codex-cli"), "--strategies", "toolbudget"],
+    )
+    assert recorded.exit_code == 0, recorded.output
+    assert "no result line is quoted later" not in " ".join(recorded.output.split())

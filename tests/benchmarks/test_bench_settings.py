@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -12,7 +13,8 @@ import orjson
 import pytest
 from typer.testing import CliRunner
 
-from benchmarks.settings import parse_sets, resolve
+from benchmarks.settings import COMPACT_FIXED, parse_sets, resolve
+from benchmarks.strategies import toolbudget
 from budget import Budget
 from budget._errors import ConfigError
 from budget.cli import app
@@ -151,3 +153,35 @@ def test_set_parses_like_the_environment_and_refuses_duplicates() -> None:
     assert settings.config.window == 64_000
     with pytest.raises(ConfigError, match="given twice"):
         parse_sets(["pressure=1", "pressure=0.9"])
+
+
+def test_a_setting_past_64_bits_is_printed_and_recorded(tmp_path: Path) -> None:
+    """A ``--set`` integer BudgetConfig accepts but orjson cannot encode (past 2**64) is shown
+    in the header and written to the JSON exactly, not a traceback after the whole replay."""
+    huge = 10**30
+    out = tmp_path / "huge.json"
+    args = ["bench", "--traces", str(_traces(tmp_path)), "--strategies", "toolbudget"]
+    run = CliRunner().invoke(app, [*args, "--set", f"result_cap={huge}", "--json", str(out)])
+    assert run.exit_code == 0, run.output
+    assert f"result_cap={huge} (--set)" in " ".join(run.output.split())
+    doc = json.loads(out.read_bytes())  # the standard library reads any integer
+    assert doc["settings"]["result_cap"] == {"value": huge, "default": 50_000, "source": "--set"}
+
+
+@pytest.mark.parametrize("item", ["include_path=false", "window=none", "compaction=off"])
+def test_a_set_back_to_the_library_default_of_a_bench_setting_is_said(item: str) -> None:
+    """``--set include_path=false``, ``window=none`` or ``compaction=off`` equal the library's
+    defaults but not what the bench runs with (envelopes with paths, ``--window``,
+    toolbudget-compact's compaction): the header must say so."""
+    name = item.partition("=")[0]
+    header = resolve([item], window=64_000).header()
+    assert header is not None and f"{name}=" in header and "(--set)" in header
+    plain = resolve([], window=64_000)
+    assert plain.header() is None
+    for s in plain.settings:  # the bench's own values are what its strategy runs with
+        if s.source == "bench":
+            assert s.usual == (s.value,), s
+    same = resolve(["include_path=true", "window=64000"], window=64_000)
+    assert same.header() is None  # set to what the bench uses anyway: nothing differs
+    compact = toolbudget.STRATEGY_COMPACT.make(window=64_000).config.budget
+    assert all(getattr(compact, k) == v for k, v in COMPACT_FIXED.items())

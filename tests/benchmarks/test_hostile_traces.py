@@ -389,3 +389,74 @@ def test_toolbudget_failing_on_a_trace_is_never_a_clean_run(
             "strategy": "toolbudget",
         }
     ]
+
+
+def test_a_lone_surrogate_escape_keeps_the_trace_and_its_last_request(
+    shared_traces: Path, tmp_path: Path
+) -> None:
+    """A recorder in UTF-16 (JavaScript's JSON.stringify) writes half an emoji cut by a slice as
+    a lone ``\\ud83d`` escape: the trace is scored with U+FFFD in its place, not skipped, and a
+    last line holding one is not dropped as if torn; every strategy replays it."""
+    lines = _claude_lines(shared_traces)
+    (tmp_path / "clean").mkdir()
+    (tmp_path / "clean" / "t.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    clean, _ = load_dir(tmp_path / "clean")
+    results = [
+        b
+        for x in lines
+        if x.get("type") == "user" and isinstance(x["message"].get("content"), list)
+        for b in x["message"]["content"]
+        if isinstance(b, dict) and b.get("type") == "tool_result"
+    ]
+    results[0]["content"] = "cut at an emoji \ud83d"  # json.dumps writes it as the lone escape
+    lines[-1]["cut"] = "\udc00 and the last line too"
+    (tmp_path / "cut").mkdir()
+    data = "".join(json.dumps(x) + "\n" for x in lines)
+    assert "\\ud83d" in data
+    (tmp_path / "cut" / "t.jsonl").write_text(data)
+    traces, skipped = load_dir(tmp_path / "cut")
+    assert skipped == [] and len(traces) == 1
+    assert len(traces[0].requests) == len(clean[0].requests)
+    assert "cut at an emoji \ufffd" in orjson.dumps(traces[0].messages).decode()
+    # The strategies that need no agent SDK (those run on their own lane, tests/_lanes.py).
+    plain = ["none", "toolbudget", "claude-code", "codex", "gemini-cli", "opencode", "swe-agent"]
+    replays = run(traces, build_strategies(plain), tmp_path / "w")
+    assert {r.trace for r in replays} == {traces[0].name} and not any(r.failed for r in replays)
+
+
+def test_a_byte_order_mark_is_ignored_and_a_finished_bad_last_line_is_an_error(
+    shared_traces: Path, tmp_path: Path
+) -> None:
+    """A UTF-8 BOM before a recording is read past; a last line that ends with its newline but
+    is not JSON is an error (only a line cut before its newline is a torn write, dropped)."""
+    source = shared_traces / SEEDS["claude-code"]
+    clean = load_file(source, source.parent)
+    (tmp_path / "bom.jsonl").write_bytes(b"\xef\xbb\xbf" + source.read_bytes())
+    (with_bom,) = load_file(tmp_path / "bom.jsonl", tmp_path)
+    assert len(with_bom.requests) == len(clean[0].requests)
+    gemini = shared_traces / SEEDS["gemini-cli"]
+    (tmp_path / "bom.json").write_bytes(b"\xef\xbb\xbf" + gemini.read_bytes())
+    assert load_file(tmp_path / "bom.json", tmp_path)[0].requests
+    body = source.read_bytes().rstrip(b"\n")
+    (tmp_path / "torn.jsonl").write_bytes(body + b'\n{"type": "assistant", "mess')
+    assert len(load_file(tmp_path / "torn.jsonl", tmp_path)[0].requests) == len(clean[0].requests)
+    (tmp_path / "bad.jsonl").write_bytes(body + b'\n{"type": 1e400, "x": }\n')
+    with pytest.raises(BudgetError, match="is not valid JSON"):
+        load_file(tmp_path / "bad.jsonl", tmp_path)
+
+
+def test_an_output_that_cannot_be_written_is_one_line_of_error(
+    shared_traces: Path, tmp_path: Path
+) -> None:
+    """--json on a full disk ends the bench with one error line naming the file, no traceback."""
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    (folder / "good.json").write_bytes((shared_traces / SEEDS["gemini-cli"]).read_bytes())
+    out = _bench(
+        "--traces", str(folder), "--strategies", "none", "--json", "/dev/full", cwd=tmp_path
+    )
+    assert out.returncode == 2
+    assert "Traceback" not in out.stderr
+    assert out.stderr.strip().splitlines()[-1] == (
+        "error: cannot write /dev/full: No space left on device"
+    )

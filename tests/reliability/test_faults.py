@@ -2,7 +2,7 @@
 
 A 10-round session (spills by cap and aggregate, staleness batches, read-backs) is run once to
 list the store's call sites: each (kind of call, function and line in the LocalStore's modules
-``spill/_local.py``, ``spill/_sessiondir.py`` and ``spill/_bodies.py``)
+``spill/_local.py``, ``spill/_sessiondir.py``, ``spill/_bodies.py`` and ``spill/_group.py``)
 reached through the ``spill._fs`` seam, with how often. Then, for every site and every errno of
 ENOSPC, EIO and EACCES, the session runs again with that site failing: at its first call, at its
 last (later calls reach later phases), or from its first call until the session is closed (the
@@ -44,7 +44,10 @@ from tests.conversations import CONFIG, Step, conversation, digest, result_texts
 pytestmark = pytest.mark.slow  # replays a conversation once per failing store call site
 
 SEED, ROUNDS = 6, 10
-LOCAL = {str(Path(_fs.__file__).with_name(f"{m}.py")) for m in ("_local", "_sessiondir", "_bodies")}
+LOCAL = {
+    str(Path(_fs.__file__).with_name(f"{m}.py"))
+    for m in ("_local", "_sessiondir", "_bodies", "_group")
+}
 """The modules LocalStore is written in: call sites elsewhere are lumped together."""
 ERRNOS = {"ENOSPC": errno.ENOSPC, "EIO": errno.EIO, "EACCES": errno.EACCES}
 Site = tuple[str, str]

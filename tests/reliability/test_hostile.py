@@ -274,6 +274,15 @@ def test_bad_read_back_arguments_are_errors_the_model_can_read(
             tried += 1
         huge = session.handle_read_tool({"ref": ref, "offset": 10**100, "limit": 10**100})
         assert huge.startswith(f"[toolbudget] ref {ref}: no lines at offset")
+        # Past Python's int-to-str limit (4,300 digits), as a big-integer JSON parser may hand it.
+        for name in ("offset", "limit"):
+            page = session.handle_read_tool({"ref": ref, name: 10**5000})
+            assert page.startswith(f"Error: {name}: must be below 2**1024"), page[:200]
+        with pytest.raises(InputError, match="offset: must be below 2"):
+            session.read(ref, offset=10**5000)
+        with pytest.raises(InputError, match="limit: must be below 2"):
+            session.read(ref, limit=10**5000)
+        tried += 4
         assert session.read(ref, grep="\ud800") == ""  # a lone surrogate is just a pattern
     session.close()
     record_property("reliability.bad_inputs.read_back", tried)

@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from budget import Budget, InputError, RefError
-from spill import LocalStore, validate_ref
+from budget import Budget, ConfigError, InputError, RefError
+from spill import FsspecStore, LocalStore, validate_ref
 from spill._log import encode_records
+from tests._ci import require_module
 from tests.conversations import CONFIG, conversation, digest
 from tests.strategies import assistant, results
 
@@ -84,11 +85,34 @@ def test_a_failed_prepare_leaves_the_session_usable(tmp_path: Path) -> None:
     assert digest(got.messages) == digest(expected.messages)
 
 
-@pytest.mark.parametrize("now", ["12", float("nan"), float("inf"), True, [1], object()])
+@pytest.mark.parametrize(
+    "now", ["12", float("nan"), float("inf"), True, [1], object(), 10**400, -(10**400)]
+)
 def test_now_must_be_a_finite_number(now: Any) -> None:
-    """A bad clock value is an InputError naming ``now`` (a string used to escape as ValueError)."""
+    """A bad clock value is an InputError naming ``now`` (a string used to escape as ValueError,
+    an int past the largest float as OverflowError)."""
     with pytest.raises(InputError, match="now must be a finite number"):
         Budget.in_memory().prepare([{"role": "user", "content": "hi"}], now=now)
+
+
+def test_an_int_past_the_largest_float_is_infinite_seconds_never_an_overflow(
+    tmp_path: Path,
+) -> None:
+    """``10**400`` seconds, where ``float("inf")`` is accepted (a lock wait, a gc's age and
+    clock), is infinity too: before, ``float()`` raised OverflowError out of LocalStore,
+    Budget.open and FsspecStore.gc_sessions; a negative one is still refused."""
+    huge = 10**400
+    LocalStore(tmp_path / "a", lock_timeout=huge).close()
+    Budget.open(tmp_path / "b", lock_timeout=huge).close()
+    with pytest.raises(ConfigError, match="lock_timeout must be >= 0"):
+        LocalStore(tmp_path / "c", lock_timeout=-huge)
+    require_module("fsspec", "s3")
+    root = f"memory://{tmp_path.name}-gc"
+    FsspecStore(f"{root}/s").close()  # never written: nothing to collect, but a root to list
+    assert FsspecStore.gc_sessions(root, older_than_s=huge) == []
+    assert FsspecStore.gc_sessions(root, older_than_s=1, now=-huge) == []
+    with pytest.raises(ConfigError, match="older_than_s must be >= 0"):
+        FsspecStore.gc_sessions(root, older_than_s=-huge)
 
 
 def test_too_deep_nesting_is_an_input_error_and_the_session_survives() -> None:

@@ -230,7 +230,7 @@ def test_quota_exceeded_writes_nothing(tmp_path: Path, fs_calls: Calls) -> None:
 def test_default_quota_is_one_gib(tmp_path: Path) -> None:
     """Without quota_bytes a body larger than 1 GiB would be refused (checked by arithmetic)."""
     with LocalStore(tmp_path / "s") as store:
-        assert store._quota == 1 << 30
+        assert store._bodies.quota == 1 << 30
 
 
 def test_corrupt_body_raises_store_error(tmp_path: Path) -> None:

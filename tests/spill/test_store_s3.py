@@ -120,7 +120,7 @@ def test_missing_log_object_is_skipped_with_an_event(
     with _store(moto_s3, url, tmp_path) as store:
         for i in range(3):
             store.append_log([{"n": i}])
-        store._fs.rm_file(store._log_key(1))
+        store._objects.fs.rm_file(store._objects.log_key(1))
     with _store(moto_s3, url, tmp_path) as again:
         assert again.read_log() == [{"n": 0}, {"n": 2}]
         again.append_log([{"n": 3}])  # after the last one present, never into the gap
@@ -137,8 +137,8 @@ def test_torn_log_object_is_skipped_with_an_event(
         store.append_log([{"n": 0}])
         store.append_log([{"n": 1}])
         store.append_log([{"n": 2}])
-        whole = store._fs.cat_file(store._log_key(1))
-        store._fs.pipe_file(store._log_key(1), whole[: len(whole) // 2])
+        whole = store._objects.fs.cat_file(store._objects.log_key(1))
+        store._objects.fs.pipe_file(store._objects.log_key(1), whole[: len(whole) // 2])
         assert store.read_log() == [{"n": 0}, {"n": 2}]
     skipped = [e for e in logs if e["event"] == "toolbudget.log.line_skipped"]
     assert [e["line"] for e in skipped] == [2]
@@ -157,7 +157,7 @@ def test_read_through_cache_serves_and_heals(
         entry.write_bytes(b"damaged")
         assert store.get(ref) == text  # refetched: the entry's hash did not match
         assert entry.read_bytes() == text.encode()
-        store._fs.rm_file(store._body_key(ref))
+        store._objects.fs.rm_file(store._objects.body_key(ref))
         assert store.get(ref) == text  # from the cache alone
     assert any(e["event"] == "toolbudget.spill.cache_corrupt" for e in logs)
 
@@ -166,7 +166,7 @@ def test_private_cache_is_removed_on_close(moto_s3: MotoS3, url: str) -> None:
     """Without cache_dir the store caches in a private temporary directory it removes on close."""
     store = FsspecStore(url, **moto_s3.options())
     store.put("x" * 100)
-    cache = store._cache
+    cache = store._cache.path
     assert os.listdir(cache)
     store.close()
     assert not os.path.exists(cache)
@@ -314,7 +314,7 @@ def test_gc_removes_only_idle_object_store_sessions(
             store.append_log([{"call_id": name}])
             store.put(f"{name} body " * 100)
             if name == "foreign":
-                store._fs.pipe_file(store._key("notes.txt"), b"not ours")
+                store._objects.fs.pipe_file(store._objects.key("notes.txt"), b"not ours")
     kept: list[tuple[str, str]] = []
     options = moto_s3.options()
     assert FsspecStore.gc_sessions(root, older_than_s=3600, **options) == []

@@ -139,7 +139,7 @@ def _rollup_setup(ctx: Ctx) -> FsspecStore:
 def _rollup_check(ctx: Ctx, got: Any) -> None:
     _check_log([{"n": n} for n in range(2 * ROLLUP_OBJECTS)])(ctx, got)
     with ctx.direct() as fresh:
-        listing = fresh._scan()
+        listing = fresh._log.scan()
         assert listing.snapshots == (ROLLUP_OBJECTS - 1, 2 * ROLLUP_OBJECTS - 1)
         assert min(listing.seqs) == ROLLUP_OBJECTS  # what the older snapshot covered: collected
 

@@ -153,7 +153,7 @@ def test_an_append_whose_every_reply_was_lost_is_recognised_by_the_next_append(
         store.append_log([{"n": 3}])
     with _store(moto_s3, url, tmp_path / "fresh") as again:
         assert again.read_log() == [{"n": 1}, {"n": 2}, {"n": 3}]
-        assert again._scan().seqs == (0, 1, 2)
+        assert again._log.scan().seqs == (0, 1, 2)
 
 
 def test_a_budget_whose_log_append_lost_its_reply_carries_on(

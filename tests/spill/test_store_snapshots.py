@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from spill import FsspecStore
-from spill._objlog import Listing
+from spill._objlog import Listing, ObjectLog
 from spill._objsnap import ROLLUP_OBJECTS, encode_snapshot, parse_snapshot
 from tests._faultproxy import Fault, FaultProxy, fault_proxy
 from tests._s3 import MotoS3
@@ -51,10 +51,10 @@ def test_a_resume_reads_every_record_whatever_the_append_pattern(batches: list[i
         records = _append(writer, batches)
     with FsspecStore(url) as reader:
         assert reader.read_log() == records
-        listing = reader._scan()
+        listing = reader._log.scan()
         newest = listing.snapshots[-1] if listing.snapshots else -1
         assert len([s for s in listing.seqs if s > newest]) < ROLLUP_OBJECTS
-        assert reader._snapshot == newest
+        assert reader._log.snapshot == newest
 
 
 def test_the_writer_keeps_every_object_after_the_previous_snapshot() -> None:
@@ -65,7 +65,7 @@ def test_the_writer_keeps_every_object_after_the_previous_snapshot() -> None:
         previous = -1
         for n in range(5 * ROLLUP_OBJECTS):
             writer.append_log([{"n": n}])
-            listing = writer._scan()
+            listing = writer._log.scan()
             if len(listing.snapshots) >= 2:
                 previous = listing.snapshots[-2]
             assert set(range(previous + 1, n + 1)) <= set(listing.seqs)
@@ -83,18 +83,18 @@ def test_a_damaged_newest_snapshot_is_skipped_for_the_one_before_it(
     url = _memory_url()
     with FsspecStore(url) as writer:
         records = _append(writer, [1] * (3 * ROLLUP_OBJECTS + 3))
-        newest = writer._scan().snapshots[-1]
-        key = writer._snapshot_key(newest)
-        data = bytes(writer._fs.cat_file(key))
+        newest = writer._log.scan().snapshots[-1]
+        key = writer._log.snapshot_key(newest)
+        data = bytes(writer._objects.fs.cat_file(key))
         broken = {
             "torn": data[: len(data) // 2],
             "flipped": data[:-5] + bytes([data[-5] ^ 1]) + data[-4:],
             "empty": b"",
         }[damage]
-        writer._fs.pipe_file(key, broken)
+        writer._objects.fs.pipe_file(key, broken)
     with FsspecStore(url) as reader:
         assert reader.read_log() == records
-        assert reader._snapshot < newest
+        assert reader._log.snapshot < newest
     skipped = [e for e in logs if e["event"] == "toolbudget.log.snapshot_skipped"]
     assert [e["object"] for e in skipped] == [f"log/{newest:012d}.snapshot"]
 
@@ -120,16 +120,16 @@ def test_a_reader_whose_listing_a_roll_up_collected_lists_again(
     with FsspecStore(url) as writer:
         records = _append(writer, [1] * (ROLLUP_OBJECTS + 2))
         reader = FsspecStore(url)
-        stale = reader._scan()
+        stale = reader._log.scan()
         records += _append(writer, [1] * (2 * ROLLUP_OBJECTS), start=len(records))
-        assert not set(stale.seqs) <= set(writer._scan().seqs)  # the stale listing is collected
-    real = FsspecStore._scan
+        assert not set(stale.seqs) <= set(writer._log.scan().seqs)  # the stale listing is collected
+    real = ObjectLog.scan
     listings: list[Listing] = [stale]
 
-    def scan(self: FsspecStore) -> Listing:
+    def scan(self: ObjectLog) -> Listing:
         return listings.pop() if listings else real(self)
 
-    monkeypatch.setattr(FsspecStore, "_scan", scan)
+    monkeypatch.setattr(ObjectLog, "scan", scan)
     with reader:
         assert reader.read_log() == records
 
@@ -142,7 +142,7 @@ def test_a_failed_roll_up_leaves_the_append_done_and_is_tried_again_later(
     before a snapshot was written and read back."""
     url = _memory_url()
     with FsspecStore(url) as writer:
-        real = writer._fs.pipe_file
+        real = writer._objects.fs.pipe_file
         broken = {"on": True}
 
         def pipe_file(path: str, data: bytes, **kwargs: Any) -> Any:
@@ -150,12 +150,12 @@ def test_a_failed_roll_up_leaves_the_append_done_and_is_tried_again_later(
                 raise OSError("injected: snapshot PUT refused")
             return real(path, data, **kwargs)
 
-        monkeypatch.setattr(writer._fs, "pipe_file", pipe_file)
+        monkeypatch.setattr(writer._objects.fs, "pipe_file", pipe_file)
         records = _append(writer, [1] * ROLLUP_OBJECTS)
-        assert writer._scan() == Listing(tuple(range(ROLLUP_OBJECTS)), ())
+        assert writer._log.scan() == Listing(tuple(range(ROLLUP_OBJECTS)), ())
         broken["on"] = False
         records += _append(writer, [1] * ROLLUP_OBJECTS, start=len(records))
-        assert writer._scan().snapshots
+        assert writer._log.scan().snapshots
     assert any(e["event"] == "toolbudget.log.snapshot_failed" for e in logs)
     with FsspecStore(url) as reader:
         assert reader.read_log() == records
@@ -218,6 +218,6 @@ def test_a_snapshot_put_whose_reply_is_lost_never_costs_a_record(
     )
     with _via(proxy, moto_s3, url, tmp_path) as writer:
         records = _append(writer, [1] * (2 * ROLLUP_OBJECTS + 1))
-        assert writer._scan().snapshots
+        assert writer._log.scan().snapshots
     with FsspecStore(url, cache_dir=tmp_path / "r", **moto_s3.options()) as reader:
         assert reader.read_log() == records
