@@ -45,6 +45,7 @@ import typer
 
 from budget import Budget, Prepared
 from budget._envelope import envelope
+from budget.previews import PREVIEW_VERSION
 from budget.tokens._estimates_cache import SIDECAR
 from spill import LocalStore, ref_for
 
@@ -489,6 +490,8 @@ def bench_new_output(size: int = 10 * _MB, repeats: int = 5) -> list[Figure]:
             preview_chars=2_000,
             tail_share=0.3,
             read_tool="read_output",
+            # As a new session builds it: the current preview version, shaped by content.
+            version=PREVIEW_VERSION,
         )
 
     hashing, counting, whole = _Clock(), _Clock(), _Clock()

@@ -1,7 +1,8 @@
 """What ``toolbudget bench`` shows: a progress bar, terminal tables, a JSON file, PNG charts.
 
 The JSON file is ``{"summary": [...], "traces": [...], "skipped": [...], "bound": {...},
-"calibration": [...], "oracle": {...}, "settings": {...}, "attribution": {...}}``: one summary
+"calibration": [...], "oracle": {...}, "settings": {...}, "attribution": {...},
+"previews": {...}}``: one summary
 object per strategy over all traces (exactly :data:`benchmarks.replay.ROW_KEYS`), one object per
 trace and strategy (the same keys plus ``trace``, ``file`` and ``format``), the files or traces
 under the traces directory that were not scored (``path``, ``reason``), ``bound``: the hindsight
@@ -12,7 +13,8 @@ trace), for each trace with recorded usage the baseline's simulated cache agains
 :mod:`benchmarks.oracle` (overall, per format and per trace, with each strategy's share of its
 saving), ``settings``: toolbudget's effective settings and their sources
 (:mod:`benchmarks.settings`), and ``attribution``: where ``none``'s and toolbudget's billed
-tokens go (:mod:`benchmarks.attribution`). A figure that has no value is ``null``.
+tokens go (:mod:`benchmarks.attribution`), and ``previews``: the preview hit rate per shape
+(:mod:`benchmarks.previews`). A figure that has no value is ``null``.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ from benchmarks.calibration import Calibration, calibrate, calibration_table
 from benchmarks.importers import Skipped
 from benchmarks.oracle import OracleTrace, oracle_trace
 from benchmarks.oracle import summary as oracle_summary
+from benchmarks.previews import PreviewHits, preview_hits, previews_table
 from benchmarks.replay import (
     BASELINE,
     DEFAULT_WINDOW,
@@ -128,6 +131,8 @@ class BenchResult:
         }
 
     calibration: tuple[Calibration, ...] = ()
+    previews: PreviewHits | None = None
+    """Preview hit rates per shape, head + tail against the shapes (:mod:`benchmarks.previews`)."""
 
     @property
     def windows(self) -> dict[str, int]:
@@ -300,6 +305,12 @@ def run_bench(
         calibration=tuple(calibrate(traces, replays)),
         settings=settings,
         oracles=tuple(oracles),
+        previews=preview_hits(
+            [
+                t if max_requests is None else replace(t, requests=t.requests[:max_requests])
+                for t in traces
+            ]
+        ),
     )
 
 
@@ -516,6 +527,8 @@ def render(result: BenchResult, console: Console, *, wide: bool = False) -> None
             # Cut to fit, every number would read "15,9…": give the format totals whole instead.
             calibration = calibration_table(result.calibration, per_trace=False)
         console.print(calibration)
+    if result.previews is not None and result.previews.total().cases:
+        console.print(previews_table(result.previews))
     if result.skipped:
         console.print(
             f"[yellow]{len(result.skipped)} file(s) skipped[/] (each with its reason on stderr)."
@@ -638,6 +651,7 @@ def as_json(result: BenchResult) -> dict[str, Any]:
         "oracle": result.oracle(),
         "settings": {} if result.settings is None else result.settings.as_dict(),
         "attribution": {name: a.as_dict() for name, a in result.attribution().items()},
+        "previews": None if result.previews is None else result.previews.as_json(),
     }
 
 

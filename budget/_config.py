@@ -27,7 +27,7 @@ from budget._errors import ConfigError
 
 __all__ = ["BudgetConfig", "PreviewShape", "ToolPolicy", "build_config", "config_reading"]
 
-PreviewShape = Literal["head_tail", "head"]
+PreviewShape = Literal["auto", "head_tail", "head"]
 CompactionMode = Literal["off", "auto", "manual"]
 PositiveInt = Annotated[int, Field(gt=0)]
 Share = Annotated[float, Field(ge=0.0, le=1.0)]
@@ -95,7 +95,10 @@ class BudgetConfig(BaseSettings):
     keeping it; False: ``result_cap`` is a plain cap again (only longer results are spilled)."""
     preview_chars: PositiveInt = 2_000
     """Characters of preview in an envelope (head and tail together)."""
-    preview_shape: PreviewShape = "head_tail"
+    preview_shape: PreviewShape = "auto"
+    """``auto``: the preview's shape is chosen from the content (errors first, JSON skeleton,
+    table, diff, re-run delta, else head + tail; :mod:`budget.previews`); ``head_tail`` always
+    the head and the tail; ``head`` the head alone (Claude Code's shape)."""
     tail_share: Share = 0.5
     """Share of the preview given to the tail, for results that are not errors."""
     error_tail_share: Share = 0.75

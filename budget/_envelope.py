@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from budget.previews import Earlier, Shaped, line_delta, shape_preview, span_text
+
 __all__ = [
     "EMPTY_TEXT",
     "Preview",
@@ -16,6 +18,7 @@ __all__ = [
     "envelope",
     "envelope_ref",
     "make_preview",
+    "preview_shape",
     "stub",
 ]
 
@@ -96,7 +99,13 @@ def make_preview(
     return Preview(head, tail, omitted_lines, omitted_chars, head_lines, tail_start)
 
 
-def _read_hint(ref: str, read_tool: str) -> str:
+def _read_hint(ref: str, read_tool: str, *, json_path: bool = False) -> str:
+    if json_path:
+        return (
+            f'Read more with the {read_tool} tool: {{"ref": "{ref}", "path": "$.key[0]"}} (a JSON '
+            f'path), {{"ref": "{ref}", "offset": <first line, 0-based>, "limit": <lines>}} or '
+            f'{{"ref": "{ref}", "grep": "<pattern>"}}.'
+        )
     return (
         f'Read more with the {read_tool} tool: {{"ref": "{ref}", "offset": <first line, 0-based>, '
         f'"limit": <lines>}} or {{"ref": "{ref}", "grep": "<pattern>"}}.'
@@ -130,18 +139,46 @@ def envelope(
     tail_share: float,
     read_tool: str,
     path: str | None = None,
+    version: int = 0,
+    shaped: bool = True,
+    earlier: Earlier | None = None,
 ) -> str:
-    """The text that replaces a spilled result: size, reference, how to read on, and a preview."""
+    """The text that replaces a spilled result: size, reference, how to read on, and a preview.
+
+    ``version`` 0 is the head + tail envelope of logs written before preview shapes (its bytes
+    never change); from 1 the preview's shape is chosen from the content when ``shaped`` (else
+    head + tail), or is the diff against ``earlier`` when that is a re-run of the same call.
+    """
     newlines = text.count("\n")
     lines = newlines + (0 if text.endswith("\n") else 1) if text else 0
     what = f"Output of {_label(tool)}" if tool else "Output"
-    out = [
+    first = (
         f"[toolbudget] {what} was too large for the context ({_n(len(text), 'character')}, "
-        f"{_n(lines, 'line')}); it is stored in full as ref {ref}.",
-        _read_hint(ref, read_tool),
-    ]
+        f"{_n(lines, 'line')}); it is stored in full as ref {ref}."
+    )
+    if version >= 1:
+        shape = preview_shape(
+            text,
+            preview_chars,
+            tail_share=tail_share,
+            shaped=shaped,
+            earlier=earlier,
+            newlines=newlines,
+        )
+        hint = _read_hint(ref, read_tool, json_path=shape.shape == "json")
+        out = [first, hint] if path is None else [first, hint, f"File: {path}"]
+        return "\n".join([*out, _marker(shape), shape.body])
+    out = [first, _read_hint(ref, read_tool)]
     if path is not None:
         out.append(f"File: {path}")
+    return _v0_preview(out, text, preview_chars, tail_share, newlines)
+
+
+def _v0_preview(
+    out: list[str], text: str, preview_chars: int, tail_share: float, newlines: int
+) -> str:
+    """Version 0's envelope: ``out`` (its header lines) and the head + tail with their markers,
+    byte for byte as before preview shapes."""
     p = make_preview(text, preview_chars, tail_share=tail_share, newlines=newlines)
     whole_head = p.head.endswith("\n")
     out.append(
@@ -174,6 +211,116 @@ def envelope(
         out.append(f"--- last {_n(len(p.tail), 'character')} ---")
     out.append(p.tail.removesuffix("\n"))
     return "\n".join(out)
+
+
+_DELTA_SHARE = 2
+"""A re-run's diff is shown when it takes at most half the preview: the other half always
+shows the output itself (the earlier output was itself only previewed)."""
+_AND_THEN_CHARS = 120
+"""Room kept for the second marker line of a delta followed by the output's own preview."""
+_MIN_ROOM = 200
+"""Below this many characters left by a delta, the output's own preview is not added."""
+
+
+def _marker(shape: Shaped, *, then: bool = False) -> str:
+    """The line naming a preview's shape and what it leaves out (``then``: the second marker
+    of a delta preview, introducing the output's own preview)."""
+    what = shape.shape if not shape.note else f"{shape.shape} ({shape.note})"
+    if then:
+        what = f"then this output's own preview, {what}"
+    if shape.shape == "json":
+        return f"--- preview: {what} ---"
+    if shape.shape == "delta":
+        return f"--- preview: {what} ---"
+    ranges = shape.left_out
+    if not ranges:
+        return f"--- preview: {what} ---"
+    left = span_text(ranges[:_MARKER_RANGES])
+    if len(ranges) > _MARKER_RANGES:
+        more = len(ranges) - _MARKER_RANGES
+        left += f" and {_n(more, 'more range')} (every block below is numbered)"
+    return f"--- preview: {what}; left out: lines {left} ---"
+
+
+_MARKER_RANGES = 8
+"""Left-out ranges the marker line lists at most: it stays one short line (the block headers
+number every line shown anyway)."""
+
+
+def preview_shape(
+    text: str,
+    chars: int,
+    *,
+    tail_share: float,
+    shaped: bool = True,
+    earlier: Earlier | None = None,
+    newlines: int | None = None,
+) -> Shaped:
+    """The version-1 preview of ``text``: a body of at most ``chars`` characters (its block
+    headers included; the marker line, like version 0's marker lines, is not). ``newlines``:
+    ``text.count("\\n")`` when the caller has counted (the one pass over a whole output)."""
+    nl = text.count("\n") if newlines is None else newlines
+    delta = _delta(text, chars // _DELTA_SHARE, earlier) if earlier is not None else None
+    room = chars if delta is None else chars - len(delta.body) - _AND_THEN_CHARS
+    if delta is not None and room < _MIN_ROOM:
+        return delta
+    got = shape_preview(text, room, tail_share=tail_share, newlines=nl) if shaped else None
+    if got is None:
+        got = _head_tail(text, room, tail_share, nl)
+    if delta is None:
+        return got
+    # The change first, then what the output itself shows in the room the diff leaves: the
+    # earlier output was itself only previewed, so the diff alone may not say enough.
+    return Shaped("delta", f"{delta.body}\n{_marker(got, then=True)}\n{got.body}", (), delta.note)
+
+
+def _delta(text: str, chars: int, earlier: Earlier) -> Shaped | None:
+    """The diff against ``earlier`` when it fits the preview, marker included; else None."""
+    if earlier.text == text:
+        body = "(no line changed)"
+    else:
+        got = line_delta(earlier.text, text, limit=chars)
+        if got is None:
+            return None
+        body = got
+    removed = sum(1 for row in body.split("\n") if row.startswith("-"))
+    added = sum(1 for row in body.split("\n") if row.startswith("+"))
+    note = (
+        f"diff against ref {earlier.ref}, the earlier output of this same call: "
+        f"{_n(removed, 'line')} removed, {_n(added, 'line')} added, the rest unchanged"
+    )
+    return Shaped("delta", body, (), note) if len(body) <= chars else None
+
+
+def _head_tail(text: str, budget: int, tail_share: float, newlines: int) -> Shaped:
+    """Today's head and tail (:func:`make_preview`), in numbered blocks."""
+    p = make_preview(text, budget, tail_share=tail_share, newlines=newlines)
+    total = newlines + (0 if text.endswith("\n") or not text else 1)
+    if not p.tail and len(p.head) == len(text):
+        return Shaped("head_tail", _block(1, total, p.head), ())
+    head_whole = p.head.endswith("\n")
+    tail_whole = not p.tail or text[-len(p.tail) - 1] == "\n"
+    parts: list[str] = []
+    if head_whole and tail_whole:
+        parts.append(_block(1, p.head_lines, p.head))
+        left_end = p.tail_start_line - 1 if p.tail else total
+        if p.tail:
+            parts.append(_block(p.tail_start_line, total, p.tail))
+        return Shaped("head_tail", "\n".join(parts), ((p.head_lines + 1, left_end),))
+    # Cut inside a line (one overlong line): character positions say what is shown.
+    parts.append(f"--- characters 1–{len(p.head):,} ---")
+    parts.append(p.head)
+    if p.tail:
+        start = len(text) - len(p.tail) + 1
+        parts.append(f"--- characters {start:,}–{len(text):,} ---")
+        parts.append(p.tail.removesuffix("\n"))
+    left = f"characters {len(p.head) + 1:,}–{len(text) - len(p.tail):,} left out"
+    return Shaped("head_tail", "\n".join(parts), (), left)
+
+
+def _block(a: int, b: int, body: str) -> str:
+    head = f"--- line {a:,} ---" if a == b else f"--- lines {a:,}–{b:,} ---"
+    return f"{head}\n{body.removesuffix(chr(10))}"
 
 
 def stub(text: str, *, ref: str, tool: str, chars: int, read_tool: str) -> str:

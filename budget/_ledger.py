@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from budget._view import builder
+from budget.previews import PREVIEW_VERSION
 from spill import REF_RE
 
 __all__ = ["Decision", "Kind", "Ledger"]
@@ -40,6 +41,9 @@ class Decision:
     digest: str | None = None
     """The ref-style hash of the original text it was decided for (None in logs written before
     it was recorded: the length alone then tells an edited result apart)."""
+    preview: int = 0
+    """The preview shapes' version its envelope was made with (``pv`` in the log; absent, as in
+    logs written before preview shapes, is 0: head + tail, :mod:`budget.previews`)."""
 
     def shown(self, original: str) -> str:
         """The text the model sees in place of ``original``."""
@@ -70,6 +74,8 @@ class Decision:
             rec["ref"] = self.ref
         if self.digest is not None:
             rec["h"] = self.digest
+        if self.preview:
+            rec["pv"] = self.preview
         return rec
 
     def same_text(self, chars: int, digest: str | None) -> bool:
@@ -93,7 +99,7 @@ class Decision:
         get = rec.get
         return _restored(
             rec["id"], rec["kind"], str(get("why", "")), rec["chars"], get("text"), get("ref"),
-            str(get("tool", "")), get("h"),
+            str(get("tool", "")), get("h"), get("pv", 0),
         )  # fmt: skip
 
 
@@ -126,6 +132,9 @@ def _invalid(rec: Mapping[str, Any]) -> str | None:
         and not (isinstance(digest, str) and REF_RE.match(digest))
     ):
         return "decision record whose text hash is not 32 lowercase hex characters"
+    pv = get("pv", 0)
+    if type(pv) is not int or pv < 0:
+        return "decision record whose preview version is not a whole number"
     if kind in ("spilled", "trimmed") and (ref is None or text is None):
         return f"{kind} decision record without its ref and text"
     return None
@@ -146,7 +155,7 @@ class Ledger:
     call id's records in log order gives what recording them one by one would have given.
     """
 
-    __slots__ = ("_by_id", "_on_invalid", "_pending")
+    __slots__ = ("_by_id", "_on_invalid", "_pending", "_pv")
 
     def __init__(
         self,
@@ -158,6 +167,8 @@ class Ledger:
         self._pending: dict[str, list[Mapping[str, Any]]] = {}
         self._on_invalid = on_invalid
         """Told (call id, reason) about a queued record that is not a valid decision."""
+        self._pv: int | None = None
+        """The preview version of the first spill decision recorded or restored."""
         for d in decisions:
             self.record(d)
 
@@ -168,11 +179,19 @@ class Ledger:
             d = self._fold(call_id)
         return d
 
+    @property
+    def preview_version(self) -> int:
+        """The session's preview version: its first spill's (a log written before preview
+        shapes: 0, so a resumed session goes on showing head + tail), else the current one."""
+        return PREVIEW_VERSION if self._pv is None else self._pv
+
     def record(self, decision: Decision) -> None:
         """Freeze ``decision``; a trimmed decision is final for its text and never replaced,
         but a decision for another text (the caller edited the result) replaces it."""
         if self._pending:
             self._fold(decision.call_id)
+        if self._pv is None and decision.kind == "spilled":
+            self._pv = decision.preview
         prev = self._by_id.get(decision.call_id)
         if (
             prev is not None
@@ -192,6 +211,9 @@ class Ledger:
             if type(call_id) is not str or not call_id:
                 skipped += 1
                 continue
+            if self._pv is None and record.get("kind") == "spilled":
+                pv = record.get("pv", 0)
+                self._pv = pv if type(pv) is int and pv >= 0 else 0
             queued = queued_for(call_id)
             if queued is None:
                 pending[call_id] = [record]

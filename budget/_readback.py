@@ -8,19 +8,15 @@ from __future__ import annotations
 
 import copy
 import functools
-import re
-import time
-from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from itertools import accumulate
 from typing import Annotated, Any, Final
 
 import orjson
-import re2
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     PlainValidator,
@@ -31,28 +27,15 @@ from pydantic.json_schema import SkipJsonSchema
 
 from budget._config import BudgetConfig
 from budget._errors import BudgetError, InputError, RefError
+from budget._grep import _grep, _matcher
 from budget._log import get_logger
+from budget.previews._jsonpath import select as json_select
 from spill import LocalStore, Store, validate_ref
 from spill._readonly import ReadOnlyStore
 
 __all__ = ["ReadArgs", "ReadBack", "ReadToolResult", "read_tool_definition", "split_lines"]
 
 _MAX_GREP: Final = 500
-_GREP_SECONDS: Final = 2.0
-"""A grep that has not finished by then stops with an error the model can act on."""
-_MAX_PROGRAM: Final = 1_000
-"""Most RE2 instructions a grep pattern may compile to. RE2 runs in time linear in the text, but
-the factor is the program's size when its DFA gives up (e.g. ``(?s)(.{0,1000}).{1000}x`` took
-9 s on 16 KB): bounding the program bounds what one search call can cost."""
-_SEARCH_STEPS: Final = 1 << 22
-"""Bytes times program instructions one search call may cover; the clock is read between calls."""
-_MIN_SPAN: Final = 4_096
-_MAX_SPAN: Final = 1 << 16
-_NOT_PER_LINE: Final = re.compile(r"\\[Az]|\(\?[imsU]*-")
-"""Constructs whose truth differs between a line searched alone and inside a run of lines
-(text anchors, a multi-line flag turned off): such patterns are searched line by line only."""
-_LITERAL: Final = re.compile(r"[^.^$*+?()\[\]{}|\\\n]+")
-"""A pattern without any regex syntax (nor a newline, which no line's text holds)."""
 _MAX_SHOWN_ARGS: Final = 5
 _SCHEMA_REF: Final = r"^[0-9a-f]{32}$"
 
@@ -102,6 +85,27 @@ def _bounded(value: int) -> int:
     return value
 
 
+def _whole(value: object) -> object:
+    """A whole number sent as a string (models send ``"3"`` for 3) as that number; anything
+    else as it is, for the strict check to refuse with its own message."""
+    if isinstance(value, str):
+        digits = value.strip()
+        if digits.isascii() and digits.isdigit() and len(digits) <= _MAX_DIGITS:
+            return int(digits)
+    return value
+
+
+_MAX_DIGITS: Final = 18
+"""Longest numeric string taken as a number (any offset or limit past 10**18 lines is nonsense,
+and a bounded length keeps a model's megabyte of digits from costing a big-int parse)."""
+_Whole = BeforeValidator(_whole)
+
+
+_MAX_CONTEXT: Final = 1_000
+"""Most lines of context around a grep match (more is a page of its own: use offset)."""
+_MAX_PATH: Final = 500
+_Path = Annotated[str, Field(min_length=1, max_length=_MAX_PATH)]
+
 _Grep = Annotated[
     str,
     PlainValidator(_grep_text),
@@ -118,14 +122,21 @@ class ReadArgs(BaseModel):
     )
 
     ref: str = Field(pattern=_SCHEMA_REF, description="The 32-character ref from the notice.")
-    offset: Annotated[int, AfterValidator(_bounded)] = Field(
+    offset: Annotated[int, _Whole, AfterValidator(_bounded)] = Field(
         0, ge=0, description="Lines to skip (0 starts at the first line)."
     )
-    limit: Annotated[int, Field(ge=1), AfterValidator(_bounded)] | SkipJsonSchema[None] = Field(
-        None, description="Most lines to return."
+    limit: Annotated[int, Field(ge=1), _Whole, AfterValidator(_bounded)] | SkipJsonSchema[None] = (
+        Field(None, description="Most lines to return.")
     )
     grep: _Grep | SkipJsonSchema[None] = Field(
         None, description="Only lines matching this regular expression (RE2 syntax)."
+    )
+    context: Annotated[int, Field(ge=0, le=_MAX_CONTEXT), _Whole] = Field(
+        0, description="With grep: also this many lines before and after each match."
+    )
+    path: _Path | SkipJsonSchema[None] = Field(
+        None,
+        description='A JSON output: only the value at this path, e.g. "$.items[3].name".',
     )
 
 
@@ -177,7 +188,7 @@ def _arg_errors(tool_input: Mapping[str, Any], exc: ValidationError) -> InputErr
         problems.insert(
             0,
             f"unknown argument(s): {', '.join(names)}{more}; "
-            "the arguments are ref, offset, limit and grep",
+            "the arguments are ref, offset, limit, grep, context and path",
         )
     return InputError("; ".join(dict.fromkeys(problems)))
 
@@ -189,138 +200,25 @@ def _args(**kwargs: Any) -> ReadArgs:
         raise _arg_errors(kwargs, exc) from None
 
 
-def _has_surrogate(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
+def _json_text(value: Any) -> str:
+    """A JSON value as indented text (the standard library's: it keeps lone surrogates and big
+    integers that orjson refuses)."""
+    import json  # noqa: PLC0415 - only path read-backs need it
+
+    return json.dumps(value, indent=1, ensure_ascii=False)
 
 
-def _matcher(grep: str) -> Any:
-    """``grep`` compiled by RE2 (linear time, no backtracking); InputError with RE2's own
-    message for a pattern it refuses (invalid, or a backreference or lookaround)."""
-    options = re2.Options()
-    options.log_errors = False
-    options.never_capture = True
-    encoded = grep.encode("utf-8", "surrogatepass")  # the texts are encoded the same way
-    if _has_surrogate(grep):
-        # A lone surrogate is no UTF-8: such a pattern is matched byte by byte (``.`` is then
-        # one byte), which still finds the surrogates a tool's output kept.
-        options.encoding = re2.Options.Encoding.LATIN1
-    try:
-        # (?m): ^ and $ match at each line's ends, so a run of lines can be searched at once.
-        pattern = re2.compile(b"(?m)" + encoded, options)
-    except re2.error as exc:
-        reason = exc.args[0] if exc.args else exc
-        if isinstance(reason, bytes):
-            reason = reason.decode("utf-8", "replace")
-        raise InputError(f"grep is not a valid regular expression: {reason}") from None
-    if pattern.programsize > _MAX_PROGRAM:
-        raise InputError(
-            f"grep pattern is too complex ({pattern.programsize} instructions once compiled, "
-            f"at most {_MAX_PROGRAM}); use a simpler pattern (e.g. smaller {{n}} repeats)"
-        )
-    return pattern
-
-
-def _grep(pattern: Any, grep: str, lines: Sequence[str]) -> list[tuple[int, str]]:
-    """The (1-based number, line) pairs whose line, without its newline, ``pattern`` matches.
-
-    Every search call covers a bounded number of bytes (fewer for a bigger program), and the
-    clock is read between calls: InputError once :data:`_GREP_SECONDS` have passed. Short lines
-    are searched in runs: with ``(?m)`` a line matches alone exactly where it matches inside
-    the run, so a match within one line's text is that line's, and the search goes on at the
-    next line; only a match crossing a newline needs its first line searched alone. A line
-    longer than a call's span is searched in windows overlapping by half: a match longer than
-    half a window may be missed, and ``^`` and ``$`` also match at a window's ends.
-    """
-    deadline = time.monotonic() + _GREP_SECONDS
-    if _LITERAL.fullmatch(grep):
-        # A plain word (most greps): a substring test per line, the same lines RE2 would give.
-        hits = []
-        for n, line in enumerate(lines, 1):
-            if grep in line:
-                hits.append((n, line))
-            if not n % 4_096:
-                _check(deadline, n)
-        return hits
-    span = max(_MIN_SPAN, min(_MAX_SPAN, _SEARCH_STEPS // max(pattern.programsize, 1)))
-    most = span // 4 if _NOT_PER_LINE.search(grep) is None else 0  # UTF-8: <= 4 bytes a char
-    run_chars = most
-    out: list[tuple[int, str]] = []
-    i, n = 0, len(lines)
-    while i < n:
-        j, size = i + 1, len(lines[i])
-        while j < n and size + len(lines[j]) <= run_chars:
-            size += len(lines[j])
-            j += 1
-        found = len(out)
-        if j - i == 1:
-            if _line_matches(pattern, lines[i], span, deadline, i + 1):
-                out.append((i + 1, lines[i]))
-        else:
-            _run_matches(pattern, lines, i, j, span, deadline, out)
-        # Each search call has a fixed cost and, in a run, copies the run: where matches are
-        # dense, shorter runs (down to single lines) cost less; where sparse, longer ones.
-        run_chars = run_chars // 4 if len(out) > found else min(max(run_chars * 2, 256), most)
-        i = j
-    return out
-
-
-def _run_matches(
-    pattern: Any,
-    lines: Sequence[str],
-    first: int,
-    end: int,
-    span: int,
-    deadline: float,
-    out: list[tuple[int, str]],
-) -> None:
-    """Append the matching lines among ``lines[first:end]``, searched as one text."""
-    encoded = [line.encode("utf-8", "surrogatepass") for line in lines[first:end]]
-    run = b"".join(encoded)
-    starts = list(accumulate((len(e) for e in encoded), initial=0))
-    pos = 0
-    while pos < len(run):
-        found = pattern.search(run, pos)
-        _check(deadline, first + 1)
-        if found is None:
-            return
-        k = bisect_right(starts, found.start()) - 1
-        if k == len(encoded):  # an empty match at the very end of the run
-            if encoded[-1].endswith(b"\n"):
-                return  # after the last newline: no line's
-            k -= 1  # at the end of a last line without a newline: that line's
-        text_end = starts[k + 1] - encoded[k].endswith(b"\n")
-        n = first + k
-        if found.end() <= text_end or _line_matches(pattern, lines[n], span, deadline, n + 1):
-            out.append((n + 1, lines[n]))
-        pos = starts[k + 1]
-
-
-def _line_matches(pattern: Any, line: str, span: int, deadline: float, n: int) -> bool:
-    data = line.removesuffix("\n").encode("utf-8", "surrogatepass")
-    if len(data) <= span:
-        found = pattern.search(data) is not None
-        _check(deadline, n)
-        return found
-    step = span // 2
-    for start in range(0, len(data) - step, step):
-        # A slice, not pos/endpos: google-re2 1.1's binding (re2/__init__.py, _match) hands
-        # the whole text to C++ on every call, which made windows cost the line's length.
-        if pattern.search(data[start : start + span]) is not None:
-            return True
-        _check(deadline, n)
-    return False
-
-
-def _check(deadline: float, n: int) -> None:
-    if time.monotonic() > deadline:
-        raise InputError(
-            f"grep stopped after {_GREP_SECONDS:g} s at line {n}: the pattern is too slow on "
-            "this output; use a simpler pattern, or page with offset and limit"
-        )
+def _around(
+    matches: Sequence[tuple[int, str]], lines: Sequence[str], context: int
+) -> list[tuple[int, str]]:
+    """The matched lines with ``context`` lines before and after each, in order, once each."""
+    keep: list[int] = []
+    last = 0  # 1-based number of the last line kept
+    for n, _ in matches:
+        for k in range(max(n - context, last + 1), min(n + context, len(lines)) + 1):
+            keep.append(k)
+        last = max(last, min(n + context, len(lines)))
+    return [(k, lines[k - 1]) for k in keep]
 
 
 def read_tool_definition(config: BudgetConfig) -> dict[str, Any]:
@@ -331,7 +229,9 @@ def read_tool_definition(config: BudgetConfig) -> dict[str, Any]:
         "description": (
             "Read a tool output that was too large to show in full. Pass the ref given in "
             "the [toolbudget] notice; page with offset (lines to skip) and limit, or pass "
-            "grep (a regular expression) to see only the matching lines, with line numbers."
+            "grep (a regular expression) to see only the matching lines, with line numbers "
+            "(and context: lines around each match); for JSON, path selects one value "
+            '(e.g. "$.items[3].name").'
         ),
         "input_schema": _input_schema(),
     }
@@ -357,29 +257,60 @@ class ReadBack:
         self._cached = (ref, lines)
         return lines
 
+    def _value_lines(self, ref: str, path: str) -> list[str]:
+        """The lines of the JSON value at ``path`` in output ``ref``, indented one space a level."""
+        value = json_select("".join(self._lines(ref)), path)
+        return split_lines(_json_text(value))
+
     def lines(
-        self, ref: str, *, offset: int = 0, limit: int | None = None, grep: str | None = None
+        self,
+        ref: str,
+        *,
+        offset: int = 0,
+        limit: int | None = None,
+        grep: str | None = None,
+        context: int = 0,
+        path: str | None = None,
     ) -> tuple[list[tuple[int, str]], int]:
-        """(1-based line number, line) pairs chosen, and the number of candidate lines."""
-        return self._select(_args(ref=validate_ref(ref), offset=offset, limit=limit, grep=grep))
+        """(1-based line number, line) pairs chosen, and the number of candidate lines.
+
+        ``path`` selects a JSON value first (its lines are numbered from 1); ``context`` adds
+        that many lines before and after each ``grep`` match."""
+        args = _args(
+            ref=validate_ref(ref), offset=offset, limit=limit, grep=grep, context=context, path=path
+        )
+        return self._select(args)
 
     def _select(self, args: ReadArgs) -> tuple[list[tuple[int, str]], int]:
-        lines = self._lines(args.ref)
+        lines = (
+            self._lines(args.ref) if args.path is None else self._value_lines(args.ref, args.path)
+        )
         offset, limit = args.offset, args.limit
         if args.grep is None:
             end = len(lines) if limit is None else offset + limit
             return list(enumerate(lines[offset:end], offset + 1)), len(lines)
         numbered = _grep(_matcher(args.grep), args.grep, lines)
+        if args.context:
+            numbered = _around(numbered, lines, args.context)
         end = len(numbered) if limit is None else offset + limit
         return numbered[offset:end], len(numbered)
 
     def read(
-        self, ref: str, *, offset: int = 0, limit: int | None = None, grep: str | None = None
+        self,
+        ref: str,
+        *,
+        offset: int = 0,
+        limit: int | None = None,
+        grep: str | None = None,
+        context: int = 0,
+        path: str | None = None,
     ) -> str:
         """The exact text of the chosen lines (the whole output, byte-exact, when no argument)."""
-        if offset == 0 and limit is None and grep is None:
+        if offset == 0 and limit is None and grep is None and path is None:
             return self._store.get(validate_ref(ref))
-        chosen, _ = self.lines(ref, offset=offset, limit=limit, grep=grep)
+        chosen, _ = self.lines(
+            ref, offset=offset, limit=limit, grep=grep, context=context, path=path
+        )
         return "".join(line for _, line in chosen)
 
     def tool_definition(self) -> dict[str, Any]:
@@ -440,9 +371,14 @@ class ReadBack:
             shown += 1
         ref, offset = args.ref, args.offset
         what = "matching lines" if args.grep is not None else "lines"
-        head = f"[toolbudget] ref {ref}: {what} {offset + 1}-{offset + shown} of {total}"
+        if args.grep is not None and args.context:
+            what = f"lines around matches (context {args.context})"
+        where = "" if args.path is None else f" (the value at {args.path})"
+        head = f"[toolbudget] ref {ref}{where}: {what} {offset + 1}-{offset + shown} of {total}"
         if not chosen:
-            head = f"[toolbudget] ref {ref}: no {what} at offset {offset} (there are {total})"
+            head = (
+                f"[toolbudget] ref {ref}{where}: no {what} at offset {offset} (there are {total})"
+            )
         nxt = offset + shown
         tail = f"[more: call again with offset={nxt}]" if nxt < total else "[end]"
         return "\n".join([head, *out, tail])

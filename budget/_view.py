@@ -33,6 +33,9 @@ class Call:
 
     call_id: str
     tool: str
+    key: str = ""
+    """What the call asks for (:func:`budget.formats._common.call_key`: its command, else its
+    tool and input), "" where the format does not say: a later call with the same key is a re-run."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +83,8 @@ class ToolResult:
     """Size estimate of the non-text parts, in characters."""
     order: int
     """Position among all results of the conversation (ties are broken by it: earlier first)."""
+    call_key: str = ""
+    """The :attr:`Call.key` of the call it answers ("" when unknown)."""
 
     @property
     def size(self) -> int:

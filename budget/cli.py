@@ -272,8 +272,8 @@ def bench(
 
     names = _chosen_strategies(strategies, window)
     settings = _bench_settings(sets, window)
-    # Every output is checked before the replay, which can take minutes: fail now, not after.
-    _check_outputs(json_path, plots)
+    # Every argument is checked before the replay, which can take minutes: fail now, not after.
+    _check_arguments(json_path, plots, traces)
     names = _runnable(names)
     console = _table_console(Console, wide=wide)
     err = Console(stderr=True)
@@ -416,8 +416,10 @@ def _fail(message: str) -> NoReturn:
     raise typer.Exit(2)
 
 
-def _check_outputs(json_path: Path | None, plots: Path | None) -> None:
-    """Refuse outputs that could not be written, before anything runs."""
+def _check_arguments(json_path: Path | None, plots: Path | None, traces: Path | None) -> None:
+    """Refuse a missing traces directory and unwritable outputs before anything runs or is said."""
+    if traces is not None and not traces.is_dir():
+        _fail(f"traces directory {traces} does not exist or is not a directory")
     if json_path is not None:
         if json_path.is_dir():
             _fail(f"--json {json_path} is a directory; name a file")

@@ -10,14 +10,18 @@ dict: its model is dumped as the SDK would send it (JSON mode, wire names, no ``
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import orjson
+import xxhash
 from pydantic import BaseModel
 
 from budget._errors import InputError
 
 __all__ = [
+    "call_key",
     "field",
     "is_record",
     "parts_text",
@@ -27,6 +31,37 @@ __all__ = [
     "to_dict",
     "type_name",
 ]
+
+
+_COMMAND_KEYS = ("command", "cmd")
+"""Input fields that hold a shell command: the same command is a re-run whatever else the call
+says (a description, a timeout) and whichever tool ran it."""
+
+
+def call_key(tool: str, arguments: Any) -> str:
+    """What a call asks for, as a short hash: its command when its input has one, else its tool
+    and its input (canonical JSON: key order does not matter); "" when the input cannot be read.
+
+    A later call with the same key is a re-run, whose result may be previewed as a diff against
+    the earlier one (:mod:`budget.previews`)."""
+    if isinstance(arguments, str):
+        # A custom tool's free-form input is no JSON: the text itself is then the input.
+        with contextlib.suppress(orjson.JSONDecodeError):
+            arguments = orjson.loads(arguments)
+    if isinstance(arguments, BaseModel):
+        arguments = arguments.model_dump(mode="json")
+    if isinstance(arguments, Mapping):
+        arguments = dict(arguments)
+        for name in _COMMAND_KEYS:
+            command = arguments.get(name)
+            if isinstance(command, str | list) and command:
+                arguments, tool = command, "\x00command"
+                break
+    try:
+        canonical = orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
+    except TypeError:
+        return ""
+    return xxhash.xxh3_128_hexdigest(tool.encode("utf-8", "surrogatepass") + b"\x00" + canonical)
 
 
 def type_name(value: object) -> str:

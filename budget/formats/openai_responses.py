@@ -18,6 +18,7 @@ from typing import Any
 from budget._errors import InputError
 from budget._view import EMPTY_SCAN, Call, RawResult, Scanned
 from budget.formats._common import (
+    call_key,
     field,
     is_record,
     parts_text,
@@ -59,7 +60,10 @@ class OpenAIResponsesFormat(ShapedFormat):
             name = field(message, "name")
             if not isinstance(name, str):
                 raise InputError(f"{where}.name must be a string, not {type_name(name)}")
-            return Scanned(calls=(Call(call_id, name),), opens_round=True)
+            arguments = field(message, "input" if kind == "custom_tool_call" else "arguments")
+            return Scanned(
+                calls=(Call(call_id, name, call_key(name, arguments)),), opens_round=True
+            )
         if kind in OUTPUT_TYPES:
             call_id = require_str(field(message, "call_id"), f"{where}.call_id")
             output = field(message, "output")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from budget._config import BudgetConfig
@@ -11,6 +11,7 @@ from budget._envelope import envelope
 from budget._ledger import Decision, Kind
 from budget._view import ToolResult
 from budget.policy import Item, Observed, Outlook, Prices, Verdict
+from budget.previews import PREVIEW_VERSION, Earlier
 from budget.tokens._tokens import estimate_text_tokens
 
 __all__ = [
@@ -98,6 +99,10 @@ class PassContext:
     """The text token estimator (the session's memoizing one; the plain one by default)."""
     costs: Costs | None = None
     """The cost model's inputs; None: hard limits only (caps, groups, forced trims)."""
+    preview_version: int = PREVIEW_VERSION
+    """The preview shapes' version of this session (0 for a session logged before shapes)."""
+    earlier: Callable[[ToolResult], Earlier | None] = lambda _result: None
+    """The stored earlier result of the same call as a fresh one (tool and input), if any."""
 
     def group_budget(self) -> int:
         """The aggregate pass's budget: the setting, but never over half the window.
@@ -125,6 +130,10 @@ class Pass(Protocol):
 def spill(ctx: PassContext, result: ToolResult, reason: str, *, ref: str | None = None) -> Decision:
     """The decision to spill ``result``: its envelope, computed once and frozen."""
     ref = ref or ctx.ref_for(result.text)
+    version = ctx.preview_version
+    earlier = ctx.earlier(result) if version >= 1 else None
+    if earlier is not None and earlier.ref == ref:
+        earlier = None  # the very same text: its own envelope, not a diff against itself
     text = spill_envelope(
         ctx.config,
         result.text,
@@ -132,14 +141,28 @@ def spill(ctx: PassContext, result: ToolResult, reason: str, *, ref: str | None 
         tool=result.tool,
         is_error=result.is_error,
         path=ctx.path_of(ref) if ctx.config.include_path else None,
+        version=version,
+        earlier=earlier,
     )
-    return replaced(result, "spilled", reason, text, ref)
+    d = replaced(result, "spilled", reason, text, ref)
+    return replace(d, preview=version) if version else d
 
 
 def spill_envelope(
-    cfg: BudgetConfig, text: str, *, ref: str, tool: str, is_error: bool, path: str | None
+    cfg: BudgetConfig,
+    text: str,
+    *,
+    ref: str,
+    tool: str,
+    is_error: bool,
+    path: str | None,
+    version: int = PREVIEW_VERSION,
+    earlier: Earlier | None = None,
 ) -> str:
-    """The envelope of ``text`` under ``cfg``: the one text a spilled output is ever shown as."""
+    """The envelope of ``text`` under ``cfg``: the one text a spilled output is ever shown as.
+
+    ``version`` is the session's preview version (0: the head + tail of logs written before
+    preview shapes, byte for byte); ``earlier`` a stored earlier result of the same call."""
     shape = cfg.policy(tool).preview or cfg.preview_shape
     tail_share = 0.0 if shape == "head" else cfg.error_tail_share if is_error else cfg.tail_share
     return envelope(
@@ -150,6 +173,9 @@ def spill_envelope(
         tail_share=tail_share,
         read_tool=cfg.read_tool_name,
         path=path,
+        version=version,
+        shaped=shape == "auto",
+        earlier=earlier if shape == "auto" else None,
     )
 
 

@@ -145,9 +145,14 @@ class Bodies:
         self._stored.add(ref)
         return ref
 
-    def envelope(self, text: str, ref: str, tool: str, *, is_error: bool) -> str:
+    def envelope(
+        self, text: str, ref: str, tool: str, *, is_error: bool, version: int | None = None
+    ) -> str:
         path = self._store.path_of(ref) if self._config.include_path else None
-        return spill_envelope(self._config, text, ref=ref, tool=tool, is_error=is_error, path=path)
+        v = self._ledger.preview_version if version is None else version
+        return spill_envelope(
+            self._config, text, ref=ref, tool=tool, is_error=is_error, path=path, version=v
+        )
 
     def envelope_ref(self, text: str) -> str | None:
         """The ref of ``text`` if it is exactly an envelope of a body of this session."""
@@ -160,6 +165,13 @@ class Bodies:
         except (StoreError, OSError):
             return None  # not one of ours (or unreadable): an ordinary result
         self._stored.add(ref)
-        if any(text == self.envelope(body, ref, tool, is_error=e) for e in (False, True)):
+        # Made by this session's preview version, or by version 0 (head + tail) before a resume
+        # under a version that shapes previews.
+        versions = sorted({self._ledger.preview_version, 0}, reverse=True)
+        if any(
+            text == self.envelope(body, ref, tool, is_error=e, version=v)
+            for v in versions
+            for e in (False, True)
+        ):
             return ref
         return None

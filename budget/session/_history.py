@@ -75,13 +75,16 @@ class History:
         # Tokens of each message as shown with the decisions frozen before the request that
         # scanned it: what the request is estimated at before its passes run.
         self.cum_pre: list[int] = [0]
-        self._calls: dict[str, list[tuple[str, int, int]]] = {}
-        """Per call id, the calls made with it (tool, group, round), the latest last."""
+        self._calls: dict[str, list[tuple[str, int, int, str]]] = {}
+        """Per call id, the calls made with it (tool, group, round, key), the latest last."""
         self._occ: dict[str, int] = {}
         """Per call id, how many results answer it in the history scanned so far."""
         self.stale = False
         """The last scan met a result edited after it was decided."""
         self._members: dict[int, dict[str, ToolResult]] = {}
+        self._by_key: dict[str, list[tuple[int, str]]] = {}
+        """Per call key, the (order, call id) of the results of the history answering a call
+        with that key, in order: a re-run finds its earlier runs without a walk of the history."""
         self.seen: list[Any] | None = None
         """The list the last request that completed was given (None while caches may not match)."""
         self._shown_now: dict[int, tuple[Any, int]] = {}
@@ -103,6 +106,13 @@ class History:
     def members(self, group: int) -> Mapping[str, ToolResult]:
         """The results of round group ``group`` by call id."""
         return self._members.get(group, {})
+
+    def same_call(self, key: str, before: int) -> Iterator[str]:
+        """Call ids of the results in this history answering a call with ``key`` placed before
+        order ``before``, the latest first (the runs a re-run may be a delta against)."""
+        for order, call_id in reversed(self._by_key.get(key, ())):
+            if order < before:
+                yield call_id
 
     def take_shown(self) -> dict[int, tuple[Any, int]]:
         """The copies (and tokens) the scan made of messages earlier decisions rewrite, once."""
@@ -162,6 +172,11 @@ class History:
                     if not made:
                         del self._calls[call.call_id]
             for r in m.results:
+                runs = self._by_key.get(r.call_key) if r.call_key else None
+                if runs:
+                    runs.pop()  # appended in history order: this message's are the last
+                    if not runs:
+                        del self._by_key[r.call_key]
                 raw = call_of(r.call_id)
                 left = self._occ.get(raw, 0) - 1
                 if left > 0:
@@ -195,9 +210,9 @@ class History:
             for call in scanned.calls:
                 made = calls_of.get(call.call_id)
                 if made is None:
-                    calls_of[call.call_id] = [(call.tool, group, rnd)]
+                    calls_of[call.call_id] = [(call.tool, group, rnd, call.key)]
                 else:
-                    made.append((call.tool, group, rnd))
+                    made.append((call.tool, group, rnd, call.key))
             if not scanned.results:
                 remember(messages[i], _Msg(scanned, (), rnd, group, 0), None, i, fmt, bulk)
                 continue
@@ -206,6 +221,12 @@ class History:
             for raw in scanned.results:
                 result = place(i, raw)
                 results.append(result)
+                if result.call_key:
+                    runs = self._by_key.get(result.call_key)
+                    if runs is None:
+                        self._by_key[result.call_key] = [(result.order, result.call_id)]
+                    else:
+                        runs.append((result.order, result.call_id))
                 in_group = members.get(result.group)
                 if in_group is None:
                     members[result.group] = {result.call_id: result}
@@ -270,14 +291,14 @@ class History:
                 f"messages[{i}] has a tool result for call id {raw.call_id!r}, "
                 "but no earlier message makes that call"
             )
-        tool, g, r_round = placed_call[-1]
+        tool, g, r_round, key = placed_call[-1]
         # Servers that number calls per turn repeat ids: each result answering an id is
         # its own result, keyed by how many answered that id before it.
         occ = self._occ.get(raw.call_id, 0) + 1
         self._occ[raw.call_id] = occ
         return build_result(
             result_key(raw.call_id, occ), tool, i, raw.slot, g, r_round, raw.text, raw.is_error,
-            raw.other_blocks * self._config.image_chars, (i << 16) + raw.slot,
+            raw.other_blocks * self._config.image_chars, (i << 16) + raw.slot, key,
         )  # fmt: skip
 
     def _prior(self, result: ToolResult) -> Decision | None:

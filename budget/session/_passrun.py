@@ -13,10 +13,12 @@ from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
+from budget._errors import BudgetError
 from budget._ledger import Decision
 from budget._view import ToolResult
 from budget.passes import PIPELINE, Costs, PassContext, Staleness
 from budget.policy import LOOKBACK_BLOCKS, Item, Prices, outlook, prices_for
+from budget.previews import Earlier
 from budget.session._estimator import anchor
 from budget.session._parts import Parts
 from budget.session._values import Turn
@@ -151,7 +153,25 @@ class Passes:
             cap_scale=0.5 ** min(self._tally.overflows, 3),
             text_tokens=self._tt,
             costs=costs,
+            preview_version=self._ledger.preview_version,
+            earlier=self._earlier,
         )
+
+    def _earlier(self, result: ToolResult) -> Earlier | None:
+        """The latest earlier result of the same call as ``result`` (same command, or tool and
+        input) decided in an earlier request with its text stored, and that text; else None."""
+        key = result.call_key
+        if not key:
+            return None
+        for cid in self._history.same_call(key, result.order):
+            d = self._ledger.get(cid)
+            if d is None or not d.needs_body or d.ref is None:
+                continue  # never stored (kept inline), or not decided: the next earlier run
+            try:
+                return Earlier(d.ref, self._store.get(d.ref))
+            except (BudgetError, OSError):
+                return None  # not readable now: no delta, the usual preview
+        return None
 
     def _before_tokens(self, k: int) -> Callable[[int], int]:
         """Tokens of the request before message ``i`` (as the last request showed the first

@@ -294,3 +294,17 @@ def test_traces_with_no_later_quotes_are_said_to_flatter(
     )
     assert recorded.exit_code == 0, recorded.output
     assert "no result line is quoted later" not in " ".join(recorded.output.split())
+
+
+def test_a_usage_error_comes_before_the_lines_naming_missing_peers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With peers' extras missing, a traces directory that does not exist is the only line said."""
+    from benchmarks import strategies as registry
+
+    monkeypatch.setattr(registry, "missing", lambda name: "pip install 'toolbudget[bench]'")
+    out = CliRunner().invoke(app, ["bench", "--traces", str(tmp_path / "nowhere")])
+    assert out.exit_code == 2
+    assert out.stderr.strip().splitlines() == [
+        f"error: traces directory {tmp_path / 'nowhere'} does not exist or is not a directory"
+    ]

@@ -88,19 +88,21 @@ def test_the_default_cap_is_a_ceiling_under_which_the_cost_model_decides(tmp_pat
 def test_the_default_preview_is_66_head_and_66_tail_lines_of_15_characters(tmp_path: Path) -> None:
     """2,000 preview characters at tail share 0.5: 1,000 each side, 66 whole 15-char lines (990).
 
-    3,334 lines of 15 characters = 50,010 characters; the head keeps lines 1-66, the tail lines
-    3,269-3,334, and 3,334 - 132 = 3,202 lines (48,030 characters) are omitted between them.
+    3,334 lines of 15 characters = 50,010 characters is not errors, JSON, a table or a diff: its
+    preview is head + tail. The head keeps lines 1-66, the tail lines 3,269-3,334, and lines
+    67-3,268 are left out, as the marker line says (it and the block headers are not counted in
+    the 2,000, as version 0's marker lines were not).
     """
     text = big(3_334)
     with Budget.open(tmp_path / "s") as b:
         env = shown(b.prepare(conversation([[text]]), now=0), "call_0_0")
     markers = [line for line in env.splitlines() if line.startswith("--- ")]
     assert markers == [
-        "--- first 66 lines ---",
-        "--- 3,202 lines (48,030 characters) omitted ---",
-        "--- last 66 lines (from line 3,269) ---",
+        "--- preview: head_tail; left out: lines 67–3,268 ---",
+        "--- lines 1–66 ---",
+        "--- lines 3,269–3,334 ---",
     ]
-    head = env.split("--- first 66 lines ---\n")[1].split("\n--- 3,202")[0]
+    head = env.split("--- lines 1–66 ---\n")[1].split("\n--- lines 3,269")[0]
     assert head + "\n" == text[:990]
     assert env.endswith(text[-990:].removesuffix("\n"))
     assert "File:" not in env  # include_path is off by default
@@ -118,9 +120,9 @@ def test_an_error_results_preview_gives_three_quarters_to_the_tail(tmp_path: Pat
         env = shown(b.prepare(msgs, now=0), "e")
     markers = [line for line in env.splitlines() if line.startswith("--- ")]
     assert markers == [
-        "--- first 33 lines ---",
-        "--- 3,201 lines (48,015 characters) omitted ---",
-        "--- last 100 lines (from line 3,235) ---",
+        "--- preview: head_tail; left out: lines 34–3,234 ---",
+        "--- lines 1–33 ---",
+        "--- lines 3,235–3,334 ---",
     ]
 
 

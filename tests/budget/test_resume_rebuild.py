@@ -137,7 +137,7 @@ def test_an_edit_to_an_old_result_is_seen_after_resume(tmp_path: Path, same_leng
 def test_fast_built_results_and_decisions_are_the_frozen_types() -> None:
     """The rebuild's fast constructors give objects equal to, hashing and pickling as, and as
     frozen as the dataclass constructors' (a field added to either would break the layout)."""
-    fields = ("c", "bash", 3, 1, 2, 4, "text", False, 0, (3 << 16) + 1)
+    fields = ("c", "bash", 3, 1, 2, 4, "text", False, 0, (3 << 16) + 1, "k" * 32)
     fast, slow = build_result(*fields), ToolResult(*fields)
     assert type(fast) is ToolResult and fast == slow and hash(fast) == hash(slow)
     assert dataclasses.astuple(fast) == fields
@@ -149,6 +149,8 @@ def test_fast_built_results_and_decisions_are_the_frozen_types() -> None:
     built = Decision("c", "trimmed", "cold_cache", 9, "stub", "0" * 32, "bash", "1" * 32)
     assert type(restored) is Decision and restored == built and hash(restored) == hash(built)
     assert pickle.loads(pickle.dumps(restored)) == built
+    spilled = Decision._from_valid({**rec, "kind": "spilled", "pv": 1})
+    assert spilled.preview == 1 and Decision._from_valid(rec).preview == 0
     assert pickle.loads(pickle.dumps(fast)) == slow
     with pytest.raises(dataclasses.FrozenInstanceError):
         restored.kind = "kept"  # type: ignore[misc]

@@ -312,7 +312,7 @@ def test_sequential_quantifiers_on_long_lines_finish_well_within_the_time_bound(
 def test_a_grep_past_its_time_bound_stops_with_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
     """The clock is read between bounded search calls: past the bound, grep stops with an
     error naming the line instead of running on."""
-    from budget import _readback
+    from budget import _grep
 
     b = Budget.in_memory({"result_cap": 1_000, "preview_chars": 100})
     text = "first line\n" + "a" * 2_000_000 + "\nerror at the end\n"
@@ -320,7 +320,7 @@ def test_a_grep_past_its_time_bound_stops_with_an_error(monkeypatch: pytest.Monk
     ref = b.prepare(msgs, now=0).report.decisions[0].ref
     assert ref is not None
     assert b.read(ref, grep=".*error.*") == "error at the end\n"
-    monkeypatch.setattr(_readback, "_GREP_SECONDS", -1.0)  # every check is past the bound
+    monkeypatch.setattr(_grep, "_GREP_SECONDS", -1.0)  # every check is past the bound
     page = b.handle_read_tool({"ref": ref, "grep": r"\w+z"})
     assert page.startswith("Error: grep stopped after -1 s at line 1")
 

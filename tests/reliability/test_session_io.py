@@ -229,7 +229,8 @@ def test_grep_in_runs_gives_exactly_the_lines_a_line_by_line_search_gives(
 ) -> None:
     """Searching runs of lines at once (and plain words by substring) selects exactly the lines
     whose text alone matches, whatever anchors, classes or newline-crossing the pattern has."""
-    from budget._readback import _grep, _matcher, split_lines
+    from budget._grep import _grep, _matcher
+    from budget._readback import split_lines
 
     lines = split_lines("\n".join(texts))
     pattern = _matcher(grep)

@@ -1,0 +1,103 @@
+"""Re-run deltas: a line diff of a result against an earlier result, and its exact application.
+
+The diff is a unified diff without context lines (``@@ -a,b +c,d @@`` hunks of ``-`` and ``+``
+lines): the smallest text that says what changed. A line without a final newline is followed by
+``\\ No newline at end of file``, as ``diff -u`` writes it, so applying the delta to the earlier
+text gives the new text exactly (:func:`apply_delta`; a hypothesis property checks it).
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections import Counter
+from typing import Final
+
+from budget._errors import InputError
+
+__all__ = ["apply_delta", "line_delta"]
+
+NO_NEWLINE: Final = "\\ No newline at end of file"
+_HUNK: Final = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@$")
+
+
+def _split_nl(text: str) -> list[str]:
+    """Lines split at ``\n`` only, each keeping it (the last may lack it)."""
+    if not text:
+        return []
+    parts = text.split("\n")
+    last = parts.pop()
+    out = [p + "\n" for p in parts]
+    if last:
+        out.append(last)
+    return out
+
+
+def _emit(out: list[str], mark: str, line: str) -> None:
+    if line.endswith("\n"):
+        out.append(mark + line[:-1])
+    else:
+        out.append(mark + line)
+        out.append(NO_NEWLINE)
+
+
+def _range(start: int, n: int) -> str:
+    # diff -u numbers an empty range by the line before it.
+    return f"{start + 1 if n else start},{n}"
+
+
+def line_delta(old: str, new: str, *, limit: int | None = None) -> str | None:
+    """The hunks turning ``old`` into ``new``, one line each; None once longer than ``limit``."""
+    a, b = _split_nl(old), _split_nl(new)
+    if limit is not None:
+        # A floor on the diff's size in one linear pass: the lines one side has more of than
+        # the other must all appear in it. Over the limit, the quadratic matcher is not run.
+        ca, cb = Counter(a), Counter(b)
+        floor = sum((len(x) + 1) * n for x, n in (ca - cb).items())
+        floor += sum((len(x) + 1) * n for x, n in (cb - ca).items())
+        if floor > limit:
+            return None
+    sm = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    out: list[str] = []
+    size = 0
+    for tag, i1, i2, j1, j2 in sm.get_opcodes():
+        if tag == "equal":
+            continue
+        start = len(out)
+        out.append(f"@@ -{_range(i1, i2 - i1)} +{_range(j1, j2 - j1)} @@")
+        for line in a[i1:i2]:
+            _emit(out, "-", line)
+        for line in b[j1:j2]:
+            _emit(out, "+", line)
+        size += sum(len(x) + 1 for x in out[start:])
+        if limit is not None and size > limit:
+            return None
+    return "\n".join(out)
+
+
+def apply_delta(old: str, delta: str) -> str:
+    """``old`` with the hunks of ``delta`` (from :func:`line_delta`) applied."""
+    a = _split_nl(old)
+    out: list[str] = []
+    pos = 0
+    rows = delta.split("\n") if delta else []
+    k = 0
+    while k < len(rows):
+        m = _HUNK.match(rows[k])
+        if m is None:
+            raise InputError(f"delta line {k + 1} is not a hunk header: {rows[k][:80]!r}")
+        old_start, old_n = int(m.group(1)), int(m.group(2) or "1")
+        first = old_start - 1 if old_n else old_start
+        out.extend(a[pos:first])
+        pos = first + old_n
+        k += 1
+        added: list[str] = []
+        while k < len(rows) and not rows[k].startswith("@@ "):
+            row = rows[k]
+            nl_missing = k + 1 < len(rows) and rows[k + 1] == NO_NEWLINE
+            if row.startswith("+"):
+                added.append(row[1:] + ("" if nl_missing else "\n"))
+            k += 2 if nl_missing else 1
+        out.extend(added)
+    out.extend(a[pos:])
+    return "".join(out)

@@ -1,0 +1,271 @@
+"""Which shape a text's preview takes, chosen from its content alone (deterministic).
+
+The order of the checks matters: a diff of a test file holds failure words, a JSON document may
+hold a traceback in a string, so diffs and JSON are recognised before error output; a numbered
+file read (``cat -n``, an editor's read tool) is shown as head + tail whatever its lines say.
+
+The error patterns are the line formats each tool documents or prints (pytest's summary and
+``E`` lines, unittest's ``FAIL:``/``Ran N tests``, cargo's ``error[E…]:``/``test result:``,
+go test's ``--- FAIL:``, jest's ``●``/``Tests:``, Maven's ``[ERROR]``/``Tests run:``, tsc's
+``error TS…``, the GCC/Clang/javac ``file:line: error:`` form, Python tracebacks); none is tuned
+to particular recorded files.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from typing import Any, Final, Literal
+
+import orjson
+
+__all__ = ["FAILURE", "SUMMARY", "Shape", "classify", "detect", "is_failure", "is_summary", "marks"]
+
+Shape = Literal["errors", "json", "ndjson", "table", "diff", "head_tail"]
+
+SUMMARY: Final = re.compile(
+    r"^(?:"
+    r"=+ .*\b(?:passed|failed|errors?|error in|skipped|xfailed|deselected|no tests ran)\b.* =+"  # pytest
+    r"|=+ short test summary info =+"
+    r"|(?:FAILED|ERROR) \S+.*"  # pytest short summary rows
+    r"|Ran \d+ tests? in [\d.]+s"  # unittest
+    r"|FAILED \((?:failures|errors)=\d+.*\)"
+    r"|test result: (?:ok|FAILED)\..*"  # cargo
+    r"|error: (?:could not compile|aborting due to).*|error: test failed.*"
+    r"|(?:FAIL|ok)\s+\S+\s+[\d.]+s|FAIL"  # go test
+    r"|Tests?:\s+.*\b(?:failed|passed|total)\b.*|Test Suites:\s+.*"  # jest
+    r"|\[(?:ERROR|INFO)\] (?:BUILD FAILURE|BUILD SUCCESS|Tests run:.*|Failed to execute goal.*)"  # mvn
+    r"|Tests run: \d+, Failures: \d+.*"
+    r"|Found \d+ errors?.*"  # tsc
+    r"|\d+ (?:errors?|warnings?)(?: and \d+ (?:errors?|warnings?))? generated\."  # clang
+    r"|\d+ (?:errors?|warnings?)"  # javac
+    r"|npm ERR! (?:code|Test failed).*|npm error (?:code|Test failed).*"
+    r"|make(?:\[\d+\])?: \*\*\*.*"
+    r"|(?:Exit code|exit code|exit status|Process exited with code) [1-9]\d*"  # a failed command
+    r")\s*$"
+)
+"""Lines that sum a run up: counts of passed and failed, the verdict."""
+
+FAILURE: Final = re.compile(
+    r"^(?:"
+    r"_{3,} .+ _{3,}|E {2,}\S.*|=+ (?:FAILURES|ERRORS) =+"  # pytest
+    r"|(?:FAIL|ERROR): \S+.*"  # unittest
+    r"|Traceback \(most recent call last\):"
+    r"|(?:[\w.]+\.)?\w*(?:Error|Exception|Exit|Interrupt)(?:: .*)?"  # a traceback's last line
+    r"|error(?:\[E\d+\])?: .+|warning: .+"  # cargo, rustc, generic
+    r"|thread '.*' panicked at .*|---- \S+ stdout ----"
+    r"|test \S+ \.\.\. FAILED"
+    r"|--- FAIL: .+|panic: .+"  # go test
+    r"|\s*● .+|FAIL \S+.*|\s*✕ .+"  # jest
+    r"|\s*× .+"  # miette-style reports (uv, pnpm)
+    r"|\[ERROR\] .+"  # mvn
+    r"|.+\(\d+,\d+\): error TS\d+: .+|.+:\d+:\d+ - error TS\d+: .+"  # tsc
+    r"|.+?:\d+(?::\d+)?: (?:fatal error|error|warning): .+"  # gcc, clang, javac
+    r"|npm ERR! .+|npm error .+"
+    r")\s*$"
+)
+"""Lines that start or name one failure, error or warning."""
+
+_KEYWORDS: Final = (
+    "err",
+    "fail",
+    "warn",
+    "exception",
+    "exit",
+    "interrupt",
+    "traceback",
+    "panic",
+    "ran ",
+    "tests:",
+    "test suites:",
+    "tests run:",
+    "test result:",
+    "build failure",
+    "build success",
+    "stdout ----",
+    "___",
+    "***",
+    "●",
+    "✕",
+    "×",
+    "\n=",
+    "\ne  ",
+    "\nok ",
+    "\nok\t",
+)
+"""Lowercased words of which every :data:`SUMMARY` or :data:`FAILURE` line holds one (checked
+alternative by alternative; those starting with a newline stand for a line starting so: every
+pytest summary starts with ``=``): only the lines holding one are matched against the patterns,
+so a long log costs a few C-speed ``str.find`` scans rather than two regex matches a line."""
+MAX_MARK_CHARS: Final = 1_000
+"""A line is matched against the patterns by its first this-many characters (a summary or a
+failure says what it is at its start; a megabyte on one line must not cost a megabyte scan)."""
+
+_NUMBERED: Final = re.compile(r"^\s*\d+(?:→|\t|: |\| )")
+"""A line of a numbered file read (``cat -n``, an agent's read tool with line numbers)."""
+_DIFF_START: Final = re.compile(r"^(?:diff --git |diff -\S+ |Index: |--- \S)", re.M)
+_HUNK: Final = re.compile(r"^@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@", re.M)
+SAMPLE_ROWS: Final = 200
+"""Rows a table or NDJSON check reads (the first ones, and the last for NDJSON): the check is
+about the text's layout, which its first rows show; the cost stays flat for huge outputs."""
+_MD_SEP: Final = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(?:\|\s*:?-{3,}:?\s*)+\|?\s*$")
+_ALIGNED: Final = re.compile(r"\S(?: {2,}|\t)(?=\S)")
+
+MIN_LINES: Final = 5
+"""Fewer lines than this are not a table or error log worth shaping: head + tail shows them."""
+SHARE: Final = 0.8
+"""Share of the (non-blank) lines that must fit a table's column pattern."""
+
+
+def is_summary(line: str) -> bool:
+    """Whether ``line`` sums a test or build run up."""
+    return SUMMARY.match(line) is not None
+
+
+def is_failure(line: str) -> bool:
+    """Whether ``line`` starts or names one failure, error or warning."""
+    return FAILURE.match(line) is not None
+
+
+JSON_CHARS: Final = 4_000_000
+"""Longest document parsed for a skeleton (orjson parses at about 1 GB/s; longer documents get
+head + tail rather than a parse whose cost grows with them)."""
+_LEAD: Final = re.compile(r"\s*")
+
+
+def _json_value(text: str) -> tuple[bool, Any]:
+    """(whether ``text`` is one JSON document, its value)."""
+    lead = _LEAD.match(text)
+    at = lead.end() if lead is not None else 0
+    if text[at : at + 1] not in ("{", "[") or len(text) > JSON_CHARS:
+        return False, None
+    try:
+        return True, orjson.loads(text)
+    except orjson.JSONDecodeError:
+        pass
+    try:  # what orjson refuses and the standard library reads (lone surrogates, huge ints)
+        return True, json.loads(text)
+    except (ValueError, RecursionError):
+        return False, None
+
+
+def _candidates(text: str) -> list[int]:
+    """Sorted starts of the lines of ``text`` that hold a :data:`_KEYWORDS` word."""
+    low = text.lower()
+    if len(low) != len(text):
+        # A few characters lowercase to two (``İ``): offsets would drift, so every line is one.
+        return [0, *(i + 1 for i, c in enumerate(text) if c == "\n")]
+    low = "\n" + low  # so that the line-start words match on the first line too
+    starts: set[int] = set()
+    for word in _KEYWORDS:
+        at = low.find(word)
+        while at >= 0:
+            # ``low`` is shifted by one: ``at`` in it is ``at - 1`` in ``text``.
+            starts.add(text.rfind("\n", 0, max(at - 1, 0) + (word[0] == "\n")) + 1)
+            nl = low.find("\n", at + 1)
+            if nl < 0:
+                break
+            at = low.find(word, nl if word[0] == "\n" else nl + 1)
+    return sorted(starts)
+
+
+def marks(text: str, *, stop: int | None = None) -> tuple[list[int], list[int]]:
+    """0-based indexes of ``text``'s summary lines and of its other failure lines (lines split
+    at ``\\n``), found among the lines holding a :data:`_KEYWORDS` word; ``stop``: return once
+    that many are found."""
+    summary: list[int] = []
+    failures: list[int] = []
+    line_no, pos = 0, 0
+    for start in _candidates(text):
+        line_no += text.count("\n", pos, start)
+        pos = start
+        end = text.find("\n", start)
+        line = text[start : start + MAX_MARK_CHARS] if end < 0 else text[start:end]
+        line = line[:MAX_MARK_CHARS]
+        if SUMMARY.match(line):
+            summary.append(line_no)
+        elif FAILURE.match(line):
+            failures.append(line_no)
+        else:
+            continue
+        if stop is not None and len(summary) + len(failures) >= stop:
+            break
+    return summary, failures
+
+
+def _is_ndjson(lines: Sequence[str]) -> bool:
+    sample = [*lines[:SAMPLE_ROWS], *lines[SAMPLE_ROWS:][-SAMPLE_ROWS // 4 :]]
+    rows = [line for line in sample if line.strip()]
+    if len(rows) < 2:
+        return False
+    for line in rows:
+        if line.lstrip()[:1] not in ("{", "["):
+            return False
+        try:
+            json.loads(line)
+        except (ValueError, RecursionError):  # RecursionError: nested deeper than Python goes
+            return False
+    return True
+
+
+def _is_diff(text: str) -> bool:
+    return _DIFF_START.search(text) is not None and _HUNK.search(text) is not None
+
+
+def _delimited(rows: Sequence[str], sep: str) -> bool:
+    counts = [row.count(sep) for row in rows]
+    first = counts[0]
+    if first < 1:
+        return False
+    return sum(1 for c in counts if c == first) >= SHARE * len(rows)
+
+
+def _tsv(lines: Sequence[str]) -> bool:
+    """Tab-separated columns: the same two or more tabs on most lines (a numbered file read
+    has one tab a line, then whatever tabs its own lines hold)."""
+    rows = [line for line in lines[:SAMPLE_ROWS] if line.strip()]
+    return len(rows) >= MIN_LINES and rows[0].count("\t") >= 2 and _delimited(rows, "\t")
+
+
+def _is_table(lines: Sequence[str]) -> bool:
+    rows = [line for line in lines[:SAMPLE_ROWS] if line.strip()]
+    if len(rows) < MIN_LINES:
+        return False
+    if len(rows) > 1 and _MD_SEP.match(rows[1]) and rows[0].lstrip().startswith("|"):
+        return True
+    if _delimited(rows, "\t") or (_delimited(rows, ",") and rows[0].count(",") >= 2):
+        return True
+    # Aligned columns (``ls -l``, ``ps``, ``docker ps``): the same number of wide gaps per line.
+    gaps = [len(_ALIGNED.findall(row.strip())) for row in rows]
+    return gaps[0] >= 2 and sum(1 for g in gaps if g == gaps[0]) >= SHARE * len(rows)
+
+
+ERROR_EVIDENCE: Final = 2
+"""Failure or summary lines an output needs to be shown as error output: one alone (a lone
+``FAIL``, one ``warning:`` in a long log) is too weak a sign to move its head out of the preview."""
+
+
+def classify(text: str, lines: Sequence[str], *, whole: str | None = None) -> tuple[Shape, Any]:
+    """(the shape of ``text``'s preview, its JSON value when the shape is ``json``); ``text``
+    may be the windows of a longer ``whole`` (the JSON check reads the whole document)."""
+    numbered = sum(1 for line in lines[:SAMPLE_ROWS] if _NUMBERED.match(line))
+    if numbered >= SHARE * min(len(lines), SAMPLE_ROWS) and not _tsv(lines):
+        return "head_tail", None
+    if _is_diff(text):
+        return "diff", None
+    is_json, value = _json_value(text if whole is None else whole)
+    if is_json:
+        return "json", value
+    if _is_ndjson(lines):
+        return "ndjson", None
+    if sum(map(len, marks(text, stop=ERROR_EVIDENCE))) >= ERROR_EVIDENCE:
+        return "errors", None
+    if _is_table(lines):
+        return "table", None
+    return "head_tail", None
+
+
+def detect(text: str, lines: Sequence[str] | None = None) -> Shape:
+    """The shape of ``text``'s preview (``lines``: ``text.split("\\n")`` when already split)."""
+    return classify(text, text.split("\n") if lines is None else lines)[0]
