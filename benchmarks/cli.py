@@ -1,11 +1,11 @@
-"""``python -m benchmarks perf|soak|store-perf|object-store|synthetic-shape|throughput|tokens``:
+"""``python -m benchmarks perf|soak|store-perf|object-store|proxy|synthetic-shape|throughput|tokens``:
 the benchmarks' one command line.
 
 Each benchmark module owns its command (``command``, beside its ``main``); this module only
 registers them by name, and loads a module when its command is looked up, so
 ``python -m benchmarks tokens`` does not import the soak or the perf suite. ``python -m
 benchmarks.perf`` (and ``.soak``, ``.store_perf``, ``.object_store``, ``.tokens``,
-``.throughput``) run the same command on its own (``benchmarks/_command.py``), without
+``.throughput``, ``.proxy``) run the same command on its own (``benchmarks/_command.py``), without
 importing this module back.
 ``toolbudget bench`` (the savings comparison users run) lives in ``budget/cli.py``.
 """
@@ -61,6 +61,12 @@ def _object_store() -> Callable[..., Any]:
     return object_store.command
 
 
+def _proxy() -> Callable[..., Any]:
+    from benchmarks import proxy
+
+    return proxy.command
+
+
 def _tokens() -> Callable[..., Any]:
     from benchmarks import tokens
 
@@ -74,6 +80,7 @@ COMMANDS: dict[str, Callable[[], Callable[..., Any]]] = {
     "synthetic-shape": _synthetic_shape,
     "throughput": _throughput,
     "object-store": _object_store,
+    "proxy": _proxy,
     "tokens": _tokens,
 }
 """The commands by name, as typed after ``python -m benchmarks``: each loads its module's

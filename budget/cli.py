@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TextIO, cast
 import structlog
 import typer
 
-from budget import __version__
+from budget import __version__, _proxy_command
 from budget._config import config_reading
 from budget._errors import BudgetError
 from budget._readback import ReadBack
@@ -51,7 +51,7 @@ def _version(value: bool) -> None:
         raise typer.Exit
 
 
-@app.callback()
+@_proxy_command.with_proxy(app).callback()  # adds toolbudget proxy
 def _main(
     version: Annotated[
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")

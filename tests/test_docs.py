@@ -278,7 +278,7 @@ def test_settings_page_lists_every_field_with_its_default(
 
 
 _EVENT_CALL = re.compile(r"\.(debug|info|warning|error|exception|critical)\(\s*\"([^\"]*)\"")
-_EVENT_NAME = re.compile(r"toolbudget\.(session|spill|log|gc|readback)\.[a-z_]+")
+_EVENT_NAME = re.compile(r"toolbudget\.(session|spill|log|gc|readback|proxy)\.[a-z_]+")
 
 
 def _emitted_events() -> dict[str, set[str]]:

@@ -16,6 +16,7 @@ from typing import Any
 
 from benchmarks.strategies import (
     anthropic_context_editing,
+    cc_reducer_proxy,
     claude_code,
     claude_code_compact,
     codex,
@@ -65,6 +66,7 @@ STRATEGIES: Mapping[str, Declaration[Any]] = _by_name(
     gemini_cli.STRATEGY,
     codex.STRATEGY,
     openai_agents.STRATEGY,
+    cc_reducer_proxy.STRATEGY,
 )
 """Strategy name -> its module's declaration, in the order of the report."""
 

@@ -29,6 +29,7 @@ def test_the_app_lists_every_benchmark() -> None:
         "soak",
         "store-perf",
         "object-store",
+        "proxy",
         "synthetic-shape",
         "throughput",
         "tokens",

@@ -289,3 +289,88 @@ def test_anthropic_context_editing_counts_with_the_trace_models_profile(tmp_path
     session = ace.open(claude, tmp_path)
     cleared = contents(session.prepare(history, usage=None, now=None))
     assert sum(v == "[Tool result cleared]" for v in cleared.values()) == 17
+
+
+# --- cc-reducer-proxy: stale after 10 turns at 500 chars, cap after 5 at 4,000, dedup, Bash 200 --
+
+
+def _cc_turns(*results: tuple[str, str, dict[str, Any], str], padding: int = 0) -> list[Any]:
+    """One round per (id, tool, input, output), then ``padding`` rounds of a 1-char output."""
+    messages: list[Any] = [{"role": "user", "content": "go"}]
+    rounds = [*results, *((f"p{i}", "Bash", {"command": f"true {i}"}, "k") for i in range(padding))]
+    for cid, tool, args, out in rounds:
+        call = {"type": "tool_use", "id": cid, "name": tool, "input": args}
+        messages.append({"role": "assistant", "content": [call]})
+        result = {"type": "tool_result", "tool_use_id": cid, "content": out}
+        messages.append({"role": "user", "content": [result]})
+    return messages
+
+
+def _cc(messages: list[Any], tmp_path: Path) -> dict[str, Any]:
+    session = strategies.get("cc-reducer-proxy").open(Conv().prompt("go").trace(), tmp_path)
+    return contents(session.prepare(messages, usage=None, now=None))
+
+
+def test_cc_reducer_stale_results_keep_500_chars_after_10_turns(tmp_path: Path) -> None:
+    """A 501-character result 11 turns old keeps 500 and the note; 500 characters stay whole; at
+    10 turns old nothing is cut (the other tool keeps its text: only ANSI and blank runs go)."""
+    old: list[tuple[str, str, dict[str, Any], str]] = [
+        ("a", "Other", {}, "a" * 501),
+        ("b", "Other", {}, "b" * 500),
+    ]
+    got = _cc(_cc_turns(*old, padding=10), tmp_path)  # a: 11 turns ago, b: 10 turns ago
+    assert got["a"] == "a" * 500 + "\n[truncated — result from 11 turns ago]"
+    assert got["b"] == "b" * 500
+    got = _cc(_cc_turns(("c", "Other", {}, "c" * 501), padding=10), tmp_path)  # 10 turns ago
+    assert got["c"] == "c" * 501
+
+
+def test_cc_reducer_caps_results_over_4000_chars_after_5_turns(tmp_path: Path) -> None:
+    """6 turns old: 4,001 characters keep 4,000 and the note, 4,000 stay; 5 turns old: whole."""
+    text = "line\n" * 800 + "x"  # 4,001 characters, one 801-line result of another tool
+    got = _cc(
+        _cc_turns(("a", "Other", {}, text), ("b", "Other", {}, "y" * 4_000), padding=5), tmp_path
+    )
+    assert (
+        got["a"] == text[:4_000] + "\n[capped — result from 6 turns ago exceeded 4000 char limit]"
+    )
+    assert got["b"] == "y" * 4_000
+    got = _cc(_cc_turns(("c", "Other", {}, text), padding=5), tmp_path)
+    assert got["c"] == text
+
+
+def test_cc_reducer_dedups_repeated_reads_and_cuts_bash_at_200_lines(tmp_path: Path) -> None:
+    """An earlier Read of the same file is superseded, a Read of another range is not; Bash output
+    of 201 lines keeps 200 and says so, 200 lines stay whole."""
+    lines_201 = "\n".join(f"l{i}" for i in range(201))
+    lines_200 = "\n".join(f"m{i}" for i in range(200))
+    got = _cc(
+        _cc_turns(
+            ("r1", "Read", {"file_path": "/a.py"}, "one"),
+            ("r2", "Read", {"file_path": "/a.py", "offset": 5}, "two"),
+            ("r3", "Read", {"file_path": "/a.py"}, "three"),
+            ("b1", "Bash", {"command": "ls -R"}, lines_201),
+            ("b2", "Bash", {"command": "ls"}, lines_200),
+        ),
+        tmp_path,
+    )
+    assert got["r1"] == "[deduplicated — superseded by later Read of /a.py]"
+    assert (got["r2"], got["r3"]) == ("two", "three")
+    assert got["b1"] == "\n".join(f"l{i}" for i in range(200)) + "\n[truncated, 1 more lines]"
+    assert got["b2"] == lines_200
+
+
+def test_cc_reducer_replaces_a_license_header_of_a_read_file(tmp_path: Path) -> None:
+    """A Read result opening with a shebang and a ``#`` comment naming a license keeps the
+    shebang and shows the comment as one marker line; a comment naming none is kept."""
+    licensed = "#!/usr/bin/env python\n# Copyright 2024 A\n# MIT License\n\nimport os\n"
+    plain = "# just a comment\nimport os\n"
+    got = _cc(
+        _cc_turns(
+            ("r1", "Read", {"file_path": "/a.py"}, licensed),
+            ("r2", "Read", {"file_path": "/b.py"}, plain),
+        ),
+        tmp_path,
+    )
+    assert got["r1"] == "#!/usr/bin/env python\n[license header - 3 lines]\nimport os\n"
+    assert got["r2"] == plain

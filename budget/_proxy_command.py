@@ -1,0 +1,52 @@
+"""``toolbudget proxy``: the command, added to ``budget.cli``'s app by :func:`with_proxy`.
+
+It lives apart from ``budget/cli.py`` (which keeps its size target) and from ``budget/proxy/``
+(whose package imports the ``[proxy]`` extra's stack): the extra is imported only when the command
+runs, so ``toolbudget --help`` works without it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+import typer
+
+from budget._errors import BudgetError
+
+__all__ = ["proxy", "with_proxy"]
+
+
+def _fail(message: str) -> NoReturn:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(2)
+
+
+def proxy(
+    root: Annotated[Path, typer.Option(help="Where the session directories go.")] = Path(
+        "~/.toolbudget/proxy"
+    ),
+    host: Annotated[str, typer.Option(help="Address to listen on (loopback by default).")] = (
+        "127.0.0.1"
+    ),
+    port: Annotated[int, typer.Option(help="Port to listen on (0: any free one).")] = 8788,
+    anthropic_upstream: Annotated[
+        str | None, typer.Option(help="Where Anthropic requests go.")
+    ] = None,
+    openai_upstream: Annotated[str | None, typer.Option(help="Where OpenAI requests go.")] = None,
+) -> None:
+    """Run toolbudget between an agent and its model API (docs/proxy.md; the proxy extra)."""
+    try:
+        from budget.proxy._cli import run  # noqa: PLC0415
+    except ImportError as exc:  # the extra is not installed
+        _fail(f"toolbudget proxy needs the proxy extra: pip install 'toolbudget[proxy]' ({exc})")
+    try:
+        run(root, host, port, anthropic_upstream, openai_upstream)
+    except BudgetError as exc:
+        _fail(str(exc))
+
+
+def with_proxy(app: typer.Typer) -> typer.Typer:
+    """``app`` with the ``proxy`` command."""
+    app.command("proxy")(proxy)
+    return app

@@ -1,0 +1,388 @@
+"""The proxy: an ASGI app (Starlette) forwarding every request to the model API with httpx.
+
+``POST`` to an Anthropic Messages, Chat Completions or Responses path is budgeted: the body's
+``messages`` (``input`` for Responses) go through the conversation's session's ``prepare`` and
+the request copy goes upstream in their place; nothing else of the body or the headers is
+changed. Every other path and method is forwarded as it came, its body streamed.
+
+The response always comes back as the upstream sent it: status, headers (hop-by-hop ones aside,
+as any HTTP proxy does: RFC 9110 §7.6.1), and every raw byte as it arrives, never buffered nor
+decoded; a :class:`budget.proxy._tap.Tap` reads its usage on the side.
+
+Whatever goes wrong on the proxy's side (a body that is not JSON, a toolbudget error, a session
+that cannot be opened) sends the original bytes upstream, with a ``toolbudget.proxy.passthrough``
+event naming the reason: the agent never sees the proxy fail. Events never carry a header, a
+body or an exception's message (which may quote the body): only names, counts and error classes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, Final
+
+import httpx
+import orjson
+from anyio import to_thread
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from budget._errors import BudgetError
+from budget._log import get_logger
+from budget._report import Report
+from budget.proxy._keys import SESSION_HEADER, session_key
+from budget.proxy._pool import Pool, Slot
+from budget.proxy._settings import ProxySettings
+from budget.proxy._tap import Tap
+from budget.tokens._overflow import is_context_overflow
+from budget.tokens._usage import normalize_usage
+
+__all__ = ["create_app"]
+
+HOP_BY_HOP: Final = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "trailers",
+        "transfer-encoding",
+        "upgrade",
+    }
+)
+"""Headers that concern one connection, not the message (RFC 9110 §7.6.1): never forwarded."""
+_NOT_FORWARDED: Final = HOP_BY_HOP | {"host", "content-length", SESSION_HEADER}
+"""Request headers the proxy does not pass on: httpx sets host and length for the upstream, and
+the session header is the proxy's own."""
+_OVERFLOW_STATUSES: Final = frozenset({400, 413})
+"""Statuses a prompt-too-long comes with: Anthropic's ``invalid_request_error`` (400, "prompt is
+too long") and OpenAI's ``context_length_exceeded`` (400); 413 is Anthropic's request_too_large.
+A 429 or 5xx is never an overflow, whatever its message says."""
+_METHODS: Final = ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "HEAD"]
+
+
+@dataclass(frozen=True, slots=True)
+class Api:
+    """A budgeted endpoint: its provider, the session's format, the field holding the history."""
+
+    provider: str
+    format: str
+    field: str
+
+
+ANTHROPIC: Final = Api("anthropic", "anthropic", "messages")
+CHAT: Final = Api("openai", "openai_chat", "messages")
+RESPONSES: Final = Api("openai", "openai_responses", "input")
+
+
+def budgeted_api(method: str, path: str) -> Api | None:
+    """The API a request is budgeted as, or None: it is forwarded untouched.
+
+    By path suffix, so a base URL with a prefix works (``/v1/responses``, and Codex's
+    ``/backend-api/codex/responses`` when signed in with ChatGPT).
+    """
+    if method != "POST":
+        return None
+    path = path.rstrip("/")
+    if path.endswith("/v1/messages"):
+        return ANTHROPIC
+    if path.endswith("/chat/completions"):
+        return CHAT
+    if path.endswith("/responses"):
+        return RESPONSES
+    return None
+
+
+class Proxy:
+    """What one running proxy holds: the settings, the upstream client, the sessions."""
+
+    def __init__(self, settings: ProxySettings, clock: Callable[[], float]) -> None:
+        self.settings = settings
+        self.pool = Pool(
+            settings.root,
+            settings.budget,
+            max_open=settings.max_open,
+            idle_close_s=settings.idle_close_s,
+        )
+        self._clock = clock
+        self._log = get_logger("toolbudget")
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.client: httpx.AsyncClient | None = None
+
+    @asynccontextmanager
+    async def lifespan(self, _app: Starlette) -> AsyncIterator[None]:
+        # The SDKs' own request timeout, 10 minutes (anthropic/_constants.py, openai/_constants.py),
+        # between two bytes of a response: a long answer streams for longer than that in total.
+        timeout = httpx.Timeout(600.0, connect=30.0)
+        limits = httpx.Limits(max_connections=None, max_keepalive_connections=64)
+        async with httpx.AsyncClient(timeout=timeout, limits=limits, trust_env=False) as client:
+            self.client = client
+            try:
+                yield
+            finally:
+                if self._tasks:
+                    await asyncio.gather(*self._tasks, return_exceptions=True)
+                await self.pool.close()
+
+    def _upstream(self, api: Api | None, request: Request) -> str:
+        if api is not None:
+            provider = api.provider
+        else:
+            # Another path (models, count_tokens, files...): Anthropic's SDKs and Claude Code
+            # always send anthropic-version; OpenAI's never do.
+            anthropic = "anthropic-version" in request.headers or "x-api-key" in request.headers
+            provider = "anthropic" if anthropic else "openai"
+        base = (
+            self.settings.anthropic_upstream
+            if provider == "anthropic"
+            else self.settings.openai_upstream
+        )
+        query = request.url.query
+        return base.rstrip("/") + request.url.path + (f"?{query}" if query else "")
+
+    async def handle(self, request: Request) -> Response:
+        api = budgeted_api(request.method, request.url.path)
+        url = self._upstream(api, request)
+        headers = [(k, v) for k, v in request.headers.items() if k.lower() not in _NOT_FORWARDED]
+        if api is None:
+            return await self._forward(request.method, url, headers, request.stream(), None, None)
+        raw = await request.body()
+        content, slot = await self._budget(api, request.headers, raw)
+        # The session is _forward's to release from here on, whatever happens.
+        return await self._forward(request.method, url, headers, content, slot, api)
+
+    def _passthrough(self, reason: str, api: Api, **fields: Any) -> None:
+        self._log.warning("toolbudget.proxy.passthrough", reason=reason, api=api.format, **fields)
+
+    async def _budget(
+        self, api: Api, headers: Mapping[str, str], raw: bytes
+    ) -> tuple[bytes, Slot | None]:
+        """The body to send upstream (the request copy, or ``raw`` itself) and its session.
+
+        Parsing, ``prepare`` and encoding run in worker threads: a long conversation's body takes
+        milliseconds, during which the event loop goes on relaying other sessions' streams.
+        """
+        if headers.get("content-encoding", "identity").lower() != "identity":
+            self._passthrough("encoded body", api)
+            return raw, None
+        parsed = await to_thread.run_sync(_parse, api, dict(headers), raw)
+        if isinstance(parsed, str):
+            self._passthrough(parsed, api)
+            return raw, None
+        body, history, key = parsed
+        try:
+            slot = await self.pool.get(key, api.format, body.get("model"))
+        except Exception as exc:
+            self._passthrough("session unavailable", api, session=key, error=type(exc).__name__)
+            return raw, None
+        try:
+            out = await self._prepare(slot, api, body, history, raw)
+        except Exception as exc:
+            self.pool.release(slot)
+            self._passthrough("prepare failed", api, session=key, error=type(exc).__name__)
+            return raw, None
+        return out, slot
+
+    async def _prepare(
+        self, slot: Slot, api: Api, body: dict[str, Any], history: list[Any], raw: bytes
+    ) -> bytes:
+        started = time.perf_counter()
+        async with slot.lock:
+            now = self._clock()
+            out, report = await to_thread.run_sync(
+                partial(_copy, slot, api, body, history, raw, now)
+            )
+        self._log.info(
+            "toolbudget.proxy.prepared",
+            session=slot.key,
+            api=api.format,
+            results=report.results,
+            spilled=report.spilled,
+            trimmed=report.trimmed,
+            chars_before=report.chars_before,
+            chars_after=report.chars_after,
+            ms=round((time.perf_counter() - started) * 1000, 2),
+        )
+        return out
+
+    async def _forward(
+        self,
+        method: str,
+        url: str,
+        headers: list[tuple[str, str]],
+        content: bytes | AsyncIterator[bytes],
+        slot: Slot | None,
+        api: Api | None,
+    ) -> Response:
+        assert self.client is not None, "the proxy's lifespan has not started"
+        req = self.client.build_request(method, url, headers=headers, content=content)
+        try:
+            resp = await self.client.send(req, stream=True)
+        except BaseException as exc:
+            if slot is not None:
+                self.pool.release(slot)
+            if not isinstance(exc, httpx.HTTPError):
+                raise
+            self._log.error("toolbudget.proxy.upstream_failed", error=type(exc).__name__)
+            return _gateway_error(api, type(exc).__name__)
+        headers_out = [
+            (k, v) for k, v in resp.headers.raw if k.decode("latin-1").lower() not in HOP_BY_HOP
+        ]
+        if slot is None:
+            out: Response = StreamingResponse(self._relay(resp, None, None), resp.status_code)
+        elif resp.status_code in _OVERFLOW_STATUSES:
+            try:
+                out = await self._refused(resp, slot)
+            except httpx.HTTPError as exc:  # the error body broke off: as if unreachable
+                self._log.error("toolbudget.proxy.upstream_failed", error=type(exc).__name__)
+                return _gateway_error(api, type(exc).__name__)
+        else:
+            tap = Tap(
+                resp.headers.get("content-type", ""),
+                resp.headers.get("content-encoding", ""),
+                resp.status_code,
+            )
+            out = StreamingResponse(self._relay(resp, slot, tap), resp.status_code)
+        out.raw_headers = headers_out
+        return out
+
+    async def _refused(self, resp: httpx.Response, slot: Slot) -> Response:
+        """A refused request's answer, read whole (an error body is small) so that an overflow is
+        recorded before the agent can retry, then sent as it came."""
+        try:
+            raw = b"".join([chunk async for chunk in resp.aiter_raw()])
+        finally:
+            await resp.aclose()
+        try:
+            tap = Tap(
+                resp.headers.get("content-type", ""),
+                resp.headers.get("content-encoding", ""),
+                resp.status_code,
+            )
+            tap.feed(raw)
+            await self._settle(slot, tap, resp.status_code)
+        finally:
+            self.pool.release(slot)
+        return Response(raw, status_code=resp.status_code)
+
+    async def _relay(
+        self, resp: httpx.Response, slot: Slot | None, tap: Tap | None
+    ) -> AsyncIterator[bytes]:
+        """The upstream's raw bytes as they arrive; then what the tap read goes to the session."""
+        try:
+            async for chunk in resp.aiter_raw():
+                yield chunk
+                if tap is not None:
+                    tap.feed(chunk)
+            if slot is not None and tap is not None:
+                await self._settle(slot, tap, resp.status_code)
+        finally:
+            await resp.aclose()
+            if slot is not None:
+                self.pool.release(slot)
+
+    async def _settle(self, slot: Slot, tap: Tap, status: int) -> None:
+        tap.close()
+        if tap.unreadable is not None:
+            self._log.info("toolbudget.proxy.usage_unread", session=slot.key, reason=tap.unreadable)
+        usage = _understood(tap.usage)
+        if tap.usage is not None and usage is None:
+            self._log.info("toolbudget.proxy.usage_unread", session=slot.key, reason="not a usage")
+        if usage is not None:
+            slot.usage = usage  # the next request's, at once; saved in the background
+            slot.busy += 1
+            self._spawn(self._save_usage(slot, usage))
+        elif status in _OVERFLOW_STATUSES and is_context_overflow(tap.error_body):
+            async with slot.lock:
+                try:
+                    await to_thread.run_sync(slot.budget.on_overflow, tap.error_body)
+                except Exception as exc:  # ContextOverflow at the third: the agent sees the 400
+                    self._log.warning(
+                        "toolbudget.proxy.overflow_failed",
+                        session=slot.key,
+                        error=type(exc).__name__,
+                    )
+            self._log.warning("toolbudget.proxy.overflow", session=slot.key)
+
+    async def _save_usage(self, slot: Slot, usage: Mapping[str, Any]) -> None:
+        try:
+            await self.pool.save_usage(slot, usage)
+        finally:
+            self.pool.release(slot)
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+
+def _parse(
+    api: Api, headers: Mapping[str, str], raw: bytes
+) -> tuple[dict[str, Any], list[Any], str] | str:
+    """The body, its history and its session's key; or why the request is not budgeted."""
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return "body is not JSON"
+    history = body.get(api.field) if isinstance(body, dict) else None
+    if not isinstance(history, list):
+        return f"no {api.field} list"
+    if api is RESPONSES and body.get("previous_response_id") is not None:
+        # The rest of the conversation is stored upstream: this is not the whole history.
+        return "previous_response_id"
+    return body, history, session_key(api.format, headers, body, history)
+
+
+def _copy(
+    slot: Slot, api: Api, body: dict[str, Any], history: list[Any], raw: bytes, now: float
+) -> tuple[bytes, Report]:
+    """The body to send for ``history`` (its request copy in place) and the prepare's report."""
+    prepared = slot.budget.prepare(history, usage=slot.usage, now=now)
+    copy = prepared.messages
+    if len(copy) == len(history) and all(a is b for a, b in zip(copy, history, strict=True)):
+        return raw, prepared.report  # nothing replaced: the very bytes the agent sent
+    return orjson.dumps({**body, api.field: copy}), prepared.report
+
+
+def _understood(usage: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """``usage`` if the session can read it (else ``prepare`` would refuse the next request)."""
+    if usage is None:
+        return None
+    try:
+        return usage if normalize_usage(usage) is not None else None
+    except BudgetError:
+        return None
+
+
+def _gateway_error(api: Api | None, error: str) -> Response:
+    """A 502 in the API's own error shape, so the agent's SDK reports (and retries) it."""
+    message = f"toolbudget proxy: the upstream could not be reached ({error})"
+    if api is not None and api.provider == "anthropic":
+        body: dict[str, Any] = {
+            "type": "error",
+            "error": {"type": "api_error", "message": message},
+        }
+    else:
+        body = {"error": {"message": message, "type": "api_error", "code": None}}
+    return JSONResponse(body, status_code=502)
+
+
+def create_app(settings: ProxySettings, *, clock: Callable[[], float] = time.time) -> Starlette:
+    """The proxy as an ASGI app (run it with uvicorn, or :func:`budget.proxy.serve`).
+
+    ``clock`` gives each request's time (seconds since the epoch), as ``prepare``'s ``now``.
+    """
+    proxy = Proxy(settings, clock)
+    route = Route("/{path:path}", proxy.handle, methods=_METHODS)
+    app = Starlette(routes=[route], lifespan=proxy.lifespan)
+    app.state.proxy = proxy
+    return app

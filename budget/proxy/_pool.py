@@ -1,0 +1,171 @@
+"""The proxy's open sessions: one :class:`budget.Budget` per conversation, opened on first use.
+
+Each session has an asyncio lock: its requests are prepared one at a time (the decisions of one
+conversation are made in order), while other sessions' run in worker threads beside them. The
+usage the last response reported is kept for the session's next request, in memory and in the
+session's metadata (``proxy_usage``), so a restarted proxy feeds the next request the same
+usage an uninterrupted one would (issue 33: a restart gives the same copies).
+
+Sessions idle for ``idle_close_s`` are closed (their lock released, so ``toolbudget gc`` can
+collect them) when others are opened; at most ``max_open`` stay open.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from anyio import to_thread
+
+from budget import Budget
+from budget._config import BudgetConfig
+from budget._errors import BudgetError, ConfigError
+from budget._log import get_logger
+
+__all__ = ["Pool", "Slot"]
+
+LOCK_WAIT_S: Final = 0.5
+"""How long opening a session waits for its lock: long enough for this proxy's own close of an
+idle session to finish, short enough that a session another process holds (a second proxy on
+the same root) costs its requests half a second before they pass through unbudgeted."""
+USAGE_META: Final = "proxy_usage"
+"""The session metadata key holding the last response's usage."""
+
+
+@dataclass(eq=False)
+class Slot:
+    """One open session and what the proxy keeps beside it."""
+
+    key: str
+    budget: Budget
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    usage: Mapping[str, Any] | None = None
+    used_at: float = field(default_factory=time.monotonic)
+    busy: int = 0
+    """Requests of this session in flight (a busy session is never closed)."""
+
+
+class Pool:
+    """Open sessions by key under ``root``."""
+
+    def __init__(
+        self,
+        root: Path,
+        settings: Mapping[str, Any],
+        *,
+        max_open: int = 256,
+        idle_close_s: float = 900.0,
+    ) -> None:
+        self.root = root
+        self._settings = dict(settings)
+        self._max_open = max_open
+        self._idle_close_s = idle_close_s
+        self._slots: dict[str, Slot] = {}
+        self._opening: dict[str, asyncio.Lock] = {}
+        self._log = get_logger("toolbudget")
+        root.mkdir(mode=0o700, parents=True, exist_ok=True)
+
+    def _config(self, model: object) -> BudgetConfig:
+        settings = dict(self._settings)
+        if isinstance(model, str) and model and settings.get("model") is None:
+            settings["model"] = model
+        try:
+            return BudgetConfig(**settings)
+        except ConfigError:
+            settings.pop("model", None)  # a model name the settings refuse: estimate without it
+            return BudgetConfig(**settings)
+
+    async def get(self, key: str, fmt: str, model: object) -> Slot:
+        """The open session ``key`` (opened, or resumed from its directory, on first use), held
+        busy until :meth:`release`."""
+        slot = self._slots.get(key)
+        if slot is not None:
+            slot.used_at = time.monotonic()
+            slot.busy += 1
+            return slot
+        opening = self._opening.setdefault(key, asyncio.Lock())
+        async with opening:
+            slot = self._slots.get(key)
+            if slot is None:
+                config = self._config(model)
+                path = self.root / key
+                budget = await to_thread.run_sync(
+                    lambda: Budget.open(path, config, format=fmt, lock_timeout=LOCK_WAIT_S)
+                )
+                slot = Slot(key, budget, usage=_saved_usage(budget))
+                self._slots[key] = slot
+                await self._close_idle()
+        self._opening.pop(key, None)
+        slot.used_at = time.monotonic()
+        slot.busy += 1
+        return slot
+
+    def release(self, slot: Slot) -> None:
+        """A request of ``slot``'s session is done with it (see :meth:`get`)."""
+        slot.busy -= 1
+        slot.used_at = time.monotonic()
+
+    async def save_usage(self, slot: Slot, usage: Mapping[str, Any]) -> None:
+        """Keep ``usage`` for the session's next request, in memory and in its metadata."""
+        slot.usage = dict(usage)
+        async with slot.lock:
+            try:
+                await to_thread.run_sync(_write_usage, slot.budget, slot.usage)
+            except (BudgetError, OSError) as exc:
+                self._log.error(
+                    "toolbudget.proxy.usage_not_saved", session=slot.key, error=type(exc).__name__
+                )
+
+    async def _close_idle(self) -> None:
+        now = time.monotonic()
+        idle = sorted(
+            (s for s in self._slots.values() if s.busy == 0 and not s.lock.locked()),
+            key=lambda s: s.used_at,
+        )
+        excess = len(self._slots) - self._max_open
+        for slot in idle:
+            if excess <= 0 and now - slot.used_at < self._idle_close_s:
+                break
+            excess -= 1
+            await self._close(slot)
+
+    async def _close(self, slot: Slot) -> None:
+        self._slots.pop(slot.key, None)
+        try:
+            await to_thread.run_sync(slot.budget.close)
+        except (BudgetError, OSError) as exc:
+            self._log.error(
+                "toolbudget.proxy.close_failed", session=slot.key, error=type(exc).__name__
+            )
+
+    async def close(self) -> None:
+        """Close every open session (the proxy is shutting down)."""
+        for slot in list(self._slots.values()):
+            await self._close(slot)
+
+    def __len__(self) -> int:
+        return len(self._slots)
+
+
+def _saved_usage(budget: Budget) -> dict[str, Any] | None:
+    try:
+        saved = budget.store.read_meta().get(USAGE_META)
+    except (BudgetError, OSError):
+        return None
+    return saved if isinstance(saved, dict) else None
+
+
+def _write_usage(budget: Budget, usage: Mapping[str, Any]) -> None:
+    meta = budget.store.read_meta()
+    meta[USAGE_META] = dict(usage)
+    budget.store.write_meta(meta)
+
+
+def session_root(root: str | os.PathLike[str]) -> Path:
+    """``root`` as a path, ``~`` expanded."""
+    return Path(root).expanduser()

@@ -1,0 +1,51 @@
+"""Running the proxy: uvicorn on the settings' host and port."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import uvicorn
+
+from budget._log import get_logger
+from budget.proxy._app import create_app
+from budget.proxy._settings import ProxySettings
+
+__all__ = ["serve"]
+
+
+def serve(settings: ProxySettings, *, on_ready: Callable[[int], None] | None = None) -> None:
+    """Serve until interrupted; ``on_ready`` gets the port once listening (useful with port 0)."""
+    if not settings.loopback:
+        get_logger("toolbudget").warning(
+            "toolbudget.proxy.not_loopback",
+            host=settings.host,
+            note="API keys pass through this proxy: anyone who can reach it can use them",
+        )
+    config = uvicorn.Config(
+        create_app(settings),
+        host=settings.host,
+        port=settings.port,
+        # uvicorn's own access log would print every path; the proxy's events say what matters.
+        access_log=False,
+        log_level="warning",
+        lifespan="on",
+        # An agent's connection stays open between turns: keep it as long as the SDKs do.
+        timeout_keep_alive=60,
+    )
+    server = uvicorn.Server(config)
+    if on_ready is None:
+        server.run()
+        return
+
+    async def run() -> None:
+        task = asyncio.create_task(server.serve())
+        while not server.started:
+            if task.done():
+                await task
+                return
+            await asyncio.sleep(0.01)
+        on_ready(server.servers[0].sockets[0].getsockname()[1])
+        await task
+
+    asyncio.run(run())

@@ -1,0 +1,125 @@
+"""Reading a response on the side while its bytes go to the agent unchanged.
+
+The tap sees each raw chunk after it was forwarded; it never holds the stream back. It decodes a
+copy (gzip and deflate with zlib; any other content coding leaves the usage unread, with an
+event), and reads:
+
+* from a JSON body: its ``usage`` (Anthropic Messages, Chat Completions and Responses all put it
+  there), or the whole error body of a refused request;
+* from a server-sent event stream: the ``usage`` of the events carrying one, merged in order
+  (Anthropic's ``message_start`` has the prompt's tokens and ``message_delta`` the answer's; Chat
+  Completions sends one in its last chunk when ``stream_options.include_usage`` is set; the
+  Responses API's ``response.completed`` holds the response with its usage). Only events whose
+  data mentions ``"usage"`` are parsed.
+"""
+
+from __future__ import annotations
+
+import zlib
+from typing import Any, Final
+
+import orjson
+
+__all__ = ["Tap"]
+
+MAX_JSON_BYTES: Final = 32 << 20
+"""A JSON body larger than this is forwarded but not read (no response of these APIs is this
+large; the copy must not grow without bound)."""
+MAX_EVENT_BYTES: Final = 32 << 20
+"""The same bound for one server-sent event."""
+_USAGE: Final = b'"usage"'
+
+
+class Tap:
+    """Reads the usage (or the error body) of one response from the chunks forwarded."""
+
+    def __init__(self, content_type: str, content_encoding: str, status: int) -> None:
+        self.usage: dict[str, Any] | None = None
+        self.error_body: Any = None
+        self.unreadable: str | None = None
+        """Why the response could not be read, or None."""
+        self._sse = content_type.startswith("text/event-stream") and status < 400
+        self._status = status
+        self._decoder: Any = None
+        coding = content_encoding.strip().lower()
+        if coding in ("gzip", "x-gzip"):
+            self._decoder = zlib.decompressobj(wbits=31)
+        elif coding == "deflate":
+            self._decoder = zlib.decompressobj(wbits=47)  # zlib or gzip header, auto-detected
+        elif coding not in ("", "identity"):
+            self.unreadable = f"content-encoding {coding}"
+        self._buf = bytearray()
+
+    def feed(self, chunk: bytes) -> None:
+        """One raw chunk, as it was forwarded."""
+        if self.unreadable is not None or not chunk:
+            return
+        if self._decoder is not None:
+            try:
+                chunk = self._decoder.decompress(chunk)
+            except zlib.error:
+                self.unreadable = "undecodable body"
+                return
+        self._buf += chunk
+        if self._sse:
+            self._events()
+        elif len(self._buf) > MAX_JSON_BYTES:
+            self.unreadable, self._buf = "body too large to read", bytearray()
+
+    def close(self) -> None:
+        """The response ended: read what is left."""
+        if self.unreadable is not None:
+            return
+        if self._sse:
+            self._buf += b"\n\n"
+            self._events()
+            return
+        try:
+            body = orjson.loads(bytes(self._buf))
+        except orjson.JSONDecodeError:
+            body = bytes(self._buf).decode("utf-8", "replace")
+        self._buf = bytearray()
+        if self._status >= 400:
+            self.error_body = body
+        elif isinstance(body, dict) and isinstance(body.get("usage"), dict):
+            self.usage = body["usage"]
+
+    def _events(self) -> None:
+        buf = self._buf
+        if b"\r" in buf:  # SSE allows CRLF and CR line ends: one form to split on
+            buf[:] = buf.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        start = 0
+        while (end := buf.find(b"\n\n", start)) >= 0:
+            event = buf[start:end]
+            start = end + 2
+            if _USAGE in event:
+                self._event(bytes(event))
+        del buf[:start]
+        if len(buf) > MAX_EVENT_BYTES:
+            self.unreadable = "event too large to read"
+            buf.clear()
+
+    def _event(self, event: bytes) -> None:
+        data = b"\n".join(
+            line[5:].removeprefix(b" ") for line in event.split(b"\n") if line.startswith(b"data:")
+        )
+        try:
+            payload = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            return
+        if not isinstance(payload, dict):
+            return
+        usage = _usage_of(payload)
+        if usage is not None:
+            # Later events complete earlier ones (Anthropic's message_delta after message_start).
+            merged = dict(self.usage or {})
+            merged.update({k: v for k, v in usage.items() if v is not None})
+            self.usage = merged
+
+
+def _usage_of(payload: dict[str, Any]) -> dict[str, Any] | None:
+    for holder in (payload, payload.get("message"), payload.get("response")):
+        if isinstance(holder, dict) and isinstance(holder.get("usage"), dict):
+            usage: dict[str, Any] = holder["usage"]
+            return usage
+    return None

@@ -1,0 +1,42 @@
+"""The proxy's overhead benchmark (benchmarks/proxy.py): its conversation and one small run."""
+
+from __future__ import annotations
+
+import pytest
+
+from budget import BudgetConfig
+from tests._ci import require_module
+
+
+def test_the_conversation_spills_one_output_in_fifty_at_the_default_cap() -> None:
+    """Outputs 1-49 fit the default cap, output 50 does not: the proxy both passes results
+    through and spills them, as the module says."""
+    require_module("httpx", extra="proxy")
+    from benchmarks.proxy import conversation
+
+    history = conversation(100)
+    outputs = [m["content"][0]["content"] for m in history[2::2]]
+    cap = BudgetConfig().result_cap
+    assert len(outputs) == 100
+    assert [i for i, text in enumerate(outputs) if len(text) > cap] == [49, 99]
+    assert conversation(100) == history
+
+
+@pytest.mark.slow
+def test_a_small_run_measures_every_figure() -> None:
+    """A 3-round run through a real ``toolbudget proxy`` process reports the hop, the latency,
+    the first byte and the memory, with times that are real (positive, direct under proxied
+    for the whole streamed answer's last byte at 20 ms between events)."""
+    for name in ("starlette", "uvicorn", "httpx"):
+        require_module(name, extra="proxy")
+    from benchmarks.proxy import render, run
+
+    result = run((3,), stream_rounds=3, memory_requests=100)
+    [latency] = result["latency"]
+    assert latency["requests"] == 3 and latency["direct_total_s"] > 0
+    first = result["first_byte"]
+    assert first["last_byte_median_ms_direct"] >= 3 * 20.0
+    assert first["last_byte_median_ms_proxy"] >= 3 * 20.0
+    assert len(result["memory"]["rss_mib_every_100"]) == 1
+    assert len(result["memory_same"]["rss_mib_every_100"]) == 1
+    assert "added median" in render(result)

@@ -1,0 +1,259 @@
+"""Never break the agent: what the proxy cannot budget goes upstream as it came, with an event;
+upstream errors come back as sent (a prompt-too-long is the session's overflow); other paths
+pass through; an unreachable upstream is a 502 in the API's own error shape."""
+
+from __future__ import annotations
+
+from collections.abc import MutableMapping
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+import structlog
+
+from spill._readonly import ReadOnlyStore
+from tests.proxy._kit import Stack, anthropic_history
+
+_ANTHROPIC = {"content-type": "application/json", "x-api-key": "k", "anthropic-version": "v"}
+_OPENAI = {"content-type": "application/json", "authorization": "Bearer k"}
+
+
+def _passthroughs(events: list[MutableMapping[str, Any]]) -> list[str]:
+    return [e["reason"] for e in events if e["event"] == "toolbudget.proxy.passthrough"]
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "reason"),
+    [
+        ("/v1/messages", b'{"model": "m", "messages": [', "body is not JSON"),
+        ("/v1/messages", b"\xff\xfe not even text", "body is not JSON"),
+        ("/v1/messages", b'[{"role": "user"}]', "no messages list"),
+        ("/v1/chat/completions", b'{"model": "m", "messages": "hi"}', "no messages list"),
+        ("/v1/responses", b'{"model": "m", "input": "a plain string"}', "no input list"),
+        (
+            "/v1/responses",
+            b'{"model": "m", "previous_response_id": "r1", "input": []}',
+            "previous_response_id",
+        ),
+        (
+            "/v1/messages",
+            b'{"model": "m", "messages": [{"role": "user", "content": [{"type": "tool_result",'
+            b' "tool_use_id": 5, "content": 7}]}]}',
+            "prepare failed",
+        ),
+    ],
+    ids=["cut", "binary", "list", "chat-string", "responses-string", "stored", "refused"],
+)
+def test_a_body_the_proxy_cannot_budget_goes_upstream_byte_for_byte(
+    stack: Stack, path: str, body: bytes, reason: str
+) -> None:
+    """The upstream receives the very bytes the agent sent, the agent gets the upstream's answer,
+    and one passthrough event names the reason."""
+    headers = _ANTHROPIC if path == "/v1/messages" else _OPENAI
+    with structlog.testing.capture_logs() as events:
+        answer = httpx.post(stack.url + path, content=body, headers=headers)
+    assert stack.upstream.bodies(path) == [body]
+    assert answer.status_code in (200, 400)
+    assert _passthroughs(events) == [reason]
+
+
+def test_an_upstream_error_comes_back_as_sent_and_an_overflow_is_recorded(stack: Stack) -> None:
+    """A 429 and a 400 prompt-too-long reach the agent with the upstream's status and bytes; the
+    prompt-too-long is logged as the session's overflow, the 429 is not."""
+    body = orjson.dumps({"model": "claude-sonnet-4-5", "messages": anthropic_history(1)})
+    with httpx.Client() as client:
+        limited = client.post(
+            f"{stack.url}/v1/messages",
+            content=body,
+            headers={**_ANTHROPIC, "x-standin-status": "429"},
+        )
+        direct = client.post(
+            f"{stack.upstream_url}/v1/messages", content=body, headers={"x-standin-status": "429"}
+        )
+        too_long = client.post(
+            f"{stack.url}/v1/messages",
+            content=body,
+            headers={**_ANTHROPIC, "x-standin-status": "400"},
+        )
+    assert (limited.status_code, limited.content) == (429, direct.content)
+    assert too_long.status_code == 400 and b"prompt is too long" in too_long.content
+    [session] = [p for p in stack.root.iterdir() if p.is_dir()]
+    with ReadOnlyStore(session) as store:
+        overflows = [r for r in store.read_log() if r.get("t") == "ovf"]
+    assert [r["count"] for r in overflows] == [1]
+
+
+def test_other_paths_and_methods_pass_through_untouched(stack: Stack) -> None:
+    """A GET with a query and a POST to another endpoint reach the upstream as sent (path, query,
+    body) and their answers come back unchanged; no session is opened."""
+    with httpx.Client() as client:
+        models = client.get(f"{stack.url}/v1/models?limit=2", headers=_ANTHROPIC)
+        counted = client.post(
+            f"{stack.url}/v1/messages/count_tokens", content=b'{"messages": []}', headers=_ANTHROPIC
+        )
+    assert models.json() == {"path": "/v1/models"} and counted.json() == {
+        "path": "/v1/messages/count_tokens"
+    }
+    got = stack.upstream.received
+    assert [(r.method, r.path) for r in got] == [
+        ("GET", "/v1/models"),
+        ("POST", "/v1/messages/count_tokens"),
+    ]
+    assert got[1].body == b'{"messages": []}'
+    assert not any(p.is_dir() for p in stack.root.iterdir())
+
+
+def test_an_unreachable_upstream_is_a_502_in_the_apis_error_shape(kit: Any, tmp_path: Path) -> None:
+    """With nothing listening upstream, an Anthropic request gets a 502 with an Anthropic error
+    body and an OpenAI one an OpenAI error body (their SDKs retry a 502)."""
+    from benchmarks.standin import Served
+    from budget.proxy import ProxySettings, create_app
+
+    dead = "http://127.0.0.1:9"  # the discard port: nothing serves HTTP there
+    settings = ProxySettings(root=tmp_path / "s", anthropic_upstream=dead, openai_upstream=dead)
+    with Served(create_app(settings)) as proxy, httpx.Client() as client:
+        body = orjson.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]})
+        anthropic = client.post(f"{proxy.url}/v1/messages", content=body, headers=_ANTHROPIC)
+        openai = client.post(f"{proxy.url}/v1/chat/completions", content=body, headers=_OPENAI)
+    assert anthropic.status_code == openai.status_code == 502
+    assert anthropic.json()["type"] == "error" and anthropic.json()["error"]["type"] == "api_error"
+    assert "message" in openai.json()["error"]
+
+
+def test_toolbudget_read_reads_a_spilled_output_beside_the_running_proxy(
+    stack: Stack, structlog_restored: None
+) -> None:
+    """While the proxy holds the session open, ``toolbudget read SESSION REF`` prints the output an
+    envelope replaced, exactly."""
+    from typer.testing import CliRunner
+
+    from budget.cli import app
+
+    history = anthropic_history(1)
+    body = orjson.dumps({"model": "m", "messages": history})
+    httpx.post(f"{stack.url}/v1/messages", content=body, headers=_ANTHROPIC).raise_for_status()
+    [sent] = stack.sent("/v1/messages")
+    envelope = sent["messages"][2]["content"][0]["content"]
+    ref = envelope.split(" as ref ", 1)[1].split(".", 1)[0]
+    [session] = [p for p in stack.root.iterdir() if p.is_dir()]
+    printed = CliRunner().invoke(app, ["read", str(session), ref])
+    assert printed.exit_code == 0, printed.output
+    assert printed.stdout == history[2]["content"][0]["content"]
+
+
+def test_a_session_another_process_holds_passes_through(stack: Stack) -> None:
+    """While another opener holds the conversation's session directory, its request goes
+    upstream as the agent sent it, with a passthrough event naming SessionLocked."""
+    from budget import Budget
+    from budget.proxy import session_key
+
+    history = anthropic_history(1)
+    body = orjson.dumps({"model": "m", "messages": history})
+    key = session_key("anthropic", {}, {}, history)
+    with Budget.open(stack.root / key), structlog.testing.capture_logs() as events:
+        httpx.post(f"{stack.url}/v1/messages", content=body, headers=_ANTHROPIC).raise_for_status()
+    assert stack.upstream.bodies("/v1/messages") == [body]
+    [event] = [e for e in events if e["event"] == "toolbudget.proxy.passthrough"]
+    assert (event["reason"], event["error"]) == ("session unavailable", "SessionLocked")
+
+
+def test_a_client_that_hangs_up_mid_stream_leaves_the_session_usable(
+    kit: Any, tmp_path: Path
+) -> None:
+    """The agent drops a streamed answer after its first bytes: the proxy lets the session go
+    (nothing left busy) and the conversation's next request is budgeted as usual."""
+    from benchmarks.standin import Served, StandIn
+    from budget.proxy import ProxySettings, create_app
+    from tests.proxy._kit import BUDGET, eventually
+
+    standin = StandIn(chunk_delay_s=0.2)
+    with Served(standin.app()) as up:
+        settings = ProxySettings(
+            root=tmp_path / "s", anthropic_upstream=up.url, openai_upstream=up.url, budget=BUDGET
+        )
+        app = create_app(settings)
+        with Served(app) as proxy:
+            history = anthropic_history(2)
+            streamed = orjson.dumps({"model": "m", "messages": history[:3], "stream": True})
+            with (
+                httpx.Client() as client,
+                client.stream(
+                    "POST", f"{proxy.url}/v1/messages", content=streamed, headers=_ANTHROPIC
+                ) as answer,
+            ):
+                next(answer.iter_raw())
+            pool = app.state.proxy.pool
+            assert len(pool) == 1
+            assert eventually(lambda: all(s.busy == 0 for s in pool._slots.values()))
+            body = orjson.dumps({"model": "m", "messages": history})
+            done = httpx.post(f"{proxy.url}/v1/messages", content=body, headers=_ANTHROPIC)
+    assert done.status_code == 200
+    last = orjson.loads(standin.bodies("/v1/messages")[-1])["messages"]
+    assert last[4]["content"][0]["content"].startswith("[toolbudget] Output of Bash")
+
+
+def test_blocks_toolbudget_does_not_know_reach_the_upstream_unchanged(stack: Stack) -> None:
+    """Server-tool blocks, thinking blocks and fields of the API's future sit beside a big tool
+    result: the result is spilled and every other block and field goes upstream as sent."""
+    history = anthropic_history(1)
+    history[1]["content"] = [
+        {"type": "thinking", "thinking": "hmm", "signature": "c2ln"},
+        {"type": "server_tool_use", "id": "srv1", "name": "web_search", "input": {"query": "x"}},
+        {
+            "type": "web_search_tool_result",
+            "tool_use_id": "srv1",
+            "content": [{"type": "web_search_result", "url": "u"}],
+        },
+        *history[1]["content"],
+    ]
+    history[2]["content"][0]["future_field"] = {"kept": True}
+    body = orjson.dumps({"model": "m", "messages": history, "context_management": {"edits": []}})
+    httpx.post(f"{stack.url}/v1/messages", content=body, headers=_ANTHROPIC).raise_for_status()
+    [sent] = stack.sent("/v1/messages")
+    assert sent["context_management"] == {"edits": []}
+    assert sent["messages"][:2] == history[:2]
+    result = sent["messages"][2]["content"][0]
+    assert result["future_field"] == {"kept": True}
+    assert result["content"].startswith("[toolbudget] Output of Bash")
+
+
+def test_a_stream_is_relayed_as_it_comes_not_buffered(stack: Stack) -> None:
+    """With the stand-in spacing its 7 events 0.3 s apart, the first event reaches the client
+    through the proxy long before the stream ends (a buffering proxy would send all at once)."""
+    import time
+
+    body = orjson.dumps({"model": "m", "messages": anthropic_history(1), "stream": True})
+    headers = {**_ANTHROPIC, "x-standin-delay": "0.3"}
+    started = time.perf_counter()
+    with (
+        httpx.Client() as client,
+        client.stream("POST", f"{stack.url}/v1/messages", content=body, headers=headers) as answer,
+    ):
+        arrivals = [time.perf_counter() - started for _ in answer.iter_raw()]
+    assert len(arrivals) >= 2
+    assert arrivals[-1] >= 1.8  # six gaps of 0.3 s
+    assert arrivals[0] < arrivals[-1] - 1.2
+
+
+def test_an_openai_context_length_error_is_recorded_as_the_sessions_overflow(
+    stack: Stack,
+) -> None:
+    """A Chat Completions 400 ``context_length_exceeded`` comes back as sent and is logged as the
+    session's overflow."""
+    call = {"id": "c1", "type": "function", "function": {"name": "sh", "arguments": "{}"}}
+    history = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+    ]
+    body = orjson.dumps({"model": "gpt-4o", "messages": history})
+    headers = {**_OPENAI, "x-standin-status": "400"}
+    refused = httpx.post(f"{stack.url}/v1/chat/completions", content=body, headers=headers)
+    assert refused.status_code == 400
+    assert refused.json()["error"]["code"] == "context_length_exceeded"
+    [session] = [p for p in stack.root.iterdir() if p.is_dir()]
+    with ReadOnlyStore(session) as store:
+        [overflow] = [r for r in store.read_log() if r.get("t") == "ovf"]
+    assert overflow["count"] == 1

@@ -1,0 +1,171 @@
+"""The real ``anthropic`` and ``openai`` SDK clients through the proxy to a recording stand-in:
+all three APIs, plain and streamed; what reaches the upstream is the request copy, what reaches
+the client is the upstream's answer, and the usage it reported reaches the session."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+
+from spill._readonly import ReadOnlyStore
+from tests.proxy._kit import Stack, anthropic_history, eventually
+from tests.strategies import big
+
+_FILE = re.compile(r"^File: (.+)$", re.MULTILINE)
+
+
+def _spilled(text: str) -> Path:
+    """The file an envelope names."""
+    found = _FILE.search(text)
+    assert found is not None, f"no file named in {text[:300]!r}"
+    return Path(found.group(1))
+
+
+def _sessions(root: Path) -> list[Path]:
+    return sorted(p for p in root.iterdir() if p.is_dir())
+
+
+def _meta_usage(session: Path) -> Any:
+    """The usage the proxy saved in the session's metadata, once it has."""
+
+    def saved() -> Any:
+        with ReadOnlyStore(session) as store:
+            return store.read_meta().get("proxy_usage")
+
+    return eventually(saved)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
+def test_anthropic_sdk_sends_the_request_copy_and_reads_the_answer(
+    stack: Stack, stream: bool
+) -> None:
+    """An Anthropic client's big tool results reach the upstream as envelopes naming a file that
+    holds them exactly; the client reads the stand-in's answer and usage, which the session keeps."""
+    import anthropic
+
+    client = anthropic.Anthropic(base_url=stack.url, api_key="sk-ant-test", max_retries=0)
+    history = anthropic_history(2)
+    kwargs: dict[str, Any] = {"model": "claude-sonnet-4-5", "max_tokens": 64, "messages": history}
+    if stream:
+        with client.messages.stream(**kwargs) as events:
+            answer = events.get_final_message()
+    else:
+        answer = client.messages.create(**kwargs)
+    assert [b.text for b in answer.content if b.type == "text"] == ["ok"]
+    [sent] = stack.sent("/v1/messages")
+    assert sent["model"] == "claude-sonnet-4-5" and sent["max_tokens"] == 64
+    assert sent["messages"][:2] == history[:2]
+    for i in (2, 4):
+        shown = sent["messages"][i]["content"][0]["content"]
+        assert shown.startswith("[toolbudget] Output of Bash was too large")
+        path = _spilled(shown)
+        assert stack.root in path.parents
+        assert path.read_text() == history[i]["content"][0]["content"]
+    [session] = _sessions(stack.root)
+    reported = answer.usage.model_dump(exclude_none=True)
+    assert _meta_usage(session) == reported
+    assert reported["input_tokens"] > 0
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
+def test_openai_chat_sdk_sends_the_request_copy_and_reads_the_answer(
+    stack: Stack, stream: bool
+) -> None:
+    """A Chat Completions client's big tool message reaches the upstream as an envelope; the
+    client reads the answer; the usage (the stream's last chunk with include_usage) is kept."""
+    import openai
+
+    client = openai.OpenAI(base_url=f"{stack.url}/v1", api_key="sk-test", max_retries=0)
+    call = {"id": "c1", "type": "function", "function": {"name": "sh", "arguments": "{}"}}
+    history: Any = [
+        {"role": "system", "content": "You run commands."},
+        {"role": "user", "content": "List it."},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": big(150, "chat")},
+    ]
+    if stream:
+        chunks = list(
+            client.chat.completions.create(
+                model="gpt-4o",
+                messages=history,
+                stream=True,
+                stream_options={"include_usage": True},
+            )
+        )
+        text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        usage = chunks[-1].usage
+    else:
+        done = client.chat.completions.create(model="gpt-4o", messages=history)
+        text, usage = done.choices[0].message.content or "", done.usage
+    assert text == "ok" and usage is not None
+    [sent] = stack.sent("/v1/chat/completions")
+    assert sent["messages"][:3] == history[:3]
+    shown = sent["messages"][3]["content"]
+    assert shown.startswith("[toolbudget] Output of sh was too large")
+    assert _spilled(shown).read_text() == history[3]["content"]
+    [session] = _sessions(stack.root)
+    assert _meta_usage(session) == usage.model_dump(exclude_none=True)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
+def test_openai_responses_sdk_sends_the_request_copy_and_reads_the_answer(
+    stack: Stack, stream: bool
+) -> None:
+    """A Responses client's big function_call_output reaches the upstream as an envelope; the
+    client reads the answer; the usage (``response.completed`` when streamed) is kept."""
+    import openai
+
+    client = openai.OpenAI(base_url=f"{stack.url}/v1", api_key="sk-test", max_retries=0)
+    items: Any = [
+        {"role": "user", "content": "List it."},
+        {"type": "function_call", "call_id": "f1", "name": "shell", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "f1", "output": big(150, "resp")},
+    ]
+    if stream:
+        with client.responses.stream(model="gpt-5", input=items) as events:
+            done: Any = events.get_final_response()
+    else:
+        done = client.responses.create(model="gpt-5", input=items)
+    assert done.output_text == "ok" and done.usage is not None
+    [sent] = stack.sent("/v1/responses")
+    assert sent["input"][:2] == items[:2]
+    shown = sent["input"][2]["output"]
+    assert shown.startswith("[toolbudget] Output of shell was too large")
+    assert _spilled(shown).read_text() == items[2]["output"]
+    [session] = _sessions(stack.root)
+    assert _meta_usage(session) == done.usage.model_dump(exclude_none=True)
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/v1/messages", {"model": "m", "max_tokens": 8, "stream": True}),
+        ("/v1/chat/completions", {"model": "m", "stream": True}),
+        ("/v1/responses", {"model": "m", "stream": True}),
+    ],
+    ids=["anthropic", "chat", "responses"],
+)
+def test_a_streamed_answer_comes_back_byte_for_byte(
+    stack: Stack, path: str, body: dict[str, Any]
+) -> None:
+    """The event stream a client reads through the proxy is, byte for byte, the one the upstream
+    sends (same status and content type), for a request the proxy budgeted."""
+    field = "input" if path.endswith("responses") else "messages"
+    payload = orjson.dumps({**body, field: anthropic_history(1) if field == "messages" else []})
+    if path.endswith("completions"):
+        payload = orjson.dumps({**body, "messages": [{"role": "user", "content": "hi"}]})
+    headers = {"content-type": "application/json", "x-api-key": "k", "anthropic-version": "v"}
+    proxied = httpx.post(stack.url + path, content=payload, headers=headers)
+    # The same request copy sent straight to the stand-in (whose answer depends on the body).
+    [copy] = stack.upstream.bodies(path)
+    direct = httpx.post(stack.upstream_url + path, content=copy, headers=headers)
+    assert proxied.status_code == direct.status_code == 200
+    assert proxied.headers["content-type"] == direct.headers["content-type"]
+    assert proxied.headers["content-type"].startswith("text/event-stream")
+    assert proxied.content == direct.content
+    assert proxied.content.count(b"\n\n") >= 3

@@ -1,0 +1,125 @@
+"""The proxy's pure parts: which session a request belongs to, and reading usage on the side."""
+
+from __future__ import annotations
+
+import gzip
+import itertools
+import json
+import re
+from types import ModuleType
+from typing import Any
+
+import orjson
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tests._ci import require_module
+
+
+def _proxy() -> ModuleType:
+    for name in ("starlette", "uvicorn", "httpx"):
+        require_module(name, extra="proxy")
+    import budget.proxy
+
+    return budget.proxy
+
+
+def test_the_proxy_package_exports_its_pinned_names() -> None:
+    """``budget.proxy.__all__`` is the curated list (a new export updates this pin)."""
+    assert _proxy().__all__ == [
+        "DEFAULT_BUDGET",
+        "SESSION_HEADER",
+        "ProxySettings",
+        "budgeted_api",
+        "create_app",
+        "serve",
+        "session_key",
+    ]
+
+
+_FIRST = {
+    "role": "user",
+    "content": [{"type": "text", "text": "hi", "cache_control": {"type": "ephemeral"}}],
+}
+
+
+def test_claude_codes_session_id_is_read_in_both_shapes_and_qualified_by_the_first_message() -> (
+    None
+):
+    """The legacy ``…_session_<id>`` string and the JSON string name one session; another first
+    message (a subagent) is another session; a moved cache marker changes nothing."""
+    key = _proxy().session_key
+    legacy = {"metadata": {"user_id": "user_abc_account_def_session_5a1e-77"}}
+    modern = {"metadata": {"user_id": json.dumps({"device_id": "d", "session_id": "5a1e-77"})}}
+    unmarked = {"role": "user", "content": [{"type": "text", "text": "hi"}]}
+    a = key("anthropic", {}, legacy, [_FIRST])
+    assert a.startswith("anthropic-cc-5a1e-77-")
+    assert key("anthropic", {}, modern, [unmarked, {"role": "assistant", "content": "x"}]) == a
+    sub = {"role": "user", "content": "Search the repository for X."}
+    assert key("anthropic", {}, modern, [sub]) != a
+
+
+def test_without_an_id_the_session_is_the_hash_of_the_conversations_start() -> None:
+    """System, tools and first message name the session; later messages do not."""
+    key = _proxy().session_key
+    body = {"system": "s", "tools": [{"name": "t"}]}
+    one = key("anthropic", {}, body, [_FIRST])
+    assert key("anthropic", {}, body, [_FIRST, {"role": "assistant", "content": "x"}]) == one
+    assert key("anthropic", {}, {**body, "system": "other"}, [_FIRST]) != one
+    assert key("openai_chat", {}, body, [_FIRST]) != one
+
+
+@given(st.text(min_size=1, max_size=300))
+def test_any_session_header_names_a_directory_inside_the_root(header: str) -> None:
+    """Whatever the header says (``../..``, slashes, NULs), the key is one plain directory name;
+    a plain name is kept as it is."""
+    key = _proxy().session_key("anthropic", {"x-toolbudget-session": header}, {}, [])
+    assert re.fullmatch(r"anthropic-h-[A-Za-z0-9_-][A-Za-z0-9._-]*", key)
+    assert key not in (".", "..") and "/" not in key
+    if re.fullmatch(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}", header):
+        assert key == f"anthropic-h-{header}"
+
+
+def _tap(content_type: str, encoding: str = "", status: int = 200) -> Any:
+    _proxy()
+    from budget.proxy._tap import Tap
+
+    return Tap(content_type, encoding, status)
+
+
+def _anthropic_stream(newline: bytes) -> bytes:
+    start = {"type": "message_start", "message": {"usage": {"input_tokens": 9, "output_tokens": 1}}}
+    delta = {"type": "message_delta", "usage": {"output_tokens": 42}}
+    events = [("message_start", start), ("ping", {"type": "ping"}), ("message_delta", delta)]
+    return b"".join(
+        b"event: " + name.encode() + newline + b"data: " + orjson.dumps(data) + newline + newline
+        for name, data in events
+    )
+
+
+@given(st.sampled_from([b"\n", b"\r\n"]), st.lists(st.integers(0, 400), max_size=8))
+def test_a_streams_usage_is_read_whatever_the_chunks(newline: bytes, cuts: list[int]) -> None:
+    """Anthropic's message_start and message_delta usages merge in order, however the stream is
+    cut into chunks and whichever line ends it uses."""
+    data = _anthropic_stream(newline)
+    tap = _tap("text/event-stream")
+    bounds = sorted({0, len(data), *(c % (len(data) + 1) for c in cuts)})
+    for a, b in itertools.pairwise(bounds):
+        tap.feed(data[a:b])
+    tap.close()
+    assert tap.usage == {"input_tokens": 9, "output_tokens": 42}
+
+
+def test_a_gzipped_json_body_is_read_and_an_unknown_coding_is_not() -> None:
+    """The usage of a gzip-encoded JSON answer is read from a decoded copy; a ``br`` one is
+    left unread, with the reason."""
+    body = gzip.compress(orjson.dumps({"id": "x", "usage": {"prompt_tokens": 3}}))
+    tap = _tap("application/json", "gzip")
+    for i in range(0, len(body), 7):
+        tap.feed(body[i : i + 7])
+    tap.close()
+    assert tap.usage == {"prompt_tokens": 3}
+    brotli = _tap("application/json", "br")
+    brotli.feed(b"\x0b\x02\x80")
+    brotli.close()
+    assert brotli.usage is None and brotli.unreadable == "content-encoding br"
