@@ -14,11 +14,13 @@ from typing import Any
 
 import typer
 
+from budget._typer import FlagCommand
+
 __all__ = ["run_alone"]
 
 
 def run_alone(command: Callable[..., Any], module: str) -> None:
     """Run ``command`` alone on ``sys.argv``, its usage line naming ``python -m <module>``."""
     single = typer.Typer(add_completion=False)
-    single.command()(command)
+    single.command(cls=FlagCommand)(command)
     single(args=sys.argv[1:], prog_name=f"python -m {module}")

@@ -20,7 +20,8 @@ import typer.main
 
 # typer (0.29) vendors click: its group's methods take and return the vendored click's types.
 from typer import _click as click
-from typer.core import TyperGroup
+
+from budget._typer import FlagCommand, FlagGroup
 
 __all__ = ["COMMANDS", "app", "main"]
 
@@ -87,7 +88,7 @@ COMMANDS: dict[str, Callable[[], Callable[..., Any]]] = {
 ``command`` (imported only when looked up, not when this module is)."""
 
 
-class _Commands(TyperGroup):
+class _Commands(FlagGroup):
     """The app's group: its commands come from :data:`COMMANDS`, each loaded when looked up."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
@@ -100,7 +101,7 @@ class _Commands(TyperGroup):
         if load is None:
             return None
         single = typer.Typer(add_completion=False)
-        single.command(cmd_name)(load())
+        single.command(cmd_name, cls=FlagCommand)(load())
         command = typer.main.get_command(single)
         command.name = cmd_name
         return command

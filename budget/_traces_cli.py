@@ -12,6 +12,7 @@ from typing import Annotated, NoReturn
 import typer
 
 from budget._errors import BudgetError
+from budget._typer import FlagGroup
 
 __all__ = ["traces_app"]
 
@@ -22,7 +23,9 @@ def _fail(message: str) -> NoReturn:
 
 
 traces_app = typer.Typer(
-    help="The public recorded traces behind README's headline figure.", no_args_is_help=True
+    cls=FlagGroup,
+    help="The public recorded traces behind README's headline figure.",
+    no_args_is_help=True,
 )
 
 

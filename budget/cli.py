@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import sys
 import time
 from collections.abc import Sequence
@@ -19,6 +18,7 @@ from budget._config import config_reading
 from budget._errors import BudgetError
 from budget._readback import ReadBack
 from budget._traces_cli import traces_app
+from budget._typer import FlagGroup, duration
 from spill import gc_sessions
 from spill._readonly import ReadOnlyStore
 
@@ -37,6 +37,7 @@ DEFAULT_BENCH_WINDOW = 128_000
 """A ``--window`` under this adds the compacting strategies (by default: each model's window)."""
 
 app = typer.Typer(
+    cls=FlagGroup,
     name="toolbudget",
     help="Keep an LLM agent's tool results inside its context budget, losing nothing.",
     no_args_is_help=True,
@@ -120,31 +121,13 @@ def _write_exactly(text: str) -> None:
     out.buffer.flush()
 
 
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-# ASCII digits only: str.isdigit (and \d without re.ASCII) also accept "²", "③" or "٣", which
-# float() then refuses or reads otherwise. A bare 0 needs no unit: zero is zero in any.
-_DURATION = re.compile(
-    r"(?:(?P<n>[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?P<unit>[smhd])|0+(?:\.0*)?)", re.ASCII
-)
-
-
-def _duration(text: str) -> float:
-    """Seconds in ``text`` (``30m``, ``12h``, ``7d``, ``1.5h``, ``0``), else a usage error."""
-    found = _DURATION.fullmatch(text)
-    if found is None:
-        raise typer.BadParameter(f"{text!r:.80} is not a duration like 30m, 12h or 7d")
-    if found["unit"] is None:
-        return 0.0
-    return float(found["n"]) * _UNITS[found["unit"]]
-
-
 @app.command()
 def gc(
     root: Annotated[Path, typer.Argument(help="The directory holding session directories.")],
     older_than: Annotated[str, typer.Option(help="Age, like 12h or 7d.")] = "7d",
 ) -> None:
     """Remove session directories not used for a while (locked ones are left alone)."""
-    age = _duration(older_than)
+    age = duration(older_than)
     if not root.is_dir():
         # gc_sessions treats a missing root as nothing to do; on the command line it is a typo.
         typer.echo(f"error: no directory at {root}", err=True)

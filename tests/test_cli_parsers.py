@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from budget import Budget, BudgetConfig
 from budget._errors import ConfigError
-from budget.cli import _duration
+from budget._typer import duration as _duration
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -167,3 +167,39 @@ def test_an_integer_setting_from_the_environment_is_checked_as_it_is_read(value:
             BudgetConfig()
     finally:
         del os.environ["TOOLBUDGET_RESULT_CAP"]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--help"],
+        ["bench", "--help"],
+        ["gc", "--help"],
+        ["read", "--help"],
+        ["traces", "fetch", "--help"],
+    ],
+)
+def test_help_screens_show_no_type_beside_a_flag(args: list[str]) -> None:
+    """No help screen of the real entry point shows ``<bool>`` (a flag takes no value), and the
+    options that take one still show their type."""
+    out = _toolbudget(*args, env={"COLUMNS": "120"})
+    assert out.returncode == 0, out.stderr
+    assert "--help" in out.stdout
+    assert "<bool>" not in out.stdout
+    if args[0] == "bench":
+        assert "<path>" in out.stdout and "--wide" in out.stdout
+
+
+def test_benchmark_help_screens_show_no_type_beside_a_flag() -> None:
+    """``python -m benchmarks`` and a benchmark run alone show no ``<bool>`` either."""
+    for module, extra in (("benchmarks", ["perf"]), ("benchmarks.soak", [])):
+        out = subprocess.run(
+            [sys.executable, "-m", module, *extra, "--help"],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "120"},
+            timeout=120,
+        )
+        assert out.returncode == 0, out.stderr
+        assert "<bool>" not in out.stdout
+        assert "--help" in out.stdout
