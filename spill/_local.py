@@ -94,6 +94,12 @@ class LocalStore(StoreBase):
         quota_bytes: the most bytes of bodies the session may hold (None: no limit).
         fsync: fsync bodies, the log and directories (turn off only for throwaway sessions).
         lock_timeout: seconds to wait for another holder of the session to close it.
+        defer_log_sync: :meth:`append_log` writes its records (a killed process loses none of
+            them: the kernel holds them) but leaves their fsync (what a power loss or an OS
+            crash could take) to the next :meth:`sync_log`, the next append or :meth:`close`.
+            Bodies are fsync'd before ``put`` returns either way, so a logged decision never
+            points to a body a crash could lose. For a caller that syncs off its request path
+            (``toolbudget proxy``: while the upstream answers).
     """
 
     _pack_min: ClassVar[int] = PACK_MIN
@@ -106,6 +112,7 @@ class LocalStore(StoreBase):
         quota_bytes: int | None = DEFAULT_QUOTA_BYTES,
         fsync: bool = True,
         lock_timeout: float = 0.0,
+        defer_log_sync: bool = False,
     ) -> None:
         raw = checked_path(path, "session path")
         check_quota(quota_bytes)
@@ -119,6 +126,9 @@ class LocalStore(StoreBase):
             )
         self._mutex = threading.Lock()
         self._closed = True
+        self._defer_log_sync = bool(defer_log_sync)
+        self._log_unsynced = False
+        """Whether an append's records are written but not fsync'd yet (``defer_log_sync``)."""
         self._dir = SessionDir(os.path.abspath(raw), bool(fsync))
         self._bodies = Bodies(self._dir, quota_bytes, self._pack_min)
         try:
@@ -309,10 +319,27 @@ class LocalStore(StoreBase):
                 if size and _fs.read(self._dir.log_fd, size - 1, 1) != b"\n":
                     payload = b"\n" + payload
                 _fs.write(self._dir.log_fd, payload)
-                if self._dir.fsync:
+                if self._dir.fsync and self._defer_log_sync:
+                    self._log_unsynced = True
+                elif self._dir.fsync:
                     _fs.fsync(self._dir.log_fd)
             except OSError as exc:
                 raise self._dir.store_error(f"append to {LOG_NAME}", exc) from exc
+
+    def sync_log(self) -> None:
+        """fsync the log if an append left it unsynced (``defer_log_sync``); else nothing."""
+        with self._mutex:
+            self._check_open()
+            self._sync_log()
+
+    def _sync_log(self) -> None:
+        if not self._log_unsynced:
+            return
+        try:
+            _fs.fsync(self._dir.log_fd)
+        except OSError as exc:
+            raise self._dir.store_error(f"fsync {LOG_NAME}", exc) from exc
+        self._log_unsynced = False
 
     def read_log(self) -> list[LogRecord]:
         """Every valid log record in order, read in one pass without touching any body."""
@@ -391,7 +418,10 @@ class LocalStore(StoreBase):
             if self._closed:
                 return
             self._closed = True
-            error = self._dir.close_fds()
+            try:
+                self._sync_log()
+            finally:
+                error = self._dir.close_fds()
         if error is not None:
             raise self._dir.store_error("close the session", error) from error
         events().debug("toolbudget.spill.closed", path=self._dir.path)

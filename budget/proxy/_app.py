@@ -225,6 +225,10 @@ class Proxy:
     ) -> Response:
         assert self.client is not None, "the proxy's lifespan has not started"
         req = self.client.build_request(method, url, headers=headers, content=content)
+        if slot is not None:
+            # The log's fsync runs while the request goes upstream, never before it.
+            slot.busy += 1
+            self._spawn(self._sync(slot))
         try:
             resp = await self.client.send(req, stream=True)
         except BaseException as exc:
@@ -298,9 +302,8 @@ class Proxy:
         if tap.usage is not None and usage is None:
             self._log.info("toolbudget.proxy.usage_unread", session=slot.key, reason="not a usage")
         if usage is not None:
-            slot.usage = usage  # the next request's, at once; saved in the background
-            slot.busy += 1
-            self._spawn(self._save_usage(slot, usage))
+            slot.usage = usage  # the next request's, at once
+            await to_thread.run_sync(self.pool.save_usage, slot, usage)
         elif status in _OVERFLOW_STATUSES and is_context_overflow(tap.error_body):
             async with slot.lock:
                 try:
@@ -313,16 +316,23 @@ class Proxy:
                     )
             self._log.warning("toolbudget.proxy.overflow", session=slot.key)
 
-    async def _save_usage(self, slot: Slot, usage: Mapping[str, Any]) -> None:
+    async def _sync(self, slot: Slot) -> None:
+        """fsync what the request just forwarded logged (the durability note of
+        :mod:`budget.proxy._pool`); a failure is an event, the next request retries it."""
         try:
-            await self.pool.save_usage(slot, usage)
+            await to_thread.run_sync(slot.sync)
+        except (BudgetError, OSError) as exc:
+            self._log.error(
+                "toolbudget.proxy.sync_failed", session=slot.key, error=type(exc).__name__
+            )
         finally:
             self.pool.release(slot)
 
-    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return task
 
 
 def _parse(
@@ -345,7 +355,11 @@ def _parse(
 def _copy(
     slot: Slot, api: Api, body: dict[str, Any], history: list[Any], raw: bytes, now: float
 ) -> tuple[bytes, Report]:
-    """The body to send for ``history`` (its request copy in place) and the prepare's report."""
+    """The body to send for ``history`` (its request copy in place) and the prepare's report.
+
+    The last request's decisions are made durable first (done already, unless its fsync is
+    still running or failed): nothing is decided upon a decision a power loss could take."""
+    slot.sync()
     prepared = slot.budget.prepare(history, usage=slot.usage, now=now)
     copy = prepared.messages
     if len(copy) == len(history) and all(a is b for a, b in zip(copy, history, strict=True)):

@@ -2,9 +2,19 @@
 
 Each session has an asyncio lock: its requests are prepared one at a time (the decisions of one
 conversation are made in order), while other sessions' run in worker threads beside them. The
-usage the last response reported is kept for the session's next request, in memory and in the
-session's metadata (``proxy_usage``), so a restarted proxy feeds the next request the same
-usage an uninterrupted one would (issue 33: a restart gives the same copies).
+usage the last response reported is kept for the session's next request, in memory and in a
+sidecar of the session directory (``proxy_usage.json``), so a restarted proxy feeds the next
+request the same usage an uninterrupted one would (issue 33: a restart gives the same copies).
+
+Durability: a session's store writes each request's decisions to its log before ``prepare``
+returns (a killed proxy loses none: the kernel holds them), and the proxy fsyncs the log while
+the upstream answers (:meth:`Slot.sync`, started as the request is forwarded), not before
+forwarding: a request never waits for a disk flush. The session's next request is prepared only
+once that fsync is done, so no decision is built upon before it is durable. What a power loss
+or an OS crash in those milliseconds can take is the last request's decisions (that request is
+decided afresh on resume), never a body a logged decision points to: bodies are fsync'd before
+their decision is written, as in the library. The usage sidecar is written, not fsync'd, before
+the response's last byte reaches the agent: after a power loss a torn one is read as no usage.
 
 Sessions idle for ``idle_close_s`` are closed (their lock released, so ``toolbudget gc`` can
 collect them) when others are opened; at most ``max_open`` stay open.
@@ -20,12 +30,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+import orjson
 from anyio import to_thread
 
 from budget import Budget
 from budget._config import BudgetConfig
 from budget._errors import BudgetError, ConfigError
 from budget._log import get_logger
+from spill import LocalStore
 
 __all__ = ["Pool", "Slot"]
 
@@ -34,7 +46,10 @@ LOCK_WAIT_S: Final = 0.5
 idle session to finish, short enough that a session another process holds (a second proxy on
 the same root) costs its requests half a second before they pass through unbudgeted."""
 USAGE_META: Final = "proxy_usage"
-"""The session metadata key holding the last response's usage."""
+"""The session metadata key a proxy before the usage sidecar kept the last usage in (read when
+there is no sidecar, so a session it left resumes the same)."""
+USAGE_SIDECAR: Final = "proxy_usage.json"
+"""The sidecar holding the last response's usage."""
 
 
 @dataclass(eq=False)
@@ -43,11 +58,17 @@ class Slot:
 
     key: str
     budget: Budget
+    store: LocalStore
+    """The session's store (``budget.store``), its log's fsyncs deferred (see :func:`_open`)."""
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     usage: Mapping[str, Any] | None = None
     used_at: float = field(default_factory=time.monotonic)
     busy: int = 0
     """Requests of this session in flight (a busy session is never closed)."""
+
+    def sync(self) -> None:
+        """fsync what the session's requests logged and did not sync yet (in a worker thread)."""
+        self.store.sync_log()
 
 
 class Pool:
@@ -94,10 +115,8 @@ class Pool:
             if slot is None:
                 config = self._config(model)
                 path = self.root / key
-                budget = await to_thread.run_sync(
-                    lambda: Budget.open(path, config, format=fmt, lock_timeout=LOCK_WAIT_S)
-                )
-                slot = Slot(key, budget, usage=_saved_usage(budget))
+                budget, store = await to_thread.run_sync(_open, path, config, fmt)
+                slot = Slot(key, budget, store, usage=_saved_usage(store))
                 self._slots[key] = slot
                 await self._close_idle()
         self._opening.pop(key, None)
@@ -110,16 +129,18 @@ class Pool:
         slot.busy -= 1
         slot.used_at = time.monotonic()
 
-    async def save_usage(self, slot: Slot, usage: Mapping[str, Any]) -> None:
-        """Keep ``usage`` for the session's next request, in memory and in its metadata."""
+    def save_usage(self, slot: Slot, usage: Mapping[str, Any]) -> None:
+        """Keep ``usage`` for the session's next request, in memory and in its sidecar.
+
+        In the event loop: a write and a rename of a few hundred bytes, no fsync (the module's
+        durability note), cheaper than a hop to a worker thread."""
         slot.usage = dict(usage)
-        async with slot.lock:
-            try:
-                await to_thread.run_sync(_write_usage, slot.budget, slot.usage)
-            except (BudgetError, OSError) as exc:
-                self._log.error(
-                    "toolbudget.proxy.usage_not_saved", session=slot.key, error=type(exc).__name__
-                )
+        try:
+            slot.store.write_sidecar(USAGE_SIDECAR, orjson.dumps(slot.usage))
+        except (BudgetError, OSError) as exc:
+            self._log.error(
+                "toolbudget.proxy.usage_not_saved", session=slot.key, error=type(exc).__name__
+            )
 
     async def _close_idle(self) -> None:
         now = time.monotonic()
@@ -152,18 +173,31 @@ class Pool:
         return len(self._slots)
 
 
-def _saved_usage(budget: Budget) -> dict[str, Any] | None:
+def _open(path: Path, config: BudgetConfig, fmt: str) -> tuple[Budget, LocalStore]:
+    """The session at ``path`` and its store, whose log's fsyncs are left to :meth:`Slot.sync`
+    (the module's note)."""
+    store = LocalStore(
+        path,
+        quota_bytes=config.quota_bytes,
+        fsync=config.fsync,
+        lock_timeout=LOCK_WAIT_S,
+        defer_log_sync=True,
+    )
     try:
-        saved = budget.store.read_meta().get(USAGE_META)
-    except (BudgetError, OSError):
-        return None
+        return Budget(store, config, format=fmt), store
+    except BaseException:
+        store.close()
+        raise
+
+
+def _saved_usage(store: LocalStore) -> dict[str, Any] | None:
+    """The usage the session's last response reported, as a proxy saved it; None if unknown."""
+    try:
+        data = store.read_sidecar(USAGE_SIDECAR)
+        saved = orjson.loads(data) if data is not None else store.read_meta().get(USAGE_META)
+    except (BudgetError, OSError, orjson.JSONDecodeError):
+        return None  # a torn sidecar (a power loss before its write reached the disk)
     return saved if isinstance(saved, dict) else None
-
-
-def _write_usage(budget: Budget, usage: Mapping[str, Any]) -> None:
-    meta = budget.store.read_meta()
-    meta[USAGE_META] = dict(usage)
-    budget.store.write_meta(meta)
 
 
 def session_root(root: str | os.PathLike[str]) -> Path:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections.abc import Callable
 
 import uvicorn
@@ -33,6 +34,13 @@ def serve(settings: ProxySettings, *, on_ready: Callable[[int], None] | None = N
         # An agent's connection stays open between turns: keep it as long as the SDKs do.
         timeout_keep_alive=60,
     )
+    config.load()
+    # Everything loaded so far (the interpreter's, starlette's, httpx's and toolbudget's modules,
+    # ~55,000 objects) lives as long as the process: kept out of every garbage collection. A
+    # full collection over them took 30-80 ms and came every ~40 requests of a long conversation
+    # (parsing a 2 MB body allocates thousands of containers), the proxy's p99 (measured with
+    # cProfile and gc.callbacks, issue 33).
+    gc.freeze()
     server = uvicorn.Server(config)
     if on_ready is None:
         server.run()

@@ -12,7 +12,6 @@ import httpx
 import orjson
 import pytest
 
-from spill._readonly import ReadOnlyStore
 from tests.proxy._kit import Stack, anthropic_history, eventually
 from tests.strategies import big
 
@@ -31,11 +30,11 @@ def _sessions(root: Path) -> list[Path]:
 
 
 def _meta_usage(session: Path) -> Any:
-    """The usage the proxy saved in the session's metadata, once it has."""
+    """The usage the proxy saved in the session's usage sidecar, once it has."""
 
     def saved() -> Any:
-        with ReadOnlyStore(session) as store:
-            return store.read_meta().get("proxy_usage")
+        path = session / "proxy_usage.json"
+        return orjson.loads(path.read_bytes()) if path.exists() else None
 
     return eventually(saved)
 

@@ -219,7 +219,6 @@ def test_a_restarted_proxy_feeds_the_next_request_the_usage_the_last_answer_repo
     after the restart is prepared with that usage, as in an uninterrupted library session (the
     usage decides here: it puts the context under pressure)."""
     from benchmarks.standin import Served, StandIn
-    from spill._readonly import ReadOnlyStore
     from tests.proxy._kit import eventually
 
     root = tmp_path / "sessions"
@@ -229,8 +228,8 @@ def test_a_restarted_proxy_feeds_the_next_request_the_usage_the_last_answer_repo
 
     def saved() -> bool:
         sessions = [p for p in root.iterdir() if p.is_dir()]
-        with ReadOnlyStore(sessions[0]) as store:
-            return store.read_meta().get("proxy_usage") == _HEAVY
+        path = sessions[0] / "proxy_usage.json"
+        return path.exists() and orjson.loads(path.read_bytes()) == _HEAVY
 
     with Served(standin.app()) as up:
         for part in (steps[:3], steps[3:]):
@@ -299,3 +298,53 @@ def test_toolbudget_gc_leaves_open_sessions_and_collects_them_once_closed(
     done = CliRunner().invoke(app, ["gc", str(root), "--older-than", "1s"])
     assert "1 session(s) removed" in done.output
     assert not any(p.is_dir() for p in root.iterdir())
+
+
+def test_a_request_goes_upstream_before_its_log_fsync_and_the_next_waits_for_it(
+    kit: Any, tmp_path: Path, monkeypatch: Any
+) -> None:
+    """The decision log's fsync never holds a request back: with it blocked, the request is
+    forwarded and answered (its records already in the file, as a killed proxy would leave
+    them); the session's next request is prepared only once that fsync is done."""
+    import threading
+
+    from spill import _fs
+
+    release, blocked = threading.Event(), threading.Event()
+    real = _fs.fsync
+
+    def fsync(fd: int) -> None:
+        if os.readlink(f"/proc/self/fd/{fd}").endswith("decisions.jsonl"):
+            blocked.set()
+            assert release.wait(20), "the test never released the log's fsync"
+        real(fd)
+
+    monkeypatch.setattr(_fs, "fsync", fsync)
+    history = anthropic_history(2, lines=120)
+    with (
+        kit.Stack(tmp_path / "sessions", budget={**BUDGET, "fsync": True}) as stack,
+        httpx.Client(timeout=30) as client,
+    ):
+        first = client.post(
+            f"{stack.url}/v1/messages", content=_body(history[:3]), headers=_HEADERS
+        )
+        assert first.status_code == 200
+        assert blocked.wait(10) and not release.is_set()
+        assert stack.sent("/v1/messages")[0]["messages"] != history[:3], "not the request copy"
+        (session,) = [p for p in stack.root.iterdir() if p.is_dir()]
+        assert (session / "decisions.jsonl").read_bytes().count(b"\n") >= 2  # decision, request
+        answers: list[int] = []
+        later = threading.Thread(
+            target=lambda: answers.append(
+                client.post(
+                    f"{stack.url}/v1/messages", content=_body(history), headers=_HEADERS
+                ).status_code
+            )
+        )
+        later.start()
+        time.sleep(0.5)
+        assert len(stack.upstream.bodies("/v1/messages")) == 1, "prepared before the fsync"
+        release.set()
+        later.join(30)
+        assert answers == [200]
+        assert len(stack.upstream.bodies("/v1/messages")) == 2

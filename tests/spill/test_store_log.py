@@ -237,3 +237,57 @@ def test_bulk_decoding_never_hides_a_damaged_line(
     if whole is not None:
         assert whole == by_line
     assert decode_log(data, source="test") == by_line
+
+
+def _log_fsyncs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the files fsync'd from now on (``spill._fs.fsync``, the one fsync call)."""
+    import os
+
+    from spill import _fs
+
+    synced: list[str] = []
+    real = _fs.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(os.path.basename(os.readlink(f"/proc/self/fd/{fd}")))
+        real(fd)
+
+    monkeypatch.setattr(_fs, "fsync", fsync)
+    return synced
+
+
+def test_a_deferred_log_sync_writes_at_once_and_fsyncs_at_sync_log_or_close(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With ``defer_log_sync`` an append's records are in the file (another reader sees them,
+    a killed process keeps them) before any fsync; ``sync_log`` fsyncs the log once whatever the
+    appends before it, then nothing until the next append; ``close`` fsyncs what is left."""
+    store = LocalStore(tmp_path / "s", defer_log_sync=True)
+    synced = _log_fsyncs(monkeypatch)
+    store.append_log(RECORDS[:2])
+    store.append_log(RECORDS[2:4])
+    on_disk = decode_log((tmp_path / "s" / "decisions.jsonl").read_bytes(), source="log")
+    assert [r["n"] for r in on_disk] == [0, 1, 2, 3]
+    assert "decisions.jsonl" not in synced
+    store.sync_log()
+    assert synced.count("decisions.jsonl") == 1
+    store.sync_log()
+    assert synced.count("decisions.jsonl") == 1
+    store.append_log(RECORDS[4:])
+    store.close()
+    assert synced.count("decisions.jsonl") == 2
+    with LocalStore(tmp_path / "s") as again:
+        assert [r["n"] for r in again.read_log()] == [0, 1, 2, 3, 4]
+
+
+def test_a_log_sync_is_never_deferred_unless_asked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without ``defer_log_sync`` every append is fsync'd before it returns (the library's
+    ``prepare`` contract), and ``sync_log`` has nothing left to do."""
+    with LocalStore(tmp_path / "s") as store:
+        synced = _log_fsyncs(monkeypatch)
+        store.append_log(RECORDS[:1])
+        assert synced.count("decisions.jsonl") == 1
+        store.sync_log()
+        assert synced.count("decisions.jsonl") == 1
