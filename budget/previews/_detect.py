@@ -47,8 +47,7 @@ SUMMARY: Final = re.compile(
 )
 """Lines that sum a run up: counts of passed and failed, the verdict."""
 
-FAILURE: Final = re.compile(
-    r"^(?:"
+_FAILURE_PLAIN: Final = (
     r"_{3,} .+ _{3,}|E {2,}\S.*|=+ (?:FAILURES|ERRORS) =+"  # pytest
     r"|(?:FAIL|ERROR): \S+.*"  # unittest
     r"|Traceback \(most recent call last\):"
@@ -60,12 +59,33 @@ FAILURE: Final = re.compile(
     r"|\s*● .+|FAIL \S+.*|\s*✕ .+"  # jest
     r"|\s*× .+"  # miette-style reports (uv, pnpm)
     r"|\[ERROR\] .+"  # mvn
-    r"|.+\(\d+,\d+\): error TS\d+: .+|.+:\d+:\d+ - error TS\d+: .+"  # tsc
-    r"|.+?:\d+(?::\d+)?: (?:fatal error|error|warning): .+"  # gcc, clang, javac
-    r"|npm ERR! .+|npm error .+"
-    r")\s*$"
+)
+_FAILURE_TS: Final = r".+\(\d+,\d+\): error TS\d+: .+|.+:\d+:\d+ - error TS\d+: .+"  # tsc
+_FAILURE_CC: Final = r".+?:\d+(?::\d+)?: (?:fatal error|error|warning): .+"  # gcc, clang, javac
+_FAILURE_NPM: Final = r"npm ERR! .+|npm error .+"
+FAILURE: Final = re.compile(
+    rf"^(?:{_FAILURE_PLAIN}|{_FAILURE_TS}|{_FAILURE_CC}|{_FAILURE_NPM})\s*$"
 )
 """Lines that start or name one failure, error or warning."""
+
+_FAILURE_CHEAP: Final = re.compile(rf"^(?:{_FAILURE_PLAIN}|{_FAILURE_NPM})\s*$")
+_FAILURE_TS_RE: Final = re.compile(rf"^(?:{_FAILURE_TS})\s*$")
+_FAILURE_CC_RE: Final = re.compile(rf"^(?:{_FAILURE_CC})\s*$")
+""":data:`FAILURE` in three parts, the same lines in all (a line matches an alternation followed
+by ``\\s*$`` exactly when it matches one alternative followed by it): the tsc and compiler forms
+start with ``.+`` and backtrack over the whole line, so they are tried only on the lines holding
+the words each one requires (``error TS``; ``: error: ``, ``: warning: `` or ``: fatal error: ``)."""
+_CC_WORDS: Final = (": error: ", ": warning: ", ": fatal error: ")
+
+
+def _is_failure(line: str) -> bool:
+    """:data:`FAILURE`'s verdict on ``line`` (it holds no newline), its costly forms gated."""
+    if _FAILURE_CHEAP.match(line) is not None:
+        return True
+    if "error TS" in line and _FAILURE_TS_RE.match(line) is not None:
+        return True
+    return any(w in line for w in _CC_WORDS) and _FAILURE_CC_RE.match(line) is not None
+
 
 _KEYWORDS: Final = (
     "err",
@@ -185,7 +205,7 @@ def marks(text: str, *, stop: int | None = None) -> tuple[list[int], list[int]]:
         line = line[:MAX_MARK_CHARS]
         if SUMMARY.match(line):
             summary.append(line_no)
-        elif FAILURE.match(line):
+        elif _is_failure(line):
             failures.append(line_no)
         else:
             continue
@@ -237,8 +257,12 @@ def _is_table(lines: Sequence[str]) -> bool:
     if _delimited(rows, "\t") or (_delimited(rows, ",") and rows[0].count(",") >= 2):
         return True
     # Aligned columns (``ls -l``, ``ps``, ``docker ps``): the same number of wide gaps per line.
-    gaps = [len(_ALIGNED.findall(row.strip())) for row in rows]
-    return gaps[0] >= 2 and sum(1 for g in gaps if g == gaps[0]) >= SHARE * len(rows)
+    first = len(_ALIGNED.findall(rows[0].strip()))
+    if first < 2:  # decided by the first row: the others are not scanned
+        return False
+    return sum(1 for row in rows if len(_ALIGNED.findall(row.strip())) == first) >= SHARE * len(
+        rows
+    )
 
 
 ERROR_EVIDENCE: Final = 2
