@@ -75,7 +75,6 @@ _FAILURE_CC_RE: Final = re.compile(rf"^(?:{_FAILURE_CC})\s*$")
 by ``\\s*$`` exactly when it matches one alternative followed by it): the tsc and compiler forms
 start with ``.+`` and backtrack over the whole line, so they are tried only on the lines holding
 the words each one requires (``error TS``; ``: error: ``, ``: warning: `` or ``: fatal error: ``)."""
-_CC_WORDS: Final = (": error: ", ": warning: ", ": fatal error: ")
 
 
 def _is_failure(line: str) -> bool:
@@ -84,7 +83,9 @@ def _is_failure(line: str) -> bool:
         return True
     if "error TS" in line and _FAILURE_TS_RE.match(line) is not None:
         return True
-    return any(w in line for w in _CC_WORDS) and _FAILURE_CC_RE.match(line) is not None
+    return (
+        ": error: " in line or ": warning: " in line or ": fatal error: " in line
+    ) and _FAILURE_CC_RE.match(line) is not None
 
 
 _KEYWORDS: Final = (
@@ -176,9 +177,10 @@ def _candidates(text: str) -> list[int]:
     if len(low) != len(text):
         # A few characters lowercase to two (``İ``): offsets would drift, so every line is one.
         return [0, *(i + 1 for i, c in enumerate(text) if c == "\n")]
+    lines = text.count("\n") + 1
     low = "\n" + low  # so that the line-start words match on the first line too
     starts: set[int] = set()
-    for word in _KEYWORDS:
+    for n, word in enumerate(_KEYWORDS):
         at = low.find(word)
         while at >= 0:
             # ``low`` is shifted by one: ``at`` in it is ``at - 1`` in ``text``.
@@ -187,7 +189,24 @@ def _candidates(text: str) -> list[int]:
             if nl < 0:
                 break
             at = low.find(word, nl if word[0] == "\n" else nl + 1)
+        if 2 * len(starts) > lines and n + 1 < len(_KEYWORDS):
+            # Most lines hold a word (a log of failures): each word's scan costs a few calls
+            # a line, so the other lines are tested against the words left instead.
+            _lines_holding(low[1:], _KEYWORDS[n + 1 :], starts)
+            break
     return sorted(starts)
+
+
+def _lines_holding(low: str, words: Sequence[str], starts: set[int]) -> None:
+    """Add to ``starts`` the start of each line of ``low`` not in it that holds one of ``words``
+    (one starting with a newline: a line starting with the rest)."""
+    inner = tuple(w for w in words if w[0] != "\n")
+    leading = tuple(w[1:] for w in words if w[0] == "\n")
+    at = 0
+    for line in low.split("\n"):
+        if at not in starts and (line.startswith(leading) or any(w in line for w in inner)):
+            starts.add(at)
+        at += len(line) + 1
 
 
 def marks(text: str, *, stop: int | None = None) -> tuple[list[int], list[int]]:
@@ -230,7 +249,10 @@ def _is_ndjson(lines: Sequence[str]) -> bool:
 
 
 def _is_diff(text: str) -> bool:
-    return _DIFF_START.search(text) is not None and _HUNK.search(text) is not None
+    # Every hunk header holds "@@ -": without one, neither pattern scans the text.
+    return (
+        "@@ -" in text and _DIFF_START.search(text) is not None and _HUNK.search(text) is not None
+    )
 
 
 def _delimited(rows: Sequence[str], sep: str) -> bool:
@@ -270,11 +292,24 @@ ERROR_EVIDENCE: Final = 2
 ``FAIL``, one ``warning:`` in a long log) is too weak a sign to move its head out of the preview."""
 
 
+def _numbered(lines: Sequence[str]) -> bool:
+    """Whether at least :data:`SHARE` of the first :data:`SAMPLE_ROWS` lines are numbered (a
+    file read); stops once the lines not numbered are too many for that."""
+    rows = min(len(lines), SAMPLE_ROWS)
+    need = SHARE * rows
+    misses = 0
+    for line in lines[:SAMPLE_ROWS]:
+        if not _NUMBERED.match(line):
+            misses += 1
+            if rows - misses < need:
+                return False
+    return rows - misses >= need
+
+
 def classify(text: str, lines: Sequence[str], *, whole: str | None = None) -> tuple[Shape, Any]:
     """(the shape of ``text``'s preview, its JSON value when the shape is ``json``); ``text``
     may be the windows of a longer ``whole`` (the JSON check reads the whole document)."""
-    numbered = sum(1 for line in lines[:SAMPLE_ROWS] if _NUMBERED.match(line))
-    if numbered >= SHARE * min(len(lines), SAMPLE_ROWS) and not _tsv(lines):
+    if _numbered(lines) and not _tsv(lines):
         return "head_tail", None
     if _is_diff(text):
         return "diff", None

@@ -19,16 +19,20 @@ from budget._envelope import envelope, preview_shape
 from budget.previews import Earlier, apply_delta, line_delta, shape_preview, skeleton_text
 from budget.previews._detect import (
     _ALIGNED,
+    _KEYWORDS,
     _MD_SEP,
+    _NUMBERED,
     FAILURE,
     MAX_MARK_CHARS,
     MIN_LINES,
     SAMPLE_ROWS,
     SHARE,
     SUMMARY,
+    _candidates,
     _delimited,
     _is_failure,
     _is_table,
+    _numbered,
     marks,
 )
 from budget.previews._json import LADDER
@@ -206,6 +210,42 @@ def test_the_gated_failure_check_agrees_with_the_pattern(line: str) -> None:
     gives the verdict of the one ``FAILURE`` pattern on every newline-free line."""
     line = line.replace("\n", " ")
     assert _is_failure(line) == (FAILURE.match(line) is not None)
+
+
+def _lines_with_a_keyword(text: str) -> list[int]:
+    """The start of every line holding a keyword (one starting with a newline: a line starting
+    with its rest), each line tested against every word."""
+    out, at = [], 0
+    for line in text.lower().split("\n"):
+        if any(line.startswith(w[1:]) if w[0] == "\n" else w in line for w in _KEYWORDS):
+            out.append(at)
+        at += len(line) + 1
+    return out
+
+
+@settings(max_examples=400)
+@given(
+    st.lists(
+        st.sampled_from(
+            ["error x", "FAILED y", "warn", "=== 1 passed ===", "e  x", "ok \tpkg", "plain", ""]
+        )
+        | st.text(alphabet="aeflnorw \t=", max_size=12),
+        max_size=80,
+    ).map("\n".join)
+)
+def test_the_keyword_lines_are_found_alike_in_dense_and_sparse_logs(text: str) -> None:
+    """The keyword scan, which tests the remaining lines one by one once most lines hold a word,
+    finds exactly the lines holding a keyword."""
+    assert _candidates(text) == _lines_with_a_keyword(text)
+
+
+@settings(max_examples=300)
+@given(st.lists(st.sampled_from(["  12\tx", "3: y", "7| z", "x", "", "12→ a"]), max_size=260))
+def test_the_numbered_check_stops_only_when_decided(lines: list[str]) -> None:
+    """The numbered-read check, which stops once too many lines are not numbered, decides as
+    counting every sampled line does."""
+    numbered = sum(1 for line in lines[:SAMPLE_ROWS] if _NUMBERED.match(line))
+    assert _numbered(lines) == (numbered >= SHARE * min(len(lines), SAMPLE_ROWS))
 
 
 def _table_counting_every_row(lines: list[str]) -> bool:
