@@ -98,6 +98,7 @@ _KEYWORDS: Final = (
     "traceback",
     "panic",
     "ran ",
+    "test:",
     "tests:",
     "test suites:",
     "tests run:",
@@ -112,13 +113,13 @@ _KEYWORDS: Final = (
     "×",
     "\n=",
     "\ne  ",
-    "\nok ",
-    "\nok\t",
+    "\nok",
 )
 """Lowercased words of which every :data:`SUMMARY` or :data:`FAILURE` line holds one (checked
 alternative by alternative; those starting with a newline stand for a line starting so: every
-pytest summary starts with ``=``): only the lines holding one are matched against the patterns,
-so a long log costs a few C-speed ``str.find`` scans rather than two regex matches a line."""
+pytest summary starts with ``=``, and go's ``ok`` with any whitespace after it that ``\\s``
+matches): only the lines holding one are matched against the patterns, so a long log costs a
+few C-speed ``str.find`` scans rather than two regex matches a line."""
 MAX_MARK_CHARS: Final = 1_000
 """A line is matched against the patterns by its first this-many characters (a summary or a
 failure says what it is at its start; a megabyte on one line must not cost a megabyte scan)."""
@@ -235,12 +236,15 @@ def marks(text: str, *, stop: int | None = None) -> tuple[list[int], list[int]]:
 
 def _is_ndjson(lines: Sequence[str]) -> bool:
     sample = [*lines[:SAMPLE_ROWS], *lines[SAMPLE_ROWS:][-SAMPLE_ROWS // 4 :]]
-    rows = [line for line in sample if line.strip()]
+    rows = []
+    for line in sample:
+        if line.strip():
+            if line.lstrip()[:1] not in ("{", "["):
+                return False  # a row that is no JSON decides before any row is parsed
+            rows.append(line)
     if len(rows) < 2:
         return False
     for line in rows:
-        if line.lstrip()[:1] not in ("{", "["):
-            return False
         try:
             json.loads(line)
         except (ValueError, RecursionError):  # RecursionError: nested deeper than Python goes
@@ -256,11 +260,10 @@ def _is_diff(text: str) -> bool:
 
 
 def _delimited(rows: Sequence[str], sep: str) -> bool:
-    counts = [row.count(sep) for row in rows]
-    first = counts[0]
-    if first < 1:
+    first = rows[0].count(sep)
+    if first < 1:  # decided by the first row: the others are not counted
         return False
-    return sum(1 for c in counts if c == first) >= SHARE * len(rows)
+    return sum(1 for row in rows if row.count(sep) == first) >= SHARE * len(rows)
 
 
 def _tsv(lines: Sequence[str]) -> bool:

@@ -172,7 +172,11 @@ def _marks_by_brute_force(text: str) -> tuple[list[int], list[int]]:
 @given(
     st.lists(
         st.one_of(
-            LINE_KINDS, st.text(max_size=60), st.sampled_from(["İ", "ok\tpkg\t0.1s", "E  x"])
+            LINE_KINDS,
+            st.text(max_size=60),
+            st.sampled_from(
+                ["İ", "ok\tpkg\t0.1s", "ok\x0cpkg 0.1s", "Test: 1 passed, 1 total", "E  x"]
+            ),
         ),
         max_size=60,
     ).map("\n".join)
