@@ -128,8 +128,19 @@ class Passes:
         overflowing = self._tally.overflows > 0
         messages, k, reported = turn.messages, turn.k, turn.reported
         frozen = self._group_frozen_chars(turn.fresh)
+        # Without a cache (the usage shows none) no result is too small to trim as it ages.
+        cfg = self.config
+        regime = prices_for(
+            self._tally.observed,
+            write=cfg.cache_write_price,
+            read=cfg.cache_read_price,
+            ttl_s=cfg.cache_ttl_s,
+        ).regime
         eligible, reclaim = self._candidates.eligible(
-            self._history.current_round(), overflowing=overflowing, retry=turn.retry
+            self._history.current_round(),
+            overflowing=overflowing,
+            retry=turn.retry,
+            floored=regime != "uncached",
         )
         # Messages before ``k`` as the previous request showed them, the rest as their frozen
         # decisions show them: the same figure whether the session went on or was resumed.

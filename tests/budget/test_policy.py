@@ -387,6 +387,30 @@ def test_a_session_without_cache_reads_trims_results_as_they_age(tmp_path: Path)
     assert sum(r.staleness_cost is not None and r.staleness_cost.choice == "wait" for r in warm) > 3
 
 
+def _drive_small(usage: dict[str, int], path: Path) -> list[Any]:
+    """``_drive`` on 14 rounds of 1,900-character results: under the 2,000-character floor."""
+    history = _rounds(14, 1_900)
+    reports = []
+    with Budget.open(path, {"fsync": False}) as session:
+        for end in range(3, len(history) + 1, 2):
+            answered = {**usage, "output_tokens": end}
+            reports.append(session.prepare(history[:end], usage=answered, now=5.0 * end).report)
+    return reports
+
+
+def test_without_a_cache_results_under_the_floor_are_trimmed_as_they_age(tmp_path: Path) -> None:
+    """The stale floor spares a cache re-write for little: with no cache there is none, so once
+    the usage shows no cache the 1,900-character results are trimmed as they age (no_cache);
+    the same session reading its cache never trims one (all under the floor)."""
+    uncached = _drive_small({"input_tokens": 5_000}, tmp_path / "none")
+    ran = [r for r in uncached if r.staleness_ran]
+    assert ran and {r.staleness_reason for r in ran} == {"no_cache"}
+    assert sum(r.trimmed_now for r in ran) >= 3
+    cached = _drive_small({"input_tokens": 10, "cache_read_input_tokens": 5_000}, tmp_path / "c")
+    assert not any(r.staleness_ran for r in cached)
+    assert all(r.staleness_cost is None or r.staleness_cost.reclaim_tokens == 0 for r in cached)
+
+
 def test_every_priced_decision_carries_its_two_costs(tmp_path: Path) -> None:
     """A priced spill and a priced keep say what they compared; a ceiling spill and an explicit
     cap carry no price (a hard limit decided them)."""
