@@ -101,7 +101,7 @@ def test_the_agents_own_tool_opening_the_spilled_file_is_a_readback(tmp_path: Pa
         assert decision is not None and decision.kind == "spilled" and decision.ref is not None
         path = session.store.path_of(decision.ref)
         assert path is not None and path in (decision.text or "")
-        history = history + [_call("c2", "Bash", {"command": f"cat {path}"}), _result("c2", BIG)]
+        history = [*history, _call("c2", "Bash", {"command": f"cat {path}"}), _result("c2", BIG)]
         session.prepare(history, now=2.0)
     finally:
         session.close()
@@ -121,7 +121,7 @@ def test_the_read_tool_naming_the_ref_is_a_readback_and_other_hex_is_not(tmp_pat
     reopened = Budget.open(tmp_path / "s")
     try:
         history = _spilled_history() + follow[0] + follow[1]
-        history = history + [_call("c4", "Bash", {"command": "ls"}), _result("c4", "a b")]
+        history = [*history, _call("c4", "Bash", {"command": "ls"}), _result("c4", "a b")]
         reopened.prepare(history, now=9.0)
     finally:
         reopened.close()
@@ -134,14 +134,14 @@ def test_a_noted_readback_counts_and_survives_a_restart(tmp_path: Path) -> None:
     session = _run(tmp_path / "s", [])
     try:
         session.note_readback()
-        history = _spilled_history() + [_call("c2", "Bash", {"command": "ls"}), _result("c2", "")]
+        history = [*_spilled_history(), _call("c2", "Bash", {"command": "ls"}), _result("c2", "")]
         session.prepare(history, now=2.0)
     finally:
         session.close()
     assert _readbacks(tmp_path / "s") == [0, 1]
     reopened = Budget.open(tmp_path / "s")
     try:
-        history = history + [_call("c3", "Bash", {"command": "pwd"}), _result("c3", "/")]
+        history = [*history, _call("c3", "Bash", {"command": "pwd"}), _result("c3", "/")]
         reopened.prepare(history, now=3.0)
     finally:
         reopened.close()
