@@ -136,6 +136,17 @@ class Journal:
         ]
         return [{"t": "void", "ids": void}, *again] if void else again
 
+    def _hold_tail(self, unclosed: list[dict[str, Any]]) -> None:
+        """Keep the records after the last closing one for the next append to settle."""
+        # A failed proactive compaction logs its count after its request's record, and a
+        # calibration record is a fact about a response: neither is a request a crash cut off
+        # (both restored from the whole log), so neither is a dropped tail.
+        dropped = [r for r in unclosed if not any(r.get("t") == kind for kind in FACTS)]
+        if dropped:
+            self._log.warning("toolbudget.log.tail_dropped", records=len(dropped))
+        if unclosed:
+            self._tail = unclosed
+
     def restore(self, ledger: Ledger, compactor: Compactor, model: str | None) -> Resumed:
         """Read the log once: restore ``ledger`` and ``compactor`` from it, and return the rest."""
         # A request's records count once its own record closes them (every append ends with a
@@ -150,14 +161,7 @@ class Journal:
                 self._seq = seq
                 break
         records, decisions, unclosed = split_log(log)
-        # A failed proactive compaction logs its count after its request's record, and a
-        # calibration record is a fact about a response: neither is a request a crash cut off
-        # (both restored from the whole log), so neither is a dropped tail.
-        dropped = [r for r in unclosed if not any(r.get("t") == kind for kind in FACTS)]
-        if dropped:
-            self._log.warning("toolbudget.log.tail_dropped", records=len(dropped))
-        if unclosed:
-            self._tail = unclosed
+        self._hold_tail(unclosed)
         # The whole log, tail included: a calibration record is a fact about a response that
         # came, never withdrawn, and closed by whatever request follows (as in the live session).
         calibration, bad = restore(log, model)
