@@ -16,11 +16,13 @@ How things are timed, so the figures can be read on a shared machine:
 
 Run from the repository root::
 
-    python -m benchmarks perf [--quick] [--json FILE] [--traces DIR] [--dir DIR]
+    python -m benchmarks perf [--quick] [--json FILE] [--traces DIR] [--dir DIR] [--base DIR]
 
 ``--quick`` runs every benchmark at reduced sizes (under a minute) for smoke use; its figures are
 noisier and some are below the sizes the targets name. ``--dir`` picks the filesystem the disk
-benchmarks use (default: the system temporary directory).
+benchmarks use (default: the system temporary directory). ``--base`` names another checkout (a
+base commit's ``git worktree``) to time ``prepare`` +1 round against, interleaved
+(:mod:`benchmarks.perf_base`).
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
+from benchmarks import perf_base
 from budget import Budget, Prepared
 from budget._envelope import envelope
 from budget.previews import PREVIEW_VERSION
@@ -52,6 +55,7 @@ from spill import LocalStore, ref_for
 __all__ = [
     "Figure",
     "Sizes",
+    "bench_against_base",
     "bench_batch_spill",
     "bench_langchain",
     "bench_memory",
@@ -373,6 +377,37 @@ def bench_prepare_scaling(
         )
     )
     return figures
+
+
+def bench_against_base(
+    base: Path, rounds: int = 800, requests: int = 120, result_chars: int = 8_000
+) -> Figure:
+    """``prepare()`` +1 round of this checkout against another (``base``), each in a worker
+    process, interleaved: the figure is issue 30's (within 1.2x of the base commit)."""
+    t = perf_base.measure(base, rounds, requests, result_chars)
+    return Figure(
+        name=f"prepare +1 round at {rounds:,} rounds vs the base checkout (median)",
+        ours=t.ours_us,
+        unit="µs",
+        peer=t.base_us,
+        peer_name=f"base {base.name}",
+        ratio=t.base_us / t.ours_us,
+        target=f"≤ {perf_base.TARGET}× the base's time",
+        met=t.times_base <= perf_base.TARGET,
+        note=f"{t.times_base:.2f}× the base's time "
+        f"(all requests: {t.ours_all_us / t.base_all_us:.2f}×)",
+        extra={
+            "base": str(base),
+            "rounds": rounds,
+            "requests": requests,
+            "result_chars": result_chars,
+            "times_base": t.times_base,
+            "all_requests_median_us": t.ours_all_us,
+            "base_all_requests_median_us": t.base_all_us,
+            "batch_requests": t.ours_batches,
+            "base_batch_requests": t.base_batches,
+        },
+    )
 
 
 # -- 2. against LangChain's ContextEditingMiddleware --------------------------------------------
@@ -1012,10 +1047,12 @@ def main(
     json_path: Path | None = None,
     traces: Path | None = None,
     workdir: Path | None = None,
+    base: Path | None = None,
 ) -> int:
     """Run the benchmarks, print the table, optionally write JSON; always returns 0.
 
-    The command line is ``python -m benchmarks perf`` (see ``benchmarks/cli.py``).
+    The command line is ``python -m benchmarks perf`` (see ``benchmarks/cli.py``); ``base``, another
+    checkout, adds the row timing ``prepare`` +1 round against it (:mod:`benchmarks.perf_base`).
     """
     sizes = Sizes.quick() if quick else Sizes.full()
     traces = traces if traces is not None else _default_traces()
@@ -1027,6 +1064,10 @@ def main(
             workdir=Path(tmp),
             progress=lambda s: print(f"... {s}", file=sys.stderr, flush=True),
         )
+    if base is not None:
+        print("... against the base checkout", file=sys.stderr, flush=True)
+        rounds = 800 if 800 in sizes.rounds else sizes.rounds[-1]
+        figures.append(bench_against_base(base, rounds, sizes.requests, sizes.result_chars))
     elapsed = time.perf_counter() - started
     load = os.getloadavg()
     print(format_table(figures))
@@ -1057,9 +1098,15 @@ def command(
         Path | None, typer.Option(help="Recorded traces (default ../shared/traces).")
     ] = None,
     workdir: Annotated[Path | None, typer.Option("--dir", help="Where to create sessions.")] = None,
+    base: Annotated[
+        Path | None,
+        typer.Option(help="Another checkout: time prepare +1 round against it, interleaved."),
+    ] = None,
 ) -> None:
     """Performance against SPEC §10's numbers, side by side with LangChain."""
-    raise typer.Exit(main(quick=quick, json_path=json_path, traces=traces, workdir=workdir))
+    raise typer.Exit(
+        main(quick=quick, json_path=json_path, traces=traces, workdir=workdir, base=base)
+    )
 
 
 if __name__ == "__main__":

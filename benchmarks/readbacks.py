@@ -256,6 +256,10 @@ class ReadbackTracker:
             self.covered |= quotable_lines(page)
             self.covered.add(line)
             self.n_readbacks += 1
+            # The session learns of it as of an agent's read (the next request's history).
+            read_back = getattr(session, "read_back", None)
+            if callable(read_back):
+                read_back(res.call_id)
             self.tokens += tokens
             self.billed += prompt_tokens * self.read_price + tokens * self.write_price
             self.carried += tokens

@@ -116,7 +116,9 @@ class BudgetConfig(BaseSettings):
     protect_rounds: Annotated[int, Field(ge=1)] = 5
     """The last this-many rounds are never trimmed."""
     stale_floor: Annotated[int, Field(ge=0)] = 2_000
-    """Results at or under this many characters are never trimmed."""
+    """Results at or under this many characters are never trimmed where a cache is kept (the
+    floor spares a re-write for little); without a cache the cost model prices any aged result
+    longer than its stub."""
     stub_chars: Annotated[int, Field(ge=40)] = 300
     min_reclaim_tokens: Annotated[int, Field(ge=0)] = 10_000
     """Not read since the cost policy prices every batch (issue 30); kept so that settings

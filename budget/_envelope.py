@@ -296,6 +296,8 @@ def _head_tail(text: str, budget: int, tail_share: float, newlines: int) -> Shap
     """Today's head and tail (:func:`make_preview`), in numbered blocks."""
     p = make_preview(text, budget, tail_share=tail_share, newlines=newlines)
     total = newlines + (0 if text.endswith("\n") or not text else 1)
+    if not text:  # no line to number ("lines 1–0" before; an empty output is never spilled)
+        return Shaped("head_tail", "", ())
     if not p.tail and len(p.head) == len(text):
         return Shaped("head_tail", _block(1, total, p.head), ())
     head_whole = p.head.endswith("\n")

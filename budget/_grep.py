@@ -131,7 +131,11 @@ def _run_matches(
     out: list[tuple[int, str]],
 ) -> None:
     """Append the matching lines among ``lines[first:end]``, searched as one text."""
-    encoded = [line.encode("utf-8", "surrogatepass") for line in lines[first:end]]
+    # A CRLF line is searched as its text and a plain newline (see :func:`_text`).
+    encoded = [
+        (line[:-2] + "\n" if line.endswith("\r\n") else line).encode("utf-8", "surrogatepass")
+        for line in lines[first:end]
+    ]
     run = b"".join(encoded)
     starts = list(accumulate((len(e) for e in encoded), initial=0))
     pos = 0
@@ -152,8 +156,16 @@ def _run_matches(
         pos = starts[k + 1]
 
 
+def _text(line: str) -> str:
+    """A line's text: without its ``\\n``, or its ``\\r\\n`` (``$`` matches only before ``\\n``,
+    so on a CRLF output ``error$`` found nothing: the model sees no ``\\r`` to allow for)."""
+    if line.endswith("\r\n"):
+        return line[:-2]
+    return line.removesuffix("\n")
+
+
 def _line_matches(pattern: Any, line: str, span: int, deadline: float, n: int) -> bool:
-    data = line.removesuffix("\n").encode("utf-8", "surrogatepass")
+    data = _text(line).encode("utf-8", "surrogatepass")
     if len(data) <= span:
         found = pattern.search(data) is not None
         _check(deadline, n)

@@ -244,6 +244,11 @@ class Ledger:
         for call_id in list(self._pending):
             self._fold(call_id)
 
+    def hidden_refs(self) -> set[str]:
+        """The refs of every result hidden so far (spilled or trimmed): a later call naming one
+        reads it back. A walk over the decisions, asked for only when a call names a ref."""
+        return {d.ref for d in self if d.ref is not None and d.needs_body}
+
     def __len__(self) -> int:
         self._fold_all()
         return len(self._by_id)

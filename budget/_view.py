@@ -36,6 +36,9 @@ class Call:
     key: str = ""
     """What the call asks for (:func:`budget.formats._common.call_key`: its command, else its
     tool and input), "" where the format does not say: a later call with the same key is a re-run."""
+    refs: tuple[str, ...] = ()
+    """Spilled bodies' refs its input names (:func:`budget.formats._common.call_facts`): a call
+    naming a hidden result's ref reads it back."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,7 @@ from dataclasses import fields
 
 from benchmarks.importers._common import TraceFileError
 from benchmarks.trace import Trace, Usage, digest
-from budget.tokens._usage import MAX_TOKENS
+from budget.tokens._usage import is_token_count
 
 __all__ = ["checked"]
 
@@ -47,11 +47,11 @@ def checked(trace: Trace) -> Trace:
 
 
 def _bad_usage(usage: Usage) -> str | None:
-    """Why ``usage`` is no usage a provider could report (as the library's own check words it:
+    """Why ``usage`` is no usage a provider could report (the library's own check,
     :func:`budget.tokens._usage.normalize_usage`), or None."""
     for f in fields(usage):
         value = getattr(usage, f.name)
-        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_TOKENS:
+        if not is_token_count(value):
             return f"{f.name} is {value!r:.80}, not a whole number of tokens from 0 to 2**53"
     if usage.cache_write_1h_tokens > usage.cache_write_tokens:
         return (

@@ -114,6 +114,13 @@ class ToolbudgetSession:
         self.report: Report | None = None
         """The report of the last request prepared."""
 
+    def read_back(self, call_id: str) -> None:
+        """The replay charged a read-back of ``call_id``'s hidden output: the session counts it,
+        as it counts a real agent's later call that opens the spilled file (a recording never
+        holds that call: its agent saw the output whole)."""
+        del call_id  # the count is the evidence; which result it was does not enter the rate
+        self.budget.note_readback()
+
     def prepare(self, messages: Messages, *, usage: Usage | None, now: float | None) -> Messages:
         """The Budget's request copy for ``messages``.
 

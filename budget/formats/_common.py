@@ -11,6 +11,7 @@ dict: its model is dumped as the SDK would send it (JSON mode, wire names, no ``
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -21,6 +22,7 @@ from pydantic import BaseModel
 from budget._errors import InputError
 
 __all__ = [
+    "call_facts",
     "call_key",
     "field",
     "is_record",
@@ -38,12 +40,25 @@ _COMMAND_KEYS = ("command", "cmd")
 says (a description, a timeout) and whichever tool ran it."""
 
 
+REF_PATTERN = re.compile(rb"(?<![0-9a-f])[0-9a-f]{32}(?![0-9a-f])")
+"""A spilled body's ref (``spill.ref_for``: 32 hex digits, xxh3-128) standing alone in a call's
+input: a read tool's ``ref``, or the body's file in a path an agent's own tools open
+(``.../bodies/ab/<ref>.txt``). Longer hex runs (git's 40-digit ids) are not refs."""
+
+
 def call_key(tool: str, arguments: Any) -> str:
+    """What a call asks for, as a short hash (see :func:`call_facts`)."""
+    return call_facts(tool, arguments)[0]
+
+
+def call_facts(tool: str, arguments: Any) -> tuple[str, tuple[str, ...]]:
     """What a call asks for, as a short hash: its command when its input has one, else its tool
     and its input (canonical JSON: key order does not matter); "" when the input cannot be read.
+    With it, the refs of spilled bodies its input names (:data:`REF_PATTERN`).
 
     A later call with the same key is a re-run, whose result may be previewed as a diff against
-    the earlier one (:mod:`budget.previews`)."""
+    the earlier one (:mod:`budget.previews`). A call naming a hidden result's ref reads it back,
+    with the read-back tool or with the agent's own (the cost policy's read-back evidence)."""
     if isinstance(arguments, str):
         # A custom tool's free-form input is no JSON: the text itself is then the input.
         with contextlib.suppress(orjson.JSONDecodeError):
@@ -60,8 +75,11 @@ def call_key(tool: str, arguments: Any) -> str:
     try:
         canonical = orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
     except TypeError:
-        return ""
-    return xxhash.xxh3_128_hexdigest(tool.encode("utf-8", "surrogatepass") + b"\x00" + canonical)
+        return "", ()
+    key = xxhash.xxh3_128_hexdigest(tool.encode("utf-8", "surrogatepass") + b"\x00" + canonical)
+    # Most inputs are short and name no ref: the search runs only where one could fit.
+    refs = tuple(m.decode() for m in REF_PATTERN.findall(canonical)) if len(canonical) >= 32 else ()
+    return key, refs
 
 
 def type_name(value: object) -> str:

@@ -19,7 +19,7 @@ from budget._view import (
     build_scanned,
 )
 from budget.formats._common import (
-    call_key,
+    call_facts,
     field,
     is_record,
     parts_text,
@@ -110,7 +110,7 @@ class AnthropicFormat(ShapedFormat):
                     raise InputError(
                         f"{_where(index, j)}.name must be a string, not {type_name(name)}"
                     )
-                calls.append(build_call(call_id, name, call_key(name, get("input"))))
+                calls.append(build_call(call_id, name, *call_facts(name, get("input"))))
             elif kind == "tool_result":
                 if role != "user":
                     raise InputError(

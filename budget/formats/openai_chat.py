@@ -14,7 +14,7 @@ from typing import Any
 from budget._errors import InputError
 from budget._view import EMPTY_SCAN, Call, RawResult, Scanned
 from budget.formats._common import (
-    call_key,
+    call_facts,
     field,
     is_record,
     parts_text,
@@ -84,7 +84,7 @@ class OpenAIChatFormat(ShapedFormat):
             if not isinstance(name, str):
                 raise InputError(f"{cw}.{key}.name must be a string, not {type_name(name)}")
             arguments = field(fn, "input" if key == "custom" else "arguments")
-            calls.append(Call(call_id, name, call_key(name, arguments)))
+            calls.append(Call(call_id, name, *call_facts(name, arguments)))
         return tuple(calls)
 
     def rewrite(self, message: Any, texts: Mapping[int, str]) -> Any:

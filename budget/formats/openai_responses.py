@@ -18,7 +18,7 @@ from typing import Any
 from budget._errors import InputError
 from budget._view import EMPTY_SCAN, Call, RawResult, Scanned
 from budget.formats._common import (
-    call_key,
+    call_facts,
     field,
     is_record,
     parts_text,
@@ -62,7 +62,7 @@ class OpenAIResponsesFormat(ShapedFormat):
                 raise InputError(f"{where}.name must be a string, not {type_name(name)}")
             arguments = field(message, "input" if kind == "custom_tool_call" else "arguments")
             return Scanned(
-                calls=(Call(call_id, name, call_key(name, arguments)),), opens_round=True
+                calls=(Call(call_id, name, *call_facts(name, arguments)),), opens_round=True
             )
         if kind in OUTPUT_TYPES:
             call_id = require_str(field(message, "call_id"), f"{where}.call_id")

@@ -54,7 +54,7 @@ from budget._readback import read_tool_definition
 from budget._report import Report
 from budget._view import EMPTY_SCAN, Call, Format, RawResult, Scanned
 from budget.compaction._transcript import render_transcript
-from budget.formats._common import call_key
+from budget.formats._common import call_facts
 from budget.integrations._common import attach_summarizer, is_overflow, require_session
 from budget.session._budget import Budget
 from budget.summarizers import PROMPT
@@ -143,7 +143,7 @@ class LangChainFormat(Format):
                 call_id = tc.get("id")
                 if isinstance(call_id, str) and call_id:
                     name = tc.get("name") or ""
-                    calls.append(Call(call_id, name, call_key(name, tc.get("args"))))
+                    calls.append(Call(call_id, name, *call_facts(name, tc.get("args"))))
             return Scanned(tuple(calls), (), opens_round=True) if calls else EMPTY_SCAN
         if isinstance(message, ToolMessage):
             if not isinstance(message.tool_call_id, str) or not message.tool_call_id:

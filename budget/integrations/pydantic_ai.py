@@ -53,7 +53,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 from budget._errors import InputError
 from budget._report import Report
 from budget._view import EMPTY_SCAN, Call, Format, RawResult, Scanned
-from budget.formats._common import call_key
+from budget.formats._common import call_facts
 from budget.integrations._common import attach_summarizer, is_overflow, require_session
 from budget.session._budget import Budget
 
@@ -86,7 +86,7 @@ class PydanticAIFormat(Format):
             return EMPTY_SCAN  # compaction's summary message, made a ModelRequest on the way out
         if isinstance(message, ModelResponse):
             calls = tuple(
-                Call(part.tool_call_id, part.tool_name, call_key(part.tool_name, part.args))
+                Call(part.tool_call_id, part.tool_name, *call_facts(part.tool_name, part.args))
                 for part in message.parts
                 if isinstance(part, ToolCallPart)
             )

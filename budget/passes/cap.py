@@ -56,9 +56,7 @@ def weigh(ctx: PassContext, result: ToolResult) -> Verdict | None:
         envelope_tokens=round((cfg.preview_chars + ENVELOPE_FRAME_CHARS) * per_char),
         is_error=result.is_error,
         page_tokens=round(min(chars, cfg.read_page_chars) * per_char),
-        allowance=float("inf")
-        if __import__("os").environ.get("P2_NOSPILLGATE")
-        else allowance(costs.observed),
+        allowance=allowance(costs.observed),
     )
     costs.verdicts[result.call_id] = verdict
     return verdict

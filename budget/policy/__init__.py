@@ -11,17 +11,16 @@ call it with plain numbers. See ``docs/concepts/policy.md``.
 from __future__ import annotations
 
 from budget.policy._costs import (
-    LOOKBACK_BLOCKS,
     NO_CACHE_AFTER,
     READBACK_PRIORS,
+    RISK,
     TOLERANCE,
-    Item,
     Outlook,
     Prices,
     Regime,
     Verdict,
     allowance,
-    best_cut,
+    breach_chance,
     expected_remaining,
     fill_chance,
     outlook,
@@ -30,6 +29,7 @@ from budget.policy._costs import (
     readback_cost,
     spill_verdict,
 )
+from budget.policy._cut import LOOKBACK_BLOCKS, Item, best_cut
 from budget.policy._observed import MIN_CACHEABLE_PROMPT, Observed
 
 __all__ = [
@@ -37,6 +37,7 @@ __all__ = [
     "MIN_CACHEABLE_PROMPT",
     "NO_CACHE_AFTER",
     "READBACK_PRIORS",
+    "RISK",
     "TOLERANCE",
     "Item",
     "Observed",
@@ -46,6 +47,7 @@ __all__ = [
     "Verdict",
     "allowance",
     "best_cut",
+    "breach_chance",
     "expected_remaining",
     "fill_chance",
     "outlook",

@@ -14,23 +14,20 @@ over the requests the session is still expected to make.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from budget.policy._observed import Observed
 
 __all__ = [
-    "LOOKBACK_BLOCKS",
     "NO_CACHE_AFTER",
     "TOLERANCE",
-    "Item",
     "Outlook",
     "Prices",
     "Regime",
     "Verdict",
     "allowance",
-    "best_cut",
+    "breach_chance",
     "expected_remaining",
     "fill_chance",
     "outlook",
@@ -51,15 +48,17 @@ prompts of 1,024 tokens or more), so three in a row within the TTL mean no cache
 
 READBACK_PRIORS: dict[tuple[bool, bool], tuple[float, float]] = {
     # (fresh, is_error): (read-backs, results) the prior counts as, a Beta(a, b) mean a / (a + b).
-    # A fresh result is one the model has not seen yet: it asked for it and will act on it, so
-    # it reads it all but one time in five (errors, the failing line or the traceback: all but
-    # one in ten), from its start (:func:`spill_verdict`). A stale result (older than the
+    # A fresh result is one the model has not seen yet but for its preview: nothing says how
+    # often the preview will do, so the prior is Laplace's (one read-back in two, weighing as two
+    # results: the session's own rate soon counts most); an error's failing line or traceback is
+    # more likely needed (one read-back more: two in three). A stale result (older than the
     # protected rounds) has been read and acted on already; observation masking of such turns
     # hardly changes solve rates (Lindenbauer et al., "The Complexity Trap", DL4C @ NeurIPS
-    # 2025), so 1 in 10 (errors 1 in 5). Each prior weighs as 10 hidden results: after about
-    # that many the session's own rate counts as much as the prior.
-    (True, False): (8.0, 2.0),
-    (True, True): (9.0, 1.0),
+    # 2025), so 1 in 10 (errors 1 in 5), weighing as 10 results. The rate counts every later
+    # call that names a hidden result's ref (the read-back tool's, or the agent's own tools
+    # opening the spilled file) and the read-backs a host notes (``Budget.note_readback``).
+    (True, False): (1.0, 1.0),
+    (True, True): (2.0, 1.0),
     (False, False): (1.0, 9.0),
     (False, True): (2.0, 8.0),
 }
@@ -67,8 +66,31 @@ READBACK_PRIORS: dict[tuple[bool, bool], tuple[float, float]] = {
 
 TOLERANCE = 0.005
 """What a session may be billed above sending everything, as a share of its bill so far: the
-product's promise (issue 30: "no trace above 1.005x" none). A decision that can lose is taken only
-when its worst case is covered by what the session's decisions already saved plus this share."""
+product's promise (issue 30: "no trace above 1.005x" none). A decision that can lose is taken
+when its worst case is covered by what the session's decisions already saved plus this share,
+or when the chance it leaves the session above that is under :data:`RISK`."""
+
+
+RISK = 0.05
+"""The chance a decision may carry of leaving the session above :data:`TOLERANCE` (the
+conventional one in twenty). The bank (:func:`allowance`) makes a decision safe whenever the
+session ends; a decision whose worst case the bank does not cover is still taken when the
+session is that unlikely to end before its saving has paid the shortfall back (Lindy's law,
+:func:`breach_chance`): without it a session that has saved nothing yet could never start."""
+
+
+def breach_chance(made: int, shortfall: float, per_request: float, chance: float) -> float:
+    """The chance a decision leaves the session above the tolerance: it loses ``shortfall``
+    more than the allowance unless the session outlives the requests its ``per_request`` saving
+    needs to pay that back (Lindy, as :func:`fill_chance`), times the ``chance`` the loss
+    happens at all."""
+    if shortfall <= 0:
+        return 0.0
+    if per_request <= 0:
+        return chance
+    k = shortfall / per_request
+    m = made + 1
+    return chance * k / (m + k)
 
 
 def allowance(observed: Observed) -> float:
@@ -220,13 +242,11 @@ def readback_chance(observed: Observed, *, fresh: bool, is_error: bool) -> float
     """The chance a hidden result is read back: the prior updated by the session's own rate
     (read-backs seen over results hidden so far).
 
-    Hidden results never read back count as evidence only where the session sees read-backs
-    (``observed.readbacks_visible``): an agent reading spilled files with its own file tools
-    (envelopes naming the path) reads back unseen, so there only the read-backs seen count.
+    A read-back is any later call naming a hidden result's ref, with the read-back tool or the
+    agent's own tools opening the spilled file the envelope names, so a hidden result that no
+    call has named is evidence either way.
     """
     a, b = READBACK_PRIORS[(fresh, is_error)]
-    if not observed.readbacks_visible:
-        return (a + observed.readbacks) / (a + b + observed.readbacks)
     return (a + observed.readbacks) / (a + b + max(observed.hidden, observed.readbacks))
 
 
@@ -290,7 +310,8 @@ def spill_verdict(
     request; spilling writes and carries the envelope instead, and risks a read-back of its
     first page (``page_tokens``, at most all of it). Its worst case is that read-back on the
     next request and then the end of the session, less the write spilling saves now: spilled
-    only when :func:`allowance` (``allowance``) covers it.
+    only when :func:`allowance` (``allowance``) covers it, or when the chance of that read-back
+    before the carried saving has paid the shortfall back is at most :data:`RISK`.
     """
     hidden = max(tokens - envelope_tokens, 0)
     saving = hidden * (prices.new + prices.carry * look.requests)
@@ -304,7 +325,7 @@ def spill_verdict(
     # The read-back request re-reads the prompt (without the hidden tokens: spilled) and adds
     # the page; nothing after it is carried. Spilling saved the hidden tokens' write now.
     worst = prices.carry * (look.tokens - hidden) + prices.new * page - prices.new * hidden
-    covered = worst <= allowance
+    covered = breach_chance(look.made, worst - allowance, hidden * prices.carry, chance) <= RISK
     return Verdict(
         choice="spill" if net > 0 and hidden > 0 and covered else "keep",
         regime=prices.regime,
@@ -317,127 +338,4 @@ def spill_verdict(
         reclaim_tokens=hidden,
         worst_case=worst,
         covered=covered,
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class Item:
-    """One result a batch may trim, as the cut search sees it."""
-
-    reclaim: int
-    """Tokens trimming it reclaims (its shown tokens less its stub's)."""
-    before: int
-    """Tokens of the request before the message that made its call: where the last request
-    before it ended, so where a trim starting at it begins re-writing."""
-    page: int
-    """Tokens a read-back of it brings back (a page of the read-back tool, at most all of it)."""
-    is_error: bool
-    alive: bool = True
-    """The cache entry a trim starting at it falls back to is still alive (with explicit
-    breakpoints an entry lives a TTL after the request that wrote or last read it)."""
-
-
-LOOKBACK_BLOCKS = 20
-"""Content blocks before a breakpoint at which Anthropic still finds an earlier cache entry
-(Anthropic docs, "Prompt caching": hits are checked at block boundaries up to about 20 blocks
-before each explicit breakpoint). A trim further back than that re-writes the whole prompt."""
-
-
-def best_cut(
-    prices: Prices,
-    look: Outlook,
-    observed: Observed,
-    items: Sequence[Item],
-    *,
-    cached_end: int,
-    cold: bool,
-    reach: int = 0,
-    header: int = 0,
-    allowance: float = math.inf,
-) -> Verdict:
-    """The best batch: the cut (first item trimmed, every later one trimmed too) whose net
-    saving is largest; ``wait`` when none is positive (the best one's figures, to explain).
-
-    ``cached_end``: tokens of this request the cache holds from the last request (a trim
-    re-writes from a cut to it); ``cold``: the cache expired anyway, so keeping writes too. ``reach``: the earliest token a cache lookup still
-    finds an entry at (0 for automatic caching, which matches any prefix; with explicit
-    breakpoints the start of the last :data:`LOOKBACK_BLOCKS` blocks): a cut before it re-writes
-    the request from its start, ``header`` (system prompt, tools) included, as does a cut whose
-    entry expired (:attr:`Item.alive`). Items are oldest first; linear in their number.
-
-    A cut's worst case is its re-write (the session ends right after this request: nothing of
-    the saving is realised); only the cuts whose re-write ``allowance`` (:func:`allowance`)
-    covers are taken. When the best cut is not covered and no covered one pays, the verdict is
-    ``wait`` with the best cut's figures (``covered`` False: refused for want of bank).
-    """
-    carry, new, n = prices.carry, prices.new, look.requests
-    keep_price = new if cold or prices.regime == "uncached" else prices.read
-    chance = {e: readback_chance(observed, fresh=False, is_error=e) for e in (False, True)}
-    # readback_cost(prices, look, page), split into its fixed part and its price per page token.
-    per_request, per_page = carry * look.tokens, new + carry * n
-    fill = look.fill_cost(prices)
-    before_fill = fill_chance(look.made, look.to_fill(look.tokens))
-    reclaim = risk = reclaim_in_cache = 0.0
-    best: tuple[float, int, float, float, float, float] | None = None
-    best_any: tuple[float, int, float, float, float, float] | None = None
-    for j in range(len(items) - 1, -1, -1):
-        it = items[j]
-        reclaim += it.reclaim
-        if it.before < cached_end:
-            reclaim_in_cache += it.reclaim
-        risk += chance[it.is_error] * (per_request + per_page * it.page)
-        shallow = it.before >= reach and it.alive
-        span = max(cached_end - it.before, 0) if shallow else cached_end + header
-        rewrite = new * (span - reclaim_in_cache) - keep_price * span
-        after_fill = fill_chance(look.made, look.to_fill(look.tokens - reclaim))
-        gain = fill * (before_fill - after_fill)  # Outlook.window_gain, its parts hoisted
-        net = reclaim * carry * n + gain - rewrite - risk
-        # Ties go to the later cut (fewer results hidden, less re-written).
-        if best_any is None or net > best_any[0]:
-            best_any = (net, j, reclaim, rewrite, risk, gain)
-        if rewrite <= allowance and (best is None or net > best[0]):
-            best = (net, j, reclaim, rewrite, risk, gain)
-    if best_any is None:
-        return _waiting(prices, look)
-    take = best is not None and best[0] > 0
-    return _batch_verdict(prices, n, best if take and best is not None else best_any, take,
-                          allowance)  # fmt: skip
-
-
-def _batch_verdict(
-    prices: Prices,
-    n: float,
-    cut: tuple[float, int, float, float, float, float],
-    take: bool,
-    allowance: float,
-) -> Verdict:
-    """The verdict on the batch ``cut`` (net, index, reclaim, re-write, risk, window gain)."""
-    net, j, reclaim, rewrite, risk, gain = cut
-    return Verdict(
-        choice="trim" if take else "wait",
-        regime=prices.regime,
-        expected_requests=n,
-        saving=reclaim * prices.carry * n,
-        rewrite_cost=rewrite,
-        readback_risk=risk,
-        window_gain=gain,
-        net=net,
-        reclaim_tokens=int(reclaim),
-        cut=j,
-        worst_case=rewrite,
-        covered=rewrite <= allowance,
-    )
-
-
-def _waiting(prices: Prices, look: Outlook) -> Verdict:
-    """The verdict when nothing is eligible: wait, nothing priced."""
-    return Verdict(
-        choice="wait",
-        regime=prices.regime,
-        expected_requests=look.requests,
-        saving=0.0,
-        rewrite_cost=0.0,
-        readback_risk=0.0,
-        window_gain=0.0,
-        net=0.0,
     )

@@ -46,10 +46,6 @@ class Observed:
     """The estimated tokens of the first request (the growth per request is measured from it)."""
     gap_s: float | None = None
     """The pause before the last request (the one whose usage the next request reports)."""
-    readbacks_visible: bool = True
-    """Whether read-backs go through the read-back tool, where the session sees them (not when
-    envelopes name the file for the agent's own tools): only then is a hidden result never read
-    back evidence. Set from the settings each request, not logged."""
     bank: float = 0.0
     """Billed tokens the session's own decisions have saved so far, as realised: the tokens
     hidden on each request since, at the carry price, less the re-writes its batches paid and
@@ -79,9 +75,9 @@ class Observed:
             warm_pause_s=pause,
         )
 
-    def now(self, *, requests: int, readbacks: int, visible: bool) -> Observed:
+    def now(self, *, requests: int, readbacks: int) -> Observed:
         """These counts as of a request: ``requests`` made before it, ``readbacks`` seen in the
-        history, whether read-backs are ``visible`` (a constructor call: ``replace`` takes 6 µs)."""
+        history (a constructor call: ``replace`` takes 6 µs)."""
         return Observed(
             requests,
             self.chances,
@@ -92,7 +88,6 @@ class Observed:
             readbacks,
             self.first_tokens,
             self.gap_s,
-            visible,
             self.bank,
             self.billed,
             self.pending_bill,
@@ -111,7 +106,6 @@ class Observed:
             readbacks,
             self.first_tokens,
             self.gap_s,
-            self.readbacks_visible,
             bank,
             billed,
             pending,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import re
 from collections import Counter
+from itertools import accumulate
 from typing import Final
 
 from budget._errors import InputError
@@ -46,6 +47,55 @@ def _range(start: int, n: int) -> str:
     return f"{start + 1 if n else start},{n}"
 
 
+MATCH_WORK: Final = 3_000_000
+"""Most steps the longest-match searches of a diff may take (a step: one candidate pair of
+equal lines looked at, or one line of a searched range). ``difflib``'s matcher is quadratic
+on repeated lines: the re-run of a 40,000-line log of alternating ``PASSED``/``ok`` lines took
+85 s before this bound (10,000 lines: 5 s), on the request path. A diff that would take more is
+not computed and the re-run gets its own preview. The bound is the work of that log at 2,000
+lines (0.2 s, measured in this session on the project's 2-core machine), which version 1
+diffed before: below it the diff is ``difflib``'s, line for line, so version-1 previews keep
+their bytes."""
+
+
+def _changes(a: list[str], b: list[str]) -> list[tuple[int, int, int, int]] | None:
+    """The non-equal ranges ``(i1, i2, j1, j2)`` of ``difflib.SequenceMatcher(None, a, b,
+    autojunk=False).get_opcodes()``, in order, or None once :data:`MATCH_WORK` would be passed.
+
+    The loop is ``get_matching_blocks``' own (CPython 3.11-3.13 ``Lib/difflib.py``), with each
+    ``find_longest_match`` call charged before it runs: that search visits, for each line of
+    its ``a`` range, every position of that line in ``b`` (it skips those before its ``b``
+    range one by one), so its cost is known from a prefix sum of those counts."""
+    sm = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    in_b = Counter(b)
+    visits = [0, *accumulate(in_b[line] for line in a)]
+    work = 0
+    queue = [(0, len(a), 0, len(b))]
+    blocks: list[tuple[int, int, int]] = []
+    while queue:
+        alo, ahi, blo, bhi = queue.pop()
+        work += visits[ahi] - visits[alo] + (ahi - alo) + (bhi - blo)
+        if work > MATCH_WORK:
+            return None
+        i, j, k = sm.find_longest_match(alo, ahi, blo, bhi)
+        if k:
+            blocks.append((i, j, k))
+            if alo < i and blo < j:
+                queue.append((alo, i, blo, j))
+            if i + k < ahi and j + k < bhi:
+                queue.append((i + k, ahi, j + k, bhi))
+    blocks.sort()
+    blocks.append((len(a), len(b), 0))
+    out: list[tuple[int, int, int, int]] = []
+    i = j = 0
+    for ai, bj, size in blocks:
+        # Adjacent blocks need no merging here: only the ranges between them are wanted.
+        if i < ai or j < bj:
+            out.append((i, ai, j, bj))
+        i, j = ai + size, bj + size
+    return out
+
+
 def line_delta(old: str, new: str, *, limit: int | None = None) -> str | None:
     """The hunks turning ``old`` into ``new``, one line each; None once longer than ``limit``."""
     a, b = _split_nl(old), _split_nl(new)
@@ -57,12 +107,12 @@ def line_delta(old: str, new: str, *, limit: int | None = None) -> str | None:
         floor += sum((len(x) + 1) * n for x, n in (cb - ca).items())
         if floor > limit:
             return None
-    sm = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    changes = _changes(a, b)
+    if changes is None:
+        return None
     out: list[str] = []
     size = 0
-    for tag, i1, i2, j1, j2 in sm.get_opcodes():
-        if tag == "equal":
-            continue
+    for i1, i2, j1, j2 in changes:
         start = len(out)
         out.append(f"@@ -{_range(i1, i2 - i1)} +{_range(j1, j2 - j1)} @@")
         for line in a[i1:i2]:

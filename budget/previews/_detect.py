@@ -20,7 +20,17 @@ from typing import Any, Final, Literal
 
 import orjson
 
-__all__ = ["FAILURE", "SUMMARY", "Shape", "classify", "detect", "is_failure", "is_summary", "marks"]
+__all__ = [
+    "FAILURE",
+    "SUMMARY",
+    "Shape",
+    "classify",
+    "detect",
+    "is_failure",
+    "is_md_separator",
+    "is_summary",
+    "marks",
+]
 
 Shape = Literal["errors", "json", "ndjson", "table", "diff", "head_tail"]
 
@@ -47,8 +57,7 @@ SUMMARY: Final = re.compile(
 )
 """Lines that sum a run up: counts of passed and failed, the verdict."""
 
-FAILURE: Final = re.compile(
-    r"^(?:"
+_FAILURE_PLAIN: Final = (
     r"_{3,} .+ _{3,}|E {2,}\S.*|=+ (?:FAILURES|ERRORS) =+"  # pytest
     r"|(?:FAIL|ERROR): \S+.*"  # unittest
     r"|Traceback \(most recent call last\):"
@@ -60,12 +69,34 @@ FAILURE: Final = re.compile(
     r"|\s*● .+|FAIL \S+.*|\s*✕ .+"  # jest
     r"|\s*× .+"  # miette-style reports (uv, pnpm)
     r"|\[ERROR\] .+"  # mvn
-    r"|.+\(\d+,\d+\): error TS\d+: .+|.+:\d+:\d+ - error TS\d+: .+"  # tsc
-    r"|.+?:\d+(?::\d+)?: (?:fatal error|error|warning): .+"  # gcc, clang, javac
-    r"|npm ERR! .+|npm error .+"
-    r")\s*$"
+)
+_FAILURE_TS: Final = r".+\(\d+,\d+\): error TS\d+: .+|.+:\d+:\d+ - error TS\d+: .+"  # tsc
+_FAILURE_CC: Final = r".+?:\d+(?::\d+)?: (?:fatal error|error|warning): .+"  # gcc, clang, javac
+_FAILURE_NPM: Final = r"npm ERR! .+|npm error .+"
+FAILURE: Final = re.compile(
+    rf"^(?:{_FAILURE_PLAIN}|{_FAILURE_TS}|{_FAILURE_CC}|{_FAILURE_NPM})\s*$"
 )
 """Lines that start or name one failure, error or warning."""
+
+_FAILURE_CHEAP: Final = re.compile(rf"^(?:{_FAILURE_PLAIN}|{_FAILURE_NPM})\s*$")
+_FAILURE_TS_RE: Final = re.compile(rf"^(?:{_FAILURE_TS})\s*$")
+_FAILURE_CC_RE: Final = re.compile(rf"^(?:{_FAILURE_CC})\s*$")
+""":data:`FAILURE` in three parts, the same lines in all (a line matches an alternation followed
+by ``\\s*$`` exactly when it matches one alternative followed by it): the tsc and compiler forms
+start with ``.+`` and backtrack over the whole line, so they are tried only on the lines holding
+the words each one requires (``error TS``; ``: error: ``, ``: warning: `` or ``: fatal error: ``)."""
+
+
+def _is_failure(line: str) -> bool:
+    """:data:`FAILURE`'s verdict on ``line`` (it holds no newline), its costly forms gated."""
+    if _FAILURE_CHEAP.match(line) is not None:
+        return True
+    if "error TS" in line and _FAILURE_TS_RE.match(line) is not None:
+        return True
+    return (
+        ": error: " in line or ": warning: " in line or ": fatal error: " in line
+    ) and _FAILURE_CC_RE.match(line) is not None
+
 
 _KEYWORDS: Final = (
     "err",
@@ -77,6 +108,7 @@ _KEYWORDS: Final = (
     "traceback",
     "panic",
     "ran ",
+    "test:",
     "tests:",
     "test suites:",
     "tests run:",
@@ -91,13 +123,13 @@ _KEYWORDS: Final = (
     "×",
     "\n=",
     "\ne  ",
-    "\nok ",
-    "\nok\t",
+    "\nok",
 )
 """Lowercased words of which every :data:`SUMMARY` or :data:`FAILURE` line holds one (checked
 alternative by alternative; those starting with a newline stand for a line starting so: every
-pytest summary starts with ``=``): only the lines holding one are matched against the patterns,
-so a long log costs a few C-speed ``str.find`` scans rather than two regex matches a line."""
+pytest summary starts with ``=``, and go's ``ok`` with any whitespace after it that ``\\s``
+matches): only the lines holding one are matched against the patterns, so a long log costs a
+few C-speed ``str.find`` scans rather than two regex matches a line."""
 MAX_MARK_CHARS: Final = 1_000
 """A line is matched against the patterns by its first this-many characters (a summary or a
 failure says what it is at its start; a megabyte on one line must not cost a megabyte scan)."""
@@ -109,7 +141,23 @@ _HUNK: Final = re.compile(r"^@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@", re.M)
 SAMPLE_ROWS: Final = 200
 """Rows a table or NDJSON check reads (the first ones, and the last for NDJSON): the check is
 about the text's layout, which its first rows show; the cost stays flat for huge outputs."""
-_MD_SEP: Final = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(?:\|\s*:?-{3,}:?\s*)+\|?\s*$")
+_MD_CELL: Final = re.compile(r"\s*:?-{3,}:?\s*")
+
+
+def is_md_separator(line: str) -> bool:
+    """Whether ``line`` is a markdown table's separator row (``|---|:--:|``): two or more cells
+    of three or more dashes (a colon at either end allowed), between optional outer pipes.
+
+    Cell by cell rather than one pattern: the pattern this replaces
+    (``^\\s*\\|?\\s*:?-{3,}...``) backtracked over the ways to share a run of blanks between
+    its ``\\s*`` terms, quadratic in the line (a line of 40,000 tabs and blanks took 32 s, on
+    the request path); each cell here is matched once, in time linear in its length."""
+    inner = line.strip()
+    inner = inner.removeprefix("|").removesuffix("|")
+    cells = inner.split("|")
+    return len(cells) >= 2 and all(_MD_CELL.fullmatch(cell) for cell in cells)
+
+
 _ALIGNED: Final = re.compile(r"\S(?: {2,}|\t)(?=\S)")
 
 MIN_LINES: Final = 5
@@ -156,9 +204,10 @@ def _candidates(text: str) -> list[int]:
     if len(low) != len(text):
         # A few characters lowercase to two (``İ``): offsets would drift, so every line is one.
         return [0, *(i + 1 for i, c in enumerate(text) if c == "\n")]
+    lines = text.count("\n") + 1
     low = "\n" + low  # so that the line-start words match on the first line too
     starts: set[int] = set()
-    for word in _KEYWORDS:
+    for n, word in enumerate(_KEYWORDS):
         at = low.find(word)
         while at >= 0:
             # ``low`` is shifted by one: ``at`` in it is ``at - 1`` in ``text``.
@@ -167,7 +216,24 @@ def _candidates(text: str) -> list[int]:
             if nl < 0:
                 break
             at = low.find(word, nl if word[0] == "\n" else nl + 1)
+        if 2 * len(starts) > lines and n + 1 < len(_KEYWORDS):
+            # Most lines hold a word (a log of failures): each word's scan costs a few calls
+            # a line, so the other lines are tested against the words left instead.
+            _lines_holding(low[1:], _KEYWORDS[n + 1 :], starts)
+            break
     return sorted(starts)
+
+
+def _lines_holding(low: str, words: Sequence[str], starts: set[int]) -> None:
+    """Add to ``starts`` the start of each line of ``low`` not in it that holds one of ``words``
+    (one starting with a newline: a line starting with the rest)."""
+    inner = tuple(w for w in words if w[0] != "\n")
+    leading = tuple(w[1:] for w in words if w[0] == "\n")
+    at = 0
+    for line in low.split("\n"):
+        if at not in starts and (line.startswith(leading) or any(w in line for w in inner)):
+            starts.add(at)
+        at += len(line) + 1
 
 
 def marks(text: str, *, stop: int | None = None) -> tuple[list[int], list[int]]:
@@ -185,7 +251,7 @@ def marks(text: str, *, stop: int | None = None) -> tuple[list[int], list[int]]:
         line = line[:MAX_MARK_CHARS]
         if SUMMARY.match(line):
             summary.append(line_no)
-        elif FAILURE.match(line):
+        elif _is_failure(line):
             failures.append(line_no)
         else:
             continue
@@ -196,12 +262,15 @@ def marks(text: str, *, stop: int | None = None) -> tuple[list[int], list[int]]:
 
 def _is_ndjson(lines: Sequence[str]) -> bool:
     sample = [*lines[:SAMPLE_ROWS], *lines[SAMPLE_ROWS:][-SAMPLE_ROWS // 4 :]]
-    rows = [line for line in sample if line.strip()]
+    rows = []
+    for line in sample:
+        if line.strip():
+            if line.lstrip()[:1] not in ("{", "["):
+                return False  # a row that is no JSON decides before any row is parsed
+            rows.append(line)
     if len(rows) < 2:
         return False
     for line in rows:
-        if line.lstrip()[:1] not in ("{", "["):
-            return False
         try:
             json.loads(line)
         except (ValueError, RecursionError):  # RecursionError: nested deeper than Python goes
@@ -210,15 +279,17 @@ def _is_ndjson(lines: Sequence[str]) -> bool:
 
 
 def _is_diff(text: str) -> bool:
-    return _DIFF_START.search(text) is not None and _HUNK.search(text) is not None
+    # Every hunk header holds "@@ -": without one, neither pattern scans the text.
+    return (
+        "@@ -" in text and _DIFF_START.search(text) is not None and _HUNK.search(text) is not None
+    )
 
 
 def _delimited(rows: Sequence[str], sep: str) -> bool:
-    counts = [row.count(sep) for row in rows]
-    first = counts[0]
-    if first < 1:
+    first = rows[0].count(sep)
+    if first < 1:  # decided by the first row: the others are not counted
         return False
-    return sum(1 for c in counts if c == first) >= SHARE * len(rows)
+    return sum(1 for row in rows if row.count(sep) == first) >= SHARE * len(rows)
 
 
 def _tsv(lines: Sequence[str]) -> bool:
@@ -232,13 +303,17 @@ def _is_table(lines: Sequence[str]) -> bool:
     rows = [line for line in lines[:SAMPLE_ROWS] if line.strip()]
     if len(rows) < MIN_LINES:
         return False
-    if len(rows) > 1 and _MD_SEP.match(rows[1]) and rows[0].lstrip().startswith("|"):
+    if len(rows) > 1 and is_md_separator(rows[1]) and rows[0].lstrip().startswith("|"):
         return True
     if _delimited(rows, "\t") or (_delimited(rows, ",") and rows[0].count(",") >= 2):
         return True
     # Aligned columns (``ls -l``, ``ps``, ``docker ps``): the same number of wide gaps per line.
-    gaps = [len(_ALIGNED.findall(row.strip())) for row in rows]
-    return gaps[0] >= 2 and sum(1 for g in gaps if g == gaps[0]) >= SHARE * len(rows)
+    first = len(_ALIGNED.findall(rows[0].strip()))
+    if first < 2:  # decided by the first row: the others are not scanned
+        return False
+    return sum(1 for row in rows if len(_ALIGNED.findall(row.strip())) == first) >= SHARE * len(
+        rows
+    )
 
 
 ERROR_EVIDENCE: Final = 2
@@ -246,11 +321,24 @@ ERROR_EVIDENCE: Final = 2
 ``FAIL``, one ``warning:`` in a long log) is too weak a sign to move its head out of the preview."""
 
 
+def _numbered(lines: Sequence[str]) -> bool:
+    """Whether at least :data:`SHARE` of the first :data:`SAMPLE_ROWS` lines are numbered (a
+    file read); stops once the lines not numbered are too many for that."""
+    rows = min(len(lines), SAMPLE_ROWS)
+    need = SHARE * rows
+    misses = 0
+    for line in lines[:SAMPLE_ROWS]:
+        if not _NUMBERED.match(line):
+            misses += 1
+            if rows - misses < need:
+                return False
+    return rows - misses >= need
+
+
 def classify(text: str, lines: Sequence[str], *, whole: str | None = None) -> tuple[Shape, Any]:
     """(the shape of ``text``'s preview, its JSON value when the shape is ``json``); ``text``
     may be the windows of a longer ``whole`` (the JSON check reads the whole document)."""
-    numbered = sum(1 for line in lines[:SAMPLE_ROWS] if _NUMBERED.match(line))
-    if numbered >= SHARE * min(len(lines), SAMPLE_ROWS) and not _tsv(lines):
+    if _numbered(lines) and not _tsv(lines):
         return "head_tail", None
     if _is_diff(text):
         return "diff", None

@@ -12,8 +12,29 @@ from budget._errors import InputError
 __all__ = ["parse_path", "select"]
 
 _STEP: Final = re.compile(
-    r"""\.(?P<name>[A-Za-z_$][\w$-]*)|\[(?P<index>-?\d+)\]|\[(?P<q>["'])(?P<key>(?:\\.|(?!(?P=q)).)*)(?P=q)\]"""
+    r"""\.(?P<name>[A-Za-z_$][\w$-]*)|\[(?P<index>-?\d+)\]|\[(?P<q>["'])(?P<key>(?:\\.|(?!(?P=q))[^\\])*)(?P=q)\]""",
+    re.S,  # a key may hold a newline (a model's JSON argument decodes "\n" to one)
 )
+"""A step. A quoted key's characters are an escape or any character but the quote and the
+backslash: with a backslash allowed in both (as before), a run of them could be read in 2**n
+ways: refusing ``$["`` then backslashes and no closing quote took twice as long for every two
+more (24 of them: 16 ms; the 497 a 500-character path allows: longer than any session)."""
+_ESCAPE: Final = re.compile(r"\\(u[0-9a-fA-F]{4}|.)", re.S)
+_ESCAPED: Final = {"b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
+
+
+def _unescape(key: str) -> str:
+    """A quoted key's escapes as JSON (and RFC 9535) read them: ``\\n``, ``\\t``, ``\\u001f``, a
+    surrogate pair as its one character; any other escaped character as itself (``\\"``, ``\\'``,
+    ``\\\\``). Before, ``\\u001f`` selected the key ``u001f``."""
+
+    def one(m: re.Match[str]) -> str:
+        e = m.group(1)
+        return chr(int(e[1:], 16)) if len(e) == 5 else _ESCAPED.get(e, e)
+
+    out = _ESCAPE.sub(one, key)
+    # Joins a \uD83D\uDE00 pair into one character as json.loads does; lone halves stay.
+    return out.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
 
 
 def parse_path(path: str) -> tuple[str | int, ...]:
@@ -35,7 +56,7 @@ def parse_path(path: str) -> tuple[str | int, ...]:
         elif m.group("index") is not None:
             steps.append(int(m.group("index")))
         else:
-            steps.append(re.sub(r"\\(.)", r"\1", m.group("key")))
+            steps.append(_unescape(m.group("key")))
         pos = m.end()
     return tuple(steps)
 
@@ -48,10 +69,22 @@ def _records(text: str) -> Any:
         raise InputError("path cannot read this JSON: it is nested too deeply") from None
     except ValueError:
         pass
-    try:
-        return [json.loads(line) for line in text.split("\n") if line.strip()]
-    except (ValueError, RecursionError):
-        raise InputError("path needs a JSON output, and this output is not JSON") from None
+    records: list[Any] = []
+    for n, line in enumerate(text.split("\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            records.append(json.loads(line))
+        except (ValueError, RecursionError):
+            if not records:
+                raise InputError("path needs a JSON output, and this output is not JSON") from None
+            # Records before it parsed: NDJSON with one broken line; say which, so the model
+            # can page to it rather than be told the whole output is not JSON.
+            raise InputError(
+                f"path needs a JSON output: this output reads as one JSON record a line, but "
+                f"its line {n:,} is not JSON; read it with offset={n - 1} and limit=1"
+            ) from None
+    return records
 
 
 def select(text: str, path: str) -> Any:

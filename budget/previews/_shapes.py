@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any, Final
 
-from budget.previews._detect import _HUNK, _MD_SEP, Shape, classify, marks
+from budget.previews._detect import _HUNK, Shape, classify, is_md_separator, marks
 from budget.previews._json import LADDER, skeleton_text
 from budget.previews._lines import Picker, Shaped, Window
 
@@ -62,7 +62,7 @@ def _table(w: Window, budget: int, tail_share: float) -> Shaped:
     lines = w.lines
     p = Picker(w, budget)
     first = next((i for i, line in enumerate(lines) if line.strip()), 0)
-    head = first + 2 if first + 1 < len(lines) and _MD_SEP.match(lines[first + 1]) else first + 1
+    head = first + 2 if first + 1 < len(lines) and is_md_separator(lines[first + 1]) else first + 1
     p.take_range(first, head)
     rows = sum(1 for i in range(head, len(lines)) if lines[i].strip())
     if w.tail_at is not None:  # the lines between the windows are rows too (blank or not)

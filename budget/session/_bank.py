@@ -38,7 +38,7 @@ def banked(
     read, the rest new) waits for its usage.
     """
     observed = tally.observed
-    seen = len(tally.readback_ids)
+    seen = tally.readbacks()
     readbacks = max(seen - observed.readbacks, 0) * (
         prices.carry * estimate + prices.new * page_tokens
     )

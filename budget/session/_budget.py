@@ -254,6 +254,10 @@ class Budget:
         ``status="error"``) without matching the ``Error:`` prefix."""
         return self._reader.result(tool_input)
 
+    def note_readback(self) -> None:
+        """Count one read of hidden output that no later call in the history will show."""
+        self._turns.parts.tally.noted += 1
+
     def decision(self, call_id: str) -> Decision | None:
         """The frozen decision for the first result answering ``call_id`` (a string), if decided."""
         if not isinstance(call_id, str):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import overload
 
 from budget._config import BudgetConfig
@@ -63,6 +63,36 @@ class _Eligible(Sequence[Candidate]):
         return Candidate(c.result, self._decide(c.result), c.reclaim_tokens)
 
 
+@dataclass(slots=True)
+class _Pool:
+    """Candidates in round order with their cumulative reclaimable tokens."""
+
+    cands: list[_Cand] = field(default_factory=list)
+    rounds: list[int] = field(default_factory=list)
+    cum: list[int] = field(default_factory=lambda: [0])
+
+    def end(self, cutoff: int) -> int:
+        """The end of the candidates of rounds up to ``cutoff``."""
+        return bisect_right(self.rounds, cutoff)
+
+    def late(self, rnd: int) -> bool:
+        """Whether a result of round ``rnd`` comes after a newer one (it is no candidate)."""
+        return bool(self.rounds) and rnd < self.rounds[-1]
+
+    def append(self, cand: _Cand) -> None:
+        self.cands.append(cand)
+        self.rounds.append(cand.result.round)
+        self.cum.append(self.cum[-1] + cand.reclaim_tokens)
+
+    def drop(self, trimmed: set[str]) -> None:
+        kept = [c for c in self.cands if c.result.call_id not in trimmed]
+        if len(kept) == len(self.cands):
+            return
+        self.cands, self.rounds, self.cum = [], [], [0]
+        for c in kept:
+            self.append(c)
+
+
 class Candidates:
     """The session's staleness candidates, in round order with cumulative reclaimable tokens,
     and the decision a result stands under. Its state is the candidates and the start of those
@@ -74,47 +104,42 @@ class Candidates:
 
     def reset(self) -> None:
         """Forget every candidate (with the history cache): the next scan finds them again."""
-        self._cands: list[_Cand] = []
-        self._cand_rounds: list[int] = []
-        self._cand_cum: list[int] = [0]
+        self._floored = _Pool()
+        """Candidates over the stale floor: what a batch may trim where a cache is kept."""
+        self._all = _Pool()
+        """Every candidate with tokens to reclaim: without a cache nothing re-written is lost,
+        so a result is trimmed as it ages whatever its size (SPEC 3), when the trim pays."""
         self._cand_results: dict[str, ToolResult] = {}
-        self._cand_start = 0
 
     def cutoff(self, current_round: int, *, overflowing: bool) -> int:
         """The newest round whose results may be trimmed."""
         protect = 1 if overflowing else self._config.protect_rounds
         return current_round - protect
 
-    def _eligible_end(self, current_round: int, *, overflowing: bool) -> int:
-        """The end of the candidates a batch may trim now (the start is ``_cand_start``)."""
-        end = bisect_right(self._cand_rounds, self.cutoff(current_round, overflowing=overflowing))
-        return max(end, self._cand_start)
+    def _pool(self, floored: bool) -> _Pool:
+        return self._floored if floored else self._all
 
     def eligible(
-        self, current_round: int, *, overflowing: bool, retry: bool
+        self, current_round: int, *, overflowing: bool, retry: bool, floored: bool = True
     ) -> tuple[_Eligible, int]:
-        """This request's candidates and the tokens trimming them all would reclaim."""
-        end = self._eligible_end(current_round, overflowing=overflowing)
+        """This request's candidates and the tokens trimming them all would reclaim: those over
+        the stale floor (``floored``, where a cache is kept), else all of them."""
+        pool = self._pool(floored)
+        end = pool.end(self.cutoff(current_round, overflowing=overflowing))
         if retry and not overflowing:
-            end = self._cand_start  # nothing is trimmed anew on a retry
-        eligible = _Eligible(self._cands, self._cand_start, end, self.current)
-        return eligible, self._cand_cum[end] - self._cand_cum[self._cand_start]
+            end = 0  # nothing is trimmed anew on a retry
+        return _Eligible(pool.cands, 0, end, self.current), pool.cum[end]
 
-    def reclaimable(self, current_round: int) -> int:
+    def reclaimable(self, current_round: int, *, floored: bool = True) -> int:
         """Tokens a batch could reclaim now, outside an overflow (the report's figure)."""
-        end = self._eligible_end(current_round, overflowing=False)
-        return self._cand_cum[end] - self._cand_cum[self._cand_start]
+        pool = self._pool(floored)
+        return pool.cum[pool.end(self.cutoff(current_round, overflowing=False))]
 
     def drop_trimmed(self, trimmed: set[str]) -> None:
         """A batch ran: its results are trimmed, never candidates again; those before its cut
         stay candidates (linear in the candidates not trimmed before)."""
-        start = self._cand_start
-        kept = [c for c in self._cands[start:] if c.result.call_id not in trimmed]
-        del self._cands[start:], self._cand_rounds[start:], self._cand_cum[start + 1 :]
-        for c in kept:
-            self._cands.append(c)
-            self._cand_rounds.append(c.result.round)
-            self._cand_cum.append(self._cand_cum[-1] + c.reclaim_tokens)
+        self._floored.drop(trimmed)
+        self._all.drop(trimmed)
 
     def result(self, call_id: str) -> ToolResult | None:
         """The candidate result of ``call_id``, if it is (or was) one."""
@@ -142,17 +167,19 @@ class Candidates:
             d = self.current(r)
             if d.kind not in ("kept", "spilled") or cfg.cap_for(r.tool) is None:
                 continue
-            if d.shown_chars() <= cfg.stale_floor:
-                continue
             reclaim = self._tt(d.shown(r.text)) - stub_tokens
             if reclaim <= 0:
                 continue
-            if self._cand_rounds and r.round < self._cand_rounds[-1]:
-                continue  # out of order (a late result for an old call): stays as it is
-            self._cand_results[r.call_id] = r
-            self._cands.append(_Cand(r, reclaim))
-            self._cand_rounds.append(r.round)
-            self._cand_cum.append(self._cand_cum[-1] + reclaim)
+            # Out of order (a late result for an old call) in a pool: it stays as it is there.
+            cand, taken = _Cand(r, reclaim), False
+            if d.shown_chars() > cfg.stale_floor and not self._floored.late(r.round):
+                self._floored.append(cand)
+                taken = True
+            if not self._all.late(r.round):
+                self._all.append(cand)
+                taken = True
+            if taken:
+                self._cand_results[r.call_id] = r
 
     def results_of(
         self, made: Mapping[str, Decision], new_results: list[ToolResult]

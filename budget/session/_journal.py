@@ -15,6 +15,7 @@ from budget._errors import SessionLocked, StoreError
 from budget._ledger import Ledger
 from budget._log import Events
 from budget.compaction._compactor import Compactor
+from budget.compaction._resumed import FAILED
 from budget.policy import Observed
 from budget.session._records import (
     finite,
@@ -26,8 +27,11 @@ from budget.session._records import (
     usage_key,
 )
 from budget.session._resumed import Reactive, header_of, reactive_of, read_anchor
-from budget.tokens._calibration import Anchor, Calibration, restore
+from budget.tokens._calibration import RECORD, Anchor, Calibration, restore
 from spill import Store
+
+FACTS = (RECORD, FAILED)
+"""Record kinds that stand on their own, whatever follows them (see :meth:`Journal.restore`)."""
 
 __all__ = ["Counters", "Journal", "Resumed"]
 
@@ -132,6 +136,17 @@ class Journal:
         ]
         return [{"t": "void", "ids": void}, *again] if void else again
 
+    def _hold_tail(self, unclosed: list[dict[str, Any]]) -> None:
+        """Keep the records after the last closing one for the next append to settle."""
+        # A failed proactive compaction logs its count after its request's record, and a
+        # calibration record is a fact about a response: neither is a request a crash cut off
+        # (both restored from the whole log), so neither is a dropped tail.
+        dropped = [r for r in unclosed if not any(r.get("t") == kind for kind in FACTS)]
+        if dropped:
+            self._log.warning("toolbudget.log.tail_dropped", records=len(dropped))
+        if unclosed:
+            self._tail = unclosed
+
     def restore(self, ledger: Ledger, compactor: Compactor, model: str | None) -> Resumed:
         """Read the log once: restore ``ledger`` and ``compactor`` from it, and return the rest."""
         # A request's records count once its own record closes them (every append ends with a
@@ -146,9 +161,7 @@ class Journal:
                 self._seq = seq
                 break
         records, decisions, unclosed = split_log(log)
-        if unclosed:
-            self._log.warning("toolbudget.log.tail_dropped", records=len(unclosed))
-            self._tail = unclosed
+        self._hold_tail(unclosed)
         # The whole log, tail included: a calibration record is a fact about a response that
         # came, never withdrawn, and closed by whatever request follows (as in the live session).
         calibration, bad = restore(log, model)

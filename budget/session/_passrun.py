@@ -99,8 +99,7 @@ class Passes:
         # now, as they would be in a session that had gone on (no-op for known candidates).
         fresh_ids = {r.call_id for r in turn.fresh}
         self._candidates.add(r for r in new_results if r.call_id not in fresh_ids)
-        read_tool = self.config.read_tool_name
-        self._tally.readback_ids.update(r.call_id for r in new_results if r.tool == read_tool)
+        self._tally.note_mentions(self._history.mentions, self._ledger.hidden_refs)
         made: dict[str, Decision] = dict(wrapped)
         # ``decided`` is a live view: each pass sees the decisions of the passes before it.
         ctx = self._context(turn, made)
@@ -129,8 +128,19 @@ class Passes:
         overflowing = self._tally.overflows > 0
         messages, k, reported = turn.messages, turn.k, turn.reported
         frozen = self._group_frozen_chars(turn.fresh)
+        # Without a cache (the usage shows none) no result is too small to trim as it ages.
+        cfg = self.config
+        regime = prices_for(
+            self._tally.observed,
+            write=cfg.cache_write_price,
+            read=cfg.cache_read_price,
+            ttl_s=cfg.cache_ttl_s,
+        ).regime
         eligible, reclaim = self._candidates.eligible(
-            self._history.current_round(), overflowing=overflowing, retry=turn.retry
+            self._history.current_round(),
+            overflowing=overflowing,
+            retry=turn.retry,
+            floored=regime != "uncached",
         )
         # Messages before ``k`` as the previous request showed them, the rest as their frozen
         # decisions show them: the same figure whether the session went on or was resumed.
@@ -203,11 +213,7 @@ class Passes:
         before = self._before_tokens(k)
         if tally.requests == 0:
             tally.observed = replace(tally.observed, first_tokens=estimate)
-        observed = tally.observed.now(
-            requests=tally.requests,
-            readbacks=len(tally.readback_ids),
-            visible=not cfg.include_path,
-        )
+        observed = tally.observed.now(requests=tally.requests, readbacks=tally.readbacks())
         prices = prices_for(
             observed, write=cfg.cache_write_price, read=cfg.cache_read_price, ttl_s=cfg.cache_ttl_s
         )
@@ -224,11 +230,7 @@ class Passes:
                 cached_end=cached_end,
                 page_tokens=cfg.read_page_chars / 4,  # the estimator's 4 characters a token
             )
-            observed = tally.observed.now(
-                requests=tally.requests,
-                readbacks=observed.readbacks,
-                visible=observed.readbacks_visible,
-            )
+            observed = tally.observed.now(requests=tally.requests, readbacks=observed.readbacks)
         look = outlook(observed, tokens=estimate, window=self._estimator.window())
         cold = tally.last_at is not None and turn.now - tally.last_at >= prices.ttl_s
         items = self._items(eligible, prices, before, turn.now)

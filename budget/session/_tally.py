@@ -7,6 +7,7 @@ and advances it, a retry rolls it back.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from budget.policy import Observed, Verdict
@@ -35,7 +36,10 @@ class Tally:
     marks: list[tuple[int, float]] = field(default_factory=list)
     """(history length, time) of the requests whose cache entries still match, by length."""
     readback_ids: set[str] = field(default_factory=set)
-    """Results of the read-back tool seen in the history: the agent needed hidden text."""
+    """Calls in the history naming a hidden result's ref (the read-back tool's, or the agent's own
+    tools opening the spilled file): the agent needed hidden text."""
+    noted: int = 0
+    """Read-backs the host reported that the history does not show (``Budget.note_readback``)."""
     batch_from: int | None = None
     """The first message this request's batch rewrites (None: no batch)."""
     verdicts: dict[str, Verdict] = field(default_factory=dict)
@@ -57,6 +61,20 @@ class Tally:
         if resumed.counters is not None:
             tally.set(resumed.counters)
         return tally
+
+    def note_mentions(
+        self, mentions: list[tuple[str, str]], hidden: Callable[[], set[str]]
+    ) -> None:
+        """Count the calls among ``mentions`` (call id, ref) that name a ref of ``hidden()`` (the
+        refs of results hidden before: asked for only when some call names a ref)."""
+        if mentions:
+            refs = hidden()
+            self.readback_ids.update(cid for cid, ref in mentions if ref in refs)
+
+    def readbacks(self) -> int:
+        """Read-backs seen so far: the history's, those the host noted, and at least as many as
+        the log held (a resumed session does not see the noted ones again)."""
+        return max(len(self.readback_ids) + self.noted, self.observed.readbacks)
 
     def counters(self) -> Counters:
         """(requests, last time, last length, last history tokens) as a request record has them."""

@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any, Final, TypeGuard
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from budget._errors import InputError
 
-__all__ = ["ProviderUsage", "anchored_estimate", "normalize_usage"]
+__all__ = ["ProviderUsage", "anchored_estimate", "is_token_count", "normalize_usage"]
 
 
 MAX_TOKENS: Final = 2**53
@@ -78,6 +78,12 @@ def _fields(obj: object) -> Mapping[str, Any] | None:
     return None
 
 
+def is_token_count(value: object) -> TypeGuard[int]:
+    """Whether ``value`` is a token count a provider could report: a whole number (an int, not
+    a bool) from 0 to 2**53 (what JSON numbers carry exactly)."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_TOKENS
+
+
 def _count(fields: Mapping[str, Any] | None, *keys: str) -> int:
     """The first of ``keys`` present in ``fields`` as a count (absent or null: 0)."""
     if fields is None:
@@ -86,7 +92,7 @@ def _count(fields: Mapping[str, Any] | None, *keys: str) -> int:
         value = fields.get(key)
         if value is None:
             continue
-        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_TOKENS:
+        if not is_token_count(value):
             raise InputError(
                 f"usage field {key!r} is {value!r}, not a whole number of tokens from 0 to 2**53"
             )

@@ -3,6 +3,7 @@ and on the public traces (``none`` never pays a read-back and shows every quoted
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -108,6 +109,21 @@ def test_readback_reads_a_2000_char_page_where_the_strategy_keeps_the_output(
     assert got.readback_billed == pytest.approx(expected)
     none = replay_trace(_trace(), strategies.get("none"), tmp_path / "none", count=chars4)
     assert got.billed_tokens - got.readback_billed < none.billed_tokens
+
+
+def test_each_charged_readback_is_told_to_the_toolbudget_session(tmp_path: Path) -> None:
+    """toolbudget with a 1,000-char cap spills A; each read-back the replay charges is noted in
+    the session (``Budget.note_readback``), as the agent's read of the spilled file would be,
+    and the session's last request record counts them."""
+    tb = strategies.get("toolbudget", result_cap=1_000, preview_chars=50)
+    got = replay_trace(_trace(), tb, tmp_path, count=chars4)
+    assert got.readbacks == 2
+    (log,) = list(tmp_path.rglob("*.jsonl"))
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    counts = [rec["p"][6] for rec in records if rec.get("t") == "req"]
+    # Charged after requests 2 and 3 (the answers quoting L1 and L2): the last record is request
+    # 3's, made before its own read-back was noted.
+    assert counts == [0, 0, 0, 1]
 
 
 # --- the hindsight bound -----------------------------------------------------------------------

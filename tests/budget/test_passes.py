@@ -117,10 +117,11 @@ ITEMS = [
 
 
 def test_staleness_waits_when_the_bank_does_not_cover_the_re_write() -> None:
-    """The same batch with 1,990 banked (its re-write is 2,000; nothing billed yet, so the
-    allowance is 1,990 + 0.5% x 1,990 = 1,999.95): no trim, and the verdict says it was refused
-    for want of bank."""
-    costs = _costs(ITEMS, requests=20, bank=1_990.0)
+    """The same batch with 1,000 banked (its re-write is 2,000; nothing billed yet, so the
+    allowance is 1,000 + 0.5% x 1,000 = 1,005): 995 short, which its 700 a request pays back in
+    1.42 requests, a session of 21 ends that soon 1.42 / 22.42 = 6.3% of the time, over the 5%
+    risk: no trim, and the verdict says it was refused for want of bank."""
+    costs = _costs(ITEMS, requests=20, bank=1_000.0)
     assert staleness(ctx([], staleness=_stale(), costs=costs)) == []
     (verdict,) = costs.verdicts.values()
     assert (verdict.choice, verdict.cut, verdict.covered) == ("wait", 1, False)

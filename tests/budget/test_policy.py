@@ -14,12 +14,14 @@ from hypothesis import strategies as st
 
 from budget import Budget, BudgetConfig, ToolPolicy
 from budget.policy import (
+    RISK,
     Item,
     Observed,
     Outlook,
     Prices,
     allowance,
     best_cut,
+    breach_chance,
     expected_remaining,
     fill_chance,
     outlook,
@@ -148,17 +150,15 @@ def test_a_record_from_before_the_bank_starts_with_an_empty_one() -> None:
 
 
 def test_the_readback_chance_is_the_prior_then_the_sessions_own_rate() -> None:
-    """Fresh 8/10, stale 1/10 (errors 9/10, 2/10); 20 hidden and none read back: 8/30 where
-    read-backs are seen, still the prior where they go through the agent's own file tools."""
+    """Fresh 1/2, stale 1/10 (errors 2/3, 2/10); 20 hidden and none read back: 1/22; 10 of 20
+    read back: the stale chance 11/30."""
     fresh, stale = Observed(), Observed()
-    assert readback_chance(fresh, fresh=True, is_error=False) == pytest.approx(0.8)
-    assert readback_chance(fresh, fresh=True, is_error=True) == pytest.approx(0.9)
+    assert readback_chance(fresh, fresh=True, is_error=False) == pytest.approx(0.5)
+    assert readback_chance(fresh, fresh=True, is_error=True) == pytest.approx(2 / 3)
     assert readback_chance(stale, fresh=False, is_error=False) == pytest.approx(0.1)
     assert readback_chance(stale, fresh=False, is_error=True) == pytest.approx(0.2)
     quiet = Observed(hidden=20)
-    assert readback_chance(quiet, fresh=True, is_error=False) == pytest.approx(8 / 30)
-    unseen = Observed(hidden=20, readbacks_visible=False)
-    assert readback_chance(unseen, fresh=True, is_error=False) == pytest.approx(0.8)
+    assert readback_chance(quiet, fresh=True, is_error=False) == pytest.approx(1 / 22)
     read = Observed(hidden=20, readbacks=10)
     assert readback_chance(read, fresh=False, is_error=False) == pytest.approx(11 / 30)
 
@@ -167,53 +167,62 @@ def test_the_readback_chance_is_the_prior_then_the_sessions_own_rate() -> None:
 
 
 def test_a_fresh_10k_token_result_is_spilled_and_a_3k_one_kept() -> None:
-    """Cached at 1.25 / 0.1, 10 later requests, a 50k prompt, 5k-token pages, 650-token envelope:
+    """Cached at 1.25 / 0.1, 10 later requests, a 50k prompt, 5k-token pages, 650-token envelope,
+    nothing hidden yet (read back one time in two):
 
     10,000 tokens: saving 9,350 x (1.25 + 0.1 x 10) = 21,037.5; a read-back 0.1 x 50,000 +
-    1.25 x 5,000 + 0.1 x 5,000 x 10 = 16,250 at 0.8 = 13,000: net 8,037.5, spill.
+    1.25 x 5,000 + 0.1 x 5,000 x 10 = 16,250 at 0.5 = 8,125: net 12,912.5, spill.
     3,000 tokens: saving 2,350 x 2.25 = 5,287.5; read-back 5,000 + 3,750 + 3,000 = 11,750 at
-    0.8 = 9,400: net -4,112.5, keep.
+    0.5 = 5,875: net -587.5, keep.
     """
     big = spill_verdict(
         ANTHROPIC, look(10), Observed(), tokens=10_000, envelope_tokens=650, is_error=False,
         page_tokens=5_000,
     )  # fmt: skip
-    assert (big.choice, big.saving, big.readback_risk) == ("spill", 21_037.5, 13_000.0)
-    assert big.net == pytest.approx(8_037.5, abs=0.01) and big.window_gain < 0.01
+    assert (big.choice, big.saving, big.readback_risk) == ("spill", 21_037.5, 8_125.0)
+    assert big.net == pytest.approx(12_912.5, abs=0.01) and big.window_gain < 0.01
     small = spill_verdict(
         ANTHROPIC, look(10), Observed(), tokens=3_000, envelope_tokens=650, is_error=False,
         page_tokens=5_000,
     )  # fmt: skip
-    assert (small.choice, small.saving, small.readback_risk) == ("keep", 5_287.5, 9_400.0)
-    assert small.net == pytest.approx(-4_112.5, abs=0.01)
+    assert (small.choice, small.saving, small.readback_risk) == ("keep", 5_287.5, 5_875.0)
+    assert small.net == pytest.approx(-587.5, abs=0.01)
 
 
-def test_a_spill_is_kept_until_the_bank_covers_its_read_back() -> None:
-    """8,000 tokens, as above: saving 7,350 x 2.25 = 16,537.5 against 13,000 risked, net
-    3,537.5. At worst it is read back at once and the session ends: the prompt without it,
-    0.1 x 42,650, plus 1.25 x 5,000, less the write it saved now, 1.25 x 7,350: 1,327.5. An
-    allowance of 1,327 keeps it whole, 1,327.5 spills it; the 10k-token result saves more now
-    than its read-back costs (covered with nothing banked)."""
+def test_a_spill_is_kept_until_the_bank_or_the_sessions_age_covers_its_read_back() -> None:
+    """8,000 tokens, as above: saving 7,350 x 2.25 = 16,537.5 against 8,125 risked, net
+    8,412.5. At worst it is read back at once and the session ends: the prompt without it,
+    0.1 x 42,650, plus 1.25 x 5,000, less the write it saved now, 1.25 x 7,350: 1,327.5.
 
-    def spilled(tokens: int, room: float) -> Any:
+    With nothing banked that shortfall takes 1,327.5 / 735 = 1.806 requests of carried saving
+    to pay back. At the first request (m = 1) the session ends that soon 1.806 / 2.806 of the
+    time, read back one time in two: 32% > 5%, kept. After 20 requests (m = 21): 0.5 x 1.806 /
+    22.806 = 4.0% <= 5%, spilled. An allowance of 1,327.5 covers it outright."""
+
+    def spilled(tokens: int, room: float, made: int = 20) -> Any:
+        at = Outlook(made=made, tokens=50_000, window=FAR, growth=1.0, requests=10)
         return spill_verdict(
-            ANTHROPIC, look(10), Observed(), tokens=tokens, envelope_tokens=650, is_error=False,
+            ANTHROPIC, at, Observed(), tokens=tokens, envelope_tokens=650, is_error=False,
             page_tokens=5_000, allowance=room,
         )  # fmt: skip
 
-    short = spilled(8_000, 1_327.0)
-    assert (short.choice, short.covered) == ("keep", False)
-    assert short.worst_case == pytest.approx(1_327.5)
-    assert short.net == pytest.approx(3_537.5, abs=0.01)
-    assert (spilled(8_000, 1_327.5).choice, spilled(10_000, 0.0).choice) == ("spill", "spill")
+    first = spilled(8_000, 0.0, made=0)
+    assert (first.choice, first.covered) == ("keep", False)
+    assert first.worst_case == pytest.approx(1_327.5)
+    assert first.net == pytest.approx(8_412.5, abs=0.01)
+    assert breach_chance(0, 1_327.5, 735.0, 0.5) == pytest.approx(0.5 * 1.806 / 2.806, abs=1e-3)
+    assert breach_chance(20, 1_327.5, 735.0, 0.5) == pytest.approx(0.5 * 1.806 / 22.806, abs=1e-3)
+    assert (spilled(8_000, 0.0).choice, spilled(8_000, 1_327.5, made=0).choice) == ("spill",) * 2
+    # The 10k-token result saves more now than its read-back costs: covered with nothing banked.
+    assert spilled(10_000, 0.0, made=0).choice == "spill"
     assert spilled(10_000, 0.0).worst_case == pytest.approx(-1_372.5)
 
 
 def test_the_window_risk_makes_a_spill_pay_near_the_window() -> None:
     """A 6,000-token result at a 190k prompt: saving 5,350 x 2.25 = 12,037.5 against a read-back
-    of 0.8 x (19,000 + 6,250 + 5,000) = 24,200: kept far from the window. In a 200k window
+    of 0.5 x (19,000 + 6,250 + 5,000) = 15,125: kept far from the window. In a 200k window
     growing 1k a request (m = 21) reaching it goes from 21/31 to 21/36.35 likely: at 270k a
-    fill that gains 26,920, and the spill pays (net 14,757)."""
+    fill that gains 26,920, and the spill pays (net 23,832)."""
 
     def verdict(window: int, growth: float) -> Any:
         at = Outlook(made=20, tokens=190_000, window=window, growth=growth, requests=10)
@@ -223,11 +232,11 @@ def test_the_window_risk_makes_a_spill_pay_near_the_window() -> None:
         )  # fmt: skip
 
     far = verdict(FAR, 1.0)
-    assert (far.choice, far.readback_risk) == ("keep", 24_200)
+    assert (far.choice, far.readback_risk) == ("keep", 15_125)
     near = verdict(200_000, 1_000.0)
     assert near.window_gain == pytest.approx(270_000 * (21 / 31 - 21 / 36.35))
     assert near.window_gain == pytest.approx(26_920, abs=1)
-    assert near.choice == "spill" and near.net == pytest.approx(14_757, abs=1)
+    assert near.choice == "spill" and near.net == pytest.approx(23_832, abs=1)
 
 
 # --- a batch: where it starts, or wait ---------------------------------------------------------
@@ -259,20 +268,25 @@ def test_the_cut_search_picks_the_hand_computed_best_cut() -> None:
 
 def test_a_batch_is_refused_for_want_of_bank_then_taken_once_the_bank_covers_it() -> None:
     """The cut at B (net 10,400) re-writes 2,000 at worst (the session ends after this
-    request). Banked 900 and billed 200,000 (so sending everything: 200,900): 900 + 0.5% x
-    200,900 = 1,904.5 covers no cut (C re-writes 2,600, A 18,000): wait, refused for want of
-    bank. Banked 1,000: 1,000 + 0.5% x 201,000 = 2,005 covers B."""
-    poor = Observed(bank=900.0, billed=200_000.0)
-    assert allowance(poor) == pytest.approx(1_904.5)
-    assert allowance(Observed(bank=1_000.0, billed=200_000.0)) == pytest.approx(2_005)
+    request) and saves 7,000 x 0.1 = 700 a request. Nothing banked, billed 200,000: an
+    allowance of 0.5% x 200,000 = 1,000, short by 1,000, paid back in 1.43 requests, which a
+    session of m = 21 fails to last 1.43 / 22.43 = 6.4% of the time (C and A: worse): over the
+    5% risk, wait, refused for want of bank. Banked 300: 300 + 0.5% x 200,300 = 1,301.5, short
+    by 698.5, 0.998 requests: 4.5%, taken."""
+    poor = Observed(bank=0.0, billed=200_000.0)
+    assert allowance(poor) == pytest.approx(1_000)
+    rich = Observed(bank=300.0, billed=200_000.0)
+    assert allowance(rich) == pytest.approx(1_301.5)
     v = best_cut(AUTO, look(20), poor, ITEMS, cached_end=40_000, cold=False,
                  allowance=allowance(poor))  # fmt: skip
     assert (v.choice, v.cut, v.covered, v.worst_case) == ("wait", 1, False, 2_000)
     assert v.net == pytest.approx(10_400, abs=0.01)  # it would pay, on average
-    rich = Observed(bank=1_000.0, billed=200_000.0)
+    assert breach_chance(20, 1_000, 700, 1.0) == pytest.approx(1 / 0.7 / (21 + 1 / 0.7))
     t = best_cut(AUTO, look(20), rich, ITEMS, cached_end=40_000, cold=False,
                  allowance=allowance(rich))  # fmt: skip
     assert (t.choice, t.cut, t.covered, t.worst_case) == ("trim", 1, True, 2_000)
+    taken = breach_chance(20, 698.5, 700, 1.0)
+    assert taken == pytest.approx(0.04536, abs=1e-4) and taken < RISK
 
 
 def test_an_uncovered_best_cut_gives_way_to_the_best_covered_one() -> None:
@@ -371,6 +385,30 @@ def test_a_session_without_cache_reads_trims_results_as_they_age(tmp_path: Path)
     batches = [r for r in warm if r.staleness_ran]
     assert len(batches) < len(ran) and all(r.staleness_reason == "pays" for r in batches)
     assert sum(r.staleness_cost is not None and r.staleness_cost.choice == "wait" for r in warm) > 3
+
+
+def _drive_small(usage: dict[str, int], path: Path) -> list[Any]:
+    """``_drive`` on 14 rounds of 1,900-character results: under the 2,000-character floor."""
+    history = _rounds(14, 1_900)
+    reports = []
+    with Budget.open(path, {"fsync": False}) as session:
+        for end in range(3, len(history) + 1, 2):
+            answered = {**usage, "output_tokens": end}
+            reports.append(session.prepare(history[:end], usage=answered, now=5.0 * end).report)
+    return reports
+
+
+def test_without_a_cache_results_under_the_floor_are_trimmed_as_they_age(tmp_path: Path) -> None:
+    """The stale floor spares a cache re-write for little: with no cache there is none, so once
+    the usage shows no cache the 1,900-character results are trimmed as they age (no_cache);
+    the same session reading its cache never trims one (all under the floor)."""
+    uncached = _drive_small({"input_tokens": 5_000}, tmp_path / "none")
+    ran = [r for r in uncached if r.staleness_ran]
+    assert ran and {r.staleness_reason for r in ran} == {"no_cache"}
+    assert sum(r.trimmed_now for r in ran) >= 3
+    cached = _drive_small({"input_tokens": 10, "cache_read_input_tokens": 5_000}, tmp_path / "c")
+    assert not any(r.staleness_ran for r in cached)
+    assert all(r.staleness_cost is None or r.staleness_cost.reclaim_tokens == 0 for r in cached)
 
 
 def test_every_priced_decision_carries_its_two_costs(tmp_path: Path) -> None:

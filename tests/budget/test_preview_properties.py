@@ -17,7 +17,23 @@ from hypothesis import strategies as st
 
 from budget._envelope import envelope, preview_shape
 from budget.previews import Earlier, apply_delta, line_delta, shape_preview, skeleton_text
-from budget.previews._detect import FAILURE, MAX_MARK_CHARS, SUMMARY, marks
+from budget.previews._detect import (
+    _ALIGNED,
+    _KEYWORDS,
+    _NUMBERED,
+    FAILURE,
+    MAX_MARK_CHARS,
+    MIN_LINES,
+    SAMPLE_ROWS,
+    SHARE,
+    SUMMARY,
+    _candidates,
+    _delimited,
+    _is_failure,
+    _is_table,
+    _numbered,
+    marks,
+)
 from budget.previews._json import LADDER
 
 _HEADER = re.compile(
@@ -155,7 +171,11 @@ def _marks_by_brute_force(text: str) -> tuple[list[int], list[int]]:
 @given(
     st.lists(
         st.one_of(
-            LINE_KINDS, st.text(max_size=60), st.sampled_from(["İ", "ok\tpkg\t0.1s", "E  x"])
+            LINE_KINDS,
+            st.text(max_size=60),
+            st.sampled_from(
+                ["İ", "ok\tpkg\t0.1s", "ok\x0cpkg 0.1s", "Test: 1 passed, 1 total", "E  x"]
+            ),
         ),
         max_size=60,
     ).map("\n".join)
@@ -164,6 +184,104 @@ def test_the_keyword_scan_finds_every_line_the_patterns_match(text: str) -> None
     """``marks`` (patterns tried only on lines holding a keyword) finds exactly the summary and
     failure lines that matching every line would."""
     assert marks(text) == _marks_by_brute_force(text)
+
+
+_FAILURE_PIECES = st.sampled_from(
+    [
+        "src/a.ts(3,14): error TS2304: Cannot find name 'x'.",
+        "src/a.ts:3:14 - error TS2304: Cannot find name 'x'.",
+        "main.c:3:1: error: expected ';'",
+        "main.c:3: warning: unused",
+        "Foo.java:12: fatal error: boom",
+        ": error: ",
+        "error TS",
+        ":12: warning: ",
+        "x.c:1:2: error:",
+        "ValueError: bad",
+        "npm ERR! code 1",
+        "  ",
+        "\t",
+        "(1,2)",
+    ]
+)
+
+
+@settings(max_examples=500)
+@given(st.lists(st.one_of(_FAILURE_PIECES, st.text(max_size=20)), max_size=6).map("".join))
+def test_the_gated_failure_check_agrees_with_the_pattern(line: str) -> None:
+    """The failure check that tries the backtracking forms only on lines holding their words
+    gives the verdict of the one ``FAILURE`` pattern on every newline-free line."""
+    line = line.replace("\n", " ")
+    assert _is_failure(line) == (FAILURE.match(line) is not None)
+
+
+def _lines_with_a_keyword(text: str) -> list[int]:
+    """The start of every line holding a keyword (one starting with a newline: a line starting
+    with its rest), each line tested against every word."""
+    out, at = [], 0
+    for line in text.lower().split("\n"):
+        if any(line.startswith(w[1:]) if w[0] == "\n" else w in line for w in _KEYWORDS):
+            out.append(at)
+        at += len(line) + 1
+    return out
+
+
+@settings(max_examples=400)
+@given(
+    st.lists(
+        st.sampled_from(
+            ["error x", "FAILED y", "warn", "=== 1 passed ===", "e  x", "ok \tpkg", "plain", ""]
+        )
+        | st.text(alphabet="aeflnorw \t=", max_size=12),
+        max_size=80,
+    ).map("\n".join)
+)
+def test_the_keyword_lines_are_found_alike_in_dense_and_sparse_logs(text: str) -> None:
+    """The keyword scan, which tests the remaining lines one by one once most lines hold a word,
+    finds exactly the lines holding a keyword."""
+    assert _candidates(text) == _lines_with_a_keyword(text)
+
+
+@settings(max_examples=300)
+@given(st.lists(st.sampled_from(["  12\tx", "3: y", "7| z", "x", "", "12→ a"]), max_size=260))
+def test_the_numbered_check_stops_only_when_decided(lines: list[str]) -> None:
+    """The numbered-read check, which stops once too many lines are not numbered, decides as
+    counting every sampled line does."""
+    numbered = sum(1 for line in lines[:SAMPLE_ROWS] if _NUMBERED.match(line))
+    assert _numbered(lines) == (numbered >= SHARE * min(len(lines), SAMPLE_ROWS))
+
+
+_MD_SEPARATOR_ROW = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(?:\|\s*:?-{3,}:?\s*)+\|?\s*$")
+"""A markdown separator row, for the short rows sampled below (the module's own check is written
+cell by cell elsewhere; on these rows the two agree)."""
+
+
+def _table_counting_every_row(lines: list[str]) -> bool:
+    """The table check as it was before the first row decided alone: every row's gaps counted."""
+    rows = [line for line in lines[:SAMPLE_ROWS] if line.strip()]
+    if len(rows) < MIN_LINES:
+        return False
+    if len(rows) > 1 and _MD_SEPARATOR_ROW.match(rows[1]) and rows[0].lstrip().startswith("|"):
+        return True
+    if _delimited(rows, "\t") or (_delimited(rows, ",") and rows[0].count(",") >= 2):
+        return True
+    gaps = [len(_ALIGNED.findall(row.strip())) for row in rows]
+    return gaps[0] >= 2 and sum(1 for g in gaps if g == gaps[0]) >= SHARE * len(rows)
+
+
+@settings(max_examples=300)
+@given(
+    st.lists(
+        st.sampled_from(
+            ["a  b  c", "a  b  c  d", "a\tb\tc", "a,b,c", "|a|b|", "|---|---|", "x y", "", "a  b"]
+        ),
+        max_size=30,
+    )
+)
+def test_the_table_check_reads_the_first_row_first(rows: list[str]) -> None:
+    """The table check that stops at a first row with fewer than two wide gaps decides as
+    counting every row's gaps does."""
+    assert _is_table(rows) == _table_counting_every_row(rows)
 
 
 def test_the_same_input_gives_the_same_bytes_in_another_process(tmp_path: Path) -> None:

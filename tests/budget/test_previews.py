@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ import pytest
 
 from budget import Budget, ToolPolicy
 from budget._envelope import envelope
-from budget.previews import detect, shape_preview
+from budget.previews import detect, is_failure, shape_preview
 from tests._shared import SharedTraces
 
 REF = "0" * 32
@@ -503,3 +504,37 @@ def test_deeply_nested_json_lines_are_previewed_not_crashed_on() -> None:
     text = f"{deep}\n{deep}\n"
     assert detect(text) == "head_tail"
     assert "--- preview: head_tail" in env(text)
+
+
+_REAL_TOOLS = {
+    # tool: (a line of its failing runs, the summary line its preview must show)
+    "mvn": (
+        re.compile(r"^\[INFO\] BUILD FAILURE\s*$", re.M),
+        re.compile(r"^\[INFO\] BUILD FAILURE"),
+    ),
+    "javac": (re.compile(r"^\S+\.java:\d+: error: ", re.M), re.compile(r"^\d+ errors?$")),
+    "unittest": (
+        re.compile(r"^FAILED \((?:failures|errors)=\d+", re.M),
+        re.compile(r"^Ran \d+ tests? in "),
+    ),
+}
+
+
+@pytest.mark.parametrize("tool", list(_REAL_TOOLS))
+def test_real_maven_javac_and_unittest_failures_from_the_traces(
+    shared_trace_set: SharedTraces, tool: str
+) -> None:
+    """Each long recorded failing Maven build, javac compile and unittest run (the openhands
+    and mini-swe-agent traces hold them) is error output whose preview shows the run's
+    summary line and its first failure line."""
+    failing, summary = _REAL_TOOLS[tool]
+    runs = [t for t in _long_results(shared_trace_set) if failing.search(t)]
+    assert runs, f"the public traces hold failing {tool} runs"
+    for text in runs:
+        assert detect(text) == "errors"
+        shown = {x.strip() for x in env(text).splitlines()}
+        lines = text.split("\n")
+        verdicts = [x.strip() for x in lines if summary.match(x.strip())]
+        assert verdicts and verdicts[-1] in shown
+        first = next(x.strip() for x in lines if is_failure(x[:1_000]))
+        assert first in shown or first[:200] in " ".join(shown)

@@ -10,7 +10,12 @@ import pytest
 
 from budget import Budget, BudgetConfig, estimate_tokens
 from budget._errors import InputError
-from budget.tokens._usage import ProviderUsage, anchored_estimate, normalize_usage
+from budget.tokens._usage import (
+    ProviderUsage,
+    anchored_estimate,
+    is_token_count,
+    normalize_usage,
+)
 
 
 def test_anthropic_dict_keeps_cache_parts_separate() -> None:
@@ -194,3 +199,21 @@ def test_an_exact_text_counter_replaces_the_character_weights_in_a_session() -> 
     report = b.prepare(msgs, now=0).report
     assert report.tokens_before == estimate_tokens(msgs, model="gpt-5", text=len)
     assert report.tokens_before > estimate_tokens(msgs, model="gpt-5")
+
+
+@pytest.mark.parametrize("value", [0, 7, 2**53, -1, 2**53 + 1, True, 3.0, "5", None])
+def test_the_library_and_the_bench_importers_refuse_the_same_token_counts(value: Any) -> None:
+    """One predicate (``is_token_count``) serves both: a usage the library refuses is one the
+    bench's importers skip, and the other way round."""
+    from benchmarks.importers._check import _bad_usage
+    from benchmarks.trace import Usage
+
+    ok = is_token_count(value)
+    assert ok is (type(value) is int and 0 <= value <= 2**53)
+    library_ok = True
+    try:
+        normalize_usage({"input_tokens": value, "output_tokens": 1})
+    except InputError:
+        library_ok = False
+    assert library_ok is ok
+    assert (_bad_usage(Usage(input_tokens=value)) is None) is ok

@@ -74,8 +74,9 @@ class Flaky(cmp.Counting):
         return super().__call__(messages)
 
 
-FLAKY_BELOW: Final = 32
-"""Messages of the parts the breaker scenario's first three compactions summarize: 27, 29, 31."""
+FLAKY_BELOW: Final = 40
+"""Messages of the parts the breaker scenario's first three compactions summarize (33, 35, 37 since
+small results are trimmed as they age without a cache: the scenario's usage shows none) are fewer."""
 
 
 def _usage(copy: Sequence[Any] | None) -> dict[str, int] | None:

@@ -1,0 +1,148 @@
+"""Read-back evidence: every later call naming a hidden result's ref counts, whatever tool made it.
+
+The cost policy's read-back rate (``budget.policy.readback_chance``) is learned from the session:
+a call of the read-back tool, or of the agent's own tools opening the spilled file an envelope
+names, is a read-back; a hidden result no call named is evidence the preview did. These tests
+run real sessions on disk and read the counts from the decision log's request records.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from budget import Budget, BudgetConfig
+from budget.formats._common import call_facts
+from spill import ref_for
+
+BIG = "\n".join(f"line {i}: " + "x" * 70 for i in range(1_000))  # ~78k chars: over the cap
+"""A result over the 50,000-character cap: spilled at first sight whatever the policy says."""
+
+READBACKS = 6
+"""Index of the read-backs count in a request record's ``p`` (``Observed.to_record``)."""
+
+
+def _call(call_id: str, name: str, tool_input: dict[str, Any]) -> dict[str, Any]:
+    return {"role": "assistant", "content": [
+        {"type": "tool_use", "id": call_id, "name": name, "input": tool_input}]}  # fmt: skip
+
+
+def _result(call_id: str, text: str) -> dict[str, Any]:
+    return {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": call_id, "content": text}]}  # fmt: skip
+
+
+def _readbacks(path: Path) -> list[int]:
+    (log,) = list(path.rglob("*.jsonl"))
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    return [rec["p"][READBACKS] for rec in records if rec.get("t") == "req"]
+
+
+def _spilled_history() -> list[dict[str, Any]]:
+    return [
+        {"role": "user", "content": "Look at the log."},
+        _call("c1", "Bash", {"command": "cat big.log"}),
+        _result("c1", BIG),
+    ]
+
+
+def _run(path: Path, follow_ups: list[list[dict[str, Any]]], **cfg: Any) -> Budget:
+    """Prepare the spilled history, then each follow-up appended in turn; the session open."""
+    session = Budget.open(path, BudgetConfig(**cfg))
+    history = _spilled_history()
+    session.prepare(history, now=1.0)
+    for i, extra in enumerate(follow_ups):
+        history = history + extra
+        session.prepare(history, now=2.0 + i)
+    return session
+
+
+def test_call_facts_find_a_ref_in_a_path_and_in_a_read_tool_input() -> None:
+    """A 32-hex ref standing alone is found in a command, a file path and a ``ref`` field."""
+    ref = ref_for("some output")
+    path = f"/home/u/.toolbudget/sessions/s/bodies/{ref[:2]}/{ref}.txt"
+    assert call_facts("Bash", {"command": f"sed -n 1,40p {path}"})[1] == (ref,)
+    assert call_facts("Read", {"file_path": path, "limit": 40})[1] == (ref,)
+    assert call_facts("toolbudget_read", '{"ref": "' + ref + '"}')[1] == (ref,)
+    assert call_facts("Bash", {"command": "ls"})[1] == ()
+
+
+def test_call_facts_ignore_longer_hex_runs() -> None:
+    """A git commit id (40 hex digits) or a 33-digit run is no ref; two refs are both found."""
+    sha = "0123456789abcdef0123456789abcdef01234567"
+    assert call_facts("Bash", {"command": f"git show {sha}"})[1] == ()
+    assert call_facts("Bash", {"command": "echo " + "a" * 33})[1] == ()
+    a, b = ref_for("a"), ref_for("b")
+    assert call_facts("Bash", {"command": f"diff {a}.txt {b}.txt"})[1] == (a, b)
+
+
+@given(st.text(max_size=200))
+def test_call_facts_keep_the_call_key_and_name_only_refs_of_the_input(noise: str) -> None:
+    """The key is ``call_key``'s as before; every ref named is 32 lowercase hex digits in the input."""
+    key, refs = call_facts("Bash", {"command": noise})
+    assert key == call_facts("Bash", {"command": noise})[0]
+    for ref in refs:
+        assert len(ref) == 32 and set(ref) <= set("0123456789abcdef")
+        assert ref in json.dumps(noise)
+
+
+def test_the_agents_own_tool_opening_the_spilled_file_is_a_readback(tmp_path: Path) -> None:
+    """With ``include_path`` the envelope names the body's file; a later ``cat`` of that file is
+    counted as a read-back in the next request's record."""
+    session = Budget.open(tmp_path / "s", BudgetConfig(include_path=True))
+    history = _spilled_history()
+    try:
+        session.prepare(history, now=1.0)
+        decision = session.decision("c1")
+        assert decision is not None and decision.kind == "spilled" and decision.ref is not None
+        path = session.store.path_of(decision.ref)
+        assert path is not None and path in (decision.text or "")
+        history = [*history, _call("c2", "Bash", {"command": f"cat {path}"}), _result("c2", BIG)]
+        session.prepare(history, now=2.0)
+    finally:
+        session.close()
+    assert _readbacks(tmp_path / "s") == [0, 1]
+
+
+def test_the_read_tool_naming_the_ref_is_a_readback_and_other_hex_is_not(tmp_path: Path) -> None:
+    """The read-back tool's call counts; a call naming a ref no result was hidden under does
+    not; the count comes back the same after a restart (the history is scanned again)."""
+    ref = ref_for(BIG)
+    follow = [
+        [_call("c2", "Bash", {"command": f"echo {ref_for('never hidden')}"}), _result("c2", "ok")],
+        [_call("c3", "toolbudget_read", {"ref": ref}), _result("c3", "page")],
+    ]
+    _run(tmp_path / "s", follow).close()
+    assert _readbacks(tmp_path / "s") == [0, 0, 1]
+    reopened = Budget.open(tmp_path / "s")
+    try:
+        history = _spilled_history() + follow[0] + follow[1]
+        history = [*history, _call("c4", "Bash", {"command": "ls"}), _result("c4", "a b")]
+        reopened.prepare(history, now=9.0)
+    finally:
+        reopened.close()
+    assert _readbacks(tmp_path / "s") == [0, 0, 1, 1]
+
+
+def test_a_noted_readback_counts_and_survives_a_restart(tmp_path: Path) -> None:
+    """``note_readback`` (a read the history will not show) counts on the next request; after a
+    restart the logged count is kept as a floor."""
+    session = _run(tmp_path / "s", [])
+    try:
+        session.note_readback()
+        history = [*_spilled_history(), _call("c2", "Bash", {"command": "ls"}), _result("c2", "")]
+        session.prepare(history, now=2.0)
+    finally:
+        session.close()
+    assert _readbacks(tmp_path / "s") == [0, 1]
+    reopened = Budget.open(tmp_path / "s")
+    try:
+        history = [*history, _call("c3", "Bash", {"command": "pwd"}), _result("c3", "/")]
+        reopened.prepare(history, now=3.0)
+    finally:
+        reopened.close()
+    assert _readbacks(tmp_path / "s") == [0, 1, 1]
