@@ -456,8 +456,9 @@ def plan_trace(
                 tokens[r.msg] = count(messages[r.msg])
                 shown = env
         # A spilled result may be trimmed later too, as toolbudget's staleness pass does when its
-        # envelope is over the floor (budget/session/_candidates.py).
-        if len(shown) <= config.stale_floor:
+        # envelope is over the floor (budget/session/_candidates.py); without a cache there is
+        # no floor, as there (any result longer than its stub).
+        if rules.enabled and len(shown) <= config.stale_floor:
             continue
         eligible = next(
             (i for i in range(len(ends)) if r.round < rounds_at[i] - config.protect_rounds),
@@ -466,12 +467,14 @@ def plan_trace(
         # Trimmed only once it was sent, is outside the protected rounds, and will not be quoted.
         at = max(eligible, seen + 1, max((i for i, _ in needs), default=-1) + 1)
         block = messages[r.msg]["content"][r.block]
+        ref = ref_for(r.text)
         text = stub(
             r.text,
-            ref=ref_for(r.text),
+            ref=ref,
             tool=r.tool,
             chars=config.stub_chars,
             read_tool=config.read_tool_name,
+            path=f"{SHOWN_DIR}/bodies/{ref[:2]}/{ref}.txt" if config.include_path else None,
         )
         saved = count(block) - count({**block, "content": text})
         if at < len(ends) and saved > 0:

@@ -325,12 +325,17 @@ def _block(a: int, b: int, body: str) -> str:
     return f"{head}\n{body.removesuffix(chr(10))}"
 
 
-def stub(text: str, *, ref: str, tool: str, chars: int, read_tool: str) -> str:
-    """The short text that replaces an old result: what it was, its size, a glimpse, the ref."""
+def stub(
+    text: str, *, ref: str, tool: str, chars: int, read_tool: str, path: str | None = None
+) -> str:
+    """The short text that replaces an old result: what it was, its size, a glimpse, the ref;
+    with ``path`` (``include_path``), the file the agent's own tools read it back from, as an
+    envelope names it (an agent behind the proxy has no read-back tool)."""
     what = f"output of {_label(tool)}" if tool else "output"
+    where = f'{read_tool} {{"ref": "{ref}"}}' if path is None else f"the file {path}"
     head = (
         f"[toolbudget] Old {what} trimmed ({len(text):,} characters, {count_lines(text):,} lines); "
-        f'read it back with {read_tool} {{"ref": "{ref}"}}.'
+        f"read it back with {where}."
     )
     room = max(chars - len(head) - len(" It began: …"), 0)
     glimpse = " ".join(text[: room * 2].split())[:room]

@@ -83,6 +83,7 @@ def staleness(ctx: PassContext) -> list[Decision]:
             tool=result.tool,
             chars=cfg.stub_chars,
             read_tool=cfg.read_tool_name,
+            path=ctx.path_of(ref) if cfg.include_path else None,
         )
         out.append(replaced(result, "trimmed", reason, text, ref))
     return out

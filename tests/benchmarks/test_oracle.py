@@ -22,6 +22,7 @@ from benchmarks.oracle import (
     plan_trace,
     solve,
 )
+from benchmarks.pricing import rules_for
 from benchmarks.readbacks import Quotes
 from benchmarks.replay import build_strategies, replay_trace
 from benchmarks.strategies._common import result_text
@@ -247,13 +248,14 @@ def test_the_plan_of_a_hand_made_trace_is_the_brute_force_best() -> None:
 def test_the_plan_trims_only_what_toolbudget_may(
     shared_trace_set: SharedTraces, tmp_path: Path
 ) -> None:
-    """Every stub a plan shows is of a result outside the protected rounds, over the floor,
-    and never quoted again from that request on."""
+    """Every stub a plan shows is of a result outside the protected rounds, over the floor where
+    the trace caches, and never quoted again from that request on."""
     traces, _ = shared_trace_set
     for trace in traces:
         count = counter_for(trace.model)
         quotes = Quotes(trace)
         plan = plan_trace(trace, count, CONFIG, quotes=quotes)
+        cached = rules_for(trace).enabled
         starts = [
             j
             for j, m in enumerate(trace.messages)
@@ -277,5 +279,7 @@ def test_the_plan_trims_only_what_toolbudget_may(
             call_id = str(result["tool_use_id"])
             rounds = sum(1 for s in starts if s < trace.requests[at].n_messages)
             assert round_of[call_id] < rounds - CONFIG.protect_rounds, trace.name
-            assert len(result_text(result.get("content"))) > CONFIG.stale_floor, trace.name
+            # Over the floor where a cache is kept; without one, any result longer than its stub.
+            if cached:
+                assert len(result_text(result.get("content"))) > CONFIG.stale_floor, trace.name
             assert last_quote.get((msg, call_id), -1) < at, trace.name

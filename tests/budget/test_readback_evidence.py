@@ -146,3 +146,30 @@ def test_a_noted_readback_counts_and_survives_a_restart(tmp_path: Path) -> None:
     finally:
         reopened.close()
     assert _readbacks(tmp_path / "s") == [0, 1, 1]
+
+
+def test_a_trimmed_results_stub_names_its_file_where_envelopes_do(tmp_path: Path) -> None:
+    """With ``include_path`` a stub names the body's file (an agent behind the proxy has no
+    read-back tool), the file holds the exact text, and a later ``cat`` of it is a read-back;
+    without it the stub names the read-back tool and no path."""
+    from tests.strategies import conversation
+
+    outputs = [[f"{r:03d} " + "log line of a build output\n" * 200] for r in range(12)]
+    history = conversation(outputs)
+    stubs: dict[bool, str] = {}
+    for include_path in (True, False):
+        path = tmp_path / f"s-{include_path}"
+        with Budget.open(path, BudgetConfig(include_path=include_path, fsync=False)) as session:
+            for end in range(3, len(history) + 1, 2):
+                # Requests 1,000 s apart: the cache is cold on each, so aged results are trimmed.
+                session.prepare(history[:end], now=1_000.0 * end)
+            d = session.decision("call_0_0")
+            assert d is not None and d.kind == "trimmed" and d.ref is not None and d.text
+            stubs[include_path] = d.text
+            file = session.store.path_of(d.ref)
+            if include_path:
+                assert file is not None and f"the file {file}" in d.text
+                assert Path(file).read_text() == outputs[0][0]
+            else:
+                assert 'toolbudget_read {"ref": "' + d.ref + '"}' in d.text
+    assert "/bodies/" in stubs[True] and "/bodies/" not in stubs[False]
