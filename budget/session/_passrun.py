@@ -128,19 +128,20 @@ class Passes:
         overflowing = self._tally.overflows > 0
         messages, k, reported = turn.messages, turn.k, turn.reported
         frozen = self._group_frozen_chars(turn.fresh)
-        # Without a cache (the usage shows none) no result is too small to trim as it ages.
+        # The usage's counts this request prices with (no count they read changes before the
+        # passes run). Without a cache no result is too small to trim as it ages.
         cfg = self.config
-        regime = prices_for(
+        prices = prices_for(
             self._tally.observed,
             write=cfg.cache_write_price,
             read=cfg.cache_read_price,
             ttl_s=cfg.cache_ttl_s,
-        ).regime
+        )
         eligible, reclaim = self._candidates.eligible(
             self._history.current_round(),
             overflowing=overflowing,
             retry=turn.retry,
-            floored=regime != "uncached",
+            floored=prices.regime != "uncached",
         )
         # Messages before ``k`` as the previous request showed them, the rest as their frozen
         # decisions show them: the same figure whether the session went on or was resumed.
@@ -153,7 +154,7 @@ class Passes:
         before_first = cum_out[first] if first < k else cum_out[k] + cum_pre[first] - cum_pre[k]
         # The cost model prices with the raw estimate (usage plus what was added): the learned
         # correction is not restored alike by a resumed session, and a price must be.
-        costs = self._costs(turn, eligible, raw, k=k, full_out=full_out)
+        costs = self._costs(turn, eligible, raw, prices, k=k, full_out=full_out)
         return PassContext(
             config=self.config,
             fresh=tuple(turn.fresh),
@@ -206,7 +207,14 @@ class Passes:
         return before
 
     def _costs(
-        self, turn: Turn, eligible: Sequence[Any], estimate: int, *, k: int, full_out: int
+        self,
+        turn: Turn,
+        eligible: Sequence[Any],
+        estimate: int,
+        prices: Prices,
+        *,
+        k: int,
+        full_out: int,
     ) -> Costs:
         """The cost model's inputs for this request, from what the session observed."""
         cfg, tally = self.config, self._tally
@@ -214,9 +222,6 @@ class Passes:
         if tally.requests == 0:
             tally.observed = replace(tally.observed, first_tokens=estimate)
         observed = tally.observed.now(requests=tally.requests, readbacks=tally.readbacks())
-        prices = prices_for(
-            observed, write=cfg.cache_write_price, read=cfg.cache_read_price, ttl_s=cfg.cache_ttl_s
-        )
         # What the last request sent (its length is logged): the same figure in a resumed
         # session, whose first request reuses no message.
         cached_end = before(min(tally.last_n, len(turn.messages)))
