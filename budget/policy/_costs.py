@@ -244,10 +244,19 @@ def readback_chance(observed: Observed, *, fresh: bool, is_error: bool) -> float
 
     A read-back is any later call naming a hidden result's ref, with the read-back tool or the
     agent's own tools opening the spilled file the envelope names, so a hidden result that no
-    call has named is evidence either way.
+    call has named is evidence either way. For a fresh result the results weighed and kept
+    whole count too (``observed.exposed``): the agent saw each in full, and a later quote of a
+    line its preview would not have shown (``observed.needed``) is the read-back a spill would
+    have cost. Without them a session that has hidden nothing would never learn its rate, and
+    the prior alone would keep it from ever spilling.
     """
     a, b = READBACK_PRIORS[(fresh, is_error)]
-    return (a + observed.readbacks) / (a + b + max(observed.hidden, observed.readbacks))
+    seen, hidden = observed.readbacks, max(observed.hidden, observed.readbacks)
+    if fresh:
+        return (a + seen + observed.needed) / (
+            a + b + hidden + max(observed.exposed, observed.needed)
+        )
+    return (a + seen) / (a + b + hidden)
 
 
 def readback_cost(prices: Prices, look: Outlook, page_tokens: float) -> float:

@@ -55,6 +55,12 @@ class Observed:
     configured prices), the cost model's estimate for a request whose usage never came."""
     pending_bill: float = 0.0
     """The estimated bill of the last request, counted in ``billed`` when no usage of it comes."""
+    exposed: int = 0
+    """Results the cost model weighed at first sight and kept whole: the agent saw all of each,
+    so its later answers tell whether the preview a spill leaves would have done."""
+    needed: int = 0
+    """Of those, the ones a later answer quoted a line of that their preview would not have
+    shown (``budget.session._quotes``): a read-back a spill would have cost."""
 
     def after_usage(
         self, *, prompt: int, cache_read: int, cache_write: int, answered: int, ttl_s: float
@@ -91,6 +97,8 @@ class Observed:
             self.bank,
             self.billed,
             self.pending_bill,
+            self.exposed,
+            self.needed,
         )
 
     def banked(self, *, bank: float, billed: float, readbacks: int, pending: float) -> Observed:
@@ -109,6 +117,8 @@ class Observed:
             bank,
             billed,
             pending,
+            self.exposed,
+            self.needed,
         )
 
     def to_record(self) -> list[Any]:
@@ -126,18 +136,22 @@ class Observed:
             self.bank,
             self.billed,
             self.pending_bill,
+            self.exposed,
+            self.needed,
         ]
 
     @classmethod
     def from_record(cls, value: object) -> Observed | None:
         """The counts a request record's ``p`` field holds; None when it is not one."""
-        # Logs written before the bank have 9 fields: their bank starts empty (the careful side).
-        if not isinstance(value, list) or len(value) not in (9, 12):
+        # Logs written before the bank have 9 fields: their bank starts empty (the careful side);
+        # before the kept results' evidence 12: none of it yet (the priors, as then).
+        if not isinstance(value, list) or len(value) not in (9, 12, 14):
             return None
-        bank, billed, pending = (value[9], value[10], value[11]) if len(value) == 12 else (0, 0, 0)
+        bank, billed, pending = (value[9], value[10], value[11]) if len(value) >= 12 else (0, 0, 0)
         if not _finite(bank) or not _seconds(billed) or not _seconds(pending):
             return None
-        ints = [value[i] for i in (0, 1, 2, 3, 5, 6, 7)]
+        exposed, needed = (value[12], value[13]) if len(value) == 14 else (0, 0)
+        ints = [value[i] for i in (0, 1, 2, 3, 5, 6, 7)] + [exposed, needed]
         if not all(type(v) is int and v >= 0 for v in ints):
             return None
         pause, gap = value[4], value[8]
@@ -156,6 +170,8 @@ class Observed:
             bank=float(bank),
             billed=float(billed),
             pending_bill=float(pending),
+            exposed=exposed,
+            needed=needed,
         )
 
     def describe(self) -> Mapping[str, Any]:
@@ -170,6 +186,8 @@ class Observed:
             "readbacks": self.readbacks,
             "bank": self.bank,
             "billed": self.billed,
+            "exposed": self.exposed,
+            "needed": self.needed,
         }
 
 

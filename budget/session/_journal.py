@@ -64,6 +64,8 @@ class Resumed:
     marks: list[tuple[int, float]] = field(default_factory=list)
     """(history length, time) of the requests whose cache entries still match (see
     :func:`budget.session._records.note_request`)."""
+    needed: frozenset[str] = frozenset()
+    """Kept results an answer was found to need (``budget.session._quotes``)."""
 
 
 class Journal:
@@ -190,7 +192,7 @@ class Journal:
                 decisions=restored,
                 requests=counters[0] if counters else 0,
             )
-        observed, marks = restore_policy(records)
+        observed, marks, needed = restore_policy(records)
         return Resumed(
             counters,
             before_last,
@@ -202,6 +204,7 @@ class Journal:
             reactive_of(records),
             observed,
             marks,
+            needed,
         )
 
     def _restore_counters(

@@ -39,6 +39,7 @@ class Outcome:
         self._journal, self._tally, self._estimator = parts.journal, parts.tally, parts.estimator
         self._history, self._copies = parts.history, parts.copies
         self._candidates, self._ledger = parts.candidates, parts.ledger
+        self._quotes = parts.quotes
         self._header = header
         """The compaction header learned so far (the compactor's), logged with each request."""
 
@@ -78,7 +79,18 @@ class Outcome:
             for cid, d in made.items()
             if d.needs_body and ((prev := self._ledger.get(cid)) is None or not prev.needs_body)
         )
-        tally.observed = replace(tally.observed, gap_s=gap, hidden=tally.observed.hidden + hidden)
+        # Results weighed and kept whole for the first time: evidence on the preview's odds.
+        exposed = sum(
+            1
+            for cid, v in tally.verdicts.items()
+            if v.choice == "keep" and self._ledger.get(cid) is None
+        )
+        tally.observed = replace(
+            tally.observed,
+            gap_s=gap,
+            hidden=tally.observed.hidden + hidden,
+            exposed=tally.observed.exposed + exposed,
+        )
         note_request(tally.marks, length, now, tally.batch_from)
         self._tally.requests += 1
         if learned:
@@ -93,6 +105,8 @@ class Outcome:
         req["p"] = tally.observed.to_record()
         if tally.batch_from is not None:
             req["x"] = tally.batch_from
+        if self._quotes.found:
+            req["q"] = list(self._quotes.found)
         records.append(req)
         return records, fingerprint
 

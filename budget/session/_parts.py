@@ -20,6 +20,7 @@ from budget.session._copies import Copies
 from budget.session._estimator import Estimator
 from budget.session._history import History
 from budget.session._journal import Journal
+from budget.session._quotes import Quotes
 from budget.session._resumed import Reactive
 from budget.session._tally import Tally
 from budget.tokens._estimates_cache import load as load_estimates
@@ -55,6 +56,8 @@ class Parts:
     """The request copy: per message the copy sent, its token sums and markers."""
     candidates: Candidates
     """The staleness candidates."""
+    quotes: Quotes
+    """The kept results' quotable lines and those found needed (read-back evidence)."""
     reactive: Reactive = field(default_factory=Reactive)
     """The reactive compaction schedule the log left (for compaction's turn)."""
 
@@ -100,5 +103,6 @@ class Parts:
             history=history,
             copies=Copies(ledger, log, history, candidates),
             candidates=candidates,
+            quotes=Quotes(config, ledger, resumed.needed),
             reactive=resumed.reactive,
         )

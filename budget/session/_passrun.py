@@ -50,7 +50,7 @@ class Passes:
         self._store, self._log, self._ledger = parts.store, parts.log, parts.ledger
         self._tt, self._tally, self._estimator = parts.text_tokens, parts.tally, parts.estimator
         self._history, self._copies = parts.history, parts.copies
-        self._candidates = parts.candidates
+        self._candidates, self._quotes = parts.candidates, parts.quotes
 
     def usage_for(self, usage: Any, length: int) -> ProviderUsage | None:
         """The usage reported with this request, if it anchors this history's estimate."""
@@ -100,6 +100,10 @@ class Passes:
         fresh_ids = {r.call_id for r in turn.fresh}
         self._candidates.add(r for r in new_results if r.call_id not in fresh_ids)
         self._tally.note_mentions(self._history.mentions, self._ledger.hidden_refs)
+        # Kept results the answers since the last request quote outside their preview.
+        since = min(self._tally.last_n, len(turn.messages))
+        if self._quotes.note(new_results, turn.messages[since:]):
+            self._tally.observed = replace(self._tally.observed, needed=len(self._quotes.needed))
         made: dict[str, Decision] = dict(wrapped)
         # ``decided`` is a live view: each pass sees the decisions of the passes before it.
         ctx = self._context(turn, made)

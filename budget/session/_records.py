@@ -116,11 +116,15 @@ def note_request(
     marks.append((length, at))
 
 
-def restore_policy(records: list[dict[str, Any]]) -> tuple[Observed, list[tuple[int, float]]]:
+def restore_policy(
+    records: list[dict[str, Any]],
+) -> tuple[Observed, list[tuple[int, float]], frozenset[str]]:
     """What the cost policy learned (the last request record's ``p``; logs written before it:
-    nothing) and when each request was sent, by its length (``at``, ``m``, ``x``)."""
+    nothing), when each request was sent, by its length (``at``, ``m``, ``x``), and the kept
+    results found needed (every request record's ``q``: ``budget.session._quotes``)."""
     observed = Observed()
     marks: list[tuple[int, float]] = []
+    needed: set[str] = set()
     for rec in records:
         m, at = rec.get("m"), finite(rec.get("at"))
         if rec.get("t") != "req" or not is_count(m):
@@ -129,4 +133,7 @@ def restore_policy(records: list[dict[str, Any]]) -> tuple[Observed, list[tuple[
         if at is not None:
             x = rec.get("x")
             note_request(marks, m, at, x if is_count(x) else None)
-    return observed, marks
+        q = rec.get("q")
+        if isinstance(q, list):
+            needed.update(cid for cid in q if isinstance(cid, str))
+    return observed, marks, frozenset(needed)

@@ -31,7 +31,9 @@ from tests.strategies import assistant, results
 
 REPO = Path(__file__).resolve().parents[2]
 CAP = 2_000
-NO_STALENESS = CONFIG.model_copy(update={"staleness": False, "fsync": False})
+# Staleness off and spills at the caps alone: nothing the session learns from the order its
+# requests come in (usage, read-back evidence from kept results) can then change a decision.
+NO_STALENESS = CONFIG.model_copy(update={"staleness": False, "fsync": False, "price_spills": False})
 
 
 def output(i: int) -> str:
@@ -131,7 +133,8 @@ def test_wrapped_tools_spill_from_threads_and_asyncio_at_once(
 
 def test_prepare_from_threads_and_tasks_gives_the_sequential_copies(tmp_path: Path) -> None:
     """Threads and asyncio tasks preparing prefixes of one conversation in random order each get
-    the copy a sequential session makes for that prefix (staleness off: order cannot matter)."""
+    the copy a sequential session makes for that prefix (staleness off, caps only: order cannot
+    matter)."""
     msgs, steps = conversation(9, 16)
     with Budget.open(tmp_path / "ref", NO_STALENESS) as ref:
         expected = [digest(ref.prepare(msgs[: s.length], now=s.now).messages) for s in steps]
@@ -221,7 +224,7 @@ TURN_TAKER = """
 import json, sys
 from tests.conversations import CONFIG, conversation, digest
 from budget import Budget
-cfg = CONFIG.model_copy(update={"staleness": False, "fsync": False})
+cfg = CONFIG.model_copy(update={"staleness": False, "fsync": False, "price_spills": False})
 msgs, steps = conversation(9, 16)
 for j in json.loads(sys.argv[2]):
     with Budget.open(sys.argv[1], cfg, lock_timeout=60) as session:

@@ -313,7 +313,10 @@ def test_a_usage_from_before_the_caller_compacted_its_history_is_not_an_anchor(
         req = session.prepare(compacted, usage=usage, now=1)
         assert req.report.tokens_after < 20_000
         assert not req.report.staleness_ran
-        assert all(d.kind == "kept" for d in req.report.decisions)
+        # Nothing is trimmed or spilled for the window; a fresh result may still be spilled
+        # because it pays (the long history's kept results taught a low read-back rate).
+        assert all(d.kind != "trimmed" for d in req.report.decisions)
+        assert all(d.kind == "kept" or d.reason == "pays" for d in req.report.decisions)
 
 
 def test_a_usage_from_a_history_that_diverged_is_not_an_anchor_live_or_resumed(

@@ -1,0 +1,185 @@
+"""Read-back evidence from the results the session kept: would their previews have done?
+
+A session that hides nothing learns nothing from read-backs, so the cost policy's chance that a
+spilled result is read back would stay at its prior for as long as that prior keeps it from
+spilling. Every result the cost model weighed and kept whole is evidence too: the agent saw it
+all, and its later answers show whether it needed more than the preview a spill would have left
+it. An answer (the assistant's text and tool inputs) *quotes* a line of a result when it holds
+that line, stripped, and the line is long enough not to match by chance
+(:data:`MIN_QUOTE_CHARS`). A kept result whose line is quoted and is not in the envelope its
+spill would have shown counts once as *needed*; over the results weighed and kept
+(``Observed.exposed``) that is the session's own read-back rate for results it never hid
+(:func:`budget.policy.readback_chance`).
+
+The index is built from the history alone (every result over the weighing size, in history
+order), so a resumed session rebuilds the same one; the results found needed are logged with
+their request record (``q``) and restored, so a resumed session counts each one once, as the
+session that went on does. Work per request: the new results' lines and the new answers' lines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
+
+import orjson
+from pydantic import BaseModel
+
+from budget._config import BudgetConfig
+from budget._ledger import Ledger
+from budget._view import ToolResult
+from budget.passes._context import spill_envelope
+from budget.passes.cap import ENVELOPE_FRAME_CHARS
+from spill import ref_for
+
+__all__ = ["MIN_QUOTE_CHARS", "Quotes", "answer_strings", "quotable"]
+
+MIN_QUOTE_CHARS = 30
+"""The shortest stripped line that counts as a quote: shorter ones (a brace, ``return x``, a
+blank test name) recur by chance in code and logs. The same threshold the benchmark charges
+read-backs by (``benchmarks/readbacks.py``), so what the policy learns is what it is billed for."""
+
+_ASKER_ROLES = frozenset({"user", "system", "developer", "tool", "function"})
+"""Roles whose messages are not the model's answers (a user's paste is no evidence that the
+model needed a line)."""
+
+
+def quotable(text: str) -> Iterator[str]:
+    """The stripped lines of ``text`` long enough to count as a quote."""
+    for line in text.splitlines():
+        if len(line) >= MIN_QUOTE_CHARS:
+            stripped = line.strip()
+            if len(stripped) >= MIN_QUOTE_CHARS:
+                yield stripped
+
+
+def answer_strings(message: Any) -> Iterator[str]:
+    """Every string of an answer message (text, tool inputs; a JSON-encoded input decoded), or
+    nothing when ``message`` is not the model's (a user, system or tool message)."""
+    if isinstance(message, BaseModel):
+        message = message.model_dump(mode="json")
+    if not isinstance(message, dict) or message.get("role") in _ASKER_ROLES:
+        return
+    yield from _strings(message, depth=0)
+
+
+def _strings(value: Any, depth: int) -> Iterator[str]:
+    # Answers are shallow (content blocks, tool inputs); a bound keeps a hostile one cheap.
+    if depth > 32:
+        return
+    if isinstance(value, str):
+        if value[:1] in ("{", "[") and len(value) >= MIN_QUOTE_CHARS:
+            # OpenAI's tool-call arguments are a JSON string: its strings hold the quotes.
+            try:
+                decoded = orjson.loads(value)
+            except orjson.JSONDecodeError:
+                yield value
+            else:
+                yield from _strings(decoded, depth + 1)
+            return
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _strings(item, depth + 1)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item, depth + 1)
+
+
+class Quotes:
+    """The quotable lines of the history's results the cost model weighs, and the kept results
+    found needed. A session part: its state is the index and the set; ``config`` and ``ledger``
+    say which results are weighed, which are still kept whole, and what a spill would show."""
+
+    def __init__(self, config: BudgetConfig, ledger: Ledger, needed: Iterable[str] = ()) -> None:
+        self._config, self._ledger = config, ledger
+        self._index: dict[int, list[str]] = {}
+        """Per hash of a quotable line, the call ids of the results holding it, in order."""
+        self._results: dict[str, ToolResult] = {}
+        """The indexed results by call id (each indexed once, whatever rescans the history)."""
+        self.needed: set[str] = set(needed)
+        """Kept results an answer quoted outside their would-be preview (restored from ``q``)."""
+        self.found: list[str] = []
+        """The results found needed by the last :meth:`look` (logged with its request)."""
+
+    def note(self, results: Iterable[ToolResult], answers: Sequence[Any]) -> bool:
+        """Index the new ``results``, then look for quotes in the new ``answers``; whether any
+        kept result was found needed. Nothing is weighed without priced spills: then nothing."""
+        self.found = []
+        if not self._config.price_spills:
+            return False  # no result is weighed: keeping one whole was no choice
+        self.index(results, self._weighable)
+        return bool(self.look(answers, self._kept_whole, self._would_show))
+
+    def _weighable(self, result: ToolResult) -> bool:
+        """Whether the cost model weighs a fresh result like ``result`` (``passes.cap.weigh``)."""
+        cfg = self._config
+        limit = cfg.cap_for(result.tool)
+        chars = len(result.text)
+        return (
+            limit is not None
+            and cfg.preview_chars + ENVELOPE_FRAME_CHARS < chars <= limit
+            and cfg.policy(result.tool).cap is None
+        )
+
+    def _kept_whole(self, call_id: str) -> bool:
+        """Whether the result of ``call_id`` was kept whole (and still is)."""
+        d = self._ledger.get(call_id)
+        return d is not None and d.kind == "kept"
+
+    def _would_show(self, result: ToolResult) -> str:
+        """The envelope a spill of ``result`` would show (its preview, no file path)."""
+        return spill_envelope(
+            self._config,
+            result.text,
+            ref=ref_for(result.text),
+            tool=result.tool,
+            is_error=result.is_error,
+            path=None,
+            version=self._ledger.preview_version,
+        )
+
+    def index(self, results: Iterable[ToolResult], weighable: Callable[[ToolResult], bool]) -> None:
+        """Index the quotable lines of ``results`` the cost model would weigh, once each."""
+        known, index = self._results, self._index
+        for r in results:
+            if r.call_id in known or not weighable(r):
+                continue
+            known[r.call_id] = r
+            for line in set(quotable(r.text)):
+                holders = index.get(hash(line))
+                if holders is None:
+                    index[hash(line)] = [r.call_id]
+                else:
+                    holders.append(r.call_id)
+
+    def look(
+        self,
+        answers: Sequence[Any],
+        kept: Callable[[str], bool],
+        preview: Callable[[ToolResult], str],
+    ) -> list[str]:
+        """The kept results ``answers`` quote outside their ``preview``, newly found (also in
+        :attr:`found`). A quote is charged to the latest result holding the line, as long as
+        it is still shown whole (``kept``): a hidden one's read-backs are counted as such."""
+        self.found = found = list[str]()
+        if not self._index:
+            return found
+        index, results, needed = self._index, self._results, self.needed
+        previews: dict[str, str] = {}
+        for message in answers:
+            for text in answer_strings(message):
+                for line in quotable(text):
+                    holders = index.get(hash(line))
+                    if holders is None:
+                        continue
+                    cid = holders[-1]
+                    if cid in needed or not kept(cid):
+                        continue
+                    shown = previews.get(cid)
+                    if shown is None:
+                        shown = previews[cid] = preview(results[cid])
+                    if line not in shown:
+                        needed.add(cid)
+                        found.append(cid)
+        return found

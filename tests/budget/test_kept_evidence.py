@@ -1,0 +1,152 @@
+"""Read-back evidence from kept results: a later answer quoting what a preview would not show.
+
+A session that has hidden nothing still learns its read-back rate: every result the cost model
+weighed and kept whole is an exposure, and a later answer quoting one of its lines that the
+spill's envelope would not have shown is a read-back a spill would have cost
+(``budget.session._quotes``). These tests run real sessions on disk and read the counts from the
+decision log's request records.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from budget import Budget, BudgetConfig
+from budget.policy import Observed, readback_chance
+from budget.session._quotes import MIN_QUOTE_CHARS, answer_strings, quotable
+
+EXPOSED, NEEDED = 12, 13
+"""Indexes of the two counts in a request record's ``p`` (``Observed.to_record``)."""
+
+MID = "\n".join(f"row {i:04d}: value={i * 7} status=ok detail={'y' * 40}" for i in range(200))
+"""A ~15,000-character result: over the preview, under the cap, so the cost model weighs it."""
+
+MIDDLE_LINE = f"row 0100: value=700 status=ok detail={'y' * 40}"
+"""A line in the middle of :data:`MID`, which its ~2,000-character preview does not show."""
+
+FIRST_LINE = f"row 0000: value=0 status=ok detail={'y' * 40}"
+"""The first line of :data:`MID`, which its preview shows."""
+
+
+def _call(call_id: str, text: str = "") -> dict[str, Any]:
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
+    blocks.append({"type": "tool_use", "id": call_id, "name": "Bash", "input": {"command": "x"}})
+    return {"role": "assistant", "content": blocks}
+
+
+def _result(call_id: str, text: str) -> dict[str, Any]:
+    return {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": call_id, "content": text}]}  # fmt: skip
+
+
+def _records(path: Path) -> list[dict[str, Any]]:
+    (log,) = list(path.rglob("*.jsonl"))
+    return [json.loads(line) for line in log.read_text().splitlines()]
+
+
+def _requests(path: Path) -> list[dict[str, Any]]:
+    return [rec for rec in _records(path) if rec.get("t") == "req"]
+
+
+def _history(answer: str) -> list[list[dict[str, Any]]]:
+    """The steps of a session: a kept mid-size result, then an answer saying ``answer``."""
+    return [
+        [{"role": "user", "content": "Check the table."}, _call("c1"), _result("c1", MID)],
+        [_call("c2", answer), _result("c2", "done")],
+    ]
+
+
+def _run(path: Path, steps: list[list[dict[str, Any]]]) -> tuple[Budget, list[dict[str, Any]]]:
+    session = Budget.open(path, BudgetConfig())
+    history: list[dict[str, Any]] = []
+    for i, step in enumerate(steps):
+        history = history + step
+        prepared = session.prepare(history, now=1.0 + i)
+        if i == 0:
+            (decision,) = prepared.report.decisions
+            assert decision.kind == "kept" and decision.cost is not None
+    return session, history
+
+
+def test_a_quote_outside_the_preview_counts_the_kept_result_as_needed(tmp_path: Path) -> None:
+    """An answer quoting a middle line of a kept result (a whole line, as agents quote): exposed
+    1, needed 1, and the request record's ``q`` names it."""
+    session, _ = _run(tmp_path / "s", _history(f"The broken one is:\n  {MIDDLE_LINE}\n"))
+    session.close()
+    first, second = _requests(tmp_path / "s")
+    assert first["p"][EXPOSED] == 1 and first["p"][NEEDED] == 0
+    assert second["p"][NEEDED] == 1
+    assert second["q"] == ["c1"]
+
+
+def test_a_quote_the_preview_shows_is_no_read_back(tmp_path: Path) -> None:
+    """An answer quoting the first line, which the preview shows, leaves needed at 0."""
+    session, _ = _run(tmp_path / "s", _history(f"First row:\n{FIRST_LINE}"))
+    session.close()
+    assert [r["p"][NEEDED] for r in _requests(tmp_path / "s")] == [0, 0]
+    assert all("q" not in r for r in _requests(tmp_path / "s"))
+
+
+def test_a_user_pasting_a_line_is_no_evidence(tmp_path: Path) -> None:
+    """A user message holding a middle line is not the model's answer: needed stays 0."""
+    steps = _history("ok")
+    steps[1].insert(0, {"role": "user", "content": f"look at\n{MIDDLE_LINE}"})
+    session, _ = _run(tmp_path / "s", steps)
+    session.close()
+    assert [r["p"][NEEDED] for r in _requests(tmp_path / "s")] == [0, 0]
+
+
+def test_a_result_is_needed_once_across_a_restart(tmp_path: Path) -> None:
+    """Quoted again after a restart, a result found needed before is not counted twice, and
+    the resumed session logs what the session that went on logs."""
+    steps = _history(f"see:\n{MIDDLE_LINE}")
+    steps.append([_call("c3", f"again:\n{MIDDLE_LINE}"), _result("c3", "done")])
+    went_on, history = _run(tmp_path / "a", steps)
+    went_on.close()
+    first, _ = _run(tmp_path / "b", steps[:2])
+    first.close()
+    resumed = Budget.open(tmp_path / "b", BudgetConfig())
+    resumed.prepare(history, now=3.0)
+    resumed.close()
+    a, b = _requests(tmp_path / "a"), _requests(tmp_path / "b")
+    assert [r["p"][NEEDED] for r in a] == [r["p"][NEEDED] for r in b] == [0, 1, 1]
+    assert a[-1]["p"] == b[-1]["p"]
+
+
+def test_a_json_encoded_tool_input_is_read_for_quotes() -> None:
+    """OpenAI's tool-call arguments (a JSON string) yield the strings inside them."""
+    message = {
+        "role": "assistant",
+        "tool_calls": [{"function": {"arguments": json.dumps({"pattern": MIDDLE_LINE})}}],
+    }
+    assert MIDDLE_LINE in set(answer_strings(message))
+    assert list(answer_strings({"role": "tool", "content": MIDDLE_LINE})) == []
+
+
+def test_quotable_lines_are_stripped_and_long_enough() -> None:
+    """Lines shorter than the minimum after stripping are no quotes."""
+    short = " " * 40 + "x" * (MIN_QUOTE_CHARS - 1)
+    assert list(quotable(f"{short}\n  {MIDDLE_LINE}  ")) == [MIDDLE_LINE]
+
+
+def test_the_fresh_chance_counts_kept_results_and_the_stale_one_does_not() -> None:
+    """Hand-worked: Laplace's prior (1, 1) with 8 kept results of which 1 was needed gives
+    (1 + 1) / (2 + 8) = 0.2 for a fresh result; a stale result's chance ignores them."""
+    observed = Observed(exposed=8, needed=1)
+    assert readback_chance(observed, fresh=True, is_error=False) == pytest.approx(0.2)
+    assert readback_chance(observed, fresh=False, is_error=False) == pytest.approx(0.1)
+    # With 2 results hidden and 1 read back: (1 + 1 + 1) / (2 + 2 + 8) = 0.25.
+    both = Observed(exposed=8, needed=1, hidden=2, readbacks=1)
+    assert readback_chance(both, fresh=True, is_error=False) == pytest.approx(0.25)
+
+
+def test_old_logs_resume_without_the_new_counts() -> None:
+    """A request record's ``p`` of 12 fields (before kept evidence) restores with none of it."""
+    old = [3, 2, 1, 1, 0.0, 0, 0, 100, 1.0, 0.0, 0.0, 0.0]
+    restored = Observed.from_record(old)
+    assert restored is not None and (restored.exposed, restored.needed) == (0, 0)
+    assert Observed.from_record([*old, -1, 0]) is None
