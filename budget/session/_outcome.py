@@ -79,8 +79,9 @@ class Outcome:
             for cid, d in made.items()
             if d.needs_body and ((prev := self._ledger.get(cid)) is None or not prev.needs_body)
         )
-        # Results weighed and kept whole for the first time: evidence on the preview's odds.
-        exposed = sum(
+        # Results weighed and kept whole for the first time: evidence on the preview's odds
+        # once the next request brings the model's answer to them.
+        kept = sum(
             1
             for cid, v in tally.verdicts.items()
             if v.choice == "keep" and self._ledger.get(cid) is None
@@ -89,7 +90,7 @@ class Outcome:
             tally.observed,
             gap_s=gap,
             hidden=tally.observed.hidden + hidden,
-            exposed=tally.observed.exposed + exposed,
+            unanswered=tally.observed.unanswered + kept,
         )
         note_request(tally.marks, length, now, tally.batch_from)
         self._tally.requests += 1

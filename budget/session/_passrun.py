@@ -101,9 +101,9 @@ class Passes:
         self._candidates.add(r for r in new_results if r.call_id not in fresh_ids)
         self._tally.note_mentions(self._history.mentions, self._ledger.hidden_refs)
         # Kept results the answers since the last request quote outside their preview.
-        since = min(self._tally.last_n, len(turn.messages))
-        if self._quotes.note(new_results, turn.messages[since:]):
-            self._tally.observed = replace(self._tally.observed, needed=len(self._quotes.needed))
+        answers = turn.messages[min(self._tally.last_n, len(turn.messages)) :]
+        self._quotes.note(new_results, answers)
+        self._tally.answered(len(self._quotes.needed), retry=turn.retry)
         made: dict[str, Decision] = dict(wrapped)
         # ``decided`` is a live view: each pass sees the decisions of the passes before it.
         ctx = self._context(turn, made)

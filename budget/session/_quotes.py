@@ -93,8 +93,8 @@ class Quotes:
 
     def __init__(self, config: BudgetConfig, ledger: Ledger, needed: Iterable[str] = ()) -> None:
         self._config, self._ledger = config, ledger
-        self._index: dict[int, list[str]] = {}
-        """Per hash of a quotable line, the call ids of the results holding it, in order."""
+        self._index: dict[int, str] = {}
+        """Per hash of a stripped line, the call id of the latest indexed result holding it."""
         self._results: dict[str, ToolResult] = {}
         """The indexed results by call id (each indexed once, whatever rescans the history)."""
         self.needed: set[str] = set(needed)
@@ -140,18 +140,19 @@ class Quotes:
         )
 
     def index(self, results: Iterable[ToolResult], weighable: Callable[[ToolResult], bool]) -> None:
-        """Index the quotable lines of ``results`` the cost model would weigh, once each."""
+        """Index the lines of ``results`` the cost model would weigh, once each: a later holder
+        of a line replaces an earlier one (a quote is charged to the latest).
+
+        Every stripped line is indexed, short ones too: they are never looked up (answers are
+        searched for quotable lines only), and leaving them in takes no Python step per line
+        (splitting, stripping, hashing and the update run in C: ~25 µs of CPU for a 7 kB,
+        120-line result). Keys are the lines' hashes, so the index holds no text."""
         known, index = self._results, self._index
         for r in results:
             if r.call_id in known or not weighable(r):
                 continue
             known[r.call_id] = r
-            for line in set(quotable(r.text)):
-                holders = index.get(hash(line))
-                if holders is None:
-                    index[hash(line)] = [r.call_id]
-                else:
-                    holders.append(r.call_id)
+            index.update(dict.fromkeys(map(hash, map(str.strip, r.text.splitlines())), r.call_id))
 
     def look(
         self,
@@ -170,11 +171,8 @@ class Quotes:
         for message in answers:
             for text in answer_strings(message):
                 for line in quotable(text):
-                    holders = index.get(hash(line))
-                    if holders is None:
-                        continue
-                    cid = holders[-1]
-                    if cid in needed or not kept(cid):
+                    cid = index.get(hash(line))
+                    if cid is None or cid in needed or not kept(cid):
                         continue
                     shown = previews.get(cid)
                     if shown is None:

@@ -19,8 +19,8 @@ from budget import Budget, BudgetConfig
 from budget.policy import Observed, readback_chance
 from budget.session._quotes import MIN_QUOTE_CHARS, answer_strings, quotable
 
-EXPOSED, NEEDED = 12, 13
-"""Indexes of the two counts in a request record's ``p`` (``Observed.to_record``)."""
+EXPOSED, NEEDED, UNANSWERED = 12, 13, 14
+"""Indexes of the three counts in a request record's ``p`` (``Observed.to_record``)."""
 
 MID = "\n".join(f"row {i:04d}: value={i * 7} status=ok detail={'y' * 40}" for i in range(200))
 """A ~15,000-character result: over the preview, under the cap, so the cost model weighs it."""
@@ -73,14 +73,27 @@ def _run(path: Path, steps: list[list[dict[str, Any]]]) -> tuple[Budget, list[di
 
 
 def test_a_quote_outside_the_preview_counts_the_kept_result_as_needed(tmp_path: Path) -> None:
-    """An answer quoting a middle line of a kept result (a whole line, as agents quote): exposed
-    1, needed 1, and the request record's ``q`` names it."""
+    """An answer quoting a middle line of a kept result (a whole line, as agents quote): the
+    result is unanswered after its request, then exposed and needed, and ``q`` names it."""
     session, _ = _run(tmp_path / "s", _history(f"The broken one is:\n  {MIDDLE_LINE}\n"))
     session.close()
     first, second = _requests(tmp_path / "s")
-    assert first["p"][EXPOSED] == 1 and first["p"][NEEDED] == 0
-    assert second["p"][NEEDED] == 1
+    assert first["p"][EXPOSED : UNANSWERED + 1] == [0, 0, 1]
+    assert second["p"][EXPOSED : UNANSWERED + 1] == [1, 1, 0]
     assert second["q"] == ["c1"]
+
+
+def test_a_retry_does_not_answer_the_results_of_the_request_it_repeats(tmp_path: Path) -> None:
+    """The same history prepared again is no answer: the kept result stays unanswered until a
+    request with the model's answer comes."""
+    steps = _history("nothing quoted here, just a plain remark about it")
+    session = Budget.open(tmp_path / "s", BudgetConfig())
+    session.prepare(steps[0], now=1.0)
+    session.prepare(steps[0], now=2.0)
+    session.prepare(steps[0] + steps[1], now=3.0)
+    session.close()
+    got = [r["p"][EXPOSED : UNANSWERED + 1] for r in _requests(tmp_path / "s")]
+    assert got == [[0, 0, 1], [0, 0, 1], [1, 0, 0]]
 
 
 def test_a_quote_the_preview_shows_is_no_read_back(tmp_path: Path) -> None:
@@ -145,8 +158,12 @@ def test_the_fresh_chance_counts_kept_results_and_the_stale_one_does_not() -> No
 
 
 def test_old_logs_resume_without_the_new_counts() -> None:
-    """A request record's ``p`` of 12 fields (before kept evidence) restores with none of it."""
+    """A request record's ``p`` of 12 fields (before kept evidence) restores with none of it;
+    15 fields restore all three counts, a negative one is refused."""
     old = [3, 2, 1, 1, 0.0, 0, 0, 100, 1.0, 0.0, 0.0, 0.0]
     restored = Observed.from_record(old)
     assert restored is not None and (restored.exposed, restored.needed) == (0, 0)
-    assert Observed.from_record([*old, -1, 0]) is None
+    new = Observed.from_record([*old, 4, 1, 2])
+    assert new is not None and (new.exposed, new.needed, new.unanswered) == (4, 1, 2)
+    assert Observed.from_record([*old, -1, 0, 0]) is None
+    assert Observed.from_record([*old, 1, 0]) is None
