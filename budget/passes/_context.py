@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from budget._config import BudgetConfig
@@ -73,6 +73,9 @@ class Costs:
     """The earliest token a cache lookup still finds an entry at (see ``best_cut``)."""
     header: int = 0
     """Tokens of the request before its first message (system prompt, tool definitions)."""
+    kinds: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+    """Per tool, the results weighed and kept whole once answered and those found needed
+    (``budget.policy.readback_chance``'s ``kind``)."""
 
 
 GROUP_CHARS_PER_WINDOW_TOKEN = 2

@@ -238,7 +238,9 @@ def outlook(observed: Observed, *, tokens: int, window: int) -> Outlook:
     return Outlook(made, tokens, window, growth, expected_remaining(made, horizon))
 
 
-def readback_chance(observed: Observed, *, fresh: bool, is_error: bool) -> float:
+def readback_chance(
+    observed: Observed, *, fresh: bool, is_error: bool, kind: tuple[int, int] = (0, 0)
+) -> float:
     """The chance a hidden result is read back: the prior updated by the session's own rate
     (read-backs seen over results hidden so far).
 
@@ -249,14 +251,21 @@ def readback_chance(observed: Observed, *, fresh: bool, is_error: bool) -> float
     line its preview would not have shown (``observed.needed``) is the read-back a spill would
     have cost. Without them a session that has hidden nothing would never learn its rate, and
     the prior alone would keep it from ever spilling.
+
+    ``kind``: (exposed, needed) of the result's own tool. One agent quotes its file reads line
+    by line in its edits and reads its test logs once, so each tool's rate is its own, with the
+    session's rate over the other tools as its prior, weighing as the prior does (``a + b``
+    results: empirical Bayes, each result counted once). No evidence of the tool: the session's
+    rate.
     """
     a, b = READBACK_PRIORS[(fresh, is_error)]
     seen, hidden = observed.readbacks, max(observed.hidden, observed.readbacks)
-    if fresh:
-        return (a + seen + observed.needed) / (
-            a + b + hidden + max(observed.exposed, observed.needed)
-        )
-    return (a + seen) / (a + b + hidden)
+    if not fresh:
+        return (a + seen) / (a + b + hidden)
+    exposed, needed = kind
+    others = max(observed.needed - needed, 0)
+    pooled = (a + seen + others) / (a + b + hidden + max(observed.exposed - exposed, others))
+    return ((a + b) * pooled + needed) / (a + b + max(exposed, needed))
 
 
 def readback_cost(prices: Prices, look: Outlook, page_tokens: float) -> float:
@@ -312,6 +321,7 @@ def spill_verdict(
     is_error: bool,
     page_tokens: int,
     allowance: float = math.inf,
+    kind: tuple[int, int] = (0, 0),
 ) -> Verdict:
     """Spill a fresh result (``tokens``) to its envelope, or keep it whole.
 
@@ -326,7 +336,7 @@ def spill_verdict(
     saving = hidden * (prices.new + prices.carry * look.requests)
     # The agent has seen none of it but the preview: when it needs it, it reads it from the
     # start, a page of the read-back tool at a time (the first page, at most all of it).
-    chance = readback_chance(observed, fresh=True, is_error=is_error)
+    chance = readback_chance(observed, fresh=True, is_error=is_error, kind=kind)
     page = min(page_tokens, tokens)
     risk = chance * readback_cost(prices, look, page)
     gain = look.window_gain(prices, hidden)

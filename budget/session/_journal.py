@@ -66,6 +66,8 @@ class Resumed:
     :func:`budget.session._records.note_request`)."""
     needed: frozenset[str] = frozenset()
     """Kept results an answer was found to need (``budget.session._quotes``)."""
+    kinds: dict[str, tuple[int, int, int]] = field(default_factory=dict)
+    """Per tool, the kept results' evidence counts (``budget.session._quotes``)."""
 
 
 class Journal:
@@ -192,7 +194,7 @@ class Journal:
                 decisions=restored,
                 requests=counters[0] if counters else 0,
             )
-        observed, marks, needed = restore_policy(records)
+        observed, marks, needed, kinds = restore_policy(records)
         return Resumed(
             counters,
             before_last,
@@ -205,6 +207,7 @@ class Journal:
             observed,
             marks,
             needed,
+            kinds,
         )
 
     def _restore_counters(

@@ -81,17 +81,11 @@ class Outcome:
         )
         # Results weighed and kept whole for the first time: evidence on the preview's odds
         # once the next request brings the model's answer to them.
-        kept = sum(
-            1
-            for cid, v in tally.verdicts.items()
-            if v.choice == "keep" and self._ledger.get(cid) is None
-        )
-        tally.observed = replace(
-            tally.observed,
-            gap_s=gap,
-            hidden=tally.observed.hidden + hidden,
-            unanswered=tally.observed.unanswered + kept,
-        )
+        for cid, v in tally.verdicts.items():
+            if v.choice == "keep" and self._ledger.get(cid) is None and (d := made.get(cid)):
+                self._quotes.kept(d.tool)
+        seen = replace(tally.observed, gap_s=gap, hidden=tally.observed.hidden + hidden)
+        tally.observed = self._quotes.pooled(seen)
         note_request(tally.marks, length, now, tally.batch_from)
         self._tally.requests += 1
         if learned:
@@ -108,6 +102,8 @@ class Outcome:
             req["x"] = tally.batch_from
         if self._quotes.found:
             req["q"] = list(self._quotes.found)
+        if kinds := self._quotes.record():
+            req["k"] = kinds
         records.append(req)
         return records, fingerprint
 

@@ -102,8 +102,8 @@ class Passes:
         self._tally.note_mentions(self._history.mentions, self._ledger.hidden_refs)
         # Kept results the answers since the last request quote outside their preview.
         answers = turn.messages[min(self._tally.last_n, len(turn.messages)) :]
-        self._quotes.note(new_results, answers)
-        self._tally.answered(len(self._quotes.needed), retry=turn.retry)
+        self._quotes.note(new_results, answers, retry=turn.retry)
+        self._tally.observed = self._quotes.pooled(self._tally.observed)
         made: dict[str, Decision] = dict(wrapped)
         # ``decided`` is a live view: each pass sees the decisions of the passes before it.
         ctx = self._context(turn, made)
@@ -247,7 +247,8 @@ class Passes:
         reach = _reach(turn.messages, before) if prices.explicit and len(eligible) else 0
         header = max(estimate - full_out, 0)
         tally.verdicts = {}
-        return Costs(prices, look, observed, cached_end, cold, items, tally.verdicts, reach, header)
+        v, kinds = tally.verdicts, self._quotes.evidence()
+        return Costs(prices, look, observed, cached_end, cold, items, v, reach, header, kinds)
 
     def _items(
         self, eligible: Sequence[Any], prices: Prices, before: Callable[[int], int], now: float

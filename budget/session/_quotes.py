@@ -19,7 +19,8 @@ session that went on does. Work per request: the new results' lines and the new 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -30,6 +31,7 @@ from budget._ledger import Ledger
 from budget._view import ToolResult
 from budget.passes._context import spill_envelope
 from budget.passes.cap import ENVELOPE_FRAME_CHARS
+from budget.policy import Observed
 from spill import ref_for
 
 __all__ = ["MIN_QUOTE_CHARS", "Quotes", "answer_strings", "quotable"]
@@ -87,11 +89,24 @@ def _strings(value: Any, depth: int) -> Iterator[str]:
 
 
 class Quotes:
-    """The quotable lines of the history's results the cost model weighs, and the kept results
-    found needed. A session part: its state is the index and the set; ``config`` and ``ledger``
-    say which results are weighed, which are still kept whole, and what a spill would show."""
+    """The quotable lines of the history's results the cost model weighs, the kept results
+    found needed, and the evidence per tool. A session part: ``config`` and ``ledger`` say which
+    results are weighed, which are still kept whole, and what a spill would show.
 
-    def __init__(self, config: BudgetConfig, ledger: Ledger, needed: Iterable[str] = ()) -> None:
+    The counts are kept per tool: one agent's file reads may be quoted line by line in its
+    edits while its test runs are read once (each tool's rate is its own; the rest of the
+    session is its prior: :func:`budget.policy.readback_chance`). Per tool, three counts:
+    results weighed and kept whole once answered (*exposed*), those found needed, and those the
+    last request kept, not answered yet.
+    """
+
+    def __init__(
+        self,
+        config: BudgetConfig,
+        ledger: Ledger,
+        needed: Iterable[str] = (),
+        kinds: Mapping[str, tuple[int, int, int]] | None = None,
+    ) -> None:
         self._config, self._ledger = config, ledger
         self._index: dict[int, str] = {}
         """Per hash of a stripped line, the call id of the latest indexed result holding it."""
@@ -101,15 +116,57 @@ class Quotes:
         """Kept results an answer quoted outside their would-be preview (restored from ``q``)."""
         self.found: list[str] = []
         """The results found needed by the last :meth:`look` (logged with its request)."""
+        self._kinds: dict[str, list[int]] = {t: list(c) for t, c in (kinds or {}).items()}
+        """Per tool: [exposed, needed, unanswered] (restored from the request records' ``k``)."""
+        self._changed: set[str] = set()
+        """Tools whose counts changed since the last request record (logged in its ``k``)."""
 
-    def note(self, results: Iterable[ToolResult], answers: Sequence[Any]) -> bool:
-        """Index the new ``results``, then look for quotes in the new ``answers``; whether any
-        kept result was found needed. Nothing is weighed without priced spills: then nothing."""
+    def note(self, results: Iterable[ToolResult], answers: Sequence[Any], *, retry: bool) -> None:
+        """Index the new ``results``, look for quotes in the new ``answers``, then count the
+        results the last request kept as exposed: ``answers`` hold the model's answer to them
+        (a ``retry`` repeats that request: not yet). Nothing is weighed without priced spills:
+        then nothing."""
         self.found = []
         if not self._config.price_spills:
-            return False  # no result is weighed: keeping one whole was no choice
+            return  # no result is weighed: keeping one whole was no choice
         self.index(results, self._weighable)
-        return bool(self.look(answers, self._kept_whole, self._would_show))
+        self.look(answers, self._kept_whole, self._would_show)
+        if not retry:
+            for tool, counts in self._kinds.items():
+                if counts[2]:
+                    counts[0], counts[2] = counts[0] + counts[2], 0
+                    self._changed.add(tool)
+
+    def kept(self, tool: str) -> None:
+        """A result of ``tool`` was weighed and kept whole: an exposure once it is answered."""
+        self._count(tool, 2)
+
+    def evidence(self) -> dict[str, tuple[int, int]]:
+        """Per tool, (exposed, needed): what :func:`budget.policy.readback_chance` reads."""
+        return {tool: (c[0], c[1]) for tool, c in self._kinds.items()}
+
+    def pooled(self, observed: Observed) -> Observed:
+        """``observed`` with the session's totals over every tool (the pooled rate's counts)."""
+        exposed = needed = unanswered = 0
+        for e, n, u in self._kinds.values():
+            exposed, needed, unanswered = exposed + e, needed + n, unanswered + u
+        seen = (observed.exposed, observed.needed, observed.unanswered)
+        if seen == (exposed, needed, unanswered):
+            return observed
+        return replace(observed, exposed=exposed, needed=needed, unanswered=unanswered)
+
+    def record(self) -> dict[str, list[int]]:
+        """The counts of the tools changed since the last call (a request record's ``k``)."""
+        changed = {tool: list(self._kinds[tool]) for tool in sorted(self._changed)}
+        self._changed.clear()
+        return changed
+
+    def _count(self, tool: str, which: int) -> None:
+        counts = self._kinds.get(tool)
+        if counts is None:
+            counts = self._kinds[tool] = [0, 0, 0]
+        counts[which] += 1
+        self._changed.add(tool)
 
     def _weighable(self, result: ToolResult) -> bool:
         """Whether the cost model weighs a fresh result like ``result`` (``passes.cap.weigh``)."""
@@ -180,4 +237,5 @@ class Quotes:
                     if line not in shown:
                         needed.add(cid)
                         found.append(cid)
+                        self._count(results[cid].tool, 1)
         return found

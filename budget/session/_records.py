@@ -118,13 +118,15 @@ def note_request(
 
 def restore_policy(
     records: list[dict[str, Any]],
-) -> tuple[Observed, list[tuple[int, float]], frozenset[str]]:
+) -> tuple[Observed, list[tuple[int, float]], frozenset[str], dict[str, tuple[int, int, int]]]:
     """What the cost policy learned (the last request record's ``p``; logs written before it:
-    nothing), when each request was sent, by its length (``at``, ``m``, ``x``), and the kept
-    results found needed (every request record's ``q``: ``budget.session._quotes``)."""
+    nothing), when each request was sent, by its length (``at``, ``m``, ``x``), the kept
+    results found needed (every request record's ``q``) and the counts per tool (each request
+    record's ``k`` holds those it changed: ``budget.session._quotes``)."""
     observed = Observed()
     marks: list[tuple[int, float]] = []
     needed: set[str] = set()
+    kinds: dict[str, tuple[int, int, int]] = {}
     for rec in records:
         m, at = rec.get("m"), finite(rec.get("at"))
         if rec.get("t") != "req" or not is_count(m):
@@ -136,4 +138,9 @@ def restore_policy(
         q = rec.get("q")
         if isinstance(q, list):
             needed.update(cid for cid in q if isinstance(cid, str))
-    return observed, marks, frozenset(needed)
+        k = rec.get("k")
+        if isinstance(k, dict):
+            for tool, counts in k.items():
+                if isinstance(counts, list) and len(counts) == 3 and all(map(is_count, counts)):
+                    kinds[tool] = (counts[0], counts[1], counts[2])
+    return observed, marks, frozenset(needed), kinds

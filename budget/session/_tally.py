@@ -8,7 +8,7 @@ and advances it, a retry rolls it back.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from budget.policy import Observed, Verdict
 from budget.session._journal import Counters, Resumed
@@ -70,16 +70,6 @@ class Tally:
         if mentions:
             refs = hidden()
             self.readback_ids.update(cid for cid, ref in mentions if ref in refs)
-
-    def answered(self, needed: int, *, retry: bool) -> None:
-        """Count ``needed`` kept results found needed so far, and the results the last request
-        kept as exposures: this request brings the model's answer to them (a retry repeats
-        that request: not yet)."""
-        seen = self.observed
-        if seen.needed != needed or (seen.unanswered and not retry):
-            exposed = seen.exposed if retry else seen.exposed + seen.unanswered
-            unanswered = seen.unanswered if retry else 0
-            self.observed = replace(seen, needed=needed, exposed=exposed, unanswered=unanswered)
 
     def readbacks(self) -> int:
         """Read-backs seen so far: the history's, those the host noted, and at least as many as

@@ -167,3 +167,65 @@ def test_old_logs_resume_without_the_new_counts() -> None:
     assert new is not None and (new.exposed, new.needed, new.unanswered) == (4, 1, 2)
     assert Observed.from_record([*old, -1, 0, 0]) is None
     assert Observed.from_record([*old, 1, 0]) is None
+
+
+def test_each_tool_has_its_own_rate_with_the_rest_of_the_session_as_its_prior() -> None:
+    """Hand-worked: 10 kept results answered, 1 needed; 8 of them a file reader's, never
+    needed, 2 a shell's, 1 needed. The reader: the others' rate (1 + 1) / (2 + 2) = 0.5 weighs
+    as 2 results beside its 8: (2 x 0.5 + 0) / (2 + 8) = 0.1. The shell: the others' rate
+    1 / (2 + 8) = 0.1, so (2 x 0.1 + 1) / (2 + 2) = 0.3. With no evidence of its own, a tool
+    gets the session's rate, (1 + 1) / (2 + 10) = 1/6."""
+    observed = Observed(exposed=10, needed=1)
+    assert readback_chance(observed, fresh=True, is_error=False, kind=(8, 0)) == pytest.approx(0.1)
+    assert readback_chance(observed, fresh=True, is_error=False, kind=(2, 1)) == pytest.approx(0.3)
+    assert readback_chance(observed, fresh=True, is_error=False) == pytest.approx(1 / 6)
+    # A stale result's chance is the session's, whatever its tool.
+    stale = readback_chance(observed, fresh=False, is_error=False, kind=(2, 1))
+    assert stale == pytest.approx(0.1)
+
+
+def _two_tools(rounds: int) -> list[list[dict[str, Any]]]:
+    """Steps of a session reading a file (never quoted) and running a shell (quoted in the
+    next answer), one mid-size result each per round."""
+    steps: list[list[dict[str, Any]]] = [[{"role": "user", "content": "Work on it."}]]
+    for r in range(rounds):
+        text = MID.replace("row ", f"r{r} row ")
+        quote = f"The last run says:\nr{r - 1} {MIDDLE_LINE}" if r else "Start."
+        read, run = f"read{r}", f"run{r}"
+        steps[-1].append({"role": "assistant", "content": [
+            {"type": "text", "text": quote},
+            {"type": "tool_use", "id": read, "name": "Read", "input": {"file_path": f"f{r}"}},
+            {"type": "tool_use", "id": run, "name": "Bash", "input": {"command": f"t {r}"}},
+        ]})  # fmt: skip
+        steps[-1].append({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": read, "content": text.replace("status", "file")},
+            {"type": "tool_result", "tool_use_id": run, "content": text},
+        ]})  # fmt: skip
+        steps.append([])
+    steps[-1] = [{"role": "assistant", "content": f"Done:\n{f'r{rounds - 1} ' + MIDDLE_LINE}"}]
+    return steps
+
+
+def test_the_counts_per_tool_are_logged_and_restored(tmp_path: Path) -> None:
+    """A session whose shell results are quoted and whose file reads are not counts each tool
+    apart (``k``), and a session reopened before every request logs the same records."""
+    steps = _two_tools(4)
+    went_on = Budget.open(tmp_path / "a", BudgetConfig())
+    history: list[dict[str, Any]] = []
+    for i, step in enumerate(steps):
+        history = history + step
+        went_on.prepare(history, now=1.0 + i)
+    went_on.close()
+    history = []
+    for i, step in enumerate(steps):
+        history = history + step
+        with Budget.open(tmp_path / "b", BudgetConfig()) as reopened:
+            reopened.prepare(history, now=1.0 + i)
+    kinds: dict[str, list[int]] = {}
+    for rec in _requests(tmp_path / "a"):
+        kinds.update(rec.get("k", {}))
+    assert kinds["Bash"][1] >= 3 and kinds["Read"][1] == 0
+    assert kinds["Read"][0] > 0
+    strip = [{k: v for k, v in r.items() if k != "at"} for r in _requests(tmp_path / "a")]
+    again = [{k: v for k, v in r.items() if k != "at"} for r in _requests(tmp_path / "b")]
+    assert strip == again
