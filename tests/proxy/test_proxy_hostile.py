@@ -68,3 +68,51 @@ def test_a_percent_encoded_slash_in_the_path_is_not_decoded_on_the_way_up(stack:
     assert answer.status_code == 200
     [got] = stack.upstream.received
     assert got.raw_path == b"/v1/models/org%2Fmodel"
+
+
+def test_a_session_opened_while_max_open_others_are_busy_stays_usable(
+    kit: Any, tmp_path: Path
+) -> None:
+    """With ``max_open`` 1 and one session's answer still streaming, a second conversation's
+    requests are budgeted in a session that stays open: it is not closed as idle between being
+    opened and being used (it was: its requests passed through, ``prepare`` failing on a closed
+    store)."""
+    from benchmarks.standin import Served, StandIn
+    from budget.proxy import ProxySettings, create_app
+
+    standin = StandIn(chunk_delay_s=0.3)
+    with Served(standin.app()) as up:
+        settings = ProxySettings(
+            root=tmp_path / "s",
+            anthropic_upstream=up.url,
+            openai_upstream=up.url,
+            budget=kit.BUDGET,
+            max_open=1,
+        )
+        with Served(create_app(settings)) as proxy, httpx.Client() as client:
+            streamed = orjson.dumps(
+                {"model": "m", "messages": kit.anthropic_history(1, tag="a"), "stream": True}
+            )
+            headers = {**_ANTHROPIC, "x-toolbudget-session": "a"}
+            with (
+                client.stream(
+                    "POST", f"{proxy.url}/v1/messages", content=streamed, headers=headers
+                ) as answer,
+                structlog.testing.capture_logs() as events,
+            ):
+                chunks = answer.iter_raw()  # kept: a dropped iterator closes the stream
+                next(chunks)  # session a is busy until its stream ends
+                history = kit.anthropic_history(2, tag="b")
+                for upto in (3, 5):
+                    body = orjson.dumps({"model": "m", "messages": history[:upto]})
+                    other = client.post(
+                        f"{proxy.url}/v1/messages",
+                        content=body,
+                        headers={**_ANTHROPIC, "x-toolbudget-session": "b"},
+                    )
+                    other.raise_for_status()
+    assert _passthroughs(events) == []
+    closed = [e for e in events if e["event"] == "toolbudget.spill.closed"]
+    assert not [e for e in closed if str(e["path"]).endswith("anthropic-h-b")]
+    sent = orjson.loads(standin.bodies("/v1/messages")[-1])["messages"]
+    assert sent[4]["content"][0]["content"].startswith("[toolbudget] Output of Bash")
