@@ -155,7 +155,7 @@ def test_squeezr_pressure_from_the_conversations_size_tightens_bash(tmp_path: Pa
     """With 720,000 characters of history (pressure 0.9) a 51-line Bash output keeps its last
     30 lines; in a small conversation it stays whole; ``squeezr:skip`` leaves it alone."""
     bash = _lines(51)
-    padding = ("p", "WebFetch", {}, "z" * 720_000)
+    padding: tuple[str, str, dict[str, Any], str] = ("p", "WebFetch", {}, "z" * 720_000)
     got = _squeezr(_turns(padding, ("b", "Bash", {"command": "ls"}, bash)), tmp_path)
     assert got["b"] == "... [21 earlier lines omitted]\n" + "\n".join(
         f"l{i}" for i in range(21, 51)

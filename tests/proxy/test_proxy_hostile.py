@@ -53,8 +53,9 @@ def test_a_header_value_with_non_ascii_bytes_is_forwarded_as_sent(stack: Stack, 
     title = "café ✓".encode()
     body = orjson.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]})
     with httpx.Client() as client:
+        headers = [(k.encode(), v.encode()) for k, v in _ANTHROPIC.items()]
         answer = client.post(
-            stack.url + path, content=body, headers={**_ANTHROPIC, "x-title": title}
+            stack.url + path, content=body, headers=[*headers, (b"x-title", title)]
         )
     assert answer.status_code == 200
     [got] = stack.upstream.received
