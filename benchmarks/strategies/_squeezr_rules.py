@@ -41,7 +41,7 @@ import re
 from collections.abc import Callable
 from typing import Any, Final
 
-__all__ = ["preprocess", "preprocess_for_tool"]
+__all__ = ["bash_family", "preprocess", "preprocess_assistant", "preprocess_for_tool"]
 
 _A: Final = re.ASCII
 
@@ -192,6 +192,68 @@ def _preprocess_read(text: str) -> str:
     t = _dedup_lines(t)
     t = _minify_json(t)
     return _collapse_whitespace(t)
+
+
+# --- prose (compressor.ts's steps 1.5-1.7 run it on old assistant and user text) ---------------
+
+_I: Final = re.IGNORECASE | re.ASCII
+_VERBOSE: Final[tuple[tuple[re.Pattern[str], str], ...]] = tuple(
+    (re.compile(rf"\b{phrase}\b", _I), short)
+    for phrase, short in (
+        ("in order to", "to"),
+        ("due to the fact that", "because"),
+        ("in spite of the fact that", "although"),
+        ("with regard to", "about"),
+        ("at this point in time", "now"),
+        ("in the event that", "if"),
+        ("for the purpose of", "to"),
+        ("in a manner that", "how"),
+        ("in the process of", ""),
+        ("as a matter of fact", ""),
+        ("it is important to note that", "note:"),
+        ("it should be noted that", "note:"),
+        ("please note that", ""),
+        ("keep in mind that", ""),
+    )
+)
+_LEADING_MARKER: Final = re.compile(
+    r"(^|\.\s+|\n)([Ll]et me |[Ii]'ll |[Ii] will |[Ii]'m going to |[Nn]ow,? |[Ss]o,? )"
+)
+_MARKER: Final = re.compile(
+    r"\b(let me |i'll |i will |i'm going to |i'm now |i am now |i shall |now |so,? |so let's "
+    r"|well,? |alright,? |actually,? |basically,? |essentially,? |fundamentally,? )",
+    _I,
+)
+_TRAILING_SUMMARY: Final = re.compile(
+    r"\n\n(?:Here'?s a (?:summary|brief recap)|To summarize|In summary|Summary:|Recap:|To recap"
+    r"|In conclusion)\b[\s\S]{50,}\Z",
+    _I,
+)
+_FENCE: Final = re.compile(r"```[\s\S]*?```")
+
+
+def _prose(text: str) -> str:
+    p = _LEADING_MARKER.sub(r"\1", text)
+    p = _MARKER.sub("", p)
+    for rx, short in _VERBOSE:
+        p = rx.sub(short, p)
+    p = re.sub(r"\*\*([^*\n]+)\*\*", r"\1", p)
+    p = re.sub(r"(?<!\w)_([^_\n]+)_(?!\w)", r"\1", p, flags=re.ASCII)
+    return re.sub(r" +([.,;:!?])", r"\1", re.sub(r"  +", " ", p))
+
+
+def preprocess_assistant(text: str) -> str:
+    """``preprocessAssistant``: the base clean-up, then outside code fences narration markers,
+    verbose phrases and markdown emphasis go; a closing summary paragraph goes."""
+    t = preprocess(text)
+    out: list[str] = []
+    last = 0
+    for fence in _FENCE.finditer(t):
+        out.append(_prose(t[last : fence.start()]))
+        out.append(fence.group(0))
+        last = fence.end()
+    out.append(_prose(t[last:]))
+    return _collapse_whitespace(_TRAILING_SUMMARY.sub("", "".join(out)))
 
 
 # --- Read ----------------------------------------------------------------------------------------

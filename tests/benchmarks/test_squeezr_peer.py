@@ -163,3 +163,37 @@ def test_squeezr_pressure_from_the_conversations_size_tightens_bash(tmp_path: Pa
     assert _squeezr(_turns(("b", "Bash", {"command": "ls"}, bash)), tmp_path)["b"] == bash
     skipped = ("b", "Bash", {"command": "ls  # squeezr:skip"}, bash)
     assert _squeezr(_turns(padding, skipped), tmp_path)["b"] == bash
+
+
+def test_squeezr_cleans_old_prose_and_inputs_but_not_the_last_3_assistant_turns(
+    tmp_path: Path,
+) -> None:
+    """An assistant text of 300+ characters 3 turns back loses its narration and emphasis, one
+    of 299 characters or in the last 3 turns is kept; an old Bash command of 200+ characters is
+    cleaned, a recent one is not; the last user text stays whole."""
+    prose = "Let me check. I'll **fix** it in order to pass. " + "x" * 252  # 300 characters
+    short = prose[:-1]  # 299
+    long_command = "echo a\n\n\n" + "b" * 200
+    messages: list[Any] = [{"role": "user", "content": prose}]
+    for k in range(5):
+        text = prose if k in (0, 4) else short
+        call = {
+            "type": "tool_use",
+            "id": f"c{k}",
+            "name": "Bash",
+            "input": {"command": long_command},
+        }
+        messages.append({"role": "assistant", "content": [{"type": "text", "text": text}, call]})
+        result = {"type": "tool_result", "tool_use_id": f"c{k}", "content": "ok"}
+        messages.append({"role": "user", "content": [result]})
+    messages.append({"role": "user", "content": prose})
+    session = strategies.get("squeezr").open(Conv().prompt("go").trace(), tmp_path)
+    out = session.prepare(messages, usage=None, now=None)
+    cleaned = "check. fix it to pass. " + "x" * 252  # worked out with the source under Node
+    assert out[0]["content"] == cleaned  # an earlier user message
+    assert out[-1]["content"] == prose  # the live ask
+    assert out[1]["content"][0]["text"] == cleaned  # 5 assistant turns back
+    assert out[3]["content"][0]["text"] == short  # under 300 characters
+    assert out[9]["content"][0]["text"] == prose  # among the last 3
+    assert out[1]["content"][1]["input"] == {"command": "echo a\n" + "b" * 200}
+    assert out[9]["content"][1]["input"] == {"command": long_command}
