@@ -718,9 +718,9 @@ _OURS = "tab:red"
 
 def _styles(names: Sequence[str]) -> dict[str, tuple[str, str]]:
     """A colour and line style per strategy, all pairs distinct; toolbudget is always red."""
-    # tab10 without its red, then black, gold and navy: eleven strong, distinct hues.
+    # tab10 without its red, then black, gold, navy and magenta: thirteen strong, distinct hues.
     palette = [f"tab:{c}" for c in ("blue", "orange", "green", "purple", "brown", "pink")]
-    palette += ["tab:gray", "tab:olive", "tab:cyan", "black", "goldenrod", "navy"]
+    palette += ["tab:gray", "tab:olive", "tab:cyan", "black", "goldenrod", "navy", "magenta"]
     dashes = ["-", "--", "-.", ":"]
     out: dict[str, tuple[str, str]] = {}
     k = 0

@@ -40,6 +40,8 @@ class Received:
     path: str
     headers: tuple[tuple[str, str], ...]
     body: bytes
+    raw_path: bytes = b""
+    """The path as the request line carried it (``path`` is percent-decoded)."""
 
     def json(self) -> Any:
         """The body, parsed."""
@@ -88,7 +90,13 @@ class StandIn:
     async def _handle(self, request: Request) -> Response:
         body = await request.body()
         if self.record:
-            got = Received(request.method, request.url.path, tuple(request.headers.items()), body)
+            got = Received(
+                request.method,
+                request.url.path,
+                tuple(request.headers.items()),
+                body,
+                request.scope.get("raw_path") or b"",
+            )
             with self._lock:
                 self.received.append(got)
         path = request.url.path

@@ -27,6 +27,7 @@ from benchmarks.strategies import (
     observation_masking,
     openai_agents,
     opencode,
+    squeezr,
     swe_agent,
     toolbudget,
 )
@@ -67,6 +68,7 @@ STRATEGIES: Mapping[str, Declaration[Any]] = _by_name(
     codex.STRATEGY,
     openai_agents.STRATEGY,
     cc_reducer_proxy.STRATEGY,
+    squeezr.STRATEGY,
 )
 """Strategy name -> its module's declaration, in the order of the report."""
 

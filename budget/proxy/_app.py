@@ -146,13 +146,23 @@ class Proxy:
             if provider == "anthropic"
             else self.settings.openai_upstream
         )
+        # The path as the client wrote it: scope["path"] is percent-decoded, and a decoded %2F
+        # would send another path upstream (an OpenRouter model id "org%2Fmodel", a file id).
+        raw_path = request.scope.get("raw_path")
+        path = raw_path.decode("latin-1") if raw_path else request.url.path
         query = request.url.query
-        return base.rstrip("/") + request.url.path + (f"?{query}" if query else "")
+        return base.rstrip("/") + path + (f"?{query}" if query else "")
 
     async def handle(self, request: Request) -> Response:
         api = budgeted_api(request.method, request.url.path)
         url = self._upstream(api, request)
-        headers = [(k, v) for k, v in request.headers.items() if k.lower() not in _NOT_FORWARDED]
+        # The raw bytes: a value with a non-ASCII byte (a UTF-8 app name in x-title) is forwarded
+        # as it came, where a str value would make httpx refuse the request (it encodes ASCII).
+        headers = [
+            (k, v)
+            for k, v in request.headers.raw
+            if k.decode("latin-1").lower() not in _NOT_FORWARDED
+        ]
         if api is None:
             return await self._forward(request.method, url, headers, request.stream(), None, None)
         raw = await request.body()
@@ -174,7 +184,13 @@ class Proxy:
         if headers.get("content-encoding", "identity").lower() != "identity":
             self._passthrough("encoded body", api)
             return raw, None
-        parsed = await to_thread.run_sync(_parse, api, dict(headers), raw)
+        try:
+            parsed = await to_thread.run_sync(_parse, api, dict(headers), raw)
+        except Exception as exc:
+            # JSON nested deeper than the session key's hashing goes (orjson encodes 254 levels,
+            # Python recurses ~1,000), or any other failure to key the conversation.
+            self._passthrough("body not understood", api, error=type(exc).__name__)
+            return raw, None
         if isinstance(parsed, str):
             self._passthrough(parsed, api)
             return raw, None
@@ -218,13 +234,19 @@ class Proxy:
         self,
         method: str,
         url: str,
-        headers: list[tuple[str, str]],
+        headers: list[tuple[bytes, bytes]],
         content: bytes | AsyncIterator[bytes],
         slot: Slot | None,
         api: Api | None,
     ) -> Response:
         assert self.client is not None, "the proxy's lifespan has not started"
-        req = self.client.build_request(method, url, headers=headers, content=content)
+        try:
+            req = self.client.build_request(method, url, headers=headers, content=content)
+        except Exception as exc:  # a request httpx cannot write (an invalid URL): nothing sent
+            if slot is not None:
+                self.pool.release(slot)
+            self._log.error("toolbudget.proxy.upstream_failed", error=type(exc).__name__)
+            return _gateway_error(api, type(exc).__name__)
         if slot is not None:
             # The log's fsync runs while the request goes upstream, never before it.
             slot.busy += 1

@@ -110,18 +110,24 @@ class Pool:
             slot.busy += 1
             return slot
         opening = self._opening.setdefault(key, asyncio.Lock())
-        async with opening:
-            slot = self._slots.get(key)
-            if slot is None:
-                config = self._config(model)
-                path = self.root / key
-                budget, store = await to_thread.run_sync(_open, path, config, fmt)
-                slot = Slot(key, budget, store, usage=_saved_usage(store))
-                self._slots[key] = slot
-                await self._close_idle()
-        self._opening.pop(key, None)
+        try:
+            async with opening:
+                slot = self._slots.get(key)
+                if slot is None:
+                    config = self._config(model)
+                    path = self.root / key
+                    budget, store = await to_thread.run_sync(_open, path, config, fmt)
+                    slot = Slot(key, budget, store, usage=_saved_usage(store))
+                    # Busy before the idle ones are closed: the session just opened for this
+                    # request is never among them (it was, once max_open others were busy).
+                    slot.busy += 1
+                    self._slots[key] = slot
+                    await self._close_idle()
+                else:
+                    slot.busy += 1
+        finally:
+            self._opening.pop(key, None)
         slot.used_at = time.monotonic()
-        slot.busy += 1
         return slot
 
     def release(self, slot: Slot) -> None:
@@ -152,6 +158,8 @@ class Pool:
         for slot in idle:
             if excess <= 0 and now - slot.used_at < self._idle_close_s:
                 break
+            if slot.busy or slot.lock.locked() or self._slots.get(slot.key) is not slot:
+                continue  # taken by a request (or closed) while an earlier one was closing
             excess -= 1
             await self._close(slot)
 

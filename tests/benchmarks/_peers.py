@@ -24,4 +24,5 @@ def peer_options(count: Callable[[Any], int]) -> dict[str, dict[str, Any]]:
         "codex": {"mode": "tokens", "limit": 50},
         "openai-agents": {"recent_turns": 1, "max_output_chars": 100},
         "cc-reducer-proxy": {"cap_chars": 200, "cap_turns": 0, "stale_turns": 1, "stale_chars": 50},
+        "squeezr": {"dedup_min_chars": 10},
     }

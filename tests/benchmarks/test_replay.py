@@ -201,7 +201,8 @@ def test_every_strategy_figures_match_the_cache_simulator(name: str, tmp_path: P
     assert got.billed_tokens == pytest.approx(sum(r.billed_tokens for r in results))
     assert got.prefix_breaks == sum(r.prefix_break for r in results)
     assert got.recoverable_chars <= got.replaced_chars
-    if name in ("none", "swe-agent"):
+    # squeezr's rules need lines, repeats or structure: one-line outputs give it nothing.
+    if name in ("none", "swe-agent", "squeezr"):
         assert got.replaced_chars == 0
     else:
         assert got.replaced_chars > 0
