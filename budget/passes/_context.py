@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from budget._config import BudgetConfig
@@ -73,9 +73,10 @@ class Costs:
     """The earliest token a cache lookup still finds an entry at (see ``best_cut``)."""
     header: int = 0
     """Tokens of the request before its first message (system prompt, tool definitions)."""
-    kinds: Mapping[str, tuple[int, int]] = field(default_factory=dict)
-    """Per tool, the results weighed and kept whole once answered and those found needed
-    (``budget.policy.readback_chance``'s ``kind``)."""
+    kind: Callable[[str], tuple[int, int]] = lambda _tool: (0, 0)
+    """A tool's results weighed and kept whole once answered, and those found needed
+    (``budget.policy.readback_chance``'s ``kind``): asked per weighed result, so a session
+    with many tools pays nothing per request for the ones it does not weigh."""
 
 
 GROUP_CHARS_PER_WINDOW_TOKEN = 2

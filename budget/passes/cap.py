@@ -57,7 +57,7 @@ def weigh(ctx: PassContext, result: ToolResult) -> Verdict | None:
         is_error=result.is_error,
         page_tokens=round(min(chars, cfg.read_page_chars) * per_char),
         allowance=allowance(costs.observed),
-        kind=costs.kinds.get(result.tool, (0, 0)),
+        kind=costs.kind(result.tool),
     )
     costs.verdicts[result.call_id] = verdict
     return verdict

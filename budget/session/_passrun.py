@@ -247,8 +247,8 @@ class Passes:
         reach = _reach(turn.messages, before) if prices.explicit and len(eligible) else 0
         header = max(estimate - full_out, 0)
         tally.verdicts = {}
-        v, kinds = tally.verdicts, self._quotes.evidence()
-        return Costs(prices, look, observed, cached_end, cold, items, v, reach, header, kinds)
+        v, kind = tally.verdicts, self._quotes.evidence
+        return Costs(prices, look, observed, cached_end, cold, items, v, reach, header, kind)
 
     def _items(
         self, eligible: Sequence[Any], prices: Prices, before: Callable[[int], int], now: float

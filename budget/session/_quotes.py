@@ -141,9 +141,10 @@ class Quotes:
         """A result of ``tool`` was weighed and kept whole: an exposure once it is answered."""
         self._count(tool, 2)
 
-    def evidence(self) -> dict[str, tuple[int, int]]:
-        """Per tool, (exposed, needed): what :func:`budget.policy.readback_chance` reads."""
-        return {tool: (c[0], c[1]) for tool, c in self._kinds.items()}
+    def evidence(self, tool: str) -> tuple[int, int]:
+        """(exposed, needed) of ``tool``: what :func:`budget.policy.readback_chance` reads."""
+        counts = self._kinds.get(tool)
+        return (0, 0) if counts is None else (counts[0], counts[1])
 
     def pooled(self, observed: Observed) -> Observed:
         """``observed`` with the session's totals over every tool (the pooled rate's counts)."""
