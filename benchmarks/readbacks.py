@@ -7,7 +7,10 @@ charges every strategy, toolbudget included, the same way for the ones its copy 
 
 Quotes
     A line of a tool result is quotable when, stripped of surrounding whitespace, it has at least
-    :data:`MIN_QUOTE_CHARS` (30) characters. The answer to request ``i`` is every assistant
+    :data:`MIN_QUOTE_CHARS` (30) characters; a numbered file view's lines (Claude Code's ``Read``,
+    ``cat -n``, ``nl``, OpenHands' editor) count without their line numbers, since an edit's old
+    text quotes the code, not its number (``budget._quoting``, the rule the library's cost policy
+    learns its read-back rate by). The answer to request ``i`` is every assistant
     message between request ``i``'s history and the next request's (to the end of the trace for
     the last one); its lines are those of its text blocks and of every string in its tool inputs.
     Request ``i``'s answer quotes line ``L`` when ``L`` is one of its (stripped) lines and some
@@ -47,6 +50,7 @@ from typing import Any
 from benchmarks.strategies._base import StrategySession
 from benchmarks.strategies._common import result_text
 from benchmarks.trace import Trace
+from budget._quoting import MIN_QUOTE_CHARS, quotable
 
 __all__ = [
     "MIN_QUOTE_CHARS",
@@ -58,20 +62,14 @@ __all__ = [
     "quotable_lines",
 ]
 
-MIN_QUOTE_CHARS = 30
-"""Shortest stripped line that counts as a quote (shorter lines match by chance)."""
 PAGE_CHARS = 2_000
 """Characters of the page a read-back returns where the strategy kept the output."""
 
 
 def quotable_lines(text: str) -> set[str]:
-    """The stripped lines of ``text`` long enough to count as a quote."""
-    out = set()
-    for line in text.splitlines():
-        stripped = line.strip()
-        if len(stripped) >= MIN_QUOTE_CHARS:
-            out.add(stripped)
-    return out
+    """The stripped lines of ``text`` long enough to count as a quote (a numbered file view's
+    without their line numbers): the library's rule, ``budget._quoting.quotable``."""
+    return set(quotable(text))
 
 
 def _strings(obj: Any) -> Iterator[str]:

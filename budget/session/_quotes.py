@@ -6,7 +6,7 @@ spilling. Every result the cost model weighed and kept whole is evidence too: th
 all, and its later answers show whether it needed more than the preview a spill would have left
 it. An answer (the assistant's text and tool inputs) *quotes* a line of a result when it holds
 that line, stripped, and the line is long enough not to match by chance
-(:data:`MIN_QUOTE_CHARS`). A kept result whose line is quoted and is not in the envelope its
+(``budget._quoting``). A kept result whose line is quoted and is not in the envelope its
 spill would have shown counts once as *needed*; over the results weighed and kept
 (``Observed.exposed``) that is the session's own read-back rate for results it never hid
 (:func:`budget.policy.readback_chance`).
@@ -28,6 +28,7 @@ from pydantic import BaseModel
 
 from budget._config import BudgetConfig
 from budget._ledger import Ledger
+from budget._quoting import MIN_QUOTE_CHARS, quotable, without_gutter
 from budget._view import ToolResult
 from budget.passes._context import spill_envelope
 from budget.passes.cap import ENVELOPE_FRAME_CHARS
@@ -36,23 +37,9 @@ from spill import ref_for
 
 __all__ = ["MIN_QUOTE_CHARS", "Quotes", "answer_strings", "quotable"]
 
-MIN_QUOTE_CHARS = 30
-"""The shortest stripped line that counts as a quote: shorter ones (a brace, ``return x``, a
-blank test name) recur by chance in code and logs. The same threshold the benchmark charges
-read-backs by (``benchmarks/readbacks.py``), so what the policy learns is what it is billed for."""
-
 _ASKER_ROLES = frozenset({"user", "system", "developer", "tool", "function"})
 """Roles whose messages are not the model's answers (a user's paste is no evidence that the
 model needed a line)."""
-
-
-def quotable(text: str) -> Iterator[str]:
-    """The stripped lines of ``text`` long enough to count as a quote."""
-    for line in text.splitlines():
-        if len(line) >= MIN_QUOTE_CHARS:
-            stripped = line.strip()
-            if len(stripped) >= MIN_QUOTE_CHARS:
-                yield stripped
 
 
 def answer_strings(message: Any) -> Iterator[str]:
@@ -210,7 +197,8 @@ class Quotes:
             if r.call_id in known or not weighable(r):
                 continue
             known[r.call_id] = r
-            index.update(dict.fromkeys(map(hash, map(str.strip, r.text.splitlines())), r.call_id))
+            lines = without_gutter(r.text).splitlines()
+            index.update(dict.fromkeys(map(hash, map(str.strip, lines)), r.call_id))
 
     def look(
         self,
