@@ -78,6 +78,7 @@ SDK_MODULES: Final = frozenset(
         "tests/budget/test_formats_detect.py",
         "tests/budget/test_formats_openai_chat.py",
         "tests/budget/test_formats_openai_responses.py",
+        "tests/budget/test_kept_evidence_hostile.py",
         "tests/budget/test_markers.py",
         "tests/budget/test_overflow.py",
         "tests/budget/test_summarizers.py",

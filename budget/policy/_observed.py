@@ -56,17 +56,12 @@ class Observed:
     pending_bill: float = 0.0
     """The estimated bill of the last request, counted in ``billed`` when no usage of it comes."""
     exposed: int = 0
-    """Results the cost model weighed at first sight and kept whole, once the model has answered
-    them: the agent saw all of each, so its answers tell whether the preview a spill leaves
-    would have done."""
+    """Results the cost model weighed at first sight and kept whole, counted once they leave the
+    protected rounds (the rounds the agent is still working with them): the agent saw all of
+    each, so its answers tell whether the preview a spill leaves would have done."""
     needed: int = 0
-    """Of those, the ones a later answer quoted a line of that their preview would not have
-    shown (``budget.session._quotes``): a read-back a spill would have cost."""
-    unanswered: int = 0
-    """Results weighed and kept by the last request: exposures once the next request brings the
-    model's answer to them. An answer acts on what it was shown (its very next command quotes
-    the line it needs), so a result counted before it is answered is evidence that the preview
-    did before the answer that would say otherwise could come."""
+    """Kept results a later answer quoted a line of that their preview would not have shown
+    (``budget.session._quotes``): a read-back a spill would have cost."""
 
     def after_usage(
         self, *, prompt: int, cache_read: int, cache_write: int, answered: int, ttl_s: float
@@ -105,7 +100,6 @@ class Observed:
             self.pending_bill,
             self.exposed,
             self.needed,
-            self.unanswered,
         )
 
     def banked(self, *, bank: float, billed: float, readbacks: int, pending: float) -> Observed:
@@ -126,7 +120,6 @@ class Observed:
             pending,
             self.exposed,
             self.needed,
-            self.unanswered,
         )
 
     def to_record(self) -> list[Any]:
@@ -146,7 +139,6 @@ class Observed:
             self.pending_bill,
             self.exposed,
             self.needed,
-            self.unanswered,
         ]
 
     @classmethod
@@ -154,12 +146,12 @@ class Observed:
         """The counts a request record's ``p`` field holds; None when it is not one."""
         # Logs written before the bank have 9 fields: their bank starts empty (the careful side);
         # before the kept results' evidence 12: none of it yet (the priors, as then).
-        if not isinstance(value, list) or len(value) not in (9, 12, 15):
+        if not isinstance(value, list) or len(value) not in (9, 12, 14):
             return None
         bank, billed, pending = (value[9], value[10], value[11]) if len(value) >= 12 else (0, 0, 0)
         if not _finite(bank) or not _seconds(billed) or not _seconds(pending):
             return None
-        kept = value[12:15] if len(value) == 15 else [0, 0, 0]
+        kept = value[12:14] if len(value) == 14 else [0, 0]
         ints = [value[i] for i in (0, 1, 2, 3, 5, 6, 7)] + kept
         if not all(type(v) is int and v >= 0 for v in ints):
             return None
@@ -181,7 +173,6 @@ class Observed:
             pending_bill=float(pending),
             exposed=kept[0],
             needed=kept[1],
-            unanswered=kept[2],
         )
 
     def describe(self) -> Mapping[str, Any]:

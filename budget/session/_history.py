@@ -125,6 +125,10 @@ class History:
         """The round of the last message of the history scanned (-1 before any)."""
         return self._msgs[-1].round_after if self._msgs else -1
 
+    def round_of(self, length: int) -> int:
+        """The round of the last of the first ``length`` messages (-1 for none)."""
+        return self._msgs[min(length, len(self._msgs)) - 1].round_after if length > 0 else -1
+
     def reusable(self, messages: list[Any]) -> int:
         """How many leading messages keep their cached state; -1 when the history diverged."""
         n = len(self.inputs)

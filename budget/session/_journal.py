@@ -66,7 +66,7 @@ class Resumed:
     :func:`budget.session._records.note_request`)."""
     needed: frozenset[str] = frozenset()
     """Kept results an answer was found to need (``budget.session._quotes``)."""
-    kinds: dict[str, tuple[int, int, int]] = field(default_factory=dict)
+    kinds: dict[str, tuple[int, int]] = field(default_factory=dict)
     """Per tool, the kept results' evidence counts (``budget.session._quotes``)."""
 
 

@@ -79,13 +79,7 @@ class Outcome:
             for cid, d in made.items()
             if d.needs_body and ((prev := self._ledger.get(cid)) is None or not prev.needs_body)
         )
-        # Results weighed and kept whole for the first time: evidence on the preview's odds
-        # once the next request brings the model's answer to them.
-        for cid, v in tally.verdicts.items():
-            if v.choice == "keep" and self._ledger.get(cid) is None and (d := made.get(cid)):
-                self._quotes.kept(d.tool)
-        seen = replace(tally.observed, gap_s=gap, hidden=tally.observed.hidden + hidden)
-        tally.observed = self._quotes.pooled(seen)
+        tally.observed = replace(tally.observed, gap_s=gap, hidden=tally.observed.hidden + hidden)
         note_request(tally.marks, length, now, tally.batch_from)
         self._tally.requests += 1
         if learned:

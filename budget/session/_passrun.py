@@ -100,10 +100,11 @@ class Passes:
         fresh_ids = {r.call_id for r in turn.fresh}
         self._candidates.add(r for r in new_results if r.call_id not in fresh_ids)
         self._tally.note_mentions(self._history.mentions, self._ledger.hidden_refs)
-        # Kept results the answers since the last request quote outside their preview.
-        answers = turn.messages[min(self._tally.last_n, len(turn.messages)) :]
-        self._quotes.note(new_results, answers, retry=turn.retry)
-        self._tally.observed = self._quotes.pooled(self._tally.observed)
+        # Kept results the new answers quote outside their preview; those leaving the
+        # protected rounds (read-back evidence: ``budget.session._quotes``).
+        t = self._tally
+        self._quotes.note(new_results, turn.messages, retry=turn.retry, last=(t.last_n, t.last_f))
+        t.observed = self._quotes.pooled(t.observed)
         made: dict[str, Decision] = dict(wrapped)
         # ``decided`` is a live view: each pass sees the decisions of the passes before it.
         ctx = self._context(turn, made)

@@ -61,6 +61,7 @@ class Pipeline:
         self._parts.history.reset()
         self._parts.copies.reset()
         self._parts.candidates.reset()
+        self._parts.quotes.reset()
 
     def run(
         self, messages: list[Any], usage: Any, now: float, started: float, fmt: Format

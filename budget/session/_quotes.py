@@ -3,22 +3,30 @@
 A session that hides nothing learns nothing from read-backs, so the cost policy's chance that a
 spilled result is read back would stay at its prior for as long as that prior keeps it from
 spilling. Every result the cost model weighed and kept whole is evidence too: the agent saw it
-all, and its later answers show whether it needed more than the preview a spill would have left
-it. An answer (the assistant's text and tool inputs) *quotes* a line of a result when it holds
-that line, stripped, and the line is long enough not to match by chance
-(``budget._quoting``). A kept result whose line is quoted and is not in the envelope its
-spill would have shown counts once as *needed*; over the results weighed and kept
-(``Observed.exposed``) that is the session's own read-back rate for results it never hid
-(:func:`budget.policy.readback_chance`).
+all, and its answers show whether it needed more than the preview a spill would have left it.
+An answer (the model's text and tool inputs, never a tool's output) *quotes* a line of a result
+when it holds that line (``budget._quoting``: stripped, long enough not to match by chance, a
+numbered view's line without its number). A kept result whose line is quoted and is not in the
+envelope its spill would have shown counts once as *needed*. A kept result counts as *exposed*
+once it leaves the protected rounds (``protect_rounds``: the rounds the agent is still working
+with it), since most quotes of a result come in the answers right after it, and a result counted
+before them would say the preview did before the answers that could say otherwise came. Both
+counts are kept per tool (:func:`budget.policy.readback_chance`).
 
-The index is built from the history alone (every result over the weighing size, in history
-order), so a resumed session rebuilds the same one; the results found needed are logged with
-their request record (``q``) and restored, so a resumed session counts each one once, as the
-session that went on does. Work per request: the new results' lines and the new answers' lines.
+The index is built from the history alone (every result, in history order: a line's latest
+holder may be a small result or a read-back page that showed it whole, and then no kept result
+is charged), so a resumed session rebuilds the same one; a history that diverges (the caller
+compacted or edited it) rebuilds it the same way. The answers looked at are those after the last
+request's history (all of them when this history does not lead with it), none on a retry. The
+results found needed are logged with their request record (``q``) and the counts per tool in
+``k``, and restored, so a resumed session counts each one once, as the session that went on
+does. Work per request: the new results' lines, the new answers' lines, the results leaving the
+protected rounds.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -33,6 +41,7 @@ from budget._view import ToolResult
 from budget.passes._context import spill_envelope
 from budget.passes.cap import ENVELOPE_FRAME_CHARS
 from budget.policy import Observed
+from budget.session._history import History
 from spill import ref_for
 
 __all__ = ["MIN_QUOTE_CHARS", "Quotes", "answer_strings", "quotable"]
@@ -40,6 +49,11 @@ __all__ = ["MIN_QUOTE_CHARS", "Quotes", "answer_strings", "quotable"]
 _ASKER_ROLES = frozenset({"user", "system", "developer", "tool", "function"})
 """Roles whose messages are not the model's answers (a user's paste is no evidence that the
 model needed a line)."""
+
+_OUTPUT_SUFFIXES = ("_output", "_result")
+"""Type suffixes of the items and blocks that carry a tool's output (Responses'
+``function_call_output``, ``shell_call_output``...; Anthropic's ``tool_result``,
+``web_search_tool_result``...)."""
 
 
 def answer_strings(message: Any) -> Iterator[str]:
@@ -49,7 +63,16 @@ def answer_strings(message: Any) -> Iterator[str]:
         message = message.model_dump(mode="json")
     if not isinstance(message, dict) or message.get("role") in _ASKER_ROLES:
         return
+    if _is_output(message):
+        return  # a Responses tool output item (no role): the tool's text, not the model's
     yield from _strings(message, depth=0)
+
+
+def _is_output(value: dict[str, Any]) -> bool:
+    """Whether ``value`` is a tool's output item or block (``function_call_output``, a server
+    tool's ``web_search_tool_result``...): what a tool said, even inside the model's turn."""
+    kind = value.get("type")
+    return isinstance(kind, str) and kind.endswith(_OUTPUT_SUFFIXES)
 
 
 def _strings(value: Any, depth: int) -> Iterator[str]:
@@ -68,6 +91,8 @@ def _strings(value: Any, depth: int) -> Iterator[str]:
             return
         yield value
     elif isinstance(value, dict):
+        if _is_output(value):
+            return
         for item in value.values():
             yield from _strings(item, depth + 1)
     elif isinstance(value, list):
@@ -76,57 +101,86 @@ def _strings(value: Any, depth: int) -> Iterator[str]:
 
 
 class Quotes:
-    """The quotable lines of the history's results the cost model weighs, the kept results
-    found needed, and the evidence per tool. A session part: ``config`` and ``ledger`` say which
-    results are weighed, which are still kept whole, and what a spill would show.
+    """The quotable lines of the history's results, the kept results found needed, and the
+    evidence per tool. A session part: ``config``, ``ledger`` and ``history`` say which results
+    are weighed, which are still kept whole, what a spill would show and where the rounds are.
 
     The counts are kept per tool: one agent's file reads may be quoted line by line in its
     edits while its test runs are read once (each tool's rate is its own; the rest of the
-    session is its prior: :func:`budget.policy.readback_chance`). Per tool, three counts:
-    results weighed and kept whole once answered (*exposed*), those found needed, and those the
-    last request kept, not answered yet.
+    session is its prior: :func:`budget.policy.readback_chance`).
     """
 
     def __init__(
         self,
         config: BudgetConfig,
         ledger: Ledger,
+        history: History,
         needed: Iterable[str] = (),
-        kinds: Mapping[str, tuple[int, int, int]] | None = None,
+        kinds: Mapping[str, tuple[int, int]] | None = None,
     ) -> None:
-        self._config, self._ledger = config, ledger
+        self._config, self._ledger, self._history = config, ledger, history
         self._index: dict[int, str] = {}
-        """Per hash of a stripped line, the call id of the latest indexed result holding it."""
+        """Per hash of a stripped line, the call id of the latest result holding it (the one a
+        quote is charged to; earlier holders are never asked for)."""
         self._results: dict[str, ToolResult] = {}
-        """The indexed results by call id (each indexed once, whatever rescans the history)."""
+        """The indexed results the cost model weighs, by call id (their would-be previews)."""
+        self._seen: set[str] = set()
+        """Every indexed result's call id (each indexed once until :meth:`reset`)."""
+        self._pending: deque[ToolResult] = deque()
+        """Weighed results still in the protected rounds, in history order."""
+        self._matured: set[str] = set()
+        """Weighed results that have left the protected rounds (each counted once)."""
+        self._resumed = True
+        """No request has looked yet: results that left the protected rounds before the last
+        request were counted by the session that logged it."""
         self.needed: set[str] = set(needed)
         """Kept results an answer quoted outside their would-be preview (restored from ``q``)."""
         self.found: list[str] = []
-        """The results found needed by the last :meth:`look` (logged with its request)."""
+        """The results found needed by the last :meth:`note` (logged with its request)."""
         self._kinds: dict[str, list[int]] = {t: list(c) for t, c in (kinds or {}).items()}
-        """Per tool: [exposed, needed, unanswered] (restored from the request records' ``k``)."""
+        """Per tool: [exposed, needed] (restored from the request records' ``k``)."""
         self._changed: set[str] = set()
         """Tools whose counts changed since the last request record (logged in its ``k``)."""
 
-    def note(self, results: Iterable[ToolResult], answers: Sequence[Any], *, retry: bool) -> None:
-        """Index the new ``results``, look for quotes in the new ``answers``, then count the
-        results the last request kept as exposed: ``answers`` hold the model's answer to them
-        (a ``retry`` repeats that request: not yet). Nothing is weighed without priced spills:
-        then nothing."""
+    def note(
+        self,
+        results: Iterable[ToolResult],
+        messages: Sequence[Any],
+        *,
+        retry: bool,
+        last: tuple[int, int | None],
+    ) -> None:
+        """Index the new ``results``; look for quotes in the answers after the last request's
+        history (``last``: its length and fingerprint; all answers when this history does not
+        lead with it, none on a retry); count the weighed results that left the protected
+        rounds. Nothing is weighed without priced spills: then nothing."""
         self.found = []
         if not self._config.price_spills:
             return  # no result is weighed: keeping one whole was no choice
         self.index(results, self._weighable)
-        self.look(answers, self._kept_whole, self._would_show)
-        if not retry:
-            for tool, counts in self._kinds.items():
-                if counts[2]:
-                    counts[0], counts[2] = counts[0] + counts[2], 0
-                    self._changed.add(tool)
+        if retry:
+            return  # the request it repeats looked already
+        length, fingerprint = last
+        history = self._history
+        lead = history.anchor_holds(len(messages), length, fingerprint)
+        self.look(messages[length if lead else 0 :], self._kept_whole, self._would_show)
+        before = history.round_of(length) if lead and self._resumed else -1
+        self._resumed = False
+        self._mature(history.current_round() - self._config.protect_rounds, before)
 
-    def kept(self, tool: str) -> None:
-        """A result of ``tool`` was weighed and kept whole: an exposure once it is answered."""
-        self._count(tool, 2)
+    def _mature(self, last_round: int, counted_before: int) -> None:
+        """Count the weighed results of rounds up to ``last_round`` that are still kept whole as
+        exposed, once each; those of rounds up to ``counted_before`` were counted when the log
+        was written (a resumed session's first request)."""
+        pending, matured = self._pending, self._matured
+        limit = counted_before - self._config.protect_rounds
+        while pending and pending[0].round <= last_round:
+            r = pending.popleft()
+            if r.call_id in matured:
+                continue
+            matured.add(r.call_id)
+            if r.round > limit and self._kept_whole(r.call_id):
+                self._count(r.tool, 0)
 
     def evidence(self, tool: str) -> tuple[int, int]:
         """(exposed, needed) of ``tool``: what :func:`budget.policy.readback_chance` reads."""
@@ -135,13 +189,12 @@ class Quotes:
 
     def pooled(self, observed: Observed) -> Observed:
         """``observed`` with the session's totals over every tool (the pooled rate's counts)."""
-        exposed = needed = unanswered = 0
-        for e, n, u in self._kinds.values():
-            exposed, needed, unanswered = exposed + e, needed + n, unanswered + u
-        seen = (observed.exposed, observed.needed, observed.unanswered)
-        if seen == (exposed, needed, unanswered):
+        exposed = needed = 0
+        for e, n in self._kinds.values():
+            exposed, needed = exposed + e, needed + n
+        if (observed.exposed, observed.needed) == (exposed, needed):
             return observed
-        return replace(observed, exposed=exposed, needed=needed, unanswered=unanswered)
+        return replace(observed, exposed=exposed, needed=needed)
 
     def record(self) -> dict[str, list[int]]:
         """The counts of the tools changed since the last call (a request record's ``k``)."""
@@ -152,7 +205,7 @@ class Quotes:
     def _count(self, tool: str, which: int) -> None:
         counts = self._kinds.get(tool)
         if counts is None:
-            counts = self._kinds[tool] = [0, 0, 0]
+            counts = self._kinds[tool] = [0, 0]
         counts[which] += 1
         self._changed.add(tool)
 
@@ -184,19 +237,31 @@ class Quotes:
             version=self._ledger.preview_version,
         )
 
+    def reset(self) -> None:
+        """Forget the index (the history diverged or a result was edited): the whole history,
+        rescanned, rebuilds it in history order, as a resumed session builds it. The results
+        found needed stay found, those counted as exposed stay counted."""
+        self._index, self._results, self._seen = {}, {}, set()
+        self._pending = deque()
+
     def index(self, results: Iterable[ToolResult], weighable: Callable[[ToolResult], bool]) -> None:
-        """Index the lines of ``results`` the cost model would weigh, once each: a later holder
-        of a line replaces an earlier one (a quote is charged to the latest).
+        """Index the lines of ``results``, once each: a later holder of a line replaces an
+        earlier one (a quote is charged to the latest). Every result is a holder (a later small
+        result showing a line whole is where a quote of it may come from); only those the cost
+        model weighs can be charged.
 
         Every stripped line is indexed, short ones too: they are never looked up (answers are
         searched for quotable lines only), and leaving them in takes no Python step per line
         (splitting, stripping, hashing and the update run in C: ~25 µs of CPU for a 7 kB,
         120-line result). Keys are the lines' hashes, so the index holds no text."""
-        known, index = self._results, self._index
+        known, seen, index, pending = self._results, self._seen, self._index, self._pending
         for r in results:
-            if r.call_id in known or not weighable(r):
+            if r.call_id in seen:
                 continue
-            known[r.call_id] = r
+            seen.add(r.call_id)
+            if weighable(r):
+                known[r.call_id] = r
+                pending.append(r)
             lines = without_gutter(r.text).splitlines()
             index.update(dict.fromkeys(map(hash, map(str.strip, lines)), r.call_id))
 
@@ -208,8 +273,9 @@ class Quotes:
     ) -> list[str]:
         """The kept results ``answers`` quote outside their ``preview``, newly found (also in
         :attr:`found`). A quote is charged to the latest result holding the line, as long as
-        it is still shown whole (``kept``): a hidden one's read-backs are counted as such."""
-        self.found = found = list[str]()
+        it is weighed and still shown whole (``kept``): a hidden one's read-backs are counted
+        as such, a small one showed the line whole."""
+        found = self.found
         if not self._index:
             return found
         index, results, needed = self._index, self._results, self.needed
@@ -218,12 +284,13 @@ class Quotes:
             for text in answer_strings(message):
                 for line in quotable(text):
                     cid = index.get(hash(line))
-                    if cid is None or cid in needed or not kept(cid):
+                    if cid is None or cid in needed or cid not in results or not kept(cid):
                         continue
                     shown = previews.get(cid)
                     if shown is None:
-                        shown = previews[cid] = preview(results[cid])
-                    if line not in shown:
+                        shown = previews[cid] = without_gutter(preview(results[cid]))
+                    # The line itself (not another of the same hash), outside the preview.
+                    if line not in shown and line in without_gutter(results[cid].text):
                         needed.add(cid)
                         found.append(cid)
                         self._count(results[cid].tool, 1)

@@ -118,7 +118,7 @@ def note_request(
 
 def restore_policy(
     records: list[dict[str, Any]],
-) -> tuple[Observed, list[tuple[int, float]], frozenset[str], dict[str, tuple[int, int, int]]]:
+) -> tuple[Observed, list[tuple[int, float]], frozenset[str], dict[str, tuple[int, int]]]:
     """What the cost policy learned (the last request record's ``p``; logs written before it:
     nothing), when each request was sent, by its length (``at``, ``m``, ``x``), the kept
     results found needed (every request record's ``q``) and the counts per tool (each request
@@ -126,7 +126,7 @@ def restore_policy(
     observed = Observed()
     marks: list[tuple[int, float]] = []
     needed: set[str] = set()
-    kinds: dict[str, tuple[int, int, int]] = {}
+    kinds: dict[str, tuple[int, int]] = {}
     for rec in records:
         m, at = rec.get("m"), finite(rec.get("at"))
         if rec.get("t") != "req" or not is_count(m):
@@ -141,6 +141,6 @@ def restore_policy(
         k = rec.get("k")
         if isinstance(k, dict):
             for tool, counts in k.items():
-                if isinstance(counts, list) and len(counts) == 3 and all(map(is_count, counts)):
-                    kinds[tool] = (counts[0], counts[1], counts[2])
+                if isinstance(counts, list) and len(counts) == 2 and all(map(is_count, counts)):
+                    kinds[tool] = (counts[0], counts[1])
     return observed, marks, frozenset(needed), kinds

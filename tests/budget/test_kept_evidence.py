@@ -19,8 +19,8 @@ from budget import Budget, BudgetConfig
 from budget.policy import Observed, readback_chance
 from budget.session._quotes import MIN_QUOTE_CHARS, answer_strings, quotable
 
-EXPOSED, NEEDED, UNANSWERED = 12, 13, 14
-"""Indexes of the three counts in a request record's ``p`` (``Observed.to_record``)."""
+EXPOSED, NEEDED = 12, 13
+"""Indexes of the two counts in a request record's ``p`` (``Observed.to_record``)."""
 
 MID = "\n".join(f"row {i:04d}: value={i * 7} status=ok detail={'y' * 40}" for i in range(200))
 """A ~15,000-character result: over the preview, under the cap, so the cost model weighs it."""
@@ -73,27 +73,34 @@ def _run(path: Path, steps: list[list[dict[str, Any]]]) -> tuple[Budget, list[di
 
 
 def test_a_quote_outside_the_preview_counts_the_kept_result_as_needed(tmp_path: Path) -> None:
-    """An answer quoting a middle line of a kept result (a whole line, as agents quote): the
-    result is unanswered after its request, then exposed and needed, and ``q`` names it."""
+    """An answer quoting a middle line of a kept result (a whole line, as agents quote): needed
+    1 at the next request, and the request record's ``q`` names it."""
     session, _ = _run(tmp_path / "s", _history(f"The broken one is:\n  {MIDDLE_LINE}\n"))
     session.close()
     first, second = _requests(tmp_path / "s")
-    assert first["p"][EXPOSED : UNANSWERED + 1] == [0, 0, 1]
-    assert second["p"][EXPOSED : UNANSWERED + 1] == [1, 1, 0]
-    assert second["q"] == ["c1"]
+    assert first["p"][NEEDED] == 0 and second["p"][NEEDED] == 1
+    assert second["q"] == ["c1"] and second["k"] == {"Bash": [0, 1]}
 
 
-def test_a_retry_does_not_answer_the_results_of_the_request_it_repeats(tmp_path: Path) -> None:
-    """The same history prepared again is no answer: the kept result stays unanswered until a
-    request with the model's answer comes."""
-    steps = _history("nothing quoted here, just a plain remark about it")
+def _rounds_after(steps: list[list[dict[str, Any]]], n: int) -> list[list[dict[str, Any]]]:
+    """``steps`` followed by ``n`` rounds of small results (the kept one ages)."""
+    return steps + [[_call(f"s{i}"), _result(f"s{i}", "ok")] for i in range(n)]
+
+
+def test_a_kept_result_is_exposed_once_it_leaves_the_protected_rounds(tmp_path: Path) -> None:
+    """Kept in round 0, the result counts as exposed at the request of round 5 (the default
+    5 protected rounds are behind it), once, and a retry of a request counts nothing again."""
+    steps = _rounds_after(_history("nothing quoted here, just a plain remark about it"), 6)
     session = Budget.open(tmp_path / "s", BudgetConfig())
-    session.prepare(steps[0], now=1.0)
-    session.prepare(steps[0], now=2.0)
-    session.prepare(steps[0] + steps[1], now=3.0)
+    history: list[dict[str, Any]] = []
+    for i, step in enumerate(steps):
+        history = history + step
+        session.prepare(history, now=1.0 + i)
+        if i == 3:
+            session.prepare(history, now=1.5 + i)  # a retry
     session.close()
-    got = [r["p"][EXPOSED : UNANSWERED + 1] for r in _requests(tmp_path / "s")]
-    assert got == [[0, 0, 1], [0, 0, 1], [1, 0, 0]]
+    exposed = [r["p"][EXPOSED] for r in _requests(tmp_path / "s")]
+    assert exposed == [0, 0, 0, 0, 0, 0, 1, 1, 1]
 
 
 def test_a_quote_the_preview_shows_is_no_read_back(tmp_path: Path) -> None:
@@ -159,14 +166,14 @@ def test_the_fresh_chance_counts_kept_results_and_the_stale_one_does_not() -> No
 
 def test_old_logs_resume_without_the_new_counts() -> None:
     """A request record's ``p`` of 12 fields (before kept evidence) restores with none of it;
-    15 fields restore all three counts, a negative one is refused."""
+    14 fields restore both counts, a negative one is refused."""
     old = [3, 2, 1, 1, 0.0, 0, 0, 100, 1.0, 0.0, 0.0, 0.0]
     restored = Observed.from_record(old)
     assert restored is not None and (restored.exposed, restored.needed) == (0, 0)
-    new = Observed.from_record([*old, 4, 1, 2])
-    assert new is not None and (new.exposed, new.needed, new.unanswered) == (4, 1, 2)
-    assert Observed.from_record([*old, -1, 0, 0]) is None
-    assert Observed.from_record([*old, 1, 0]) is None
+    new = Observed.from_record([*old, 4, 1])
+    assert new is not None and (new.exposed, new.needed) == (4, 1)
+    assert Observed.from_record([*old, -1, 0]) is None
+    assert Observed.from_record([*old, 1]) is None
 
 
 def test_each_tool_has_its_own_rate_with_the_rest_of_the_session_as_its_prior() -> None:
@@ -209,7 +216,7 @@ def _two_tools(rounds: int) -> list[list[dict[str, Any]]]:
 def test_the_counts_per_tool_are_logged_and_restored(tmp_path: Path) -> None:
     """A session whose shell results are quoted and whose file reads are not counts each tool
     apart (``k``), and a session reopened before every request logs the same records."""
-    steps = _two_tools(4)
+    steps = _two_tools(9)
     went_on = Budget.open(tmp_path / "a", BudgetConfig())
     history: list[dict[str, Any]] = []
     for i, step in enumerate(steps):
