@@ -282,7 +282,22 @@ def _tsv(lines: Sequence[str]) -> bool:
     return len(rows) >= MIN_LINES and rows[0].count("\t") >= 2 and _delimited(rows, "\t")
 
 
+def _could_head_a_table(first: str) -> bool:
+    """Whether ``first``, a text's first non-blank line, leaves any of :func:`_is_table`'s
+    checks open: each is decided by its first row (a markdown row starts with ``|``; tabs or
+    two commas; two wide gaps), so most outputs are refused without building the rows."""
+    return (
+        first.lstrip().startswith("|")
+        or "\t" in first
+        or first.count(",") >= 2
+        or len(_ALIGNED.findall(first.strip())) >= 2
+    )
+
+
 def _is_table(lines: Sequence[str]) -> bool:
+    head = next((line for line in lines[:SAMPLE_ROWS] if line.strip()), None)
+    if head is None or not _could_head_a_table(head):
+        return False
     rows = [line for line in lines[:SAMPLE_ROWS] if line.strip()]
     if len(rows) < MIN_LINES:
         return False

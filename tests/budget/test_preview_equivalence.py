@@ -5,15 +5,22 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from budget.previews._detect import (
+    _ALIGNED,
     FAILURE,
     MAX_MARK_CHARS,
+    MIN_LINES,
+    SAMPLE_ROWS,
+    SHARE,
     SUMMARY,
     _candidates,
+    _delimited,
     _is_failure,
+    _is_table,
+    is_md_separator,
     marks,
 )
 from tests._lanes import examples
@@ -133,3 +140,56 @@ def test_every_line_the_patterns_match_is_a_candidate(text: str) -> None:
         if SUMMARY.match(head) or FAILURE.match(head):
             assert at in starts, head[:80]
         at += len(line) + 1
+
+
+# -- the table check before its first-row gate ----------------------------------------------------
+
+
+def _old_is_table(lines: Sequence[str]) -> bool:
+    rows = [line for line in lines[:SAMPLE_ROWS] if line.strip()]
+    if len(rows) < MIN_LINES:
+        return False
+    if len(rows) > 1 and is_md_separator(rows[1]) and rows[0].lstrip().startswith("|"):
+        return True
+    if _delimited(rows, "\t") or (_delimited(rows, ",") and rows[0].count(",") >= 2):
+        return True
+    first = len(_ALIGNED.findall(rows[0].strip()))
+    if first < 2:
+        return False
+    return sum(1 for row in rows if len(_ALIGNED.findall(row.strip())) == first) >= SHARE * len(
+        rows
+    )
+
+
+_ROWS = st.sampled_from(
+    [
+        "| a | b |", "|---|:--:|", " | x | y | ", "|-|-|", "a\tb\tc", "1\t2", "\t", "a,b,c",
+        "1,2", ",,", "x  y  z", "drwxr-xr-x  2 root  root  4096", "a\tb  c", "  ", "", "\u00a0",
+        "plain line", "E   assert 1",
+    ]
+)  # fmt: skip
+_ROW = st.one_of(
+    _ROWS,
+    st.lists(st.one_of(_ROWS, st.text(alphabet=" \t|,-:ab", max_size=6)), max_size=4).map("".join),
+    st.text(max_size=20),
+)
+_TABLES = st.one_of(
+    st.lists(_ROW, max_size=SAMPLE_ROWS + 20),
+    # Mostly one row repeated (a table's body), with a few others before or among them.
+    st.tuples(
+        st.lists(_ROW, max_size=3),
+        st.lists(_ROW, min_size=1, max_size=2),
+        st.integers(MIN_LINES - 2, 60),
+        st.lists(_ROW, max_size=4),
+    ).map(lambda t: [*t[0], *(t[1] * t[2]), *t[3]]),
+)
+
+
+@settings(max_examples=examples(1_000), deadline=None)
+@given(_TABLES)
+@example(["", " | a | b |", "|---|---|", "| 1 | 2 |", "| 3 | 4 |", "| 5 | 6 |"])
+@example(["name  size  date", "a.txt  10  today", "b.txt  20  today", "c  1  x", "d  2  y"])
+def test_the_gated_table_check_agrees_with_the_full_one(lines: list[str]) -> None:
+    """The table check that refuses an output by its first non-blank row when no check could
+    pass says what building every row and checking them said."""
+    assert _is_table(lines) == _old_is_table(lines)
