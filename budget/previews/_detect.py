@@ -118,6 +118,9 @@ MAX_MARK_CHARS: Final = 1_000
 """A line is matched against the patterns by its first this-many characters (a summary or a
 failure says what it is at its start; a megabyte on one line must not cost a megabyte scan)."""
 _CANDIDATE_BODY: Final = (
+    # The first lookahead is the union of the two alternatives' first characters: a line
+    # starting with a blank (most lines of a log or of source) fails at one class test.
+    rf"(?=[\w.=\[\-])"
     rf"(?:(?={_HEAD_CHARS})(?:{_LINE_HEADS})|(?=[\w.])[\w.]{{0,{MAX_MARK_CHARS}}}+{_RUN_END})"
 )
 _FIRST_CANDIDATE: Final = re.compile(_CANDIDATE_BODY)
