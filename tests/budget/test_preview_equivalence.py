@@ -10,6 +10,8 @@ from hypothesis import strategies as st
 
 from budget.previews._detect import (
     _ALIGNED,
+    _DIFF_START,
+    _HUNK,
     FAILURE,
     MAX_MARK_CHARS,
     MIN_LINES,
@@ -18,6 +20,7 @@ from budget.previews._detect import (
     SUMMARY,
     _candidates,
     _delimited,
+    _is_diff,
     _is_failure,
     _is_table,
     is_md_separator,
@@ -193,3 +196,32 @@ def test_the_gated_table_check_agrees_with_the_full_one(lines: list[str]) -> Non
     """The table check that refuses an output by its first non-blank row when no check could
     pass says what building every row and checking them said."""
     assert _is_table(lines) == _old_is_table(lines)
+
+
+# -- the diff check before its line-start gate ----------------------------------------------------
+
+
+def _old_is_diff(text: str) -> bool:
+    return (
+        "@@ -" in text and _DIFF_START.search(text) is not None and _HUNK.search(text) is not None
+    )
+
+
+_DIFF_PIECES = st.sampled_from(
+    ["diff --git a/x b/x", "diff -u a b", "Index: x", "--- a/x", "+++ b/x", "@@ -1,2 +1,3 @@",
+     "@@ -1 +1 @@", " @@ -1 +1 @@", "x @@ -1", "@@ -", "@@", "+a", "-b", " c", "\r", ""]
+)  # fmt: skip
+_DIFFS = st.one_of(
+    st.lists(st.lists(st.one_of(_DIFF_PIECES, st.text(max_size=5)), max_size=3).map("".join)).map(
+        "\n".join
+    ),
+    st.text(max_size=60),
+)
+
+
+@settings(max_examples=examples(1_000), deadline=None)
+@given(_DIFFS)
+def test_the_diff_check_gated_on_line_starts_agrees_with_the_one_before(text: str) -> None:
+    """Gated on a line starting with ``@@ -`` rather than on ``@@ -`` anywhere, the diff check
+    says what it said: its hunk pattern needs such a line anyway."""
+    assert _is_diff(text) == _old_is_diff(text)
