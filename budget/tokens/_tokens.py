@@ -173,6 +173,10 @@ _TOOL_CALL_TYPES: Final = frozenset(
 _TOOL_RESULT_TYPES: Final = frozenset(
     {"tool_result", "function_call_output", "custom_tool_call_output", "web_search_tool_result"}
 )
+_KINDS_APART: Final = frozenset(
+    {*_IMAGE_TYPES, "document", "redacted_thinking", *_TOOL_CALL_TYPES, *_TOOL_RESULT_TYPES}
+)
+"""Block types not counted by the generic walk (each has its own rule)."""
 
 
 def _json_tokens(value: Any, text: _TextFn) -> int:
@@ -188,18 +192,20 @@ def _json_tokens(value: Any, text: _TextFn) -> int:
 
 def _mapping_tokens(obj: Mapping[str, Any], text: _TextFn, fr: TokenizerProfile) -> int:
     kind = obj.get("type")
-    if not isinstance(kind, str | None):
+    if kind is not None and type(kind) is not str and not isinstance(kind, str):
         kind = ""  # a type of another kind (even an unhashable one): an unknown block
-    if kind in _IMAGE_TYPES:
-        return _image_block_tokens(obj) + fr.block
-    if kind == "document":
-        return _document_tokens(obj, text, fr)
-    if kind == "redacted_thinking":
-        return _REDACTED_THINKING
-    if kind in _TOOL_CALL_TYPES:
-        return _tool_call_block_tokens(obj, text, fr)
-    if kind in _TOOL_RESULT_TYPES:
-        total = fr.tool_result
+    # One membership test sends a message (no type) or a text block on to the generic walk;
+    # the kinds counted apart are told apart only then (a few of these dicts per request).
+    if kind is not None and kind in _KINDS_APART:
+        if kind in _IMAGE_TYPES:
+            return _image_block_tokens(obj) + fr.block
+        if kind == "document":
+            return _document_tokens(obj, text, fr)
+        if kind == "redacted_thinking":
+            return _REDACTED_THINKING
+        if kind in _TOOL_CALL_TYPES:
+            return _tool_call_block_tokens(obj, text, fr)
+        total = fr.tool_result  # one of _TOOL_RESULT_TYPES
         for key, value in obj.items():
             if key not in _SKIP_KEYS and key != "is_error":
                 total += _value_tokens(value, text, fr)
@@ -246,7 +252,7 @@ def _tool_call_block_tokens(obj: Mapping[str, Any], text: _TextFn, fr: Tokenizer
         if key in obj:
             total += _json_tokens(obj[key], text)
     fn = obj.get("function")
-    if isinstance(fn, Mapping):
+    if fn is not None and isinstance(fn, Mapping):  # None (the usual) skips the ABC check
         total += _mapping_tokens(fn, text, fr)
     return total
 

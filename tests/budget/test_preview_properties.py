@@ -19,7 +19,6 @@ from budget._envelope import envelope, preview_shape
 from budget.previews import Earlier, apply_delta, line_delta, shape_preview, skeleton_text
 from budget.previews._detect import (
     _ALIGNED,
-    _KEYWORDS,
     _NUMBERED,
     FAILURE,
     MAX_MARK_CHARS,
@@ -215,17 +214,6 @@ def test_the_gated_failure_check_agrees_with_the_pattern(line: str) -> None:
     assert _is_failure(line) == (FAILURE.match(line) is not None)
 
 
-def _lines_with_a_keyword(text: str) -> list[int]:
-    """The start of every line holding a keyword (one starting with a newline: a line starting
-    with its rest), each line tested against every word."""
-    out, at = [], 0
-    for line in text.lower().split("\n"):
-        if any(line.startswith(w[1:]) if w[0] == "\n" else w in line for w in _KEYWORDS):
-            out.append(at)
-        at += len(line) + 1
-    return out
-
-
 @settings(max_examples=400)
 @given(
     st.lists(
@@ -236,10 +224,12 @@ def _lines_with_a_keyword(text: str) -> list[int]:
         max_size=80,
     ).map("\n".join)
 )
-def test_the_keyword_lines_are_found_alike_in_dense_and_sparse_logs(text: str) -> None:
-    """The keyword scan, which tests the remaining lines one by one once most lines hold a word,
-    finds exactly the lines holding a keyword."""
-    assert _candidates(text) == _lines_with_a_keyword(text)
+def test_the_candidate_lines_are_found_alike_in_dense_and_sparse_logs(text: str) -> None:
+    """The line-start scan gives each candidate line once, in order, whether few or most lines
+    are candidates, and ``marks`` on it finds what matching every line finds."""
+    got = _candidates(text)
+    assert got == sorted(set(got))
+    assert marks(text) == _marks_by_brute_force(text)
 
 
 @settings(max_examples=300)
