@@ -19,8 +19,11 @@ Quotes
 Visible
     A quoted line is visible when the request copy the strategy sent for request ``i`` holds it
     anywhere (in any message: an earlier result, a later re-fetch by the recorded agent, the
-    agent's own earlier text or tool input, a preview). ``quoted_visibility`` is the share of
-    quotes that were visible: the whole session is looked at, not only the last rounds.
+    agent's own earlier text or tool input, a preview), or when the page of a read-back made for
+    an earlier request holds it (the agent has that page in its context: every later request
+    carries it, and is billed for it; a page read back for this request's answer came after the
+    answer needed it). ``quoted_visibility`` is the share of quotes that were visible: the whole session
+    is looked at, not only the last rounds.
 
 Read-back
     A quote that is not visible, and not covered by an earlier read-back, costs one read-back of
@@ -234,12 +237,17 @@ class ReadbackTracker:
     ) -> None:
         """Account request ``i``: its copy ``out`` of ``history``, ``prompt_tokens`` in size."""
         self.billed += self.carried * self.read_price
+        carried = frozenset(self.covered)
         for line, k in self.q.events[i]:
             self.n_quotes += 1
             if self._visible(line, out, history):
                 self.n_visible += 1
                 continue
             if line in self.covered:
+                # A read-back's page holds it. Of an earlier request: the agent has that page in
+                # its context (every later request carries it, as billed below), so it is shown.
+                # Of this request: the answer needed it before that read-back brought it.
+                self.n_visible += line in carried
                 continue
             res = self.q.results[k]
             kept = session.recover(res.call_id)

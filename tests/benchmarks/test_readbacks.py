@@ -81,18 +81,19 @@ def test_none_shows_every_quoted_line_and_pays_nothing(tmp_path: Path) -> None:
 
 
 def test_readback_reruns_the_tool_where_the_strategy_keeps_nothing(tmp_path: Path) -> None:
-    """Observation masking (window 1) hid A: L1 costs a re-run of all of A; L2 is then covered."""
+    """Observation masking (window 1) hid A: L1 costs a re-run of all of A; L2, quoted a request
+    later, is then shown by that re-run, which the agent's context carries."""
     masking = strategies.get("observation-masking", window=1)
     got = replay_trace(_trace(), masking, tmp_path, count=chars4)
     # Re-run: A is 3,086 chars = 771 tokens. Extra request at request 2: its copy read
     # (0.1 x size) and A written (1.25 x 771 = 963.75); carried into request 3 (0.1 x 771).
     expected = 0.1 * got.sizes[2] + 963.75 + 77.1
-    assert (got.quotes, got.quotes_visible, got.readbacks) == (2, 0, 1)
+    assert (got.quotes, got.quotes_visible, got.readbacks) == (2, 1, 1)
     assert got.readback_billed == pytest.approx(expected)
     base = replay_trace(_trace(), masking, tmp_path / "again", count=chars4, max_requests=2)
     assert base.readbacks == 0  # the answer to request 2 is not replayed
     row = aggregate("observation-masking", [got], None)
-    assert (row.readbacks, row.quoted_visibility) == (1, 0.0)
+    assert (row.readbacks, row.quoted_visibility) == (1, 0.5)
 
 
 def test_readback_reads_a_2000_char_page_where_the_strategy_keeps_the_output(

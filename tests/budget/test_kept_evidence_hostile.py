@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from budget import Budget, BudgetConfig, ToolPolicy
 from spill._log import encode_records
+from tests._ci import require_module
 from tests._lanes import examples
 
 EXPOSED, NEEDED = 12, 13
@@ -579,7 +580,7 @@ def test_sdk_models_are_read_as_their_dicts_would_be(tmp_path: Path, fmt: str) -
     """OpenAI SDK models in the history (ChatCompletionMessage; ResponseFunctionToolCall and
     FunctionCallOutput): the tool output is no answer, the quote in the arguments counts once,
     the same whether the session went on or was reopened at every request."""
-    pytest.importorskip("openai")
+    require_module("openai", extra="sdk")
     a = _replay(tmp_path / "a", _sdk_steps(fmt), set())
     b = _replay(tmp_path / "b", _sdk_steps(fmt), {1, 2, 3})
     assert a == b
