@@ -179,7 +179,10 @@ class Quotes:
             if r.call_id in matured:
                 continue
             matured.add(r.call_id)
-            if r.round > limit and self._kept_whole(r.call_id):
+            if not self._kept_whole(r.call_id):
+                # Hidden: never charged again (its read-backs count as such); its text goes.
+                self._results.pop(r.call_id, None)
+            elif r.round > limit:
                 self._count(r.tool, 0)
 
     def evidence(self, tool: str) -> tuple[int, int]:
@@ -284,7 +287,10 @@ class Quotes:
             for text in answer_strings(message):
                 for line in quotable(text):
                     cid = index.get(hash(line))
-                    if cid is None or cid in needed or cid not in results or not kept(cid):
+                    if cid is None or cid in needed or cid not in results:
+                        continue
+                    if not kept(cid):
+                        del results[cid]  # hidden since: never charged again
                         continue
                     shown = previews.get(cid)
                     if shown is None:
