@@ -338,6 +338,15 @@ class Bodies:
     def parse(self, name: str, raw: bytes) -> tuple[Parsed, Parsed | None]:
         """``raw`` parsed (``orjson.JSONDecodeError`` if it is not JSON) and the body it reused
         messages of, if any."""
+        got = self.parse_within(name, raw, None)
+        assert got is not None  # no limit
+        return got
+
+    def parse_within(
+        self, name: str, raw: bytes, at_most: int | None
+    ) -> tuple[Parsed, Parsed | None] | None:
+        """:meth:`parse`, or None if that means parsing more than ``at_most`` new bytes (the
+        caller then parses it where a long parse blocks nothing)."""
         fingerprint = raw[:_FINGERPRINT]
         with self._lock:
             candidates = list(self._kept.by_fingerprint.get(fingerprint, ()))
@@ -349,10 +358,14 @@ class Bodies:
             if shared > k:
                 best, k = prev, shared
         if best is not None:
+            if at_most is not None and len(raw) - best.ends[k - 1] > at_most:
+                return None
             got = _extend(best, raw, k)
             if got is not None:
                 self._keep(fingerprint, got, best)
                 return got, best
+        if at_most is not None and len(raw) > at_most:
+            return None
         body = orjson.loads(raw)
         history = body.get(name) if isinstance(body, dict) else None
         if not isinstance(history, list):
