@@ -121,7 +121,7 @@ class Proxy:
         self._clock = clock
         self._log = get_logger("toolbudget")
         self._tasks: set[asyncio.Task[None]] = set()
-        self.bodies = Bodies()
+        self.bodies = Bodies(idle_s=settings.idle_close_s)
         """The conversations' last bodies: a request is parsed and encoded in time proportional
         to what is new in it (:mod:`budget.proxy._incremental`)."""
         self.client: httpx.AsyncClient | None = None

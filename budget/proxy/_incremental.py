@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import compress
 from operator import is_not
@@ -319,6 +320,7 @@ def _shared(prev: Parsed, raw: bytes) -> int:
 @dataclass(eq=False, slots=True)
 class _Kept:
     by_fingerprint: OrderedDict[bytes, list[Parsed]] = field(default_factory=OrderedDict)
+    used_at: dict[bytes, float] = field(default_factory=dict)
     count: int = 0
     size: int = 0
 
@@ -327,8 +329,18 @@ class Bodies:
     """The last bodies of the conversations going through the proxy, to parse their next
     requests against (thread-safe: bodies are parsed in worker threads)."""
 
-    def __init__(self, *, max_states: int = MAX_STATES, max_bytes: int = MAX_BYTES) -> None:
+    def __init__(
+        self,
+        *,
+        max_states: int = MAX_STATES,
+        max_bytes: int = MAX_BYTES,
+        idle_s: float = 900.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """``idle_s``: a conversation's body unused that long is dropped (as the pool closes
+        its session), so an idle proxy holds none of them."""
         self._max_states, self._max_bytes = max_states, max_bytes
+        self._idle_s, self._clock = idle_s, clock
         self._kept = _Kept()
         self._lock = threading.Lock()
 
@@ -378,9 +390,11 @@ class Bodies:
 
     def _keep(self, fingerprint: bytes, parsed: Parsed, prev: Parsed | None) -> None:
         kept = self._kept
+        now = self._clock()
         with self._lock:
             bucket = kept.by_fingerprint.setdefault(fingerprint, [])
             kept.by_fingerprint.move_to_end(fingerprint)
+            kept.used_at[fingerprint] = now
             if prev is not None and prev.ends and parsed.reused == len(prev.ends):
                 # The conversation went on from prev: prev is never the better match again.
                 for i, other in enumerate(bucket):
@@ -396,14 +410,17 @@ class Bodies:
                 dropped = bucket.pop()
                 kept.count -= 1
                 kept.size -= len(dropped.raw)
-            while kept.count > self._max_states or kept.size > self._max_bytes:
+            while kept.by_fingerprint:
                 oldest_key = next(iter(kept.by_fingerprint))
+                over = kept.count > self._max_states or kept.size > self._max_bytes
+                if not over and now - kept.used_at[oldest_key] < self._idle_s:
+                    break
                 oldest = kept.by_fingerprint[oldest_key]
                 dropped = oldest.pop()
                 kept.count -= 1
                 kept.size -= len(dropped.raw)
                 if not oldest:
-                    del kept.by_fingerprint[oldest_key]
+                    del kept.by_fingerprint[oldest_key], kept.used_at[oldest_key]
 
 
 _MARK: Final = f"\x00toolbudget-{uuid.uuid4().hex}"

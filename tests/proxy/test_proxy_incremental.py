@@ -222,3 +222,22 @@ def test_spaced_json_through_the_proxy_reaches_the_upstream_as_the_library_encod
             assert got == json.dumps(body, indent=2).encode()
         else:
             assert got == orjson.dumps({**body, "messages": copy})
+
+
+def test_kept_bodies_are_bounded_in_number_and_dropped_when_idle() -> None:
+    """At most ``max_states`` bodies are kept (the least recently used dropped first), and a
+    conversation idle for ``idle_s`` is forgotten at the next body kept."""
+    now = [0.0]
+    bodies = Bodies(max_states=2, idle_s=60.0, clock=lambda: now[0])
+    raws = [
+        orjson.dumps({"model": "m", "messages": anthropic_history(3, tag=tag)})
+        for tag in ("a", "b", "c")
+    ]
+    for raw in raws:
+        bodies.parse("messages", raw)
+    assert len(bodies) == 2
+    assert bodies.parse("messages", raws[0])[1] is None  # dropped: parsed whole again
+    assert bodies.parse("messages", raws[0])[1] is not None  # kept again
+    now[0] = 61.0
+    bodies.parse("messages", raws[1])
+    assert len(bodies) == 1
