@@ -186,7 +186,8 @@ class Proxy:
     ) -> tuple[bytes, Slot | None]:
         """The body to send upstream (the request copy, or ``raw`` itself) and its session.
 
-        Parsing, ``prepare`` and encoding run in worker threads: a long conversation's body takes
+        ``prepare`` and encoding run in a worker thread, and so does parsing a body that does
+        not go on from its conversation's last one: a long conversation's body takes
         milliseconds, during which the event loop goes on relaying other sessions' streams.
         """
         if headers.get("content-encoding", "identity").lower() != "identity":
