@@ -37,7 +37,8 @@ from starlette.routing import Route
 from budget._errors import BudgetError
 from budget._log import get_logger
 from budget._report import Report
-from budget.proxy._incremental import Bodies, Parsed, encode
+from budget.proxy._encode import encode
+from budget.proxy._incremental import Bodies, Parsed
 from budget.proxy._keys import SESSION_HEADER, lead_of, session_key
 from budget.proxy._pool import Pool, Slot
 from budget.proxy._settings import ProxySettings

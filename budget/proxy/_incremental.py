@@ -1,13 +1,12 @@
-"""Parsing and encoding a request body in time proportional to what is new in it.
+"""Parsing a request body in time proportional to what is new in it.
 
 An agent re-sends its whole conversation with every request: the same bytes as last time, a few
 new messages at the end (and the last one or two edited in place, where clients move their
 ``cache_control`` markers). :class:`Bodies` keeps, per conversation, the last body's bytes and
 where each message of its history array ends; a body that starts with the same bytes through
 message ``k``'s end reuses the messages parsed before (the very same objects, so the session's
-history check is an identity check) and parses only what follows. Its request copy is encoded
-the same way: a message the copy keeps as it came is the agent's own bytes when those are what
-``orjson.dumps`` makes of it (checked once, when it is parsed), and only the rest is encoded.
+history check is an identity check) and parses only what follows; its request copy is encoded
+the same way (:mod:`budget.proxy._encode`).
 
 Exactness: the result is always what ``orjson.loads`` gives for the whole body, and the encoding
 what ``orjson.dumps`` gives for the whole copy (property-tested). The prefix is compared byte for
@@ -21,17 +20,14 @@ from __future__ import annotations
 import re
 import threading
 import time
-import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from itertools import compress
-from operator import is_not
 from typing import Any, Final
 
 import orjson
 
-__all__ = ["MAX_BYTES", "MAX_STATES", "Bodies", "Parsed", "encode"]
+__all__ = ["MAX_BYTES", "MAX_STATES", "Bodies", "Parsed"]
 
 MAX_STATES: Final = 64
 """Bodies kept to parse the next request of their conversation against (least recently used
@@ -46,12 +42,8 @@ _PER_FINGERPRINT: Final = 4
 alike), the most recent first."""
 
 _WS: Final = re.compile(rb"[ \t\n\r]*")
-# A JSON string, unrolled so that sre runs its fast loop over the plain characters. On valid
-# JSON it matches exactly one string (an escape is a backslash and one character; \uXXXX's hex
-# digits are plain ones), which is all the scanner is ever trusted with: orjson validates.
-_STRING: Final = rb'"[^"\\]*(?:\\.[^"\\]*)*"'
-_STRING_RE: Final = re.compile(_STRING, re.S)
-_TOKEN: Final = re.compile(_STRING + rb"|([\[{])|[\]}]", re.S)
+_STRUCT: Final = re.compile(rb'["\[\]{}]')
+"""What the scanner stops at: a string's start, an object's or array's bounds."""
 _SCALAR: Final = re.compile(rb"[^ \t\n\r,\]}]+")
 _OPEN: Final = frozenset(b"[{")
 
@@ -62,24 +54,51 @@ def _ws(data: bytes, pos: int) -> int:
     return m.end()
 
 
+def _string_end(data: bytes, pos: int) -> int:
+    """Where the JSON string opening at ``pos`` ends, or -1: its first quote not escaped (an odd
+    number of backslashes before it), found with ``bytes.find`` at C speed, so a long tool output
+    costs what its escaped quotes do, not its escapes (a regex walks every ``\\n``)."""
+    at = pos + 1
+    while True:
+        quote = data.find(b'"', at)
+        if quote < 0:
+            return -1
+        back = quote - 1
+        while data[back] == 0x5C:  # stops at the opening quote at the latest
+            back -= 1
+        if (quote - 1 - back) % 2 == 0:
+            return quote + 1
+        at = quote + 1
+
+
 def _value_end(data: bytes, pos: int) -> int:
-    """Where the JSON value starting at ``pos`` ends, or -1 (exact on valid JSON only)."""
+    """Where the JSON value starting at ``pos`` ends, or -1 (exact on valid JSON only: the
+    scanner is trusted only where orjson has found the bytes valid)."""
     if pos >= len(data):
         return -1
     head = data[pos]
     if head == 0x22:  # '"'
-        m = _STRING_RE.match(data, pos)
-        return m.end() if m is not None else -1
+        return _string_end(data, pos)
     if head in _OPEN:
-        depth = 0
-        for m in _TOKEN.finditer(data, pos):
-            if m.group(1) is not None:
+        depth, at, search = 0, pos, _STRUCT.search
+        while True:
+            m = search(data, at)
+            if m is None:
+                return -1
+            found = m.start()
+            char = data[found]
+            if char == 0x22:
+                at = _string_end(data, found)
+                if at < 0:
+                    return -1
+                continue
+            if char in _OPEN:
                 depth += 1
-            elif data[m.start()] != 0x22:
+            else:
                 depth -= 1
                 if depth == 0:
-                    return m.end()
-        return -1
+                    return found + 1
+            at = found + 1
     m = _SCALAR.match(data, pos)
     return m.end() if m is not None else -1
 
@@ -161,14 +180,14 @@ def _index(raw: bytes, body: dict[str, Any], history: list[Any], name: str) -> P
     pos = _ws(raw, pos + 1)
     head_end = pos  # the head's bytes end before the history's key (and its comma)
     while True:
-        key = _STRING_RE.match(raw, pos)
-        if key is None:
+        key_end = _string_end(raw, pos) if raw[pos : pos + 1] == b'"' else -1
+        if key_end < 0:
             return None
-        colon = _ws(raw, key.end())
+        colon = _ws(raw, key_end)
         if raw[colon : colon + 1] != b":":
             return None
         value = _ws(raw, colon + 1)
-        if key.group() == quoted:
+        if raw[pos:key_end] == quoted:
             break
         end = _value_end(raw, value)
         if end < 0:
@@ -241,36 +260,35 @@ def _extend(prev: Parsed, raw: bytes, k: int) -> Parsed | None:
     start = prev.ends[k - 1]
     starts, ends = prev.starts[:k], prev.ends[:k]
     own, tight = prev.own[:k], prev.tight[:k]
-    # Where the new messages end, scanned (exact on valid JSON; orjson checks it is valid).
-    scanned: list[int] = []
-    pos = _ws(raw, start)
-    while raw[pos : pos + 1] == b",":
-        at = _ws(raw, pos + 1)
-        end = _value_end(raw, at)
-        if end < 0:
-            return None
-        scanned.append(at)
-        scanned.append(end)
-        pos = _ws(raw, end)
-    if raw[pos : pos + 1] != b"]":
-        return None
-    close = pos
     try:
-        # The array's continuation after message k, behind a stand-in first element: valid only
-        # if it is a valid continuation of the body's array, and its values are the messages.
-        new = orjson.loads(b"[0" + raw[start : close + 1])
+        # The array's continuation after message k behind a stand-in first element, and the rest
+        # of the body: valid only if it is a valid continuation of the body, and then its first
+        # value is the array's new messages (unless the history's key comes again later, which
+        # the rest's own check below refuses).
+        cont = orjson.loads(b"{" + orjson.dumps(prev.name) + b":[0" + raw[start:])
     except orjson.JSONDecodeError:
         return None
-    if not isinstance(new, list) or len(new) != len(scanned) // 2 + 1:
+    array = cont.get(prev.name) if isinstance(cont, dict) else None
+    if not isinstance(array, list) or not array:
         return None
-    new = new[1:]
-    for i, message in enumerate(new):
-        at, end = scanned[2 * i], scanned[2 * i + 1]
-        mine = isinstance(message, dict | list) and raw[at:end] == orjson.dumps(message)
+    new = array[1:]
+    # Where each new message ends: orjson's bytes for it, checked in place (C speed), else scanned.
+    pos = _ws(raw, start)
+    for message in new:
+        if raw[pos : pos + 1] != b",":
+            return None
+        at = _ws(raw, pos + 1)
+        end, mine = _element_end(raw, at, message)
+        if end < 0:
+            return None
         tight.append(mine and at == ends[-1] + 1)
         starts.append(at)
         ends.append(end)
         own.append(mine)
+        pos = _ws(raw, end)
+    if raw[pos : pos + 1] != b"]":
+        return None
+    close = pos
     rest = memoryview(raw)[close + 1 :]
     if rest == prev.rest():
         tail = prev.tail  # the same bytes: the same keys, checked when they were parsed
@@ -421,75 +439,3 @@ class Bodies:
                 kept.size -= len(dropped.raw)
                 if not oldest:
                     del kept.by_fingerprint[oldest_key], kept.used_at[oldest_key]
-
-
-_MARK: Final = f"\x00toolbudget-{uuid.uuid4().hex}"
-_MARK_BYTES: Final = orjson.dumps(_MARK)
-
-
-def _outer(body: dict[str, Any], name: str) -> tuple[bytes, bytes] | None:
-    """``orjson.dumps(body)``'s bytes before and after the history's value, or None."""
-    out = orjson.dumps({**body, name: _MARK})
-    if out.count(_MARK_BYTES) != 1:
-        return None
-    at = out.index(_MARK_BYTES)
-    return out[:at], out[at + len(_MARK_BYTES) :]
-
-
-def encode(parsed: Parsed, copy: Sequence[Any]) -> bytes:
-    """``orjson.dumps({**parsed.body, parsed.name: copy})``, with the agent's own bytes for the
-    messages of ``copy`` that are ``parsed.history``'s (at the same index) and were sent as
-    orjson encodes them: the work is proportional to the messages the copy replaced."""
-    name, body, history = parsed.name, parsed.body, parsed.history
-    if not parsed.indexed or history is None or len(copy) != len(history):
-        return orjson.dumps({**body, name: list(copy)})
-    if parsed.outer is None:
-        parsed.outer = _outer(body, name)
-    if parsed.outer is None:
-        return orjson.dumps({**body, name: list(copy)})
-    n = len(history)
-    # The replaced positions, found at C speed (map and compress, no Python loop per message).
-    replaced = list(compress(range(n), map(is_not, copy, history)))
-    old, encoded = parsed.encoded, dict[int, tuple[Any, bytes]]()
-    pieces: list[bytes | memoryview] = []
-    at = 0
-    for i in [*replaced, n]:
-        if at < i:
-            pieces.extend(_kept(parsed, at, i, old, encoded))
-        if i < n:
-            pieces.append(_encoded(copy[i], old, encoded))
-        at = i + 1
-    parsed.encoded = encoded
-    outer = parsed.outer
-    return b"".join([outer[0], b"[", b",".join(pieces), b"]", outer[1]])
-
-
-def _kept(
-    parsed: Parsed,
-    a: int,
-    b: int,
-    old: dict[int, tuple[Any, bytes]],
-    encoded: dict[int, tuple[Any, bytes]],
-) -> list[bytes | memoryview]:
-    """The encodings of ``parsed.history[a:b]``, kept as they came: one slice of the agent's
-    bytes when those are orjson's, one comma apart (``tight``), else message by message."""
-    starts, ends, own, tight = parsed.starts, parsed.ends, parsed.own, parsed.tight
-    if own[a] and tight.find(0, a + 1, b) < 0:
-        return [memoryview(parsed.raw)[starts[a] : ends[b - 1]]]
-    raw, history = memoryview(parsed.raw), parsed.history
-    assert history is not None
-    return [
-        raw[starts[j] : ends[j]] if own[j] else _encoded(history[j], old, encoded)
-        for j in range(a, b)
-    ]
-
-
-def _encoded(
-    message: Any, old: dict[int, tuple[Any, bytes]], encoded: dict[int, tuple[Any, bytes]]
-) -> bytes:
-    """``orjson.dumps(message)``, kept from the last request's copy when it is the same object
-    (the session hands the same rewritten message back while its decisions stand)."""
-    got = old.get(id(message))
-    enc = got[1] if got is not None and got[0] is message else orjson.dumps(message)
-    encoded[id(message)] = (message, enc)
-    return enc

@@ -15,7 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from budget.proxy import SESSION_HEADER, session_key
-from budget.proxy._incremental import Bodies, Parsed, encode
+from budget.proxy._encode import encode
+from budget.proxy._incremental import Bodies, Parsed
 from tests.proxy._kit import Stack, anthropic_history, library_copies
 
 _ERROR = "not JSON"
