@@ -38,7 +38,7 @@ from budget._errors import BudgetError
 from budget._log import get_logger
 from budget._report import Report
 from budget.proxy._encode import encode
-from budget.proxy._incremental import Bodies, Parsed
+from budget.proxy._incremental import INLINE_BYTES, Bodies, Parsed
 from budget.proxy._keys import SESSION_HEADER, lead_of, session_key
 from budget.proxy._pool import Pool, Slot
 from budget.proxy._settings import ProxySettings
@@ -70,9 +70,6 @@ _OVERFLOW_STATUSES: Final = frozenset({400, 413})
 """Statuses a prompt-too-long comes with: Anthropic's ``invalid_request_error`` (400, "prompt is
 too long") and OpenAI's ``context_length_exceeded`` (400); 413 is Anthropic's request_too_large.
 A 429 or 5xx is never an overflow, whatever its message says."""
-INLINE_BYTES: Final = 256 * 1024
-"""New bytes a body may need parsed for it to be parsed in the event loop (~0.3 ms with orjson;
-a parse that long or a conversation's first body goes to a worker thread)."""
 _METHODS: Final = ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "HEAD"]
 
 
@@ -122,9 +119,8 @@ class Proxy:
         self._clock = clock
         self._log = get_logger("toolbudget")
         self._tasks: set[asyncio.Task[None]] = set()
+        # The conversations' last bodies, to parse each request against (budget.proxy._incremental).
         self.bodies = Bodies(idle_s=settings.idle_close_s)
-        """The conversations' last bodies: a request is parsed and encoded in time proportional
-        to what is new in it (:mod:`budget.proxy._incremental`)."""
         self.client: httpx.AsyncClient | None = None
 
     @asynccontextmanager
@@ -195,9 +191,8 @@ class Proxy:
             self._passthrough("encoded body", api)
             return raw, None
         try:
-            # A body that goes on from its conversation's last one is parsed here, in the event
-            # loop: that is the new messages' bytes, less than a hop to a worker thread costs on
-            # a loaded machine; a long one (a conversation's first body) goes to a worker thread.
+            # A body going on from its conversation's last one is parsed here (its new bytes cost
+            # less than a hop to a worker thread); a long one (a first body) in a worker thread.
             parsed = _parse(self.bodies, api, headers, raw, at_most=INLINE_BYTES)
             if parsed is None:
                 parsed = await to_thread.run_sync(_parse, self.bodies, api, dict(headers), raw)
