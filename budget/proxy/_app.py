@@ -23,6 +23,7 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from functools import partial
+from operator import is_
 from typing import Any, Final
 
 import httpx
@@ -36,7 +37,9 @@ from starlette.routing import Route
 from budget._errors import BudgetError
 from budget._log import get_logger
 from budget._report import Report
-from budget.proxy._keys import SESSION_HEADER, session_key
+from budget.proxy._encode import encode
+from budget.proxy._incremental import INLINE_BYTES, Bodies, Parsed
+from budget.proxy._keys import SESSION_HEADER, lead_of, session_key
 from budget.proxy._pool import Pool, Slot
 from budget.proxy._settings import ProxySettings
 from budget.proxy._tap import Tap
@@ -116,6 +119,8 @@ class Proxy:
         self._clock = clock
         self._log = get_logger("toolbudget")
         self._tasks: set[asyncio.Task[None]] = set()
+        # The conversations' last bodies, to parse each request against (budget.proxy._incremental).
+        self.bodies = Bodies(idle_s=settings.idle_close_s)
         self.client: httpx.AsyncClient | None = None
 
     @asynccontextmanager
@@ -178,30 +183,37 @@ class Proxy:
     ) -> tuple[bytes, Slot | None]:
         """The body to send upstream (the request copy, or ``raw`` itself) and its session.
 
-        Parsing, ``prepare`` and encoding run in worker threads: a long conversation's body takes
+        ``prepare`` and encoding run in a worker thread, and so does parsing a body that does
+        not go on from its conversation's last one: a long conversation's body takes
         milliseconds, during which the event loop goes on relaying other sessions' streams.
         """
         if headers.get("content-encoding", "identity").lower() != "identity":
             self._passthrough("encoded body", api)
             return raw, None
         try:
-            parsed = await to_thread.run_sync(_parse, api, dict(headers), raw)
+            # A body going on from its conversation's last one is parsed here (its new bytes cost
+            # less than a hop to a worker thread); a long one (a first body) in a worker thread.
+            parsed = _parse(self.bodies, api, headers, raw, at_most=INLINE_BYTES)
+            if parsed is None:
+                parsed = await to_thread.run_sync(_parse, self.bodies, api, dict(headers), raw)
         except Exception as exc:
             # JSON nested deeper than the session key's hashing goes (orjson encodes 254 levels,
             # Python recurses ~1,000), or any other failure to key the conversation.
             self._passthrough("body not understood", api, error=type(exc).__name__)
             return raw, None
+        assert parsed is not None  # no limit in a worker thread
         if isinstance(parsed, str):
             self._passthrough(parsed, api)
             return raw, None
-        body, history, key = parsed
+        body, history, key = parsed.body, parsed.history, parsed.key[1] if parsed.key else ""
+        assert history is not None  # _parse's answer has its history
         try:
             slot = await self.pool.get(key, api.format, body.get("model"))
         except Exception as exc:
             self._passthrough("session unavailable", api, session=key, error=type(exc).__name__)
             return raw, None
         try:
-            out = await self._prepare(slot, api, body, history, raw)
+            out = await self._prepare(slot, api, parsed, history, raw)
         except Exception as exc:
             self.pool.release(slot)
             self._passthrough("prepare failed", api, session=key, error=type(exc).__name__)
@@ -209,14 +221,12 @@ class Proxy:
         return out, slot
 
     async def _prepare(
-        self, slot: Slot, api: Api, body: dict[str, Any], history: list[Any], raw: bytes
+        self, slot: Slot, api: Api, parsed: Parsed, history: list[Any], raw: bytes
     ) -> bytes:
         started = time.perf_counter()
         async with slot.lock:
             now = self._clock()
-            out, report = await to_thread.run_sync(
-                partial(_copy, slot, api, body, history, raw, now)
-            )
+            out, report = await to_thread.run_sync(partial(_copy, slot, parsed, history, raw, now))
         self._log.info(
             "toolbudget.proxy.prepared",
             session=slot.key,
@@ -358,24 +368,39 @@ class Proxy:
 
 
 def _parse(
-    api: Api, headers: Mapping[str, str], raw: bytes
-) -> tuple[dict[str, Any], list[Any], str] | str:
-    """The body, its history and its session's key; or why the request is not budgeted."""
+    bodies: Bodies,
+    api: Api,
+    headers: Mapping[str, str],
+    raw: bytes,
+    *,
+    at_most: int | None = None,
+) -> Parsed | str | None:
+    """The body with its history and its session's key (``key``); or why the request is not
+    budgeted. Parsed against the conversation's last body where it starts the same; None if
+    that means parsing more than ``at_most`` new bytes."""
     try:
-        body = orjson.loads(raw)
+        got = bodies.parse_within(api.field, raw, at_most)
     except orjson.JSONDecodeError:
         return "body is not JSON"
-    history = body.get(api.field) if isinstance(body, dict) else None
-    if not isinstance(history, list):
+    if got is None:
+        return None
+    parsed, prev = got
+    body, history = parsed.body, parsed.history
+    if history is None:
         return f"no {api.field} list"
     if api is RESPONSES and body.get("previous_response_id") is not None:
         # The rest of the conversation is stored upstream: this is not the whole history.
         return "previous_response_id"
-    return body, history, session_key(api.format, headers, body, history)
+    explicit = headers.get(SESSION_HEADER)
+    # The key depends on the header, the body's other keys and the first messages: where those
+    # are the very objects the last body had, it is the last body's key.
+    key = parsed.key_for(explicit, prev) or session_key(api.format, headers, body, history)
+    parsed.key, parsed.lead = (explicit, key), lead_of(history)
+    return parsed
 
 
 def _copy(
-    slot: Slot, api: Api, body: dict[str, Any], history: list[Any], raw: bytes, now: float
+    slot: Slot, parsed: Parsed, history: list[Any], raw: bytes, now: float
 ) -> tuple[bytes, Report]:
     """The body to send for ``history`` (its request copy in place) and the prepare's report.
 
@@ -384,9 +409,10 @@ def _copy(
     slot.sync()
     prepared = slot.budget.prepare(history, usage=slot.usage, now=now)
     copy = prepared.messages
-    if len(copy) == len(history) and all(a is b for a, b in zip(copy, history, strict=True)):
+    if len(copy) == len(history) and all(map(is_, copy, history)):
         return raw, prepared.report  # nothing replaced: the very bytes the agent sent
-    return orjson.dumps({**body, api.field: copy}), prepared.report
+    # orjson.dumps({**body, field: copy}), the agent's bytes reused for the messages it kept.
+    return encode(parsed, copy), prepared.report
 
 
 def _understood(usage: Mapping[str, Any] | None) -> Mapping[str, Any] | None:

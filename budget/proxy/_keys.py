@@ -72,11 +72,18 @@ def claude_code_session(metadata: object) -> str | None:
 
 def _first(messages: Sequence[Any]) -> Any:
     """The conversation's first message after any system or developer messages."""
-    for message in messages:
+    at = lead_of(messages)
+    return messages[at] if at < len(messages) else None
+
+
+def lead_of(messages: Sequence[Any]) -> int:
+    """The index of :func:`_first`'s message (``len(messages)`` if none): the key depends on the
+    messages up to it, and on no later one."""
+    for i, message in enumerate(messages):
         role = message.get("role") if isinstance(message, Mapping) else None
         if role not in ("system", "developer"):
-            return message
-    return None
+            return i
+    return len(messages)
 
 
 def session_key(
