@@ -27,16 +27,13 @@ protected rounds.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-import orjson
-from pydantic import BaseModel
-
 from budget._config import BudgetConfig
 from budget._ledger import Ledger
-from budget._quoting import MIN_QUOTE_CHARS, quotable, without_gutter
+from budget._quoting import MIN_QUOTE_CHARS, answer_strings, quotable, without_gutter
 from budget._view import ToolResult
 from budget.passes._context import spill_envelope
 from budget.passes.cap import ENVELOPE_FRAME_CHARS
@@ -45,59 +42,6 @@ from budget.session._history import History
 from spill import ref_for
 
 __all__ = ["MIN_QUOTE_CHARS", "Quotes", "answer_strings", "quotable"]
-
-_ASKER_ROLES = frozenset({"user", "system", "developer", "tool", "function"})
-"""Roles whose messages are not the model's answers (a user's paste is no evidence that the
-model needed a line)."""
-
-_OUTPUT_SUFFIXES = ("_output", "_result")
-"""Type suffixes of the items and blocks that carry a tool's output (Responses'
-``function_call_output``, ``shell_call_output``...; Anthropic's ``tool_result``,
-``web_search_tool_result``...)."""
-
-
-def answer_strings(message: Any) -> Iterator[str]:
-    """Every string of an answer message (text, tool inputs; a JSON-encoded input decoded), or
-    nothing when ``message`` is not the model's (a user, system or tool message)."""
-    if isinstance(message, BaseModel):
-        message = message.model_dump(mode="json")
-    if not isinstance(message, dict) or message.get("role") in _ASKER_ROLES:
-        return
-    if _is_output(message):
-        return  # a Responses tool output item (no role): the tool's text, not the model's
-    yield from _strings(message, depth=0)
-
-
-def _is_output(value: dict[str, Any]) -> bool:
-    """Whether ``value`` is a tool's output item or block (``function_call_output``, a server
-    tool's ``web_search_tool_result``...): what a tool said, even inside the model's turn."""
-    kind = value.get("type")
-    return isinstance(kind, str) and kind.endswith(_OUTPUT_SUFFIXES)
-
-
-def _strings(value: Any, depth: int) -> Iterator[str]:
-    # Answers are shallow (content blocks, tool inputs); a bound keeps a hostile one cheap.
-    if depth > 32:
-        return
-    if isinstance(value, str):
-        if value[:1] in ("{", "[") and len(value) >= MIN_QUOTE_CHARS:
-            # OpenAI's tool-call arguments are a JSON string: its strings hold the quotes.
-            try:
-                decoded = orjson.loads(value)
-            except orjson.JSONDecodeError:
-                yield value
-            else:
-                yield from _strings(decoded, depth + 1)
-            return
-        yield value
-    elif isinstance(value, dict):
-        if _is_output(value):
-            return
-        for item in value.values():
-            yield from _strings(item, depth + 1)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _strings(item, depth + 1)
 
 
 class Quotes:
@@ -169,9 +113,10 @@ class Quotes:
         self._mature(history.current_round() - self._config.protect_rounds, before)
 
     def _mature(self, last_round: int, counted_before: int) -> None:
-        """Count the weighed results of rounds up to ``last_round`` that are still kept whole as
-        exposed, once each; those of rounds up to ``counted_before`` were counted when the log
-        was written (a resumed session's first request)."""
+        """Count the weighed results of rounds up to ``last_round`` kept whole so far as exposed,
+        once each; those of rounds up to ``counted_before`` were counted when the log was written
+        (a resumed session's first request). One not decided yet (it came with this request) is
+        no exposure; a hidden one leaves the index's results (never charged again)."""
         pending, matured = self._pending, self._matured
         limit = counted_before - self._config.protect_rounds
         while pending and pending[0].round <= last_round:
@@ -179,10 +124,10 @@ class Quotes:
             if r.call_id in matured:
                 continue
             matured.add(r.call_id)
-            if not self._kept_whole(r.call_id):
-                # Hidden: never charged again (its read-backs count as such); its text goes.
+            d = self._ledger.get(r.call_id)
+            if d is not None and d.kind != "kept":
                 self._results.pop(r.call_id, None)
-            elif r.round > limit:
+            elif d is not None and r.round > limit:
                 self._count(r.tool, 0)
 
     def evidence(self, tool: str) -> tuple[int, int]:
@@ -290,8 +235,7 @@ class Quotes:
                     if cid is None or cid in needed or cid not in results:
                         continue
                     if not kept(cid):
-                        del results[cid]  # hidden since: never charged again
-                        continue
+                        continue  # hidden (never charged again), or decided by this request
                     shown = previews.get(cid)
                     if shown is None:
                         shown = previews[cid] = without_gutter(preview(results[cid]))
