@@ -9,7 +9,8 @@ what keeps request copies byte-identical from turn to turn and across processes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections import Counter
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -155,7 +156,7 @@ class Ledger:
     call id's records in log order gives what recording them one by one would have given.
     """
 
-    __slots__ = ("_by_id", "_on_invalid", "_pending", "_pv")
+    __slots__ = ("_by_id", "_hidden", "_on_invalid", "_pending", "_pv")
 
     def __init__(
         self,
@@ -169,6 +170,9 @@ class Ledger:
         """Told (call id, reason) about a queued record that is not a valid decision."""
         self._pv: int | None = None
         """The preview version of the first spill decision recorded or restored."""
+        self._hidden: Counter[str] | None = None
+        """Per ref, the decisions hiding a result stored at it: built by the first
+        :meth:`hidden_refs`, then kept by :meth:`record` (None until then)."""
         for d in decisions:
             self.record(d)
 
@@ -200,6 +204,14 @@ class Ledger:
         ):
             return
         self._by_id[decision.call_id] = decision
+        hidden = self._hidden
+        if hidden is not None:
+            if prev is not None and prev.ref is not None and prev.needs_body:
+                hidden[prev.ref] -= 1
+                if not hidden[prev.ref]:
+                    del hidden[prev.ref]
+            if decision.ref is not None and decision.needs_body:
+                hidden[decision.ref] += 1
 
     def restore(self, records: Iterable[Mapping[str, Any]]) -> int:
         """Queue decision records from the log, in log order; how many had no call id (skipped)."""
@@ -244,10 +256,16 @@ class Ledger:
         for call_id in list(self._pending):
             self._fold(call_id)
 
-    def hidden_refs(self) -> set[str]:
+    def hidden_refs(self) -> Collection[str]:
         """The refs of every result hidden so far (spilled or trimmed): a later call naming one
-        reads it back. A walk over the decisions, asked for only when a call names a ref."""
-        return {d.ref for d in self if d.ref is not None and d.needs_body}
+        reads it back. The first call walks the decisions; :meth:`record` keeps the count from
+        then on, so a session whose agent keeps reading spilled files pays no walk a request."""
+        if self._hidden is None:
+            self._fold_all()
+            self._hidden = Counter(
+                d.ref for d in self._by_id.values() if d.ref is not None and d.needs_body
+            )
+        return self._hidden.keys()
 
     def __len__(self) -> int:
         self._fold_all()

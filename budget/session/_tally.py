@@ -7,7 +7,7 @@ and advances it, a retry rolls it back.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 from budget.policy import Observed, Verdict
@@ -63,7 +63,7 @@ class Tally:
         return tally
 
     def note_mentions(
-        self, mentions: list[tuple[str, str]], hidden: Callable[[], set[str]]
+        self, mentions: list[tuple[str, str]], hidden: Callable[[], Collection[str]]
     ) -> None:
         """Count the calls among ``mentions`` (call id, ref) that name a ref of ``hidden()`` (the
         refs of results hidden before: asked for only when some call names a ref)."""
