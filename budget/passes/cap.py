@@ -9,12 +9,13 @@ nothing of the result is cached yet and spilling costs no cache re-write.
 
 from __future__ import annotations
 
+from budget._config import BudgetConfig
 from budget._ledger import Decision
 from budget._view import ToolResult
 from budget.passes._context import PassContext, spill
 from budget.policy import Verdict, allowance, spill_verdict
 
-__all__ = ["ENVELOPE_FRAME_CHARS", "cap", "weigh"]
+__all__ = ["ENVELOPE_FRAME_CHARS", "cap", "weigh", "weighed"]
 
 ENVELOPE_FRAME_CHARS = 600
 """Characters an envelope adds to its preview: the header naming the ref, the size and the
@@ -31,20 +32,32 @@ def cap(ctx: PassContext) -> list[Decision]:
         if len(result.text) > limit:
             out.append(spill(ctx, result, "cap"))
             continue
-        if ctx.config.policy(result.tool).cap is not None or not ctx.config.price_spills:
-            continue  # the caller's own cap, or a plain one: a hard limit, not a ceiling
+        if not weighed(ctx.config, result.tool, len(result.text), limit):
+            continue  # the caller's own cap or a plain one (a hard limit), or no smaller envelope
         verdict = weigh(ctx, result)
         if verdict is not None and verdict.choice == "spill":
             out.append(spill(ctx, result, "pays"))
     return out
 
 
+def weighed(cfg: BudgetConfig, tool: str, chars: int, limit: int | None) -> bool:
+    """Whether the cost model weighs a fresh result of ``tool`` and ``chars`` characters under
+    its cap ``limit``: priced spills on, ``result_cap`` a ceiling (not the caller's own cap for
+    the tool), and an envelope smaller than the result."""
+    return (
+        cfg.price_spills
+        and limit is not None
+        and cfg.preview_chars + ENVELOPE_FRAME_CHARS < chars <= limit
+        and cfg.policy(tool).cap is None
+    )
+
+
 def weigh(ctx: PassContext, result: ToolResult) -> Verdict | None:
-    """The cost model's verdict on spilling a fresh ``result`` (recorded for the report), or
-    None when there is no cost model or its envelope would not be smaller."""
+    """The cost model's verdict on spilling a fresh ``result`` the cost model weighs
+    (:func:`weighed`), recorded for the report; None when there is no cost model."""
     costs, cfg = ctx.costs, ctx.config
     chars = len(result.text)
-    if costs is None or chars <= cfg.preview_chars + ENVELOPE_FRAME_CHARS:
+    if costs is None:
         return None
     tokens = ctx.text_tokens(result.text)
     per_char = tokens / chars

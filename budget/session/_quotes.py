@@ -27,7 +27,7 @@ protected rounds.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -36,7 +36,7 @@ from budget._ledger import Ledger
 from budget._quoting import MIN_QUOTE_CHARS, answer_strings, quotable, without_gutter
 from budget._view import ToolResult
 from budget.passes._context import spill_envelope
-from budget.passes.cap import ENVELOPE_FRAME_CHARS
+from budget.passes.cap import weighed
 from budget.policy import Observed
 from budget.session._history import History
 from spill import ref_for
@@ -101,13 +101,13 @@ class Quotes:
         self.found = []
         if not self._config.price_spills:
             return  # no result is weighed: keeping one whole was no choice
-        self.index(results, self._weighable)
+        self._index_results(results)
         if retry:
             return  # the request it repeats looked already
         length, fingerprint = last
         history = self._history
         lead = history.anchor_holds(len(messages), length, fingerprint)
-        self.look(messages[length if lead else 0 :], self._kept_whole, self._would_show)
+        self._look(messages[length if lead else 0 :])
         before = history.round_of(length) if lead and self._resumed else -1
         self._resumed = False
         self._mature(history.current_round() - self._config.protect_rounds, before)
@@ -158,15 +158,9 @@ class Quotes:
         self._changed.add(tool)
 
     def _weighable(self, result: ToolResult) -> bool:
-        """Whether the cost model weighs a fresh result like ``result`` (``passes.cap.weigh``)."""
+        """Whether the cost model weighs a fresh result like ``result`` (``passes.cap``)."""
         cfg = self._config
-        limit = cfg.cap_for(result.tool)
-        chars = len(result.text)
-        return (
-            limit is not None
-            and cfg.preview_chars + ENVELOPE_FRAME_CHARS < chars <= limit
-            and cfg.policy(result.tool).cap is None
-        )
+        return weighed(cfg, result.tool, len(result.text), cfg.cap_for(result.tool))
 
     def _kept_whole(self, call_id: str) -> bool:
         """Whether the result of ``call_id`` was kept whole (and still is)."""
@@ -192,7 +186,7 @@ class Quotes:
         self._index, self._results, self._seen = {}, {}, set()
         self._pending = deque()
 
-    def index(self, results: Iterable[ToolResult], weighable: Callable[[ToolResult], bool]) -> None:
+    def _index_results(self, results: Iterable[ToolResult]) -> None:
         """Index the lines of ``results``, once each: a later holder of a line replaces an
         earlier one (a quote is charged to the latest). Every result is a holder (a later small
         result showing a line whole is where a quote of it may come from); only those the cost
@@ -207,25 +201,20 @@ class Quotes:
             if r.call_id in seen:
                 continue
             seen.add(r.call_id)
-            if weighable(r):
+            if self._weighable(r):
                 known[r.call_id] = r
                 pending.append(r)
             lines = without_gutter(r.text).splitlines()
             index.update(dict.fromkeys(map(hash, map(str.strip, lines)), r.call_id))
 
-    def look(
-        self,
-        answers: Sequence[Any],
-        kept: Callable[[str], bool],
-        preview: Callable[[ToolResult], str],
-    ) -> list[str]:
-        """The kept results ``answers`` quote outside their ``preview``, newly found (also in
+    def _look(self, answers: Sequence[Any]) -> None:
+        """Find the kept results ``answers`` quote outside their would-be preview (into
         :attr:`found`). A quote is charged to the latest result holding the line, as long as
-        it is weighed and still shown whole (``kept``): a hidden one's read-backs are counted
-        as such, a small one showed the line whole."""
+        it is weighed and still shown whole: a hidden one's read-backs are counted as such, a
+        small one showed the line whole."""
         found = self.found
         if not self._index:
-            return found
+            return
         index, results, needed = self._index, self._results, self.needed
         previews: dict[str, str] = {}
         for message in answers:
@@ -234,14 +223,13 @@ class Quotes:
                     cid = index.get(hash(line))
                     if cid is None or cid in needed or cid not in results:
                         continue
-                    if not kept(cid):
+                    if not self._kept_whole(cid):
                         continue  # hidden (never charged again), or decided by this request
                     shown = previews.get(cid)
                     if shown is None:
-                        shown = previews[cid] = without_gutter(preview(results[cid]))
+                        shown = previews[cid] = without_gutter(self._would_show(results[cid]))
                     # The line itself (not another of the same hash), outside the preview.
                     if line not in shown and line in without_gutter(results[cid].text):
                         needed.add(cid)
                         found.append(cid)
                         self._count(results[cid].tool, 1)
-        return found
