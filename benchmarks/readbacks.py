@@ -237,7 +237,8 @@ class ReadbackTracker:
     ) -> None:
         """Account request ``i``: its copy ``out`` of ``history``, ``prompt_tokens`` in size."""
         self.billed += self.carried * self.read_price
-        carried = frozenset(self.covered)
+        brought: set[str] = set()
+        """Lines the read-backs of this request newly brought (not yet in the agent's context)."""
         for line, k in self.q.events[i]:
             self.n_quotes += 1
             if self._visible(line, out, history):
@@ -247,7 +248,7 @@ class ReadbackTracker:
                 # A read-back's page holds it. Of an earlier request: the agent has that page in
                 # its context (every later request carries it, as billed below), so it is shown.
                 # Of this request: the answer needed it before that read-back brought it.
-                self.n_visible += line in carried
+                self.n_visible += line not in brought
                 continue
             res = self.q.results[k]
             kept = session.recover(res.call_id)
@@ -259,8 +260,10 @@ class ReadbackTracker:
             else:
                 page = res.text
             tokens = self.count(page)
-            self.covered |= quotable_lines(page)
-            self.covered.add(line)
+            page_lines = quotable_lines(page)
+            page_lines.add(line)
+            brought |= page_lines - self.covered
+            self.covered |= page_lines
             self.n_readbacks += 1
             # The session learns of it as of an agent's read (the next request's history).
             read_back = getattr(session, "read_back", None)
