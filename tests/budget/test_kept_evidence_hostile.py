@@ -266,6 +266,18 @@ def _conversation(fmt: str, plan: list[tuple[int, int, int, bool]]) -> list[list
     return steps
 
 
+def _prepare_each(path: Path, histories: list[list[Any]], restarts: set[int]) -> None:
+    """Prepare each of ``histories`` in turn (they need not extend one another), the session
+    closed and reopened before each request in ``restarts``."""
+    session = Budget.open(path, BudgetConfig())
+    for i, history in enumerate(histories):
+        if i in restarts:
+            session.close()
+            session = Budget.open(path, BudgetConfig())
+        session.prepare(history, now=float(i))
+    session.close()
+
+
 def _replay(path: Path, steps: list[list[Any]], restarts: set[int]) -> list[bytes]:
     """The copies of ``steps`` prepared in turn, the session closed and reopened before each
     request in ``restarts``."""
@@ -453,14 +465,8 @@ def test_a_history_compacted_by_the_caller_resumes_alike(tmp_path: Path) -> None
         _result("c3", "ok"),
     ]
     histories = [early, early + mid, later]
-    for name, restarts in (("a", set()), ("b", {1, 2})):
-        session = Budget.open(tmp_path / name, BudgetConfig())
-        for i, h in enumerate(histories):
-            if i in restarts:
-                session.close()
-                session = Budget.open(tmp_path / name, BudgetConfig())
-            session.prepare(h, now=float(i))
-        session.close()
+    _prepare_each(tmp_path / "a", histories, set())
+    _prepare_each(tmp_path / "b", histories, {1, 2})
     a, b = _requests(tmp_path / "a"), _requests(tmp_path / "b")
     assert [(r["p"], r.get("q")) for r in a] == [(r["p"], r.get("q")) for r in b]
     assert a[-1]["p"][NEEDED] == 1
@@ -683,14 +689,8 @@ def test_a_history_rolled_back_resumes_alike(tmp_path: Path) -> None:
     later = [_call("c3", f"see:\n{MIDDLE_LINE}"), _result("c3", "ok")]
     last = [_call("c4", f"again:\n{MIDDLE_LINE}"), _result("c4", "ok")]
     histories = [first, first + rolled, first + later, first + later + last]
-    for name, restarts in (("a", set()), ("b", {1, 2, 3})):
-        session = Budget.open(tmp_path / name, BudgetConfig())
-        for i, h in enumerate(histories):
-            if i in restarts:
-                session.close()
-                session = Budget.open(tmp_path / name, BudgetConfig())
-            session.prepare(h, now=float(i))
-        session.close()
+    _prepare_each(tmp_path / "a", histories, set())
+    _prepare_each(tmp_path / "b", histories, {1, 2, 3})
     a, b = _requests(tmp_path / "a"), _requests(tmp_path / "b")
     assert [(r["p"][EXPOSED:], r.get("q")) for r in a] == [
         (r["p"][EXPOSED:], r.get("q")) for r in b
