@@ -27,6 +27,7 @@ from budget.policy._costs import (
     prices_for,
     readback_chance,
     readback_cost,
+    readbacks_per_need,
     spill_verdict,
 )
 from budget.policy._cut import LOOKBACK_BLOCKS, Item, best_cut
@@ -54,5 +55,6 @@ __all__ = [
     "prices_for",
     "readback_chance",
     "readback_cost",
+    "readbacks_per_need",
     "spill_verdict",
 ]

@@ -34,6 +34,7 @@ __all__ = [
     "prices_for",
     "readback_chance",
     "readback_cost",
+    "readbacks_per_need",
     "spill_verdict",
 ]
 
@@ -268,6 +269,19 @@ def readback_chance(
     return ((a + b) * pooled + needed) / (a + b + max(exposed, needed))
 
 
+def readbacks_per_need(observed: Observed) -> float:
+    """The read-backs a hidden result costs when the agent needs it: one by the prior (weighing
+    as one result), then the session's own count over the kept results it found needed
+    (``observed.episodes`` per ``observed.needed``).
+
+    An agent that edits a file it read quotes lines all over it, answer after answer; hidden,
+    each of those answers would have read back a part of it first. Which agent reads back how
+    much is the session's own: one reads a page and works from it, another comes back to the
+    file in every edit. A result needed at all is needed once at least, so the count is never
+    below one."""
+    return (1 + observed.episodes) / (1 + observed.needed)
+
+
 def readback_cost(prices: Prices, look: Outlook, page_tokens: float) -> float:
     """One read-back: a request re-reading the prompt, whose page is new, then carried."""
     return (
@@ -327,7 +341,8 @@ def spill_verdict(
 
     Nothing is cached yet: keeping it writes its tokens now and carries them on every later
     request; spilling writes and carries the envelope instead, and risks a read-back of its
-    first page (``page_tokens``, at most all of it). Its worst case is that read-back on the
+    first page (``page_tokens``, at most all of it), as many times as the session's needed
+    results were read back (:func:`readbacks_per_need`). Its worst case is that read-back on the
     next request and then the end of the session, less the write spilling saves now: spilled
     only when :func:`allowance` (``allowance``) covers it, or when the chance of that read-back
     before the carried saving has paid the shortfall back is at most :data:`RISK`.
@@ -338,7 +353,7 @@ def spill_verdict(
     # start, a page of the read-back tool at a time (the first page, at most all of it).
     chance = readback_chance(observed, fresh=True, is_error=is_error, kind=kind)
     page = min(page_tokens, tokens)
-    risk = chance * readback_cost(prices, look, page)
+    risk = chance * readbacks_per_need(observed) * readback_cost(prices, look, page)
     gain = look.window_gain(prices, hidden)
     net = saving + gain - risk
     # The read-back request re-reads the prompt (without the hidden tokens: spilled) and adds

@@ -62,6 +62,10 @@ class Observed:
     needed: int = 0
     """Kept results a later answer quoted a line of that their preview would not have shown
     (``budget.session._quotes``): a read-back a spill would have cost."""
+    episodes: int = 0
+    """The read-backs those needed results would have cost: each answer that quotes one of them
+    outside its preview, with a line no earlier answer quoted from it, counts one (an agent
+    working through a file needs more of it than one page)."""
 
     def after_usage(
         self, *, prompt: int, cache_read: int, cache_write: int, answered: int, ttl_s: float
@@ -100,6 +104,7 @@ class Observed:
             self.pending_bill,
             self.exposed,
             self.needed,
+            self.episodes,
         )
 
     def banked(self, *, bank: float, billed: float, readbacks: int, pending: float) -> Observed:
@@ -120,6 +125,7 @@ class Observed:
             pending,
             self.exposed,
             self.needed,
+            self.episodes,
         )
 
     def to_record(self) -> list[Any]:
@@ -139,19 +145,26 @@ class Observed:
             self.pending_bill,
             self.exposed,
             self.needed,
+            self.episodes,
         ]
 
     @classmethod
     def from_record(cls, value: object) -> Observed | None:
         """The counts a request record's ``p`` field holds; None when it is not one."""
         # Logs written before the bank have 9 fields: their bank starts empty (the careful side);
-        # before the kept results' evidence 12: none of it yet (the priors, as then).
-        if not isinstance(value, list) or len(value) not in (9, 12, 14):
+        # before the kept results' evidence 12: none of it yet (the priors, as then); before
+        # their read-backs were counted 14: one per needed result (the model then).
+        if not isinstance(value, list) or len(value) not in (9, 12, 14, 15):
             return None
         bank, billed, pending = (value[9], value[10], value[11]) if len(value) >= 12 else (0, 0, 0)
         if not _finite(bank) or not _seconds(billed) or not _seconds(pending):
             return None
-        kept = value[12:14] if len(value) == 14 else [0, 0]
+        if len(value) == 15:
+            kept = value[12:15]
+        elif len(value) == 14:
+            kept = [value[12], value[13], value[13]]
+        else:
+            kept = [0, 0, 0]
         ints = [value[i] for i in (0, 1, 2, 3, 5, 6, 7)] + kept
         if not all(type(v) is int and v >= 0 for v in ints):
             return None
@@ -173,6 +186,7 @@ class Observed:
             pending_bill=float(pending),
             exposed=kept[0],
             needed=kept[1],
+            episodes=kept[2],
         )
 
     def describe(self) -> Mapping[str, Any]:
@@ -189,6 +203,7 @@ class Observed:
             "billed": self.billed,
             "exposed": self.exposed,
             "needed": self.needed,
+            "episodes": self.episodes,
         }
 
 

@@ -18,6 +18,7 @@ from budget.compaction._compactor import Compactor
 from budget.compaction._resumed import FAILED
 from budget.policy import Observed
 from budget.session._records import (
+    KeptEvidence,
     finite,
     is_count,
     restore_policy,
@@ -64,10 +65,8 @@ class Resumed:
     marks: list[tuple[int, float]] = field(default_factory=list)
     """(history length, time) of the requests whose cache entries still match (see
     :func:`budget.session._records.note_request`)."""
-    needed: frozenset[str] = frozenset()
-    """Kept results an answer was found to need (``budget.session._quotes``)."""
-    kinds: dict[str, tuple[int, int]] = field(default_factory=dict)
-    """Per tool, the kept results' evidence counts (``budget.session._quotes``)."""
+    evidence: KeptEvidence = field(default_factory=KeptEvidence)
+    """What the kept results' read-back evidence had counted (``budget.session._quotes``)."""
 
 
 class Journal:
@@ -194,7 +193,7 @@ class Journal:
                 decisions=restored,
                 requests=counters[0] if counters else 0,
             )
-        observed, marks, needed, kinds = restore_policy(records)
+        observed, marks, evidence = restore_policy(records)
         return Resumed(
             counters,
             before_last,
@@ -206,8 +205,7 @@ class Journal:
             reactive_of(records),
             observed,
             marks,
-            needed,
-            kinds,
+            evidence,
         )
 
     def _restore_counters(

@@ -96,6 +96,8 @@ class Outcome:
             req["x"] = tally.batch_from
         if self._quotes.found:
             req["q"] = list(self._quotes.found)
+        if self._quotes.lines_found:
+            req["e"] = dict(self._quotes.lines_found)
         if kinds := self._quotes.record():
             req["k"] = kinds
         records.append(req)

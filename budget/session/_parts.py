@@ -103,6 +103,6 @@ class Parts:
             history=history,
             copies=Copies(ledger, log, history, candidates),
             candidates=candidates,
-            quotes=Quotes(config, ledger, history, resumed.needed, resumed.kinds),
+            quotes=Quotes(config, ledger, history, resumed.evidence),
             reactive=resumed.reactive,
         )

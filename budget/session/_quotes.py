@@ -7,7 +7,10 @@ all, and its answers show whether it needed more than the preview a spill would 
 An answer (the model's text and tool inputs, never a tool's output) *quotes* a line of a result
 when it holds that line (``budget._quoting``: stripped, long enough not to match by chance, a
 numbered view's line without its number). A kept result whose line is quoted and is not in the
-envelope its spill would have shown counts once as *needed*. A kept result counts as *exposed*
+envelope its spill would have shown counts once as *needed*; each answer that quotes a needed
+result outside that envelope with a line no earlier answer quoted from it counts one *episode*
+(a read-back a spill would have cost: an agent editing a file it read quotes it answer after
+answer, a part at a time). A kept result counts as *exposed*
 once it leaves the protected rounds (``protect_rounds``: the rounds the agent is still working
 with it), since most quotes of a result come in the answers right after it, and a result counted
 before them would say the preview did before the answers that could say otherwise came. Both
@@ -18,18 +21,20 @@ holder may be a small result or a read-back page that showed it whole, and then 
 is charged), so a resumed session rebuilds the same one; a history that diverges (the caller
 compacted or edited it) rebuilds it the same way. The answers looked at are those after the last
 request's history (all of them when this history does not lead with it), none on a retry. The
-results found needed are logged with their request record (``q``) and the counts per tool in
-``k``, and restored, so a resumed session counts each one once, as the session that went on
-does. Work per request: the new results' lines, the new answers' lines, the results leaving the
+results found needed are logged with their request record (``q``), the lines each answer newly
+quoted from them in ``e`` (their 64-bit xxh3 hashes: no text) and the counts per tool in ``k``,
+and restored, so a resumed session counts each one once, as the session that went on does. Work per request: the new results' lines, the new answers' lines, the results leaving the
 protected rounds.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any
+
+import xxhash
 
 from budget._config import BudgetConfig
 from budget._ledger import Ledger
@@ -39,6 +44,7 @@ from budget.passes._context import spill_envelope
 from budget.passes.cap import weighed
 from budget.policy import Observed
 from budget.session._history import History
+from budget.session._records import KeptEvidence
 from spill import ref_for
 
 __all__ = ["MIN_QUOTE_CHARS", "Quotes", "answer_strings", "quotable"]
@@ -59,8 +65,7 @@ class Quotes:
         config: BudgetConfig,
         ledger: Ledger,
         history: History,
-        needed: Iterable[str] = (),
-        kinds: Mapping[str, tuple[int, int]] | None = None,
+        evidence: KeptEvidence | None = None,
     ) -> None:
         self._config, self._ledger, self._history = config, ledger, history
         self._index: dict[int, str] = {}
@@ -77,12 +82,18 @@ class Quotes:
         self._resumed = True
         """No request has looked yet: results that left the protected rounds before the last
         request were counted by the session that logged it."""
-        self.needed: set[str] = set(needed)
+        evidence = evidence or KeptEvidence()
+        self.needed: set[str] = set(evidence.needed)
         """Kept results an answer quoted outside their would-be preview (restored from ``q``)."""
         self.found: list[str] = []
         """The results found needed by the last :meth:`note` (logged with its request)."""
-        self._kinds: dict[str, list[int]] = {t: list(c) for t, c in (kinds or {}).items()}
-        """Per tool: [exposed, needed] (restored from the request records' ``k``)."""
+        self._kinds: dict[str, list[int]] = {t: list(c) for t, c in evidence.kinds.items()}
+        """Per tool: [exposed, needed, episodes] (restored from the request records' ``k``)."""
+        self._quoted: dict[str, set[int]] = {c: set(h) for c, h in evidence.quoted.items()}
+        """Per needed result, the hashes of its lines answers quoted outside its would-be
+        preview (restored from ``e``): a line quoted again is no new read-back."""
+        self.lines_found: dict[str, list[int]] = {}
+        """The lines the last :meth:`note` found newly quoted, per result (its record's ``e``)."""
         self._changed: set[str] = set()
         """Tools whose counts changed since the last request record (logged in its ``k``)."""
 
@@ -98,7 +109,7 @@ class Quotes:
         history (``last``: its length and fingerprint; all answers when this history does not
         lead with it, none on a retry); count the weighed results that left the protected
         rounds. Nothing is weighed without priced spills: then nothing."""
-        self.found = []
+        self.found, self.lines_found = [], {}
         if not self._config.price_spills:
             return  # no result is weighed: keeping one whole was no choice
         self._index_results(results)
@@ -136,13 +147,14 @@ class Quotes:
         return (0, 0) if counts is None else (counts[0], counts[1])
 
     def pooled(self, observed: Observed) -> Observed:
-        """``observed`` with the session's totals over every tool (the pooled rate's counts)."""
-        exposed = needed = 0
-        for e, n in self._kinds.values():
-            exposed, needed = exposed + e, needed + n
-        if (observed.exposed, observed.needed) == (exposed, needed):
+        """``observed`` with the session's totals over every tool (the pooled rate's counts and
+        the read-backs per needed result: :func:`budget.policy.readbacks_per_need`)."""
+        exposed = needed = episodes = 0
+        for e, n, k in self._kinds.values():
+            exposed, needed, episodes = exposed + e, needed + n, episodes + k
+        if (observed.exposed, observed.needed, observed.episodes) == (exposed, needed, episodes):
             return observed
-        return replace(observed, exposed=exposed, needed=needed)
+        return replace(observed, exposed=exposed, needed=needed, episodes=episodes)
 
     def record(self) -> dict[str, list[int]]:
         """The counts of the tools changed since the last call (a request record's ``k``)."""
@@ -153,7 +165,7 @@ class Quotes:
     def _count(self, tool: str, which: int) -> None:
         counts = self._kinds.get(tool)
         if counts is None:
-            counts = self._kinds[tool] = [0, 0]
+            counts = self._kinds[tool] = [0, 0, 0]
         counts[which] += 1
         self._changed.add(tool)
 
@@ -209,27 +221,41 @@ class Quotes:
 
     def _look(self, answers: Sequence[Any]) -> None:
         """Find the kept results ``answers`` quote outside their would-be preview (into
-        :attr:`found`). A quote is charged to the latest result holding the line, as long as
-        it is weighed and still shown whole: a hidden one's read-backs are counted as such, a
-        small one showed the line whole."""
-        found = self.found
+        :attr:`found`, the lines newly quoted into :attr:`lines_found`). A quote is charged to
+        the latest result holding the line, as long as it is weighed and still shown whole: a
+        hidden one's read-backs are counted as such, a small one showed the line whole."""
         if not self._index:
             return
-        index, results, needed = self._index, self._results, self.needed
-        previews: dict[str, str] = {}
+        index, results, quoted = self._index, self._results, self._quoted
+        previews: dict[str, tuple[str, str]] = {}
         for message in answers:
+            episode: set[str] = set()  # the results this answer counted a read-back of
+
             for text in answer_strings(message):
                 for line in quotable(text):
                     cid = index.get(hash(line))
-                    if cid is None or cid in needed or cid not in results:
-                        continue
-                    if not self._kept_whole(cid):
+                    if cid is None or cid not in results or not self._kept_whole(cid):
                         continue  # hidden (never charged again), or decided by this request
-                    shown = previews.get(cid)
-                    if shown is None:
-                        shown = previews[cid] = without_gutter(self._would_show(results[cid]))
+                    seen = previews.get(cid)
+                    if seen is None:
+                        r = results[cid]
+                        seen = (without_gutter(self._would_show(r)), without_gutter(r.text))
+                        previews[cid] = seen
+                    shown, whole = seen
                     # The line itself (not another of the same hash), outside the preview.
-                    if line not in shown and line in without_gutter(results[cid].text):
-                        needed.add(cid)
-                        found.append(cid)
-                        self._count(results[cid].tool, 1)
+                    if line in shown or line not in whole:
+                        continue
+                    digest = xxhash.xxh3_64_intdigest(line.encode())
+                    lines = quoted.setdefault(cid, set())
+                    if digest in lines:
+                        continue  # quoted before: the read-back that brought it would show it
+                    lines.add(digest)
+                    self.lines_found.setdefault(cid, []).append(digest)
+                    tool = results[cid].tool
+                    if cid not in self.needed:
+                        self.needed.add(cid)
+                        self.found.append(cid)
+                        self._count(tool, 1)
+                    if cid not in episode:
+                        episode.add(cid)
+                        self._count(tool, 2)

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
 from budget._errors import InputError
 from budget.policy import Observed
 
 __all__ = [
+    "KeptEvidence",
     "closed_records",
     "finite",
     "is_count",
@@ -116,17 +118,30 @@ def note_request(
     marks.append((length, at))
 
 
+@dataclass(frozen=True, slots=True)
+class KeptEvidence:
+    """What the kept results' read-back evidence had counted (``budget.session._quotes``)."""
+
+    needed: frozenset[str] = frozenset()
+    """Kept results an answer was found to need (every request record's ``q``)."""
+    kinds: Mapping[str, tuple[int, int, int]] = field(default_factory=dict)
+    """Per tool, [exposed, needed, episodes] (each request record's ``k`` holds the tools it
+    changed; a log written before episodes were counted holds two: one per needed result)."""
+    quoted: Mapping[str, frozenset[int]] = field(default_factory=dict)
+    """Per needed result, the hashes of the lines answers quoted (every record's ``e``)."""
+
+
 def restore_policy(
     records: list[dict[str, Any]],
-) -> tuple[Observed, list[tuple[int, float]], frozenset[str], dict[str, tuple[int, int]]]:
+) -> tuple[Observed, list[tuple[int, float]], KeptEvidence]:
     """What the cost policy learned (the last request record's ``p``; logs written before it:
-    nothing), when each request was sent, by its length (``at``, ``m``, ``x``), the kept
-    results found needed (every request record's ``q``) and the counts per tool (each request
-    record's ``k`` holds those it changed: ``budget.session._quotes``)."""
+    nothing), when each request was sent, by its length (``at``, ``m``, ``x``), and the kept
+    results' evidence (:class:`KeptEvidence`)."""
     observed = Observed()
     marks: list[tuple[int, float]] = []
     needed: set[str] = set()
-    kinds: dict[str, tuple[int, int]] = {}
+    kinds: dict[str, tuple[int, int, int]] = {}
+    quoted: dict[str, set[int]] = {}
     for rec in records:
         m, at = rec.get("m"), finite(rec.get("at"))
         if rec.get("t") != "req" or not is_count(m):
@@ -141,6 +156,16 @@ def restore_policy(
         k = rec.get("k")
         if isinstance(k, dict):
             for tool, counts in k.items():
-                if isinstance(counts, list) and len(counts) == 2 and all(map(is_count, counts)):
-                    kinds[tool] = (counts[0], counts[1])
-    return observed, marks, frozenset(needed), kinds
+                if (
+                    isinstance(counts, list)
+                    and len(counts) in (2, 3)
+                    and all(map(is_count, counts))
+                ):
+                    kinds[tool] = (counts[0], counts[1], counts[-1])
+        e = rec.get("e")
+        if isinstance(e, dict):
+            for cid, hashes in e.items():
+                if isinstance(hashes, list):
+                    quoted.setdefault(cid, set()).update(h for h in hashes if is_count(h))
+    frozen = {cid: frozenset(h) for cid, h in quoted.items()}
+    return observed, marks, KeptEvidence(frozenset(needed), kinds, frozen)

@@ -16,11 +16,19 @@ from typing import Any
 import pytest
 
 from budget import Budget, BudgetConfig
-from budget.policy import Observed, readback_chance
+from budget.policy import (
+    Observed,
+    Outlook,
+    Prices,
+    readback_chance,
+    readback_cost,
+    readbacks_per_need,
+    spill_verdict,
+)
 from budget.session._quotes import MIN_QUOTE_CHARS, answer_strings, quotable
 
-EXPOSED, NEEDED = 12, 13
-"""Indexes of the two counts in a request record's ``p`` (``Observed.to_record``)."""
+EXPOSED, NEEDED, EPISODES = 12, 13, 14
+"""Indexes of the three counts in a request record's ``p`` (``Observed.to_record``)."""
 
 MID = "\n".join(f"row {i:04d}: value={i * 7} status=ok detail={'y' * 40}" for i in range(200))
 """A ~15,000-character result: over the preview, under the cap, so the cost model weighs it."""
@@ -79,7 +87,8 @@ def test_a_quote_outside_the_preview_counts_the_kept_result_as_needed(tmp_path: 
     session.close()
     first, second = _requests(tmp_path / "s")
     assert first["p"][NEEDED] == 0 and second["p"][NEEDED] == 1
-    assert second["q"] == ["c1"] and second["k"] == {"Bash": [0, 1]}
+    assert second["q"] == ["c1"] and second["k"] == {"Bash": [0, 1, 1]}
+    assert second["p"][EPISODES] == 1 and len(second["e"]["c1"]) == 1
 
 
 def _rounds_after(steps: list[list[dict[str, Any]]], n: int) -> list[list[dict[str, Any]]]:
@@ -171,7 +180,9 @@ def test_old_logs_resume_without_the_new_counts() -> None:
     restored = Observed.from_record(old)
     assert restored is not None and (restored.exposed, restored.needed) == (0, 0)
     new = Observed.from_record([*old, 4, 1])
-    assert new is not None and (new.exposed, new.needed) == (4, 1)
+    assert new is not None and (new.exposed, new.needed, new.episodes) == (4, 1, 1)
+    now = Observed.from_record([*old, 4, 1, 3])
+    assert now is not None and (now.exposed, now.needed, now.episodes) == (4, 1, 3)
     assert Observed.from_record([*old, -1, 0]) is None
     assert Observed.from_record([*old, 1]) is None
 
@@ -236,3 +247,89 @@ def test_the_counts_per_tool_are_logged_and_restored(tmp_path: Path) -> None:
     strip = [{k: v for k, v in r.items() if k != "at"} for r in _requests(tmp_path / "a")]
     again = [{k: v for k, v in r.items() if k != "at"} for r in _requests(tmp_path / "b")]
     assert strip == again
+
+
+def _steps_quoting(*answers: str) -> list[list[dict[str, Any]]]:
+    """A kept mid-size result, then one step per answer (each a call with that text)."""
+    steps = [[{"role": "user", "content": "Check the table."}, _call("c1"), _result("c1", MID)]]
+    for i, answer in enumerate(answers):
+        steps.append([_call(f"a{i}", answer), _result(f"a{i}", "done")])
+    return steps
+
+
+OTHER_LINE = f"row 0150: value=1050 status=ok detail={'y' * 40}"
+"""Another line of :data:`MID` its preview does not show."""
+
+
+def test_each_answer_quoting_new_lines_of_a_needed_result_is_one_more_read_back(
+    tmp_path: Path,
+) -> None:
+    """Three answers quote the kept result outside its preview: a middle line, the same line
+    again, then another line. The result is needed once; the first and third answers are read-
+    backs a spill would have cost (the second quotes what the first brought back): ``k`` says
+    [exposed 0, needed 1, episodes 2], and the two lines' hashes are logged in ``e``."""
+    steps = _steps_quoting(f"see:\n{MIDDLE_LINE}", f"again:\n{MIDDLE_LINE}", f"and:\n{OTHER_LINE}")
+    session, _ = _run(tmp_path / "s", steps)
+    session.close()
+    reqs = _requests(tmp_path / "s")
+    assert [r["p"][NEEDED] for r in reqs] == [0, 1, 1, 1]
+    assert [r["p"][EPISODES] for r in reqs] == [0, 1, 1, 2]
+    assert [len(r.get("e", {}).get("c1", [])) for r in reqs] == [0, 1, 0, 1]
+    assert reqs[-1]["k"] == {"Bash": [0, 1, 2]}
+
+
+def test_quoted_lines_are_remembered_across_a_restart(tmp_path: Path) -> None:
+    """A session reopened before each request counts the same read-backs as the one that went
+    on: a line quoted before the restart is no new read-back after it."""
+    steps = _steps_quoting(f"see:\n{MIDDLE_LINE}", f"again:\n{MIDDLE_LINE}", f"and:\n{OTHER_LINE}")
+    went_on, _ = _run(tmp_path / "a", steps)
+    went_on.close()
+    history: list[dict[str, Any]] = []
+    for i, step in enumerate(steps):
+        history = history + step
+        with Budget.open(tmp_path / "b", BudgetConfig()) as reopened:
+            reopened.prepare(history, now=1.0 + i)
+    strip = [{k: v for k, v in r.items() if k != "at"} for r in _requests(tmp_path / "a")]
+    again = [{k: v for k, v in r.items() if k != "at"} for r in _requests(tmp_path / "b")]
+    assert strip == again and again[-1]["p"][EPISODES] == 2
+
+
+def test_a_log_of_two_counts_per_tool_resumes_with_one_read_back_per_need(tmp_path: Path) -> None:
+    """A request record's ``k`` written before episodes were counted ([exposed, needed])
+    restores as one read-back per needed result."""
+    from budget.session._records import restore_policy
+
+    rec = {"t": "req", "m": 3, "at": 1.0, "k": {"Bash": [4, 2]}, "e": {"c1": [7, "x", -1]}}
+    _, _, evidence = restore_policy([rec])
+    assert evidence.kinds == {"Bash": (4, 2, 2)} and evidence.quoted == {"c1": frozenset({7})}
+
+
+def test_the_read_backs_per_need_are_the_sessions_own_with_a_prior_of_one() -> None:
+    """Hand-worked: no evidence, one read-back per need; 3 needed results that cost 7 read-
+    backs give (1 + 7) / (1 + 3) = 2."""
+    assert readbacks_per_need(Observed()) == 1.0
+    assert readbacks_per_need(Observed(exposed=5, needed=3, episodes=7)) == pytest.approx(2.0)
+
+
+def test_a_spill_risks_as_many_read_backs_as_the_session_needed_per_result() -> None:
+    """Hand-worked spill: 1,000 tokens, envelope 100, a page of 500, at a cached request of
+    10,000 tokens with 4 requests expected after it. Saving (900 x (1.25 + 0.1 x 4)) = 1,485.
+    With 3 results needed out of 8 kept, (1 + 3) / (2 + 8) = 0.4; one read-back costs
+    0.1 x 10,000 + 1.25 x 500 + 0.1 x 500 x 4 = 1,825, so the risk is 0.4 x 1,825 = 730 at one
+    read-back per need, and 0.4 x 2 x 1,825 = 1,460 when the 3 needed cost 7 read-backs (the
+    prior one besides: (1 + 7) / (1 + 3) = 2)."""
+    prices = Prices(write=1.25, read=0.1, ttl_s=300.0, regime="cached")
+    look = Outlook(made=9, tokens=10_000, window=1_000_000, growth=1.0, requests=4.0)
+    assert readback_cost(prices, look, 500) == pytest.approx(1_825)
+
+    def risk(episodes: int) -> float:
+        observed = Observed(requests=9, exposed=8, needed=3, episodes=episodes)
+        v = spill_verdict(
+            prices, look, observed, tokens=1_000, envelope_tokens=100, is_error=False,
+            page_tokens=500,
+        )  # fmt: skip
+        assert v.saving == pytest.approx(1_485)
+        return v.readback_risk
+
+    assert risk(3) == pytest.approx(730)
+    assert risk(7) == pytest.approx(1_460)

@@ -134,7 +134,7 @@ def test_what_the_session_learned_survives_its_log_record(seen: Observed) -> Non
 def test_a_damaged_record_is_no_observation() -> None:
     """A record of the wrong shape, a negative count or a bool is refused (None), not trusted."""
     good = Observed(requests=3).to_record()
-    assert Observed.from_record(good[:-1]) is None
+    assert Observed.from_record(good[:-2]) is None  # 13 fields: no layout ever written
     assert Observed.from_record([*good[:1], -1, *good[2:]]) is None
     assert Observed.from_record([True, *good[1:]]) is None
     assert Observed.from_record("p") is None
