@@ -68,6 +68,8 @@ class Slot:
     used_at: float = field(default_factory=time.monotonic)
     busy: int = 0
     """Requests of this session in flight (a busy session is never closed)."""
+    syncing: asyncio.Task[None] | None = None
+    """The fsyncs of the session's last forwarded request (:meth:`sync` in a worker thread)."""
 
     def sync(self) -> None:
         """fsync what the session's requests wrote and did not sync yet (in a worker thread)."""
