@@ -20,13 +20,18 @@ The stand-in and the proxy each run in a process of their own (``python -m bench
 short (tens of lines), one over the default 50,000-character cap every 50 rounds, so the proxy
 both passes results through and spills (sizes are this module's, not a trace's).
 
+``--against DIR`` runs a second proxy from another checkout's sources (``git worktree add DIR
+REV``) beside this one: each latency request goes straight to the stand-in and through both
+proxies, in rotating order, so before and after share the machine's load request by request.
+
 Run from the repository root::
 
-    python -m benchmarks proxy [--rounds 50,800] [--json FILE]
+    python -m benchmarks proxy [--rounds 50,800] [--json FILE] [--against DIR]
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -80,9 +85,12 @@ def _body(history: Sequence[Any], *, stream: bool = False) -> bytes:
 
 
 @contextmanager
-def _process(cmd: list[str], pattern: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
-    """A child printing its URL on stderr's first line; killed at the end."""
-    env = {**os.environ, "PYTHONPATH": str(_REPO)}
+def _process(
+    cmd: list[str], pattern: str, sources: Path = _REPO
+) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """A child (of the checkout at ``sources``) printing its URL on stderr's first line; killed
+    at the end."""
+    env = {**os.environ, "PYTHONPATH": str(sources)}
     child = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env=env)
     try:
         assert child.stderr is not None
@@ -111,20 +119,29 @@ def _timed(client: httpx.Client, url: str, body: bytes) -> float:
     return time.perf_counter() - started
 
 
-def latency(client: httpx.Client, direct: str, proxy: str, rounds: int) -> dict[str, Any]:
-    """Added latency over one conversation of ``rounds`` rounds (see the module)."""
+def latency(
+    client: httpx.Client, direct: str, proxy: str, rounds: int, against: str | None = None
+) -> dict[str, Any]:
+    """Added latency over one conversation of ``rounds`` rounds (see the module), and that of
+    the proxy at ``against`` (``against_*``), in the same loop."""
     history = conversation(rounds, tag=f"lat{rounds}")
-    added, direct_s, proxy_s = [], 0.0, 0.0
+    urls = [direct, proxy] if against is None else [direct, proxy, against]
+    added, direct_s, proxy_s, other = [], 0.0, 0.0, []
     for i, upto in enumerate(range(3, len(history) + 1, 2)):
         body = _body(history[:upto])
-        if i % 2:
-            p = _timed(client, proxy, body)
-            d = _timed(client, direct, body)
-        else:
-            d = _timed(client, direct, body)
-            p = _timed(client, proxy, body)
+        k = i % len(urls)
+        took = {url: _timed(client, url, body) for url in urls[k:] + urls[:k]}
+        d, p = took[direct], took[proxy]
         added.append(p - d)
         direct_s, proxy_s = direct_s + d, proxy_s + p
+        if against is not None:
+            other.append(took[against] - d)
+    extra = {}
+    if other:
+        extra = {
+            "against_added_median_ms": _ms(statistics.median(other)),
+            "against_added_p99_ms": _ms(_percentile(other, 0.99)),
+        }
     return {
         "rounds": rounds,
         "requests": len(added),
@@ -134,6 +151,7 @@ def latency(client: httpx.Client, direct: str, proxy: str, rounds: int) -> dict[
         "direct_total_s": round(direct_s, 3),
         "proxy_total_s": round(proxy_s, 3),
         "ratio": round(proxy_s / direct_s, 3),
+        **extra,
     }
 
 
@@ -231,6 +249,7 @@ def run(
     stream_rounds: int = 100,
     chunk_delay_s: float = 0.02,
     memory_requests: int = 1_000,
+    against: Path | None = None,
 ) -> dict[str, Any]:
     """Every figure of the module's docstring, as a dict."""
     import httpx  # the proxy extra's: only this run needs it (``--help`` does not)
@@ -250,17 +269,29 @@ def run(
                 "--anthropic-upstream",
                 upstream,
             ]
+            other_cmd = [*proxy_cmd[:5], str(Path(tmp) / "against"), *proxy_cmd[6:]]
             with (
                 _process(proxy_cmd, r"on (http://\S+) ") as (child, proxy),
+                contextlib.ExitStack() as others,
                 httpx.Client(timeout=120) as client,
             ):
                 direct_url, proxy_url = f"{upstream}/v1/messages", f"{proxy}/v1/messages"
+                other_url = None
+                if against is not None:
+                    _, other = others.enter_context(
+                        _process(other_cmd, r"on (http://\S+) ", against.resolve())
+                    )
+                    other_url = f"{other}/v1/messages"
+                    _timed(client, other_url, _body(conversation(1, "warm")))
                 _timed(client, direct_url, _body(conversation(1, "warm")))  # connections, imports
                 _timed(client, proxy_url, _body(conversation(1, "warm")))
                 return {
                     "fsync": os.environ.get("TOOLBUDGET_FSYNC", "(default: on)"),
+                    "against": str(against) if against is not None else None,
                     "hop": hop(client, f"{upstream}/v1/models", f"{proxy}/v1/models"),
-                    "latency": [latency(client, direct_url, proxy_url, r) for r in rounds],
+                    "latency": [
+                        latency(client, direct_url, proxy_url, r, other_url) for r in rounds
+                    ],
                     "first_byte": first_byte(
                         client, direct_url, proxy_url, stream_rounds, chunk_delay_s
                     ),
@@ -286,6 +317,11 @@ def render(result: dict[str, Any]) -> str:
             f"{row['last_body_bytes']:,} B): added median {row['added_median_ms']} ms, "
             f"p99 {row['added_p99_ms']} ms; total proxy/direct {row['ratio']}"
         )
+        if "against_added_median_ms" in row:
+            out.append(
+                f"      the same loop through {result['against']}: added median "
+                f"{row['against_added_median_ms']} ms, p99 {row['against_added_p99_ms']} ms"
+            )
     fb = result["first_byte"]
     out.append(
         f"first streamed byte (events {fb['chunk_delay_ms']} ms apart, {fb['rounds']} rounds): "
@@ -308,9 +344,12 @@ def main(
     json_path: Path | None = None,
     memory_requests: int = 1_000,
     stream_rounds: int = 100,
+    against: Path | None = None,
 ) -> int:
     """Run, print, and write the JSON if asked."""
-    result = run(rounds, memory_requests=memory_requests, stream_rounds=stream_rounds)
+    result = run(
+        rounds, memory_requests=memory_requests, stream_rounds=stream_rounds, against=against
+    )
     print(render(result))
     if json_path is not None:
         json_path.write_text(json.dumps(result, indent=2) + "\n")
@@ -324,6 +363,10 @@ def command(
     json_path: Annotated[
         Path | None, typer.Option("--json", help="Also write the figures here.")
     ] = None,
+    against: Annotated[
+        Path | None,
+        typer.Option(help="Another checkout whose proxy the latency loop measures alongside."),
+    ] = None,
 ) -> None:
     """The proxy's added latency, first streamed byte and memory, against direct calls."""
     sizes = [int(r) for r in rounds.split(",") if r.strip()]
@@ -333,6 +376,7 @@ def command(
             json_path=json_path,
             memory_requests=memory_requests,
             stream_rounds=stream_rounds,
+            against=against,
         )
     )
 

@@ -17,6 +17,7 @@ from typing import Final
 __all__ = [
     "OPS",
     "close",
+    "dup",
     "fsync",
     "listdir",
     "lock",
@@ -34,6 +35,7 @@ __all__ = [
 OPS: Final = (
     "open_fd",
     "close",
+    "dup",
     "read",
     "write",
     "truncate",
@@ -78,6 +80,11 @@ def open_fd(path: str, flags: int, mode: int = 0o600, *, dir_fd: int | None = No
 def close(fd: int) -> None:
     """Close a descriptor (write errors on some filesystems are only reported here)."""
     os.close(fd)
+
+
+def dup(fd: int) -> int:
+    """A second descriptor for ``fd``'s open file (close-on-exec), to fsync it later."""
+    return os.dup(fd)
 
 
 def read(fd: int, offset: int = 0, size: int | None = None) -> bytes:

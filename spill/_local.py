@@ -37,6 +37,7 @@ import xxhash
 
 from spill import _fs
 from spill._bodies import PACK_MIN, Bodies
+from spill._deferred import Deferred
 from spill._errors import ConfigError, RefError, StoreError
 from spill._log import decode_log, encode_records
 from spill._packs import file_or_packed
@@ -94,12 +95,11 @@ class LocalStore(StoreBase):
         quota_bytes: the most bytes of bodies the session may hold (None: no limit).
         fsync: fsync bodies, the log and directories (turn off only for throwaway sessions).
         lock_timeout: seconds to wait for another holder of the session to close it.
-        defer_log_sync: :meth:`append_log` writes its records (a killed process loses none of
-            them: the kernel holds them) but leaves their fsync (what a power loss or an OS
-            crash could take) to the next :meth:`sync_log`, the next append or :meth:`close`.
-            Bodies are fsync'd before ``put`` returns either way, so a logged decision never
-            points to a body a crash could lose. For a caller that syncs off its request path
-            (``toolbudget proxy``: while the upstream answers).
+        defer_sync: puts and :meth:`append_log` write at once (a killed process loses
+            nothing: the kernel holds it) and leave their fsyncs (what a power loss or an OS
+            crash could take) to the next :meth:`sync` or :meth:`close`, which makes the bodies'
+            first (``spill._deferred``), then the log's. For a caller that syncs off its request
+            path (``toolbudget proxy``: while the upstream answers, docs/proxy.md).
     """
 
     _pack_min: ClassVar[int] = PACK_MIN
@@ -112,7 +112,7 @@ class LocalStore(StoreBase):
         quota_bytes: int | None = DEFAULT_QUOTA_BYTES,
         fsync: bool = True,
         lock_timeout: float = 0.0,
-        defer_log_sync: bool = False,
+        defer_sync: bool = False,
     ) -> None:
         raw = checked_path(path, "session path")
         check_quota(quota_bytes)
@@ -126,9 +126,7 @@ class LocalStore(StoreBase):
             )
         self._mutex = threading.Lock()
         self._closed = True
-        self._defer_log_sync = bool(defer_log_sync)
-        self._log_unsynced = False
-        """Whether an append's records are written but not fsync'd yet (``defer_log_sync``)."""
+        self._log_unsynced = False  # an append's records written, their fsync put off
         self._dir = SessionDir(os.path.abspath(raw), bool(fsync))
         self._bodies = Bodies(self._dir, quota_bytes, self._pack_min)
         try:
@@ -136,6 +134,7 @@ class LocalStore(StoreBase):
         except BaseException:
             self._dir.close_fds()
             raise
+        self._dir.deferred = Deferred() if defer_sync and fsync else None
         self._closed = False
         events().debug("toolbudget.spill.opened", path=self._dir.path)
 
@@ -153,7 +152,8 @@ class LocalStore(StoreBase):
             return self._bodies.total()
 
     def put(self, text: str) -> str:
-        """Store ``text`` once by content hash; return its ref once the body is durable.
+        """Store ``text`` once by content hash; return its ref once the body is durable (with
+        ``defer_sync``: once it is written, durable at the next :meth:`sync`).
 
         An existing body with the same ref and size is left untouched. Raises
         :class:`QuotaExceeded` before writing anything if the body would not fit, and
@@ -319,26 +319,27 @@ class LocalStore(StoreBase):
                 if size and _fs.read(self._dir.log_fd, size - 1, 1) != b"\n":
                     payload = b"\n" + payload
                 _fs.write(self._dir.log_fd, payload)
-                if self._dir.fsync and self._defer_log_sync:
+                if self._dir.deferred is not None:
                     self._log_unsynced = True
                 elif self._dir.fsync:
                     _fs.fsync(self._dir.log_fd)
             except OSError as exc:
                 raise self._dir.store_error(f"append to {LOG_NAME}", exc) from exc
 
-    def sync_log(self) -> None:
-        """fsync the log if an append left it unsynced (``defer_log_sync``); else nothing."""
+    def sync(self) -> None:
+        """fsync what puts and appends left unsynced (``defer_sync``): bodies, then the log."""
         with self._mutex:
             self._check_open()
-            self._sync_log()
+            self._sync()
 
-    def _sync_log(self) -> None:
-        if not self._log_unsynced:
-            return
+    def _sync(self) -> None:
         try:
-            _fs.fsync(self._dir.log_fd)
+            if self._dir.deferred is not None:
+                self._dir.deferred.run()
+            if self._log_unsynced:
+                _fs.fsync(self._dir.log_fd)
         except OSError as exc:
-            raise self._dir.store_error(f"fsync {LOG_NAME}", exc) from exc
+            raise self._dir.store_error(f"fsync deferred writes ({LOG_NAME}, bodies)", exc) from exc
         self._log_unsynced = False
 
     def read_log(self) -> list[LogRecord]:
@@ -419,7 +420,7 @@ class LocalStore(StoreBase):
                 return
             self._closed = True
             try:
-                self._sync_log()
+                self._sync()
             finally:
                 error = self._dir.close_fds()
         if error is not None:

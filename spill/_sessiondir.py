@@ -20,6 +20,7 @@ from typing import Any, Final
 import orjson
 
 from spill import _fs
+from spill._deferred import Deferred, fsync
 from spill._errors import RefError, SessionLocked, StoreError
 from spill._store import events
 
@@ -67,6 +68,7 @@ class SessionDir:
         self.lock_fd = -1
         self.bodies_fd = -1
         self.log_fd = -1
+        self.deferred: Deferred | None = None  # bodies' fsyncs put off (spill._deferred)
         # Whether every shard's entry in bodies/ is known durable: not yet on open (a process
         # killed between a mkdir and its fsync leaves an entry that only the kernel holds).
         self._bodies_synced = False
@@ -335,7 +337,7 @@ class SessionDir:
             try:
                 _fs.write(fd, data)
                 if sync:
-                    _fs.fsync(fd)
+                    fsync(fd, self.deferred if dir_fd != self.dir_fd else None)
             finally:
                 _fs.close(fd)
             _fs.rename(tmp, name, dir_fd=dir_fd)
@@ -371,7 +373,7 @@ class SessionDir:
 
     def fsync_dir(self, dir_fd: int, what: str) -> None:
         try:
-            _fs.fsync(dir_fd)
+            fsync(dir_fd, self.deferred if dir_fd != self.dir_fd else None)
         except OSError as exc:
             raise self.store_error(f"fsync {what}", exc) from exc
 
@@ -395,6 +397,8 @@ class SessionDir:
     def close_fds(self) -> OSError | None:
         """Close every descriptor, the lock last; return the first error."""
         first: OSError | None = None
+        if self.deferred is not None:
+            self.deferred.close()
         for attr in ("log_fd", "bodies_fd", "dir_fd", "lock_fd"):
             fd = getattr(self, attr, -1)
             if fd < 0:

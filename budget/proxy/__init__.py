@@ -8,8 +8,9 @@ docs/proxy.md.
 
 from __future__ import annotations
 
-from budget.proxy._app import budgeted_api, create_app
+from budget.proxy._app import create_app
 from budget.proxy._keys import SESSION_HEADER, session_key
+from budget.proxy._routes import budgeted_api
 from budget.proxy._serve import serve
 from budget.proxy._settings import DEFAULT_BUDGET, ProxySettings
 

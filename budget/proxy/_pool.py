@@ -6,15 +6,18 @@ usage the last response reported is kept for the session's next request, in memo
 sidecar of the session directory (``proxy_usage.json``), so a restarted proxy feeds the next
 request the same usage an uninterrupted one would (issue 33: a restart gives the same copies).
 
-Durability: a session's store writes each request's decisions to its log before ``prepare``
-returns (a killed proxy loses none: the kernel holds them), and the proxy fsyncs the log while
-the upstream answers (:meth:`Slot.sync`, started as the request is forwarded), not before
-forwarding: a request never waits for a disk flush. The session's next request is prepared only
-once that fsync is done, so no decision is built upon before it is durable. What a power loss
-or an OS crash in those milliseconds can take is the last request's decisions (that request is
-decided afresh on resume), never a body a logged decision points to: bodies are fsync'd before
-their decision is written, as in the library. The usage sidecar is written, not fsync'd, before
-the response's last byte reaches the agent: after a power loss a torn one is read as no usage.
+Durability: a session's store writes each request's spilled bodies and decisions before
+``prepare`` returns (a killed proxy loses none: the kernel holds them), and the proxy fsyncs
+them while the upstream answers (:meth:`Slot.sync`, started as the request is forwarded: the
+bodies first, then the log, in the order the library makes them), never before forwarding: a
+request never waits for a disk flush. The session's next request is prepared only once that
+sync is done, and closing a session syncs it, so no decision is built upon before it is
+durable. What a power loss or an OS crash in those milliseconds can take is the last request's
+writes: its decisions (decided afresh on resume) or, where the filesystem kept its log lines
+and not a body they point to, that body (the resumed copies are the same: an envelope names
+its body, and the agent finds no file at that path). The usage sidecar is written, not
+fsync'd, before the response's last byte reaches the agent: after a power loss a torn one is
+read as no usage.
 
 Sessions idle for ``idle_close_s`` are closed (their lock released, so ``toolbudget gc`` can
 collect them) when others are opened; at most ``max_open`` stay open.
@@ -59,16 +62,18 @@ class Slot:
     key: str
     budget: Budget
     store: LocalStore
-    """The session's store (``budget.store``), its log's fsyncs deferred (see :func:`_open`)."""
+    """The session's store (``budget.store``), its fsyncs deferred (see :func:`_open`)."""
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     usage: Mapping[str, Any] | None = None
     used_at: float = field(default_factory=time.monotonic)
     busy: int = 0
     """Requests of this session in flight (a busy session is never closed)."""
+    syncing: asyncio.Task[None] | None = None
+    """The fsyncs of the session's last forwarded request (:meth:`sync` in a worker thread)."""
 
     def sync(self) -> None:
-        """fsync what the session's requests logged and did not sync yet (in a worker thread)."""
-        self.store.sync_log()
+        """fsync what the session's requests wrote and did not sync yet (in a worker thread)."""
+        self.store.sync()
 
 
 class Pool:
@@ -182,14 +187,14 @@ class Pool:
 
 
 def _open(path: Path, config: BudgetConfig, fmt: str) -> tuple[Budget, LocalStore]:
-    """The session at ``path`` and its store, whose log's fsyncs are left to :meth:`Slot.sync`
-    (the module's note)."""
+    """The session at ``path`` and its store, whose fsyncs are left to :meth:`Slot.sync` (the
+    module's note)."""
     store = LocalStore(
         path,
         quota_bytes=config.quota_bytes,
         fsync=config.fsync,
         lock_timeout=LOCK_WAIT_S,
-        defer_log_sync=True,
+        defer_sync=True,
     )
     try:
         return Budget(store, config, format=fmt), store

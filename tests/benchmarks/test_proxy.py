@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from budget import BudgetConfig
@@ -26,14 +28,16 @@ def test_the_conversation_spills_one_output_in_fifty_at_the_default_cap() -> Non
 def test_a_small_run_measures_every_figure() -> None:
     """A 3-round run through a real ``toolbudget proxy`` process reports the hop, the latency,
     the first byte and the memory, with times that are real (positive, direct under proxied
-    for the whole streamed answer's last byte at 20 ms between events)."""
+    for the whole streamed answer's last byte at 20 ms between events); ``against`` (here this
+    checkout again) adds a second proxy's latency from the same loop."""
     for name in ("starlette", "uvicorn", "httpx"):
         require_module(name, extra="proxy")
     from benchmarks.proxy import render, run
 
-    result = run((3,), stream_rounds=3, memory_requests=100)
+    result = run((3,), stream_rounds=3, memory_requests=100, against=Path(__file__).parents[2])
     [latency] = result["latency"]
     assert latency["requests"] == 3 and latency["direct_total_s"] > 0
+    assert isinstance(latency["against_added_median_ms"], float)
     first = result["first_byte"]
     assert first["last_byte_median_ms_direct"] >= 3 * 20.0
     assert first["last_byte_median_ms_proxy"] >= 3 * 20.0

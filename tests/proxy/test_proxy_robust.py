@@ -257,3 +257,44 @@ def test_an_openai_context_length_error_is_recorded_as_the_sessions_overflow(
     with ReadOnlyStore(session) as store:
         [overflow] = [r for r in store.read_log() if r.get("t") == "ovf"]
     assert overflow["count"] == 1
+
+
+def test_prepare_runs_in_the_event_loop_only_while_nothing_else_is_in_flight(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Alone, a request is prepared in the event loop's thread (no hop); while another answer
+    streams, in a worker thread, so the event loop goes on relaying that stream meanwhile."""
+    import asyncio
+
+    from budget.proxy import _app
+
+    in_loop: list[bool] = []
+    real = _app._copy
+
+    def copy(*args: Any) -> Any:
+        try:
+            in_loop.append(asyncio.get_running_loop() is not None)
+        except RuntimeError:  # a worker thread runs no event loop
+            in_loop.append(False)
+        return real(*args)
+
+    monkeypatch.setattr(_app, "_copy", copy)
+    alone = orjson.dumps({"model": "m", "messages": anthropic_history(1, tag="a")})
+    streamed = orjson.dumps(
+        {"model": "m", "messages": anthropic_history(1, tag="s"), "stream": True}
+    )
+    with httpx.Client(timeout=30) as client:
+        client.post(f"{stack.url}/v1/messages", content=alone, headers=_ANTHROPIC)
+        headers = {**_ANTHROPIC, "x-standin-delay": "0.3"}
+        with client.stream(
+            "POST", f"{stack.url}/v1/messages", content=streamed, headers=headers
+        ) as answer:
+            chunks = answer.iter_raw()
+            next(chunks)  # streaming: the proxy relays it from now on
+            with httpx.Client(timeout=30) as other:
+                beside = orjson.dumps({"model": "m", "messages": anthropic_history(1, tag="b")})
+                other.post(f"{stack.url}/v1/messages", content=beside, headers=_ANTHROPIC)
+            for _ in chunks:
+                pass
+    # The first two were alone (the streamed one too, before its answer came); the third not.
+    assert in_loop == [True, True, False]

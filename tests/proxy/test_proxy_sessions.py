@@ -348,3 +348,59 @@ def test_a_request_goes_upstream_before_its_log_fsync_and_the_next_waits_for_it(
         later.join(30)
         assert answers == [200]
         assert len(stack.upstream.bodies("/v1/messages")) == 2
+
+
+def test_a_spilled_bodys_fsync_waits_for_the_upstream_and_is_done_before_the_next_and_at_stop(
+    kit: Any, tmp_path: Path, monkeypatch: Any
+) -> None:
+    """A request's spilled bodies are in place when it goes upstream, their fsyncs run after
+    (with one blocked the request is answered); the session's next request is prepared only once
+    they are done; stopping the proxy syncs what is left, every body before the log."""
+    import threading
+
+    from spill import _fs
+
+    release, blocked = threading.Event(), threading.Event()
+    synced: list[str] = []
+    real = _fs.fsync
+
+    def fsync(fd: int) -> None:
+        path = os.readlink(f"/proc/self/fd/{fd}")
+        if path.endswith(".txt") and not blocked.is_set():
+            blocked.set()
+            assert release.wait(20), "the test never released the body's fsync"
+        synced.append(path)
+        real(fd)
+
+    monkeypatch.setattr(_fs, "fsync", fsync)
+    history = anthropic_history(3, lines=300)
+    with (
+        kit.Stack(tmp_path / "sessions", budget={**BUDGET, "fsync": True}) as stack,
+        httpx.Client(timeout=30) as client,
+    ):
+        first = client.post(
+            f"{stack.url}/v1/messages", content=_body(history[:3]), headers=_HEADERS
+        )
+        assert first.status_code == 200
+        assert blocked.wait(10) and not release.is_set()
+        (session,) = [p for p in stack.root.iterdir() if p.is_dir()]
+        assert list((session / "bodies").rglob("*.txt")), "the body is in place before its fsync"
+        answers: list[int] = []
+        later = threading.Thread(
+            target=lambda: answers.append(
+                client.post(
+                    f"{stack.url}/v1/messages", content=_body(history[:5]), headers=_HEADERS
+                ).status_code
+            )
+        )
+        later.start()
+        time.sleep(0.5)
+        assert len(stack.upstream.bodies("/v1/messages")) == 1, "prepared before the sync"
+        release.set()
+        later.join(30)
+        assert answers == [200]
+        client.post(f"{stack.url}/v1/messages", content=_body(history), headers=_HEADERS)
+    bodies = {str(p) for p in (session / "bodies").rglob("*.txt")}
+    assert len(bodies) >= 2 and bodies <= set(synced), "a body left unsynced at stop"
+    last_log = max(i for i, p in enumerate(synced) if p.endswith("decisions.jsonl"))
+    assert all(synced.index(b) < last_log for b in bodies), "the log synced before a body"

@@ -256,22 +256,22 @@ def _log_fsyncs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return synced
 
 
-def test_a_deferred_log_sync_writes_at_once_and_fsyncs_at_sync_log_or_close(
+def test_a_deferred_log_sync_writes_at_once_and_fsyncs_at_sync_or_close(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """With ``defer_log_sync`` an append's records are in the file (another reader sees them,
-    a killed process keeps them) before any fsync; ``sync_log`` fsyncs the log once whatever the
+    """With ``defer_sync`` an append's records are in the file (another reader sees them,
+    a killed process keeps them) before any fsync; ``sync`` fsyncs the log once whatever the
     appends before it, then nothing until the next append; ``close`` fsyncs what is left."""
-    store = LocalStore(tmp_path / "s", defer_log_sync=True)
+    store = LocalStore(tmp_path / "s", defer_sync=True)
     synced = _log_fsyncs(monkeypatch)
     store.append_log(RECORDS[:2])
     store.append_log(RECORDS[2:4])
     on_disk = decode_log((tmp_path / "s" / "decisions.jsonl").read_bytes(), source="log")
     assert [r["n"] for r in on_disk] == [0, 1, 2, 3]
     assert "decisions.jsonl" not in synced
-    store.sync_log()
+    store.sync()
     assert synced.count("decisions.jsonl") == 1
-    store.sync_log()
+    store.sync()
     assert synced.count("decisions.jsonl") == 1
     store.append_log(RECORDS[4:])
     store.close()
@@ -283,11 +283,11 @@ def test_a_deferred_log_sync_writes_at_once_and_fsyncs_at_sync_log_or_close(
 def test_a_log_sync_is_never_deferred_unless_asked(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Without ``defer_log_sync`` every append is fsync'd before it returns (the library's
-    ``prepare`` contract), and ``sync_log`` has nothing left to do."""
+    """Without ``defer_sync`` every append is fsync'd before it returns (the library's
+    ``prepare`` contract), and ``sync`` has nothing left to do."""
     with LocalStore(tmp_path / "s") as store:
         synced = _log_fsyncs(monkeypatch)
         store.append_log(RECORDS[:1])
         assert synced.count("decisions.jsonl") == 1
-        store.sync_log()
+        store.sync()
         assert synced.count("decisions.jsonl") == 1

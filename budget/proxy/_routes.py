@@ -1,0 +1,93 @@
+"""What the proxy budgets and forwards: the three APIs by path, the headers it never forwards,
+and its own error answer in each API's shape."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Final
+
+from starlette.responses import JSONResponse, Response
+
+from budget.proxy._keys import SESSION_HEADER
+
+__all__ = [
+    "ANTHROPIC",
+    "CHAT",
+    "HOP_BY_HOP",
+    "METHODS",
+    "NOT_FORWARDED",
+    "OVERFLOW_STATUSES",
+    "RESPONSES",
+    "Api",
+    "budgeted_api",
+    "gateway_error",
+]
+
+HOP_BY_HOP: Final = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "trailers",
+        "transfer-encoding",
+        "upgrade",
+    }
+)
+"""Headers that concern one connection, not the message (RFC 9110 §7.6.1): never forwarded."""
+NOT_FORWARDED: Final = HOP_BY_HOP | {"host", "content-length", SESSION_HEADER}
+"""Request headers the proxy does not pass on: httpx sets host and length for the upstream, and
+the session header is the proxy's own."""
+OVERFLOW_STATUSES: Final = frozenset({400, 413})
+"""Statuses a prompt-too-long comes with: Anthropic's ``invalid_request_error`` (400, "prompt is
+too long") and OpenAI's ``context_length_exceeded`` (400); 413 is Anthropic's request_too_large.
+A 429 or 5xx is never an overflow, whatever its message says."""
+METHODS: Final = ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "HEAD"]
+
+
+@dataclass(frozen=True, slots=True)
+class Api:
+    """A budgeted endpoint: its provider, the session's format, the field holding the history."""
+
+    provider: str
+    format: str
+    field: str
+
+
+ANTHROPIC: Final = Api("anthropic", "anthropic", "messages")
+CHAT: Final = Api("openai", "openai_chat", "messages")
+RESPONSES: Final = Api("openai", "openai_responses", "input")
+
+
+def budgeted_api(method: str, path: str) -> Api | None:
+    """The API a request is budgeted as, or None: it is forwarded untouched.
+
+    By path suffix, so a base URL with a prefix works (``/v1/responses``, and Codex's
+    ``/backend-api/codex/responses`` when signed in with ChatGPT).
+    """
+    if method != "POST":
+        return None
+    path = path.rstrip("/")
+    if path.endswith("/v1/messages"):
+        return ANTHROPIC
+    if path.endswith("/chat/completions"):
+        return CHAT
+    if path.endswith("/responses"):
+        return RESPONSES
+    return None
+
+
+def gateway_error(api: Api | None, error: str) -> Response:
+    """A 502 in the API's own error shape, so the agent's SDK reports (and retries) it."""
+    message = f"toolbudget proxy: the upstream could not be reached ({error})"
+    if api is not None and api.provider == "anthropic":
+        body: dict[str, Any] = {
+            "type": "error",
+            "error": {"type": "api_error", "message": message},
+        }
+    else:
+        body = {"error": {"message": message, "type": "api_error", "code": None}}
+    return JSONResponse(body, status_code=502)
