@@ -14,8 +14,9 @@ request never waits for a disk flush. The session's next request is prepared onl
 sync is done, and closing a session syncs it, so no decision is built upon before it is
 durable. What a power loss or an OS crash in those milliseconds can take is the last request's
 writes: its decisions (decided afresh on resume) or, where the filesystem kept its log lines
-and not a body they point to, that body (the resumed copies are the same: an envelope names
-its body, and the agent finds no file at that path). The usage sidecar is written, not
+and not a body they point to, that body (the resumed copies are the same, and the resumed
+session puts the body back from the text the agent sends again before a copy names it:
+``budget.session._bodies.Bodies.restore_missing``). The usage sidecar is written, not
 fsync'd, before the response's last byte reaches the agent: after a power loss a torn one is
 read as no usage.
 

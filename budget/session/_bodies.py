@@ -6,7 +6,7 @@ raises for the store. An envelope made by ``spill_output`` is recognised by its 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import replace
 from typing import Any
@@ -51,6 +51,35 @@ class Bodies:
                     return text
                 self._stored.add(ref)
         return self.envelope(text, ref, tool, is_error=False)
+
+    def restore_missing(self, results: Iterable[ToolResult]) -> None:
+        """Put back the body of each logged decision the store lacks, from the result's text the
+        history holds again (its hash must be the body's ref).
+
+        A store whose fsyncs run after the request is answered (the proxy's, ``defer_sync``) may
+        lose a body to a power cut while the decision naming it reached the disk: the agent re-
+        sends its whole history, so the text is there to store again before a copy points to
+        it. Each ref is asked once per process (a resumed session's first request); one the
+        store has, or puts back, is known stored from then on."""
+        for r in results:
+            d = self._ledger.get(r.call_id)
+            if d is None or not d.needs_body or d.ref is None or d.ref in self._stored:
+                continue
+            try:
+                if self._store.has(d.ref):
+                    self._stored.add(d.ref)
+                    continue
+                if ref_for(r.text) != d.ref:
+                    continue  # the history holds another text now: nothing to put back from
+                self._store.put(r.text)
+            except (StoreError, OSError) as exc:
+                self._log.error(
+                    "toolbudget.spill.failed", call_id=r.call_id, kind=d.kind, chars=d.chars,
+                    error=str(exc),
+                )  # fmt: skip
+                continue
+            self._stored.add(d.ref)
+            self._log.warning("toolbudget.spill.restored", call_id=r.call_id, ref=d.ref)
 
     def take_wrapped(self, fresh: list[ToolResult]) -> tuple[list[ToolResult], dict[str, Decision]]:
         """(the fresh results left to the passes, the decisions of those ``wrap_tool`` made)."""

@@ -74,6 +74,7 @@ class Pipeline:
         prev_len = len(p.history.inputs)
         scan = self.scan(messages, fmt)
         retry = retry and outcome.still_a_retry(len(messages), before)
+        p.bodies.restore_missing(scan.results)
         fresh, wrapped = p.bodies.take_wrapped(scan.fresh)
         reported = self._passes.usage_for(usage, len(messages))
         learned = p.estimator.learn(reported, len(messages), diverged=scan.diverged)
