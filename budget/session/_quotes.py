@@ -22,9 +22,11 @@ is charged), so a resumed session rebuilds the same one; a history that diverges
 compacted or edited it) rebuilds it the same way. The answers looked at are those after the last
 request's history (all of them when this history does not lead with it), none on a retry. The
 results found needed are logged with their request record (``q``), the lines each answer newly
-quoted from them in ``e`` (their 64-bit xxh3 hashes: no text) and the counts per tool in ``k``,
-and restored, so a resumed session counts each one once, as the session that went on does. Work per request: the new results' lines, the new answers' lines, the results leaving the
-protected rounds.
+quoted from them in ``e`` (their 64-bit xxh3 hashes: no text) and the counts per tool in ``k``
+(a request that failed before its record was logged leaves them to the next record), and
+restored, so a resumed session counts each one once, as the session that went on does. Work per
+request: the new results' lines, the new answers' lines, the results leaving the protected
+rounds.
 """
 
 from __future__ import annotations
@@ -86,14 +88,14 @@ class Quotes:
         self.needed: set[str] = set(evidence.needed)
         """Kept results an answer quoted outside their would-be preview (restored from ``q``)."""
         self.found: list[str] = []
-        """The results found needed by the last :meth:`note` (logged with its request)."""
+        """The results found needed since the last request record (its ``q``: :meth:`record`)."""
         self._kinds: dict[str, list[int]] = {t: list(c) for t, c in evidence.kinds.items()}
         """Per tool: [exposed, needed, episodes] (restored from the request records' ``k``)."""
         self._quoted: dict[str, set[int]] = {c: set(h) for c, h in evidence.quoted.items()}
         """Per needed result, the hashes of its lines answers quoted outside its would-be
         preview (restored from ``e``): a line quoted again is no new read-back."""
         self.lines_found: dict[str, list[int]] = {}
-        """The lines the last :meth:`note` found newly quoted, per result (its record's ``e``)."""
+        """The lines found newly quoted since the last request record, per result (its ``e``)."""
         self._changed: set[str] = set()
         """Tools whose counts changed since the last request record (logged in its ``k``)."""
 
@@ -109,7 +111,6 @@ class Quotes:
         history (``last``: its length and fingerprint; all answers when this history does not
         lead with it, none on a retry); count the weighed results that left the protected
         rounds. Nothing is weighed without priced spills: then nothing."""
-        self.found, self.lines_found = [], {}
         if not self._config.price_spills:
             return  # no result is weighed: keeping one whole was no choice
         self._index_results(results)
@@ -156,11 +157,20 @@ class Quotes:
             return observed
         return replace(observed, exposed=exposed, needed=needed, episodes=episodes)
 
-    def record(self) -> dict[str, list[int]]:
-        """The counts of the tools changed since the last call (a request record's ``k``)."""
-        changed = {tool: list(self._kinds[tool]) for tool in sorted(self._changed)}
-        self._changed.clear()
-        return changed
+    def record(self) -> dict[str, Any]:
+        """What was found since the last call, as a request record's fields: the results found
+        needed (``q``), the lines newly quoted from them (``e``), the counts of the tools changed
+        (``k``). A request that fails before its record is logged leaves them to the next one:
+        this session counted them, and a resumed one reads them from the log."""
+        fields: dict[str, Any] = {}
+        if self.found:
+            fields["q"] = self.found
+        if self.lines_found:
+            fields["e"] = self.lines_found
+        if self._changed:
+            fields["k"] = {tool: list(self._kinds[tool]) for tool in sorted(self._changed)}
+        self.found, self.lines_found, self._changed = [], {}, set()
+        return fields
 
     def _count(self, tool: str, which: int) -> None:
         counts = self._kinds.get(tool)

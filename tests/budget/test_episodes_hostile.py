@@ -1,0 +1,165 @@
+"""Hostile tests of the read-back episodes (``budget.session._quotes``): each answer quoting a
+needed kept result outside its would-be envelope, with a line no earlier answer quoted from it,
+is one read-back a spill would have cost (``budget.policy.readbacks_per_need``).
+
+Real sessions on disk: the counts are read from the decision log's request records (``p``,
+``q``, ``e`` and ``k``), a session that went on compared with one reopened before each request.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from budget import Budget, BudgetConfig
+from budget.session._bodies import Bodies
+from spill._log import encode_records
+
+EXPOSED, NEEDED, EPISODES = 12, 13, 14
+"""Indexes of the kept results' evidence counts in a request record's ``p``."""
+
+MID = "\n".join(f"row {i:04d}: value={i * 7} status=ok detail={'y' * 40}" for i in range(200))
+"""A ~15,000-character result the cost model weighs and keeps (under the cap)."""
+
+MIDDLE_LINE = f"row 0100: value=700 status=ok detail={'y' * 40}"
+OTHER_LINE = f"row 0150: value=1050 status=ok detail={'y' * 40}"
+"""Two lines of :data:`MID` its preview does not show."""
+
+
+def _call(call_id: str, text: str = "", inp: Any = None) -> dict[str, Any]:
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
+    blocks.append(
+        {"type": "tool_use", "id": call_id, "name": "Bash", "input": inp or {"command": call_id}}
+    )
+    return {"role": "assistant", "content": blocks}
+
+
+def _result(call_id: str, text: str) -> dict[str, Any]:
+    return {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": call_id, "content": text}]}  # fmt: skip
+
+
+def _requests(path: Path) -> list[dict[str, Any]]:
+    (log,) = list(path.rglob("*.jsonl"))
+    records = []
+    for line in log.read_text().splitlines():
+        try:
+            records.append(json.loads(line))
+        except ValueError:
+            continue
+    return [rec for rec in records if rec.get("t") == "req"]
+
+
+def _evidence(path: Path) -> list[tuple[Any, ...]]:
+    """Per request record, the kept results' evidence it logged: its counts, ``q``, ``e``, ``k``."""
+    return [(r["p"][EXPOSED:], r.get("q"), r.get("e"), r.get("k")) for r in _requests(path)]
+
+
+def _prepare(path: Path, histories: list[list[Any]], restarts: set[int]) -> None:
+    """Prepare each of ``histories`` in turn, the session reopened before each in ``restarts``."""
+    session = Budget.open(path, BudgetConfig())
+    for i, history in enumerate(histories):
+        if i in restarts:
+            session.close()
+            session = Budget.open(path, BudgetConfig())
+        session.prepare(history, now=10.0 * i)
+    session.close()
+
+
+def _grown(steps: list[list[Any]]) -> list[list[Any]]:
+    """The histories of ``steps`` appended in turn."""
+    out: list[list[Any]] = []
+    for step in steps:
+        out.append([*(out[-1] if out else []), *step])
+    return out
+
+
+def _rewrite_last_request(path: Path, fields: dict[str, Any]) -> None:
+    """Set ``fields`` in the log's last request record, its checksum made anew (a record a
+    buggy or foreign writer left, not a torn line)."""
+    (log,) = list(path.rglob("*.jsonl"))
+    lines = log.read_bytes().splitlines()
+    last = max(i for i, line in enumerate(lines) if json.loads(line).get("t") == "req")
+    rec = {k: v for k, v in json.loads(lines[last]).items() if k not in ("v", "crc")}
+    rec.update(fields)
+    lines[last] = encode_records([rec]).rstrip(b"\n")
+    log.write_bytes(b"\n".join(lines) + b"\n")
+
+
+class _Interrupted(Exception):
+    """Injected in the middle of a request (a KeyboardInterrupt, a MemoryError)."""
+
+
+def test_a_request_interrupted_after_looking_still_logs_what_it_found(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A request fails after it found a needed result but before its record was logged, and the
+    caller prepares it again: the log names what was found (``q``, ``e``), so the session,
+    reopened later, counts a line quoted again neither as a new need nor as a new read-back,
+    as a session reopened before every request does."""
+    first = [{"role": "user", "content": "Check."}, _call("c1"), _result("c1", MID)]
+    steps = [
+        first,
+        [_call("a1", f"see:\n{MIDDLE_LINE}"), _result("a1", "ok")],
+        [_call("a2", "a plain remark, nothing quoted"), _result("a2", "ok")],
+        [_call("a3", f"again:\n{MIDDLE_LINE}"), _result("a3", "ok")],
+    ]
+    histories = _grown(steps)
+    real = Bodies.materialize
+
+    def failing(self: Bodies, made: Any, by_id: Any) -> Any:
+        raise _Interrupted
+
+    def run(path: Path, reopen_each: bool) -> None:
+        session = Budget.open(path, BudgetConfig())
+        for i, history in enumerate(histories):
+            if i == 1:  # the first attempt fails after the quotes were looked at
+                monkeypatch.setattr(Bodies, "materialize", failing)
+                with pytest.raises(_Interrupted):
+                    session.prepare(history, now=10.0 * i)
+                monkeypatch.setattr(Bodies, "materialize", real)
+            if reopen_each or i == len(histories) - 1:
+                session.close()
+                session = Budget.open(path, BudgetConfig())
+            session.prepare(history, now=10.0 * i + 1)
+        session.close()
+
+    run(tmp_path / "a", reopen_each=False)
+    run(tmp_path / "b", reopen_each=True)
+    assert _evidence(tmp_path / "a") == _evidence(tmp_path / "b")
+    assert _requests(tmp_path / "a")[-1]["p"][NEEDED:] == [1, 1]
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"e": {"c1": "not a list"}},
+        {"e": {"c1": [True, 1.5, -3, None, [1], {"a": 1}, 2**64 - 1]}},
+        {"e": [1, 2, 3]},
+        {"e": {"c1": list(range(100_000))}},
+        {"k": {"Bash": [True, 1, 1]}},
+        {"k": {"Bash": [1.0, 1, 1]}},
+        {"k": {"Bash": [0, 1, 1, 1]}},
+        {"k": {"Bash": [0]}},
+        {"k": {"Bash": "0,1,1"}},
+        {"p": [0, 0, 0, 0, 0.0, 0, 0, 10, None, 0.0, 0.0, 0.0, 0, 1, True]},
+        {"p": [0, 0, 0, 0, 0.0, 0, 0, 10, None, 0.0, 0.0, 0.0, 0, 1, "2"]},
+    ],
+    ids=lambda f: repr(f)[:40],
+)
+def test_a_garbled_e_k_or_p_is_not_fatal_and_a_new_quote_counts(
+    tmp_path: Path, fields: dict[str, Any]
+) -> None:
+    """Request records whose ``e``, ``k`` or 15-field ``p`` hold the wrong types or sizes: the
+    session opens, and a quote of a new line after it counts one need and one read-back."""
+    steps = [[{"role": "user", "content": "Check."}, _call("c1"), _result("c1", MID)]]
+    _prepare(tmp_path / "s", _grown(steps), set())
+    _rewrite_last_request(tmp_path / "s", fields)
+    history = [*_grown(steps)[-1], _call("c2", f"see:\n{MIDDLE_LINE}"), _result("c2", "ok")]
+    with Budget.open(tmp_path / "s", BudgetConfig()) as session:
+        session.prepare(history, now=50.0)
+    last = _requests(tmp_path / "s")[-1]
+    assert last["p"][NEEDED:] == [1, 1] and last["q"] == ["c1"]
