@@ -119,7 +119,8 @@ class Quotes:
         length, fingerprint = last
         history = self._history
         lead = history.anchor_holds(len(messages), length, fingerprint)
-        self._look(messages[length if lead else 0 :])
+        start = length if lead else 0
+        self._look(messages[start:], start)
         before = history.round_of(length) if lead and self._resumed else -1
         self._resumed = False
         self._mature(history.current_round() - self._config.protect_rounds, before)
@@ -229,16 +230,18 @@ class Quotes:
             lines = without_gutter(r.text).splitlines()
             index.update(dict.fromkeys(map(hash, map(str.strip, lines)), r.call_id))
 
-    def _look(self, answers: Sequence[Any]) -> None:
-        """Find the kept results ``answers`` quote outside their would-be preview (into
-        :attr:`found`, the lines newly quoted into :attr:`lines_found`). A quote is charged to
-        the latest result holding the line, as long as it is weighed and still shown whole: a
-        hidden one's read-backs are counted as such, a small one showed the line whole."""
+    def _look(self, answers: Sequence[Any], start: int) -> None:
+        """Find the kept results ``answers`` (the history's from message ``start`` on) quote
+        outside their would-be preview (into :attr:`found`, the lines newly quoted into
+        :attr:`lines_found`). A quote is charged to the latest result holding the line, as long
+        as it is weighed and still shown whole (a hidden one's read-backs are counted as such, a
+        small one showed the line whole) and came before the answer: answers looked at again
+        (a diverged history) did not quote a result that came after them."""
         if not self._index:
             return
         index, results, quoted = self._index, self._results, self._quoted
         previews: dict[str, tuple[str, str]] = {}
-        for message in answers:
+        for at, message in enumerate(answers, start):
             episode: set[str] = set()  # the results this answer counted a read-back of
 
             for text in answer_strings(message):
@@ -246,6 +249,8 @@ class Quotes:
                     cid = index.get(hash(line))
                     if cid is None or cid not in results or not self._kept_whole(cid):
                         continue  # hidden (never charged again), or decided by this request
+                    if results[cid].msg_index > at:
+                        continue  # after this answer: the line came from an earlier holder
                     seen = previews.get(cid)
                     if seen is None:
                         r = results[cid]

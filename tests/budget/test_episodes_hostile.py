@@ -133,6 +133,34 @@ def test_a_request_interrupted_after_looking_still_logs_what_it_found(
     assert _requests(tmp_path / "a")[-1]["p"][NEEDED:] == [1, 1]
 
 
+def test_a_re_read_answer_is_not_charged_to_a_result_that_came_after_it(tmp_path: Path) -> None:
+    """Two answers quote a kept result, then a re-run brings the same lines again (kept too);
+    the caller then edits its first message, so every answer is looked at again: the answers
+    that came before the re-run did not quote it, so neither a need nor a read-back is charged
+    to it (the counts stay those of the session whose history did not diverge)."""
+    again = MID.replace("row 0000", "rox 0000")  # another text, the same middle lines
+    steps = [
+        [{"role": "user", "content": "Check the table."}, _call("c1"), _result("c1", MID)],
+        [_call("a1", f"see:\n{MIDDLE_LINE}"), _result("a1", "ok")],
+        [_call("a2", f"and:\n{OTHER_LINE}"), _result("a2", "ok")],
+        [_call("c2"), _result("c2", again)],
+        [_call("a3", "a plain remark, nothing quoted"), _result("a3", "ok")],
+        [_call("a4", "moving on, nothing quoted either"), _result("a4", "ok")],
+    ]
+    straight = _grown(steps)
+    edited = [
+        *straight[:-1],
+        [{"role": "user", "content": "Check the table, please."}, *straight[-1][1:]],
+    ]
+    _prepare(tmp_path / "straight", straight, set())
+    _prepare(tmp_path / "edited", edited, set())
+    _prepare(tmp_path / "reopened", edited, set(range(1, len(edited))))
+    for name in ("straight", "edited", "reopened"):
+        last = _requests(tmp_path / name)[-1]
+        assert (last["p"][NEEDED:], last.get("q")) == ([1, 2], None), name
+    assert _evidence(tmp_path / "edited") == _evidence(tmp_path / "reopened")
+
+
 @pytest.mark.parametrize(
     "fields",
     [
