@@ -7,10 +7,11 @@ all, and its answers show whether it needed more than the preview a spill would 
 An answer (the model's text and tool inputs, never a tool's output) *quotes* a line of a result
 when it holds that line (``budget._quoting``: stripped, long enough not to match by chance, a
 numbered view's line without its number). A kept result whose line is quoted and is not in the
-envelope its spill would have shown counts once as *needed*; each answer that quotes a needed
-result outside that envelope with a line no earlier answer quoted from it counts one *episode*
-(a read-back a spill would have cost: an agent editing a file it read quotes it answer after
-answer, a part at a time). A kept result counts as *exposed*
+envelope its spill would have shown counts once as *needed*; each answer (the model's messages
+between two others': Responses' message and function calls of one turn are one) that quotes a
+needed result outside that envelope with a line no earlier answer quoted from it counts one
+*episode* (a read-back a spill would have cost: an agent editing a file it read quotes it answer
+after answer, a part at a time). A kept result counts as *exposed*
 once it leaves the protected rounds (``protect_rounds``: the rounds the agent is still working
 with it), since most quotes of a result come in the answers right after it, and a result counted
 before them would say the preview did before the answers that could say otherwise came. Both
@@ -34,6 +35,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
+from itertools import chain
 from typing import Any
 
 import xxhash
@@ -241,10 +243,17 @@ class Quotes:
             return
         index, results, quoted = self._index, self._results, self._quoted
         previews: dict[str, tuple[str, str]] = {}
+        episode: set[str] = set()  # the results this answer (one model turn) counted
         for at, message in enumerate(answers, start):
-            episode: set[str] = set()  # the results this answer counted a read-back of
-
-            for text in answer_strings(message):
+            strings = answer_strings(message)
+            first = next(strings, None)
+            if first is None:
+                # Not the model's (its items yield their role or type at least): a tool's output
+                # or the user's, after which a read-back could come. Consecutive model items
+                # (Responses' message and function calls) are one answer.
+                episode = set()
+                continue
+            for text in chain((first,), strings):
                 for line in quotable(text):
                     cid = index.get(hash(line))
                     if cid is None or cid not in results or not self._kept_whole(cid):

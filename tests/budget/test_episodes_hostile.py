@@ -161,6 +161,59 @@ def test_a_re_read_answer_is_not_charged_to_a_result_that_came_after_it(tmp_path
     assert _evidence(tmp_path / "edited") == _evidence(tmp_path / "reopened")
 
 
+def _r_call(call_id: str, args: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "function_call", "call_id": call_id, "name": "Bash",
+            "arguments": json.dumps(args)}  # fmt: skip
+
+
+def _r_out(call_id: str, text: str) -> dict[str, Any]:
+    return {"type": "function_call_output", "call_id": call_id, "output": text}
+
+
+def _r_say(text: str) -> dict[str, Any]:
+    return {"type": "message", "role": "assistant", "content": [
+        {"type": "output_text", "text": text}]}  # fmt: skip
+
+
+def test_one_turn_of_responses_items_is_one_read_back(tmp_path: Path) -> None:
+    """One model turn quoting two new lines of a kept result, in its text and in its calls'
+    inputs, is one read-back in every format: Responses items (a message, then two parallel
+    function calls) count as the one Anthropic message holding the same blocks counts."""
+    first = "Check the table."
+    quoting = [
+        {"type": "text", "text": f"see:\n{MIDDLE_LINE}"},
+        {"type": "tool_use", "id": "a1", "name": "Bash", "input": {"old": OTHER_LINE}},
+        {"type": "tool_use", "id": "a2", "name": "Bash", "input": {"old": MID.splitlines()[120]}},
+    ]
+    outs = _result("a2", "ok")
+    anthropic = [
+        [{"role": "user", "content": first}, _call("c1"), _result("c1", MID)],
+        [
+            {"role": "assistant", "content": quoting},
+            {"role": "user", "content": _result("a1", "ok")["content"] + outs["content"]},
+        ],
+        [_call("a3", "done"), _result("a3", "ok")],
+    ]
+    responses = [
+        [{"role": "user", "content": first}, _r_call("c1", {"cmd": "c1"}), _r_out("c1", MID)],
+        [
+            _r_say(f"see:\n{MIDDLE_LINE}"),
+            _r_call("a1", {"old": OTHER_LINE}),
+            _r_call("a2", {"old": MID.splitlines()[120]}),
+            _r_out("a1", "ok"),
+            _r_out("a2", "ok"),
+        ],
+        [_r_say("done"), _r_call("a3", {"cmd": "a3"}), _r_out("a3", "ok")],
+    ]
+    _prepare(tmp_path / "anthropic", _grown(anthropic), set())
+    _prepare(tmp_path / "responses", _grown(responses), set())
+    counts = {
+        name: [r["p"][NEEDED:] for r in _requests(tmp_path / name)]
+        for name in ("anthropic", "responses")
+    }
+    assert counts["anthropic"] == counts["responses"] == [[0, 0], [1, 1], [1, 1]]
+
+
 @pytest.mark.parametrize(
     "fields",
     [
