@@ -215,6 +215,25 @@ def test_one_turn_of_responses_items_is_one_read_back(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
+    "k", [{"Bash": [0, 5, 0]}, {"Bash": [3, 2, 1], "Read": [1, 1, 1]}], ids=["5-needed-0", "2-1"]
+)
+def test_a_k_with_fewer_read_backs_than_needed_results_is_not_trusted(
+    tmp_path: Path, k: dict[str, list[int]]
+) -> None:
+    """A request record's ``k`` counting fewer read-backs than needed results for a tool (no
+    writer logs that: every needed result is one read-back at least) is skipped, not trusted:
+    the read-backs per need it would give are below one, which no session's evidence gives."""
+    steps = [[{"role": "user", "content": "Check."}, _call("c1"), _result("c1", MID)]]
+    _prepare(tmp_path / "s", _grown(steps), set())
+    _rewrite_last_request(tmp_path / "s", {"k": k})
+    history = [*_grown(steps)[-1], _call("c2", "nothing quoted here at all"), _result("c2", "ok")]
+    with Budget.open(tmp_path / "s", BudgetConfig()) as session:
+        session.prepare(history, now=50.0)
+    last = _requests(tmp_path / "s")[-1]
+    assert last["p"][EPISODES] >= last["p"][NEEDED]
+
+
+@pytest.mark.parametrize(
     "fields",
     [
         {"e": {"c1": "not a list"}},
