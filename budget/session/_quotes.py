@@ -33,7 +33,7 @@ rounds.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import replace
 from itertools import chain
 from typing import Any
@@ -108,11 +108,13 @@ class Quotes:
         *,
         retry: bool,
         last: tuple[int, int | None],
+        fresh: Collection[str] = (),
     ) -> None:
         """Index the new ``results``; look for quotes in the answers after the last request's
         history (``last``: its length and fingerprint; all answers when this history does not
-        lead with it, none on a retry); count the weighed results that left the protected
-        rounds. Nothing is weighed without priced spills: then nothing."""
+        lead with it, none on a retry), none charged to the results this request decides
+        (``fresh``: new, or edited since their decision); count the weighed results that left
+        the protected rounds. Nothing is weighed without priced spills: then nothing."""
         if not self._config.price_spills:
             return  # no result is weighed: keeping one whole was no choice
         self._index_results(results)
@@ -122,7 +124,7 @@ class Quotes:
         history = self._history
         lead = history.anchor_holds(len(messages), length, fingerprint)
         start = length if lead else 0
-        self._look(messages[start:], start)
+        self._look(messages[start:], start, fresh)
         before = history.round_of(length) if lead and self._resumed else -1
         self._resumed = False
         self._mature(history.current_round() - self._config.protect_rounds, before)
@@ -232,7 +234,7 @@ class Quotes:
             lines = without_gutter(r.text).splitlines()
             index.update(dict.fromkeys(map(hash, map(str.strip, lines)), r.call_id))
 
-    def _look(self, answers: Sequence[Any], start: int) -> None:
+    def _look(self, answers: Sequence[Any], start: int, fresh: Collection[str]) -> None:
         """Find the kept results ``answers`` (the history's from message ``start`` on) quote
         outside their would-be preview (into :attr:`found`, the lines newly quoted into
         :attr:`lines_found`). A quote is charged to the latest result holding the line, as long
@@ -258,6 +260,8 @@ class Quotes:
                     cid = index.get(hash(line))
                     if cid is None or cid not in results or not self._kept_whole(cid):
                         continue  # hidden (never charged again), or decided by this request
+                    if cid in fresh:
+                        continue  # edited since its decision: decided anew by this request
                     if results[cid].msg_index > at:
                         continue  # after this answer: the line came from an earlier holder
                     seen = previews.get(cid)

@@ -263,3 +263,27 @@ def test_a_garbled_e_k_or_p_is_not_fatal_and_a_new_quote_counts(
         session.prepare(history, now=50.0)
     last = _requests(tmp_path / "s")[-1]
     assert last["p"][NEEDED:] == [1, 1] and last["q"] == ["c1"]
+
+
+OTHER = "\n".join(f"col {i:04d}: other={i * 3} state=fine detail={'z' * 40}" for i in range(200))
+"""Another text the cost model weighs and keeps, no line in common with :data:`MID`."""
+
+
+def test_an_edited_result_quoted_in_the_request_that_decides_it_anew_is_not_charged(
+    tmp_path: Path,
+) -> None:
+    """The caller rewrites a kept result (same call id) and the model quotes a middle line of the
+    new text in the same request, which decides that text anew: like a result quoted in the
+    request it arrives in, no need and no read-back, then or later, reopened or not."""
+    first = [{"role": "user", "content": "Check the table."}, _call("c1"), _result("c1", MID)]
+    edited = [
+        *first[:2],
+        _result("c1", OTHER),
+        _call("c2", f"see:\n{OTHER.splitlines()[100]}"),
+        _result("c2", "ok"),
+    ]
+    later = [*edited, _call("c3", "a plain remark, nothing quoted"), _result("c3", "ok")]
+    _prepare(tmp_path / "a", [first, edited, later], set())
+    _prepare(tmp_path / "b", [first, edited, later], {1, 2})
+    assert [r["p"][NEEDED:] for r in _requests(tmp_path / "a")] == [[0, 0]] * 3
+    assert _evidence(tmp_path / "a") == _evidence(tmp_path / "b")
