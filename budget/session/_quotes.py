@@ -147,10 +147,11 @@ class Quotes:
             elif d is not None and r.round > limit:
                 self._count(r.tool, 0)
 
-    def evidence(self, tool: str) -> tuple[int, int]:
-        """(exposed, needed) of ``tool``: what :func:`budget.policy.readback_chance` reads."""
+    def evidence(self, tool: str) -> tuple[int, int, int]:
+        """(exposed, needed, episodes) of ``tool``: what :func:`budget.policy.spill_verdict`
+        reads (:func:`budget.policy.readback_chance`, :func:`budget.policy.readbacks_per_need`)."""
         counts = self._kinds.get(tool)
-        return (0, 0) if counts is None else (counts[0], counts[1])
+        return (0, 0, 0) if counts is None else (counts[0], counts[1], counts[2])
 
     def pooled(self, observed: Observed) -> Observed:
         """``observed`` with the session's totals over every tool (the pooled rate's counts and

@@ -15,6 +15,15 @@ from typing import Any
 import pytest
 
 from budget import Budget, BudgetConfig
+from budget.policy import (
+    Observed,
+    Outlook,
+    Prices,
+    readback_chance,
+    readback_cost,
+    readbacks_per_need,
+    spill_verdict,
+)
 from budget.session._bodies import Bodies
 from spill._log import encode_records
 
@@ -287,3 +296,25 @@ def test_an_edited_result_quoted_in_the_request_that_decides_it_anew_is_not_char
     _prepare(tmp_path / "b", [first, edited, later], {1, 2})
     assert [r["p"][NEEDED:] for r in _requests(tmp_path / "a")] == [[0, 0]] * 3
     assert _evidence(tmp_path / "a") == _evidence(tmp_path / "b")
+
+
+def test_each_tool_is_read_back_as_often_as_its_own_needed_results_were() -> None:
+    """Hand-worked: a file reader's one needed result took 16 read-backs (edited answer after
+    answer), a shell's 4 needed results one each: pooled, (1 + 20) / (1 + 5) = 3.5 read-backs per
+    need for either. Each tool's own count, the other tools' as its prior weighing as one result:
+    the shell (17 / 2 + 4) / (1 + 4) = 2.5, the reader (5 / 5 + 16) / (1 + 1) = 8.5; a tool with
+    no evidence gets the session's 3.5. A spill of a shell result risks 2.5 read-backs, not 3.5."""
+    observed = Observed(exposed=10, needed=5, episodes=20)
+    assert readbacks_per_need(observed, (5, 4, 4)) == pytest.approx(2.5)
+    assert readbacks_per_need(observed, (5, 1, 16)) == pytest.approx(8.5)
+    assert readbacks_per_need(observed) == pytest.approx(3.5)
+    prices = Prices(write=1.25, read=0.1, ttl_s=300.0, regime="cached")
+    look = Outlook(made=9, tokens=10_000, window=1_000_000, growth=1.0, requests=4.0)
+
+    def risk(kind: tuple[int, int, int]) -> float:
+        v = spill_verdict(prices, look, observed, tokens=1_000, envelope_tokens=100,
+                          is_error=False, page_tokens=500, kind=kind)  # fmt: skip
+        chance = readback_chance(observed, fresh=True, is_error=False, kind=kind[:2])
+        return v.readback_risk / (chance * readback_cost(prices, look, 500))
+
+    assert risk((5, 4, 4)) == pytest.approx(2.5) and risk((0, 0, 0)) == pytest.approx(3.5)
