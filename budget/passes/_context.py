@@ -73,10 +73,10 @@ class Costs:
     """The earliest token a cache lookup still finds an entry at (see ``best_cut``)."""
     header: int = 0
     """Tokens of the request before its first message (system prompt, tool definitions)."""
-    kind: Callable[[str], tuple[int, int]] = lambda _tool: (0, 0)
-    """A tool's results weighed and kept whole once answered, and those found needed
-    (``budget.policy.readback_chance``'s ``kind``): asked per weighed result, so a session
-    with many tools pays nothing per request for the ones it does not weigh."""
+    kind: Callable[[str], tuple[int, int, int]] = lambda _tool: (0, 0, 0)
+    """A tool's results weighed and kept whole once answered, those found needed and the read-
+    backs they took (``budget.policy.spill_verdict``'s ``kind``): asked per weighed result, so
+    a session with many tools pays nothing per request for the ones it does not weigh."""
 
 
 GROUP_CHARS_PER_WINDOW_TOKEN = 2

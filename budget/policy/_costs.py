@@ -269,7 +269,7 @@ def readback_chance(
     return ((a + b) * pooled + needed) / (a + b + max(exposed, needed))
 
 
-def readbacks_per_need(observed: Observed) -> float:
+def readbacks_per_need(observed: Observed, kind: tuple[int, int, int] = (0, 0, 0)) -> float:
     """The read-backs a hidden result costs when the agent needs it: one by the prior (weighing
     as one result), then the session's own count over the kept results it found needed
     (``observed.episodes`` per ``observed.needed``).
@@ -278,8 +278,15 @@ def readbacks_per_need(observed: Observed) -> float:
     each of those answers would have read back a part of it first. Which agent reads back how
     much is the session's own: one reads a page and works from it, another comes back to the
     file in every edit. A result needed at all is needed once at least, so the count is never
-    below one."""
-    return (1 + observed.episodes) / (1 + observed.needed)
+    below one.
+
+    ``kind``: (exposed, needed, episodes) of the result's own tool. The same agent comes back to
+    a file it edits in every answer and reads a test log once, so each tool's count is its own,
+    with the session's count over the other tools as its prior, weighing as one result (as
+    :func:`readback_chance` weighs each tool's rate). No evidence of the tool: the session's."""
+    _, needed, episodes = kind
+    others = (1 + max(observed.episodes - episodes, 0)) / (1 + max(observed.needed - needed, 0))
+    return (others + episodes) / (1 + needed)
 
 
 def readback_cost(prices: Prices, look: Outlook, page_tokens: float) -> float:
@@ -335,14 +342,14 @@ def spill_verdict(
     is_error: bool,
     page_tokens: int,
     allowance: float = math.inf,
-    kind: tuple[int, int] = (0, 0),
+    kind: tuple[int, int, int] = (0, 0, 0),
 ) -> Verdict:
     """Spill a fresh result (``tokens``) to its envelope, or keep it whole.
 
     Nothing is cached yet: keeping it writes its tokens now and carries them on every later
     request; spilling writes and carries the envelope instead, and risks a read-back of its
-    first page (``page_tokens``, at most all of it), as many times as the session's needed
-    results were read back (:func:`readbacks_per_need`). Its worst case is that read-back on the
+    first page (``page_tokens``, at most all of it), as many times as the needed results of its
+    tool were read back (:func:`readbacks_per_need`; ``kind``: its tool's evidence). Its worst case is that read-back on the
     next request and then the end of the session, less the write spilling saves now: spilled
     only when :func:`allowance` (``allowance``) covers it, or when the chance of that read-back
     before the carried saving has paid the shortfall back is at most :data:`RISK`.
@@ -351,9 +358,9 @@ def spill_verdict(
     saving = hidden * (prices.new + prices.carry * look.requests)
     # The agent has seen none of it but the preview: when it needs it, it reads it from the
     # start, a page of the read-back tool at a time (the first page, at most all of it).
-    chance = readback_chance(observed, fresh=True, is_error=is_error, kind=kind)
+    chance = readback_chance(observed, fresh=True, is_error=is_error, kind=kind[:2])
     page = min(page_tokens, tokens)
-    risk = chance * readbacks_per_need(observed) * readback_cost(prices, look, page)
+    risk = chance * readbacks_per_need(observed, kind) * readback_cost(prices, look, page)
     gain = look.window_gain(prices, hidden)
     net = saving + gain - risk
     # The read-back request re-reads the prompt (without the hidden tokens: spilled) and adds

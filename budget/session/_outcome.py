@@ -94,12 +94,7 @@ class Outcome:
         req["p"] = tally.observed.to_record()
         if tally.batch_from is not None:
             req["x"] = tally.batch_from
-        if self._quotes.found:
-            req["q"] = list(self._quotes.found)
-        if self._quotes.lines_found:
-            req["e"] = dict(self._quotes.lines_found)
-        if kinds := self._quotes.record():
-            req["k"] = kinds
+        req.update(self._quotes.record())  # q, e and k: what the read-back evidence found
         records.append(req)
         return records, fingerprint
 

@@ -100,10 +100,10 @@ class Passes:
         fresh_ids = {r.call_id for r in turn.fresh}
         self._candidates.add(r for r in new_results if r.call_id not in fresh_ids)
         self._tally.note_mentions(self._history.mentions, self._ledger.hidden_refs)
-        # Kept results the new answers quote outside their preview; those leaving the
-        # protected rounds (read-back evidence: ``budget.session._quotes``).
-        t = self._tally
-        self._quotes.note(new_results, turn.messages, retry=turn.retry, last=(t.last_n, t.last_f))
+        # Kept results the new answers quote outside their preview (none this request decides);
+        # those leaving the protected rounds (read-back evidence: ``budget.session._quotes``).
+        t, last = self._tally, (self._tally.last_n, self._tally.last_f)
+        self._quotes.note(new_results, turn.messages, retry=turn.retry, last=last, fresh=fresh_ids)
         t.observed = self._quotes.pooled(t.observed)
         made: dict[str, Decision] = dict(wrapped)
         # ``decided`` is a live view: each pass sees the decisions of the passes before it.

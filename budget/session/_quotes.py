@@ -7,10 +7,11 @@ all, and its answers show whether it needed more than the preview a spill would 
 An answer (the model's text and tool inputs, never a tool's output) *quotes* a line of a result
 when it holds that line (``budget._quoting``: stripped, long enough not to match by chance, a
 numbered view's line without its number). A kept result whose line is quoted and is not in the
-envelope its spill would have shown counts once as *needed*; each answer that quotes a needed
-result outside that envelope with a line no earlier answer quoted from it counts one *episode*
-(a read-back a spill would have cost: an agent editing a file it read quotes it answer after
-answer, a part at a time). A kept result counts as *exposed*
+envelope its spill would have shown counts once as *needed*; each answer (the model's messages
+between two others': Responses' message and function calls of one turn are one) that quotes a
+needed result outside that envelope with a line no earlier answer quoted from it counts one
+*episode* (a read-back a spill would have cost: an agent editing a file it read quotes it answer
+after answer, a part at a time). A kept result counts as *exposed*
 once it leaves the protected rounds (``protect_rounds``: the rounds the agent is still working
 with it), since most quotes of a result come in the answers right after it, and a result counted
 before them would say the preview did before the answers that could say otherwise came. Both
@@ -22,16 +23,19 @@ is charged), so a resumed session rebuilds the same one; a history that diverges
 compacted or edited it) rebuilds it the same way. The answers looked at are those after the last
 request's history (all of them when this history does not lead with it), none on a retry. The
 results found needed are logged with their request record (``q``), the lines each answer newly
-quoted from them in ``e`` (their 64-bit xxh3 hashes: no text) and the counts per tool in ``k``,
-and restored, so a resumed session counts each one once, as the session that went on does. Work per request: the new results' lines, the new answers' lines, the results leaving the
-protected rounds.
+quoted from them in ``e`` (their 64-bit xxh3 hashes: no text) and the counts per tool in ``k``
+(a request that failed before its record was logged leaves them to the next record), and
+restored, so a resumed session counts each one once, as the session that went on does. Work per
+request: the new results' lines, the new answers' lines, the results leaving the protected
+rounds.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import replace
+from itertools import chain
 from typing import Any
 
 import xxhash
@@ -86,14 +90,14 @@ class Quotes:
         self.needed: set[str] = set(evidence.needed)
         """Kept results an answer quoted outside their would-be preview (restored from ``q``)."""
         self.found: list[str] = []
-        """The results found needed by the last :meth:`note` (logged with its request)."""
+        """The results found needed since the last request record (its ``q``: :meth:`record`)."""
         self._kinds: dict[str, list[int]] = {t: list(c) for t, c in evidence.kinds.items()}
         """Per tool: [exposed, needed, episodes] (restored from the request records' ``k``)."""
         self._quoted: dict[str, set[int]] = {c: set(h) for c, h in evidence.quoted.items()}
         """Per needed result, the hashes of its lines answers quoted outside its would-be
         preview (restored from ``e``): a line quoted again is no new read-back."""
         self.lines_found: dict[str, list[int]] = {}
-        """The lines the last :meth:`note` found newly quoted, per result (its record's ``e``)."""
+        """The lines found newly quoted since the last request record, per result (its ``e``)."""
         self._changed: set[str] = set()
         """Tools whose counts changed since the last request record (logged in its ``k``)."""
 
@@ -104,12 +108,13 @@ class Quotes:
         *,
         retry: bool,
         last: tuple[int, int | None],
+        fresh: Collection[str] = (),
     ) -> None:
         """Index the new ``results``; look for quotes in the answers after the last request's
         history (``last``: its length and fingerprint; all answers when this history does not
-        lead with it, none on a retry); count the weighed results that left the protected
-        rounds. Nothing is weighed without priced spills: then nothing."""
-        self.found, self.lines_found = [], {}
+        lead with it, none on a retry), none charged to the results this request decides
+        (``fresh``: new, or edited since their decision); count the weighed results that left
+        the protected rounds. Nothing is weighed without priced spills: then nothing."""
         if not self._config.price_spills:
             return  # no result is weighed: keeping one whole was no choice
         self._index_results(results)
@@ -118,7 +123,8 @@ class Quotes:
         length, fingerprint = last
         history = self._history
         lead = history.anchor_holds(len(messages), length, fingerprint)
-        self._look(messages[length if lead else 0 :])
+        start = length if lead else 0
+        self._look(messages[start:], start, fresh)
         before = history.round_of(length) if lead and self._resumed else -1
         self._resumed = False
         self._mature(history.current_round() - self._config.protect_rounds, before)
@@ -141,10 +147,11 @@ class Quotes:
             elif d is not None and r.round > limit:
                 self._count(r.tool, 0)
 
-    def evidence(self, tool: str) -> tuple[int, int]:
-        """(exposed, needed) of ``tool``: what :func:`budget.policy.readback_chance` reads."""
+    def evidence(self, tool: str) -> tuple[int, int, int]:
+        """(exposed, needed, episodes) of ``tool``: what :func:`budget.policy.spill_verdict`
+        reads (:func:`budget.policy.readback_chance`, :func:`budget.policy.readbacks_per_need`)."""
         counts = self._kinds.get(tool)
-        return (0, 0) if counts is None else (counts[0], counts[1])
+        return (0, 0, 0) if counts is None else (counts[0], counts[1], counts[2])
 
     def pooled(self, observed: Observed) -> Observed:
         """``observed`` with the session's totals over every tool (the pooled rate's counts and
@@ -156,11 +163,20 @@ class Quotes:
             return observed
         return replace(observed, exposed=exposed, needed=needed, episodes=episodes)
 
-    def record(self) -> dict[str, list[int]]:
-        """The counts of the tools changed since the last call (a request record's ``k``)."""
-        changed = {tool: list(self._kinds[tool]) for tool in sorted(self._changed)}
-        self._changed.clear()
-        return changed
+    def record(self) -> dict[str, Any]:
+        """What was found since the last call, as a request record's fields: the results found
+        needed (``q``), the lines newly quoted from them (``e``), the counts of the tools changed
+        (``k``). A request that fails before its record is logged leaves them to the next one:
+        this session counted them, and a resumed one reads them from the log."""
+        fields: dict[str, Any] = {}
+        if self.found:
+            fields["q"] = self.found
+        if self.lines_found:
+            fields["e"] = self.lines_found
+        if self._changed:
+            fields["k"] = {tool: list(self._kinds[tool]) for tool in sorted(self._changed)}
+        self.found, self.lines_found, self._changed = [], {}, set()
+        return fields
 
     def _count(self, tool: str, which: int) -> None:
         counts = self._kinds.get(tool)
@@ -219,23 +235,36 @@ class Quotes:
             lines = without_gutter(r.text).splitlines()
             index.update(dict.fromkeys(map(hash, map(str.strip, lines)), r.call_id))
 
-    def _look(self, answers: Sequence[Any]) -> None:
-        """Find the kept results ``answers`` quote outside their would-be preview (into
-        :attr:`found`, the lines newly quoted into :attr:`lines_found`). A quote is charged to
-        the latest result holding the line, as long as it is weighed and still shown whole: a
-        hidden one's read-backs are counted as such, a small one showed the line whole."""
+    def _look(self, answers: Sequence[Any], start: int, fresh: Collection[str]) -> None:
+        """Find the kept results ``answers`` (the history's from message ``start`` on) quote
+        outside their would-be preview (into :attr:`found`, the lines newly quoted into
+        :attr:`lines_found`). A quote is charged to the latest result holding the line, as long
+        as it is weighed and still shown whole (a hidden one's read-backs are counted as such, a
+        small one showed the line whole) and came before the answer: answers looked at again
+        (a diverged history) did not quote a result that came after them."""
         if not self._index:
             return
         index, results, quoted = self._index, self._results, self._quoted
         previews: dict[str, tuple[str, str]] = {}
-        for message in answers:
-            episode: set[str] = set()  # the results this answer counted a read-back of
-
-            for text in answer_strings(message):
+        episode: set[str] = set()  # the results this answer (one model turn) counted
+        for at, message in enumerate(answers, start):
+            strings = answer_strings(message)
+            first = next(strings, None)
+            if first is None:
+                # Not the model's (its items yield their role or type at least): a tool's output
+                # or the user's, after which a read-back could come. Consecutive model items
+                # (Responses' message and function calls) are one answer.
+                episode = set()
+                continue
+            for text in chain((first,), strings):
                 for line in quotable(text):
                     cid = index.get(hash(line))
                     if cid is None or cid not in results or not self._kept_whole(cid):
                         continue  # hidden (never charged again), or decided by this request
+                    if cid in fresh:
+                        continue  # edited since its decision: decided anew by this request
+                    if results[cid].msg_index > at:
+                        continue  # after this answer: the line came from an earlier holder
                     seen = previews.get(cid)
                     if seen is None:
                         r = results[cid]

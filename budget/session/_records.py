@@ -156,10 +156,12 @@ def restore_policy(
         k = rec.get("k")
         if isinstance(k, dict):
             for tool, counts in k.items():
+                # Every needed result is one read-back at least: fewer is no writer's record.
                 if (
                     isinstance(counts, list)
                     and len(counts) in (2, 3)
                     and all(map(is_count, counts))
+                    and counts[-1] >= counts[1]
                 ):
                     kinds[tool] = (counts[0], counts[1], counts[-1])
         e = rec.get("e")
