@@ -310,6 +310,20 @@ class Verdict:
     """Whether :func:`allowance` covers ``worst_case``: an option that pays on average but is
     not covered is not taken (the choice is then ``keep`` or ``wait``)."""
 
+    def event_fields(self) -> dict[str, object]:
+        """The figures as event fields (rounded: billed tokens, not their fractions)."""
+        return {
+            "regime": self.regime,
+            "expected_requests": round(self.expected_requests, 2),
+            "saving": round(self.saving),
+            "rewrite_cost": round(self.rewrite_cost),
+            "readback_risk": round(self.readback_risk),
+            "window_gain": round(self.window_gain),
+            "net": round(self.net),
+            "worst_case": round(self.worst_case),
+            "covered": self.covered,
+        }
+
 
 def spill_verdict(
     prices: Prices,

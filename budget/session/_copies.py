@@ -33,21 +33,6 @@ loop marks the last three user turns and unmarks the fourth, at most 7 messages 
 _NO_MARKS: tuple[Markers, Markers] = ((), ())
 
 
-def _cost_fields(cost: Verdict) -> dict[str, object]:
-    """A verdict's figures as event fields (rounded: billed tokens, not their fractions)."""
-    return {
-        "regime": cost.regime,
-        "expected_requests": round(cost.expected_requests, 2),
-        "saving": round(cost.saving),
-        "rewrite_cost": round(cost.rewrite_cost),
-        "readback_risk": round(cost.readback_risk),
-        "window_gain": round(cost.window_gain),
-        "net": round(cost.net),
-        "worst_case": round(cost.worst_case),
-        "covered": cost.covered,
-    }
-
-
 @dataclass(slots=True)
 class _Totals:
     results: int = 0
@@ -133,7 +118,7 @@ class Copies:
             self.outputs[i] = self._render(messages[i], self._history.results(i), fmt)
             self._note_markers(i, messages[i])
         counted = self._copy_from(messages, k, made, fmt)
-        self._count_out(messages, min(touched_old) if touched_old else k, counted)
+        self._count_out(messages, k, touched_old, counted)
         self._candidates.add(r for r in by_id.values() if r.msg_index >= k)
         return reports
 
@@ -148,6 +133,8 @@ class Copies:
         before ``k`` they touch)."""
         reports = []
         touched_old: set[int] = set()
+        # The event's fields are made only where it goes out (one event per decision).
+        events = self._log.emits("toolbudget.session.decision")
         for call_id, d in made.items():
             r = by_id[call_id]
             prev = self._ledger.get(call_id)
@@ -172,6 +159,8 @@ class Copies:
                     cost=cost,
                 )
             )
+            if not events:
+                continue
             self._log.debug(
                 "toolbudget.session.decision",
                 call_id=call_id,
@@ -180,7 +169,7 @@ class Copies:
                 ref=d.ref,
                 chars_before=len(r.text),
                 chars_after=d.shown_chars(),
-                **(_cost_fields(cost) if cost is not None else {}),
+                **(cost.event_fields() if cost is not None else {}),
             )
         return reports, touched_old
 
@@ -217,15 +206,23 @@ class Copies:
                 self._note_markers(i, messages[i])
         return counted
 
-    def _count_out(self, messages: list[Any], first: int, counted: dict[int, int]) -> None:
-        """The tokens of the copies from ``first`` on, and their running sums."""
+    def _count_out(
+        self, messages: list[Any], k: int, touched: set[int], counted: dict[int, int]
+    ) -> None:
+        """The tokens of the copies from the first one this request made again on, and their
+        running sums; a copy before ``k`` not ``touched`` keeps the tokens the last request
+        counted (its markers may differ: they are never counted)."""
+        first = min(touched) if touched else k
         bulk = len(messages) - first > BULK
-        history, cum_out = self._history, self.cum_out
+        history, cum_out, outputs = self._history, self.cum_out, self.outputs
+        last = cum_out[first:]  # the last request's sums from ``first`` to ``k``
         del cum_out[first + 1 :]
         for i in range(first, len(messages)):
-            out = self.outputs[i]
+            out = outputs[i]
             if out is messages[i]:
                 tokens = history.tokens_in(i)
+            elif i < k and i not in touched:
+                tokens = last[i - first + 1] - last[i - first]
             else:
                 got = counted.get(i)
                 tokens = history.estimate(out, bulk=bulk) if got is None else got
