@@ -29,7 +29,7 @@ from budget.policy._costs import (
     readback_cost,
     spill_verdict,
 )
-from budget.policy._cut import LOOKBACK_BLOCKS, Item, best_cut
+from budget.policy._cut import LOOKBACK_BLOCKS, Item, best_cut, lookup_reach
 from budget.policy._observed import MIN_CACHEABLE_PROMPT, Observed
 
 __all__ = [
@@ -50,6 +50,7 @@ __all__ = [
     "breach_chance",
     "expected_remaining",
     "fill_chance",
+    "lookup_reach",
     "outlook",
     "prices_for",
     "readback_chance",

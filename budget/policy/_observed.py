@@ -122,6 +122,26 @@ class Observed:
             self.needed,
         )
 
+    def after_request(self, *, gap_s: float | None, hidden: int) -> Observed:
+        """These counts after a request made ``gap_s`` after the last one, hiding ``hidden``
+        results for the first time (a constructor call, as :meth:`now`)."""
+        return Observed(
+            self.requests,
+            self.chances,
+            self.reads,
+            self.writes,
+            self.warm_pause_s,
+            self.hidden + hidden,
+            self.readbacks,
+            self.first_tokens,
+            gap_s,
+            self.bank,
+            self.billed,
+            self.pending_bill,
+            self.exposed,
+            self.needed,
+        )
+
     def to_record(self) -> list[Any]:
         """The counts as the request record's ``p`` field (a short JSON list)."""
         return [

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
-from dataclasses import replace
 from typing import Any
 
 from budget._config import BudgetConfig
@@ -120,9 +119,7 @@ class Bodies:
         # (and after a resume) even when it keeps the length, as a redaction does.
         # A spilled decision's ref is that hash already (the store checked it): not hashed again.
         return {
-            cid: replace(
-                d, digest=d.ref if d.kind == "spilled" and d.ref else ref_for(by_id[cid].text)
-            )
+            cid: d.with_digest(d.ref if d.kind == "spilled" and d.ref else ref_for(by_id[cid].text))
             for cid, d in made.items()
         }
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import replace
 from typing import Any
 
 from budget._ledger import Decision
@@ -79,7 +78,7 @@ class Outcome:
             for cid, d in made.items()
             if d.needs_body and ((prev := self._ledger.get(cid)) is None or not prev.needs_body)
         )
-        tally.observed = replace(tally.observed, gap_s=gap, hidden=tally.observed.hidden + hidden)
+        tally.observed = tally.observed.after_request(gap_s=gap, hidden=hidden)
         note_request(tally.marks, length, now, tally.batch_from)
         self._tally.requests += 1
         if learned:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from functools import partial
 from types import MappingProxyType
 from typing import Any
 
@@ -17,7 +18,7 @@ from budget._errors import BudgetError
 from budget._ledger import Decision
 from budget._view import ToolResult
 from budget.passes import PIPELINE, Costs, PassContext, Staleness
-from budget.policy import LOOKBACK_BLOCKS, Item, Prices, outlook, prices_for
+from budget.policy import Item, Prices, lookup_reach, outlook, prices_for
 from budget.previews import Earlier
 from budget.session._bank import banked, banked_now
 from budget.session._estimator import anchor
@@ -27,18 +28,6 @@ from budget.tokens._usage import ProviderUsage, normalize_usage
 from spill import ref_for
 
 __all__ = ["Passes"]
-
-
-def _reach(messages: Sequence[Any], before: Callable[[int], int]) -> int:
-    """The earliest token of the request a cache lookup from its end still finds an entry at,
-    with explicit breakpoints: the start of its last ``LOOKBACK_BLOCKS`` content blocks."""
-    blocks = 0
-    for i in range(len(messages) - 1, -1, -1):
-        content = messages[i].get("content") if isinstance(messages[i], dict) else None
-        blocks += len(content) if isinstance(content, list) and content else 1
-        if blocks > LOOKBACK_BLOCKS:
-            return before(i + 1)
-    return 0
 
 
 class Passes:
@@ -244,8 +233,10 @@ class Passes:
         look = outlook(observed, tokens=estimate, window=self._estimator.window())
         cold = tally.last_at is not None and turn.now - tally.last_at >= prices.ttl_s
         items = self._items(eligible, prices, before, turn.now)
-        # Only a batch asks where the lookup reaches: nothing eligible, nothing to walk.
-        reach = _reach(turn.messages, before) if prices.explicit and len(eligible) else 0
+        # Walked when the cut search asks (the sums ``before`` reads hold until the passes ran).
+        walk = prices.explicit and len(eligible) > 0
+        reach = partial(lookup_reach, turn.messages, before) if walk else (lambda: 0)
+
         header = max(estimate - full_out, 0)
         tally.verdicts = {}
         v, kind = tally.verdicts, self._quotes.evidence
