@@ -20,8 +20,9 @@ compacted or edited it) rebuilds it the same way. The answers looked at are thos
 request's history (all of them when this history does not lead with it), none on a retry. The
 results found needed are logged with their request record (``q``) and the counts per tool in
 ``k``, and restored, so a resumed session counts each one once, as the session that went on
-does. Work per request: the new results' lines, the new answers' lines, the results leaving the
-protected rounds.
+does. Work per request: the new answers' lines, the results leaving the protected rounds, and
+the last request's fresh results' lines, indexed once decided, and only while a weighed result
+kept whole could still be charged (a session that spills every weighed result indexes none).
 """
 
 from __future__ import annotations
@@ -41,7 +42,11 @@ from budget.policy import Observed
 from budget.session._history import History
 from spill import ref_for
 
-__all__ = ["MIN_QUOTE_CHARS", "Quotes", "answer_strings", "quotable"]
+__all__ = ["DEFER_MAX", "MIN_QUOTE_CHARS", "Quotes", "answer_strings", "quotable"]
+
+DEFER_MAX = 16
+"""Fresh results of a request indexed at the next request (see ``Quotes._index_results``);
+a request bringing more (a first request, a rebuilt history) indexes them at once."""
 
 
 class Quotes:
@@ -69,7 +74,10 @@ class Quotes:
         self._results: dict[str, ToolResult] = {}
         """The indexed results the cost model weighs, by call id (their would-be previews)."""
         self._seen: set[str] = set()
-        """Every indexed result's call id (each indexed once until :meth:`reset`)."""
+        """Every noted result's call id (each noted once until :meth:`reset`)."""
+        self._deferred: list[ToolResult] = []
+        """The last request's fresh results, their lines indexed once their decisions are known
+        (:meth:`_settle`), and only where a quote of them could still be charged."""
         self._pending: deque[ToolResult] = deque()
         """Weighed results still in the protected rounds, in history order."""
         self._matured: set[str] = set()
@@ -184,7 +192,7 @@ class Quotes:
         rescanned, rebuilds it in history order, as a resumed session builds it. The results
         found needed stay found, those counted as exposed stay counted."""
         self._index, self._results, self._seen = {}, {}, set()
-        self._pending = deque()
+        self._pending, self._deferred = deque(), []
 
     def _index_results(self, results: Iterable[ToolResult]) -> None:
         """Index the lines of ``results``, once each: a later holder of a line replaces an
@@ -192,11 +200,13 @@ class Quotes:
         result showing a line whole is where a quote of it may come from); only those the cost
         model weighs can be charged.
 
-        Every stripped line is indexed, short ones too: they are never looked up (answers are
-        searched for quotable lines only), and leaving them in takes no Python step per line
-        (splitting, stripping, hashing and the update run in C: ~25 µs of CPU for a 7 kB,
-        120-line result). Keys are the lines' hashes, so the index holds no text."""
-        known, seen, index, pending = self._results, self._seen, self._index, self._pending
+        A request's few fresh results are indexed at the next one, once decided (:meth:`_settle`);
+        until then a quote that would be charged to an earlier holder is checked against them
+        (:meth:`_held_by_deferred`). A history's results noted at once (a resume, a rebuild) are
+        indexed at once."""
+        known, seen, pending = self._results, self._seen, self._pending
+        self._settle()
+        new: list[ToolResult] = []
         for r in results:
             if r.call_id in seen:
                 continue
@@ -204,8 +214,53 @@ class Quotes:
             if self._weighable(r):
                 known[r.call_id] = r
                 pending.append(r)
-            lines = without_gutter(r.text).splitlines()
-            index.update(dict.fromkeys(map(hash, map(str.strip, lines)), r.call_id))
+            new.append(r)
+        decided = self._ledger.get
+        if len(new) <= DEFER_MAX and all(decided(r.call_id) is None for r in new):
+            self._deferred = new
+        else:
+            for r in new:
+                self._index_lines(r)
+
+    def _index_lines(self, r: ToolResult) -> None:
+        """Index every stripped line of ``r``, short ones too: they are never looked up (answers
+        are searched for quotable lines only), and leaving them in takes no Python step per line
+        (splitting, stripping, hashing and the update run in C: ~25 µs of CPU for a 7 kB,
+        120-line result). Keys are the lines' hashes, so the index holds no text."""
+        lines = without_gutter(r.text).splitlines()
+        self._index.update(dict.fromkeys(map(hash, map(str.strip, lines)), r.call_id))
+
+    def _settle(self) -> None:
+        """Index the last request's fresh results, now decided, where a quote of a line they hold
+        could still be charged: when one of them, or an earlier result, is weighed and kept
+        whole. Otherwise their lines are left out: the latest holder of each is one of them or a
+        later result, or an earlier one that can never be charged again (hidden or found needed
+        stays so until :meth:`reset`); a lookup finds an uncharged holder either way."""
+        deferred, self._deferred = self._deferred, []
+        if deferred and self._chargeable():
+            for r in deferred:
+                self._index_lines(r)
+
+    def _chargeable(self) -> bool:
+        """Whether a weighed result may still be charged (kept whole, or not decided yet). Those
+        that never can be again leave :attr:`_results`, oldest first, up to the first that may:
+        each leaves once, so the check costs a request a few steps."""
+        results, needed, decided = self._results, self.needed, self._ledger.get
+        while results:
+            cid = next(iter(results))
+            d = decided(cid)
+            if cid not in needed and (d is None or d.kind == "kept"):
+                return True
+            del results[cid]
+        return False
+
+    def _held_by_deferred(self, line: str) -> bool:
+        """Whether a fresh result not indexed yet holds ``line`` (stripped, without a gutter):
+        the latest holder then, not decided when its request looks, so never charged."""
+        return any(
+            line in r.text and line in map(str.strip, without_gutter(r.text).splitlines())
+            for r in self._deferred
+        )
 
     def _look(self, answers: Sequence[Any]) -> None:
         """Find the kept results ``answers`` quote outside their would-be preview (into
@@ -219,6 +274,8 @@ class Quotes:
         previews: dict[str, str] = {}
         for message in answers:
             for text in answer_strings(message):
+                if len(text) < MIN_QUOTE_CHARS:
+                    continue  # no line of it is long enough to be a quote
                 for line in quotable(text):
                     cid = index.get(hash(line))
                     if cid is None or cid in needed or cid not in results:
@@ -229,7 +286,9 @@ class Quotes:
                     if shown is None:
                         shown = previews[cid] = without_gutter(self._would_show(results[cid]))
                     # The line itself (not another of the same hash), outside the preview.
-                    if line not in shown and line in without_gutter(results[cid].text):
+                    if line in shown or line not in without_gutter(results[cid].text):
+                        continue
+                    if not self._held_by_deferred(line):
                         needed.add(cid)
                         found.append(cid)
                         self._count(results[cid].tool, 1)
