@@ -119,8 +119,16 @@ class Copies:
             self._note_markers(i, messages[i])
         counted = self._copy_from(messages, k, made, fmt)
         self._count_out(messages, k, touched_old, counted)
-        self._candidates.add(r for r in by_id.values() if r.msg_index >= k)
         return reports
+
+    def reuse(self, messages: list[Any], start: int, end: int) -> None:
+        """Keep the copies of messages ``start`` to ``end`` as the last request made them (their
+        messages and they are unchanged): their markers noted as copies made again would be."""
+        marked_before = len(messages) - RESCAN
+        for i in range(start, end):
+            self._marks.pop(i, None)
+            if self.outputs[i] is not messages[i] and i < marked_before:
+                self._note_markers(i, messages[i])
 
     def _freeze(
         self,
