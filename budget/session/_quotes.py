@@ -115,7 +115,8 @@ class Quotes:
         length, fingerprint = last
         history = self._history
         lead = history.anchor_holds(len(messages), length, fingerprint)
-        self._look(messages[length if lead else 0 :])
+        if self._chargeable(undecided=False):  # else no answer could be charged to a result
+            self._look(messages[length if lead else 0 :])
         before = history.round_of(length) if lead and self._resumed else -1
         self._resumed = False
         self._mature(history.current_round() - self._config.protect_rounds, before)
@@ -241,18 +242,18 @@ class Quotes:
             for r in deferred:
                 self._index_lines(r)
 
-    def _chargeable(self) -> bool:
-        """Whether a weighed result may still be charged (kept whole, or not decided yet). Those
-        that never can be again leave :attr:`_results`, oldest first, up to the first that may:
-        each leaves once, so the check costs a request a few steps."""
-        results, needed, decided = self._results, self.needed, self._ledger.get
+    def _chargeable(self, *, undecided: bool = True) -> bool:
+        """Whether a weighed result may be charged: kept whole (or, with ``undecided``, not
+        decided yet). Those that never can be again leave :attr:`_results`, oldest first, up to
+        the first that may: each leaves once, so the check costs a request a few steps."""
+        results, needed, kept = self._results, self.needed, self._kept_whole
         while results:
             cid = next(iter(results))
-            d = decided(cid)
-            if cid not in needed and (d is None or d.kind == "kept"):
-                return True
+            if cid not in needed and (kept(cid) or self._ledger.get(cid) is None):
+                break
             del results[cid]
-        return False
+        # Past the first that may: this request's fresh results (not decided), or a kept one.
+        return any(cid not in needed and (kept(cid) or undecided) for cid in results)
 
     def _held_by_deferred(self, line: str) -> bool:
         """Whether a fresh result not indexed yet holds ``line`` (stripped, without a gutter):

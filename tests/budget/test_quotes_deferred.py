@@ -1,8 +1,9 @@
 """The read-back evidence's index takes a request's fresh results at the next request, once they
-are decided, and leaves out those no quote could be charged through (``budget.session._quotes``):
-the same log (counts, needed ids, decisions) and copies as indexing every result as it comes
-(``DEFER_MAX`` below zero: the index before the deferral), on generated sessions and recorded
-traces, whether the session went on or was reopened from its directory."""
+are decided, and leaves out those no quote could be charged through; answers are looked at only
+while a weighed result is kept whole (``budget.session._quotes``): the same log (counts, needed
+ids, decisions) and copies as indexing every result as it comes and looking at every answer (the
+index before these), on generated sessions and recorded traces, whether the session went on or
+was reopened from its directory."""
 
 from __future__ import annotations
 
@@ -29,8 +30,12 @@ Run = tuple[list[bytes], list[dict[str, Any]]]
 
 @contextmanager
 def _eager() -> Iterator[None]:
-    """Every result indexed as it is noted, as before the deferral."""
-    with mock.patch.object(_quotes, "DEFER_MAX", -1):
+    """Every result indexed as it is noted and every answer looked at, as before the deferral
+    (no weighed result ever taken for one that can no longer be charged)."""
+    with (
+        mock.patch.object(_quotes, "DEFER_MAX", -1),
+        mock.patch.object(_quotes.Quotes, "_chargeable", return_value=True),
+    ):
         yield
 
 
