@@ -20,6 +20,7 @@ from budget.policy._costs import (
     Verdict,
     breach_chance,
     fill_chance,
+    made_verdict,
     readback_chance,
 )
 from budget.policy._observed import Observed
@@ -135,7 +136,7 @@ def _batch_verdict(
     net, j, reclaim, rewrite, risk, gain = cut
     n = look.requests
     breach = breach_chance(look.made, rewrite - allowance, reclaim * prices.carry, 1.0)
-    return Verdict(
+    return made_verdict(
         choice="trim" if take else "wait",
         regime=prices.regime,
         expected_requests=n,
@@ -153,7 +154,7 @@ def _batch_verdict(
 
 def _waiting(prices: Prices, look: Outlook) -> Verdict:
     """The verdict when nothing is eligible: wait, nothing priced."""
-    return Verdict(
+    return made_verdict(
         choice="wait",
         regime=prices.regime,
         expected_requests=look.requests,

@@ -16,7 +16,7 @@ from typing import Any
 
 from budget._errors import BudgetError
 from budget._ledger import Decision
-from budget._view import ToolResult
+from budget._view import ToolResult, builder
 from budget.passes import PIPELINE, Costs, PassContext, Staleness
 from budget.policy import Item, Prices, lookup_reach, outlook, prices_for
 from budget.previews import Earlier
@@ -28,6 +28,12 @@ from budget.tokens._usage import ProviderUsage, normalize_usage
 from spill import ref_for
 
 __all__ = ["Passes"]
+
+
+# Made on every request: their constructors at a plain object's cost (budget._view.builder).
+_pass_context = builder(PassContext)
+_staleness = builder(Staleness)
+_made_costs = builder(Costs)
 
 
 class Passes:
@@ -149,12 +155,12 @@ class Passes:
         # The cost model prices with the raw estimate (usage plus what was added): the learned
         # correction is not restored alike by a resumed session, and a price must be.
         costs = self._costs(turn, eligible, raw, prices, k=k, full_out=full_out)
-        return PassContext(
+        return _pass_context(
             config=self.config,
             fresh=tuple(turn.fresh),
             decided=MappingProxyType(made),
             group_frozen_chars=frozen,
-            staleness=Staleness(
+            staleness=_staleness(
                 eligible=eligible,
                 reclaim_tokens=reclaim,
                 rewrite_tokens=full_out - before_first,
@@ -240,7 +246,7 @@ class Passes:
         header = max(estimate - full_out, 0)
         tally.verdicts = {}
         v, kind = tally.verdicts, self._quotes.evidence
-        return Costs(prices, look, observed, cached_end, cold, items, v, reach, header, kind)
+        return _made_costs(prices, look, observed, cached_end, cold, items, v, reach, header, kind)
 
     def _items(
         self, eligible: Sequence[Any], prices: Prices, before: Callable[[int], int], now: float
