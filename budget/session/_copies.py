@@ -124,10 +124,9 @@ class Copies:
     def reuse(self, messages: list[Any], start: int, end: int) -> None:
         """Keep the copies of messages ``start`` to ``end`` as the last request made them (their
         messages and they are unchanged): their markers noted as copies made again would be."""
-        marked_before = len(messages) - RESCAN
         for i in range(start, end):
             self._marks.pop(i, None)
-            if self.outputs[i] is not messages[i] and i < marked_before:
+            if self.outputs[i] is not messages[i] and i < len(messages) - RESCAN:
                 self._note_markers(i, messages[i])
 
     def _freeze(
@@ -217,24 +216,26 @@ class Copies:
     def _count_out(
         self, messages: list[Any], k: int, touched: set[int], counted: dict[int, int]
     ) -> None:
-        """The tokens of the copies from the first one this request made again on, and their
-        running sums; a copy before ``k`` not ``touched`` keeps the tokens the last request
-        counted (its markers may differ: they are never counted)."""
-        first = min(touched) if touched else k
-        bulk = len(messages) - first > BULK
+        """The tokens of the copies this request made, and their running sums: a copy before
+        ``k`` made again shifts the sums after it by its change (the others keep the tokens the
+        last request counted: markers are never counted)."""
         history, cum_out, outputs = self._history, self.cum_out, self.outputs
-        last = cum_out[first:]  # the last request's sums from ``first`` to ``k``
-        del cum_out[first + 1 :]
-        for i in range(first, len(messages)):
+        bulk = len(messages) - min(touched, default=k) > BULK
+
+        def count(i: int) -> int:
             out = outputs[i]
             if out is messages[i]:
-                tokens = history.tokens_in(i)
-            elif i < k and i not in touched:
-                tokens = last[i - first + 1] - last[i - first]
-            else:
-                got = counted.get(i)
-                tokens = history.estimate(out, bulk=bulk) if got is None else got
-            cum_out.append(cum_out[-1] + tokens)
+                return history.tokens_in(i)
+            got = counted.get(i)
+            return history.estimate(out, bulk=bulk) if got is None else got
+
+        made = sorted(touched)
+        for j, i in enumerate(made):
+            shift = cum_out[i] + count(i) - cum_out[i + 1]  # the sums up to i are shifted already
+            end = made[j + 1] if j + 1 < len(made) else k
+            cum_out[i + 1 : end + 1] = [c + shift for c in cum_out[i + 1 : end + 1]]
+        for i in range(k, len(messages)):
+            cum_out.append(cum_out[-1] + count(i))
 
     def shown(self, end: int) -> Iterator[tuple[Any, int]]:
         """The copies among the first ``end`` that differ from the caller's message, with their

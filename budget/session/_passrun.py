@@ -221,7 +221,7 @@ class Passes:
         before = self._before_tokens(k)
         if tally.requests == 0:
             tally.observed = replace(tally.observed, first_tokens=estimate)
-        observed = tally.observed.now(requests=tally.requests, readbacks=tally.readbacks())
+        readbacks = tally.readbacks()
         # What the last request sent (its length is logged): the same figure in a resumed
         # session, whose first request reuses no message.
         cached_end = before(min(tally.last_n, len(turn.messages)))
@@ -235,7 +235,7 @@ class Passes:
                 cached_end=cached_end,
                 page_tokens=cfg.read_page_chars / 4,  # the estimator's 4 characters a token
             )
-            observed = tally.observed.now(requests=tally.requests, readbacks=observed.readbacks)
+        observed = tally.observed.now(requests=tally.requests, readbacks=readbacks)
         look = outlook(observed, tokens=estimate, window=self._estimator.window())
         cold = tally.last_at is not None and turn.now - tally.last_at >= prices.ttl_s
         items = self._items(eligible, prices, before, turn.now)
