@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from budget._report import Prepared, Report
+from budget._report import Prepared
 from budget._view import Format, ToolResult
 from budget.session._history import RESCAN
 from budget.session._outcome import Outcome
@@ -47,7 +47,7 @@ class Pipeline:
     def __init__(
         self,
         parts: Parts,
-        learn_header: Callable[[Report, list[Any]], None] = lambda report, copy: None,
+        learn_header: Callable[[int, list[Any]], None] = lambda tokens_after, copy: None,
         header: Callable[[], int] = lambda: 0,
     ) -> None:
         self._parts = parts
@@ -104,9 +104,9 @@ class Pipeline:
             p.tally.last_at, p.tally.last_n, p.tally.last_f = now, len(messages), fingerprint
             first = outcome.first_decided(made, by_id, len(messages))
             redone = (scan, prev_len, before, first)
-            report = outcome.report(turn, made, reports, since, redone, started, fmt.name)
+            report = outcome.report(turn, made, reports, since, redone, fmt.name)
             copy = list(p.copies.outputs)
-            self._learn_header(report, copy)
+            self._learn_header(report["tokens_after"], copy)
         self._tail.keep(messages, p.copies.outputs, max(len(messages) - RESCAN, 0))
         p.history.seen = messages
         p.text_tokens.next_request()
