@@ -18,7 +18,7 @@ from budget._view import builder
 from budget.previews import PREVIEW_VERSION
 from spill import REF_RE
 
-__all__ = ["Decision", "Kind", "Ledger"]
+__all__ = ["Decision", "Kind", "Ledger", "make_decision"]
 
 Kind = Literal["kept", "spilled", "trimmed", "kept_unspillable"]
 KINDS: frozenset[str] = frozenset({"kept", "spilled", "trimmed", "kept_unspillable"})
@@ -79,6 +79,14 @@ class Decision:
             rec["pv"] = self.preview
         return rec
 
+    def with_digest(self, digest: str | None) -> Decision:
+        """This decision made for the text hashing to ``digest`` (a constructor call, as
+        :func:`dataclasses.replace` costs several times more on the request path)."""
+        return _restored(
+            self.call_id, self.kind, self.reason, self.chars, self.text, self.ref, self.tool,
+            digest, self.preview,
+        )  # fmt: skip
+
     def same_text(self, chars: int, digest: str | None) -> bool:
         """Whether this decision was made for a text of ``chars`` characters hashing to
         ``digest`` (a missing hash on either side: the length alone decides)."""
@@ -107,6 +115,8 @@ class Decision:
 _restored = builder(Decision)
 """Decision's constructor at a plain object's cost (:func:`budget._view.builder`): the first
 request after a resume restores a decision per result of its history."""
+make_decision = _restored
+"""The same constructor, for the request path's decisions (positional fields, as ``Decision``)."""
 
 
 def _invalid(rec: Mapping[str, Any]) -> str | None:

@@ -95,11 +95,17 @@ class Events:
         """Emit an error event (an operation failed; nothing was lost)."""
         self._emit(logging.ERROR, "error", event, fields)
 
+    def emits(self, event: str, level: int = logging.DEBUG) -> bool:
+        """Whether an event named ``event`` at ``level`` would be passed on now: a caller that
+        emits many (one per decision) builds their fields only then."""
+        stdlib = _stdlib(_area(event))
+        if structlog.is_configured():
+            return not _level_set(stdlib) or stdlib.isEnabledFor(level)
+        return stdlib.isEnabledFor(level)
+
     @staticmethod
     def _emit(level: int, method: str, event: str, fields: dict[str, Any]) -> None:
-        area = event.rpartition(".")[0]
-        if not area.startswith(ROOT):
-            area = ROOT  # a misnamed event (tests/test_docs.py rejects them) still gets out
+        area = _area(event)
         stdlib = _stdlib(area)
         if structlog.is_configured():
             if _level_set(stdlib) and not stdlib.isEnabledFor(level):
@@ -107,6 +113,13 @@ class Events:
             getattr(structlog.get_logger(area), method)(event, **fields)
         elif stdlib.isEnabledFor(level):
             getattr(_bridge(area), method)(event, **fields)
+
+
+def _area(event: str) -> str:
+    """The logger area of ``event`` (``toolbudget.<area>.<event>``)."""
+    area = event.rpartition(".")[0]
+    # A misnamed event (tests/test_docs.py rejects them) still gets out, on the root.
+    return area if area.startswith(ROOT) else ROOT
 
 
 def get_logger(name: str = ROOT) -> Events:

@@ -42,7 +42,7 @@ from typing import Any, TypeVar
 
 from budget._config import BudgetConfig
 from budget._errors import ContextOverflow, InputError, SummaryTimeout
-from budget._report import Prepared, Report
+from budget._report import Prepared
 from budget._view import Format
 from budget.compaction._compactor import Append, Compactor, Keep
 
@@ -251,9 +251,10 @@ class Compacting:
         """The compaction header learned so far (logged with each request record)."""
         return self._compactor.header
 
-    def learn_header(self, report: Report, copy: list[Any]) -> None:
-        """Learn the compaction header from a request as it is made (before it is logged)."""
-        self._compactor.learn_header(report, copy, self._message_tokens)
+    def learn_header(self, tokens_after: int, copy: list[Any]) -> None:
+        """Learn the compaction header from a request as it is made (before it is logged):
+        its report's ``tokens_after`` and its ``copy``."""
+        self._compactor.learn_header(tokens_after, copy, self._message_tokens)
 
     async def awaiting(self, run: Callable[[Awaited, bool], _T]) -> _T:
         """``run(awaited, can_wait)`` in a worker thread (it may write files), again after each

@@ -20,7 +20,7 @@ from typing import Any
 
 from budget._config import BudgetConfig
 from budget._errors import InputError, SummaryTimeout, SummaryTooLong
-from budget._report import Prepared, Report
+from budget._report import Prepared
 from budget._view import Format
 from budget.compaction._checkpoint import Checkpoint
 from budget.compaction._compact_limits import Limits, check_summary_size, limits, summary_start
@@ -152,15 +152,17 @@ class Compactor:
             return messages
         return project(messages, cp.head, at, self._message)
 
-    def learn_header(self, report: Report, copy: list[Any], tokens: Callable[[Any], int]) -> None:
-        """Learn :attr:`header` from a request's report and its ``copy`` (``tokens``: one
-        estimate per message), before the request's record logs it (a resumed session then
-        compacts where this one does). Only where :meth:`due` reads it: ``"auto"`` mode with a
-        summarizer."""
+    def learn_header(
+        self, tokens_after: int, copy: list[Any], tokens: Callable[[Any], int]
+    ) -> None:
+        """Learn :attr:`header` from a request's report (its ``tokens_after``) and its ``copy``
+        (``tokens``: one estimate per message), before the request's record logs it (a resumed
+        session then compacts where this one does). Only where :meth:`due` reads it: ``"auto"``
+        mode with a summarizer."""
         if self.config.compaction != "auto" or self.summarizer is None:
             return
         sent = sum(tokens(m) for m in copy)
-        self.header = max(self.header, report.tokens_after - sent)
+        self.header = max(self.header, tokens_after - sent)
         self._sent = (copy, sent)
 
     def due(self, prepared: Prepared, tokens: Callable[[Any], int]) -> bool:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Protocol
 
 from budget._config import BudgetConfig
 from budget._envelope import envelope
-from budget._ledger import Decision, Kind
+from budget._ledger import Decision, Kind, make_decision
 from budget._view import ToolResult
 from budget.policy import Item, Observed, Outlook, Prices, Verdict
 from budget.previews import PREVIEW_VERSION, Earlier
@@ -69,8 +69,9 @@ class Costs:
     """The eligible results as the cut search sees them, in the order of ``eligible``."""
     verdicts: dict[str, Verdict]
     """Filled by the passes: the priced options behind each decision (the report's ``cost``)."""
-    reach: int = 0
-    """The earliest token a cache lookup still finds an entry at (see ``best_cut``)."""
+    reach: Callable[[], int] = lambda: 0
+    """The earliest token a cache lookup still finds an entry at (see ``best_cut``), found
+    when the cut search asks: a batch forced by an overflow or the window never walks for it."""
     header: int = 0
     """Tokens of the request before its first message (system prompt, tool definitions)."""
     kind: Callable[[str], tuple[int, int, int]] = lambda _tool: (0, 0, 0)
@@ -148,8 +149,7 @@ def spill(ctx: PassContext, result: ToolResult, reason: str, *, ref: str | None 
         version=version,
         earlier=earlier,
     )
-    d = replaced(result, "spilled", reason, text, ref)
-    return replace(d, preview=version) if version else d
+    return replaced(result, "spilled", reason, text, ref, preview=version)
 
 
 def spill_envelope(
@@ -183,14 +183,11 @@ def spill_envelope(
     )
 
 
-def replaced(result: ToolResult, kind: Kind, reason: str, text: str, ref: str) -> Decision:
-    """The decision to show ``text`` for ``result``, whose full text is stored at ``ref``."""
-    return Decision(
-        call_id=result.call_id,
-        kind=kind,
-        reason=reason,
-        chars=len(result.text),
-        text=text,
-        ref=ref,
-        tool=result.tool,
+def replaced(
+    result: ToolResult, kind: Kind, reason: str, text: str, ref: str, *, preview: int = 0
+) -> Decision:
+    """The decision to show ``text`` for ``result``, whose full text is stored at ``ref``
+    (``preview``: the preview version its envelope was made with, 0 for none)."""
+    return make_decision(
+        result.call_id, kind, reason, len(result.text), text, ref, result.tool, None, preview
     )

@@ -38,7 +38,7 @@ def batch(ctx: PassContext) -> tuple[int, str] | None:
         costs.items(),
         cached_end=costs.cached_end,
         cold=costs.cold,
-        reach=costs.reach,
+        reach=costs.reach(),
         header=costs.header,
         # Only a batch whose re-write the session's own savings cover (issue 30: no session
         # billed above 1.005x sending everything, however soon it ends).

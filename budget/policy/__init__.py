@@ -30,7 +30,7 @@ from budget.policy._costs import (
     readbacks_per_need,
     spill_verdict,
 )
-from budget.policy._cut import LOOKBACK_BLOCKS, Item, best_cut
+from budget.policy._cut import LOOKBACK_BLOCKS, Item, best_cut, lookup_reach
 from budget.policy._observed import MIN_CACHEABLE_PROMPT, Observed
 
 __all__ = [
@@ -51,6 +51,7 @@ __all__ = [
     "breach_chance",
     "expected_remaining",
     "fill_chance",
+    "lookup_reach",
     "outlook",
     "prices_for",
     "readback_chance",

@@ -17,6 +17,7 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
+from budget._view import builder
 from budget.policy._observed import Observed
 
 __all__ = [
@@ -149,10 +150,10 @@ def prices_for(
     if observed.reads >= reads_seen_needed:
         explicit = observed.writes > 0
         w = write if explicit else 1.0
-        return Prices(write=w, read=read, ttl_s=ttl, regime="cached", explicit=explicit)
+        return _prices(write=w, read=read, ttl_s=ttl, regime="cached", explicit=explicit)
     if observed.chances >= NO_CACHE_AFTER:
-        return Prices(write=1.0, read=1.0, ttl_s=ttl, regime="uncached", explicit=False)
-    return Prices(write=write, read=read, ttl_s=ttl, regime="unknown")
+        return _prices(write=1.0, read=1.0, ttl_s=ttl, regime="uncached", explicit=False)
+    return _prices(write=write, read=read, ttl_s=ttl, regime="unknown")
 
 
 PAYBACK_SHARE = 0.5
@@ -236,7 +237,7 @@ def outlook(observed: Observed, *, tokens: int, window: int) -> Outlook:
     growth = grown / made if made >= 1 and grown > 0 else max(tokens, 1) / (made + 1)
     growth = max(growth, 1.0)
     horizon = (window - tokens) / growth
-    return Outlook(made, tokens, window, growth, expected_remaining(made, horizon))
+    return _outlook(made, tokens, window, growth, expected_remaining(made, horizon))
 
 
 def readback_chance(
@@ -331,6 +332,28 @@ class Verdict:
     """Whether :func:`allowance` covers ``worst_case``: an option that pays on average but is
     not covered is not taken (the choice is then ``keep`` or ``wait``)."""
 
+    def event_fields(self) -> dict[str, object]:
+        """The figures as event fields (rounded: billed tokens, not their fractions)."""
+        return {
+            "regime": self.regime,
+            "expected_requests": round(self.expected_requests, 2),
+            "saving": round(self.saving),
+            "rewrite_cost": round(self.rewrite_cost),
+            "readback_risk": round(self.readback_risk),
+            "window_gain": round(self.window_gain),
+            "net": round(self.net),
+            "worst_case": round(self.worst_case),
+            "covered": self.covered,
+        }
+
+
+# Made on every request (a verdict per weighed result, the prices and the outlook): their
+# constructors at a plain object's cost (budget._view.builder), not a frozen dataclass's.
+_prices = builder(Prices)
+_outlook = builder(Outlook)
+made_verdict = builder(Verdict)
+"""Verdict's constructor at a plain object's cost (the cut search makes one too)."""
+
 
 def spill_verdict(
     prices: Prices,
@@ -367,7 +390,7 @@ def spill_verdict(
     # the page; nothing after it is carried. Spilling saved the hidden tokens' write now.
     worst = prices.carry * (look.tokens - hidden) + prices.new * page - prices.new * hidden
     covered = breach_chance(look.made, worst - allowance, hidden * prices.carry, chance) <= RISK
-    return Verdict(
+    return made_verdict(
         choice="spill" if net > 0 and hidden > 0 and covered else "keep",
         regime=prices.regime,
         expected_requests=look.requests,

@@ -9,8 +9,9 @@ against the cache re-write and the read-back risk; the best positive one runs.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from budget.policy._costs import (
     RISK,
@@ -19,11 +20,12 @@ from budget.policy._costs import (
     Verdict,
     breach_chance,
     fill_chance,
+    made_verdict,
     readback_chance,
 )
 from budget.policy._observed import Observed
 
-__all__ = ["LOOKBACK_BLOCKS", "Item", "best_cut"]
+__all__ = ["LOOKBACK_BLOCKS", "Item", "best_cut", "lookup_reach"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +49,19 @@ LOOKBACK_BLOCKS = 20
 """Content blocks before a breakpoint at which Anthropic still finds an earlier cache entry
 (Anthropic docs, "Prompt caching": hits are checked at block boundaries up to about 20 blocks
 before each explicit breakpoint). A trim further back than that re-writes the whole prompt."""
+
+
+def lookup_reach(messages: Sequence[Any], before: Callable[[int], int]) -> int:
+    """The earliest token of the request a cache lookup from its end still finds an entry at,
+    with explicit breakpoints: the start of its last :data:`LOOKBACK_BLOCKS` content blocks
+    (``before(i)``: the request's tokens before message ``i``)."""
+    blocks = 0
+    for i in range(len(messages) - 1, -1, -1):
+        content = messages[i].get("content") if isinstance(messages[i], dict) else None
+        blocks += len(content) if isinstance(content, list) and content else 1
+        if blocks > LOOKBACK_BLOCKS:
+            return before(i + 1)
+    return 0
 
 
 def best_cut(
@@ -121,7 +136,7 @@ def _batch_verdict(
     net, j, reclaim, rewrite, risk, gain = cut
     n = look.requests
     breach = breach_chance(look.made, rewrite - allowance, reclaim * prices.carry, 1.0)
-    return Verdict(
+    return made_verdict(
         choice="trim" if take else "wait",
         regime=prices.regime,
         expected_requests=n,
@@ -139,7 +154,7 @@ def _batch_verdict(
 
 def _waiting(prices: Prices, look: Outlook) -> Verdict:
     """The verdict when nothing is eligible: wait, nothing priced."""
-    return Verdict(
+    return made_verdict(
         choice="wait",
         regime=prices.regime,
         expected_requests=look.requests,

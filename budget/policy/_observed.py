@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from budget._view import builder
+
 __all__ = ["Observed"]
 
 MIN_CACHEABLE_PROMPT = 4_096
@@ -89,7 +91,7 @@ class Observed:
     def now(self, *, requests: int, readbacks: int) -> Observed:
         """These counts as of a request: ``requests`` made before it, ``readbacks`` seen in the
         history (a constructor call: ``replace`` takes 6 µs)."""
-        return Observed(
+        return _observed(
             requests,
             self.chances,
             self.reads,
@@ -110,7 +112,7 @@ class Observed:
     def banked(self, *, bank: float, billed: float, readbacks: int, pending: float) -> Observed:
         """These counts with the bank and the bill as of a request (a constructor call, as
         :meth:`now`: ``replace`` costs more than the arithmetic)."""
-        return Observed(
+        return _observed(
             self.requests,
             self.chances,
             self.reads,
@@ -123,6 +125,27 @@ class Observed:
             bank,
             billed,
             pending,
+            self.exposed,
+            self.needed,
+            self.episodes,
+        )
+
+    def after_request(self, *, gap_s: float | None, hidden: int) -> Observed:
+        """These counts after a request made ``gap_s`` after the last one, hiding ``hidden``
+        results for the first time (a constructor call, as :meth:`now`)."""
+        return _observed(
+            self.requests,
+            self.chances,
+            self.reads,
+            self.writes,
+            self.warm_pause_s,
+            self.hidden + hidden,
+            self.readbacks,
+            self.first_tokens,
+            gap_s,
+            self.bank,
+            self.billed,
+            self.pending_bill,
             self.exposed,
             self.needed,
             self.episodes,
@@ -205,6 +228,10 @@ class Observed:
             "needed": self.needed,
             "episodes": self.episodes,
         }
+
+
+_observed = builder(Observed)
+"""Observed's constructor at a plain object's cost: a request makes several (see ``now``)."""
 
 
 def _finite(value: object) -> bool:

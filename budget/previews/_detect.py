@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
+from itertools import filterfalse, islice
 from typing import Any, Final, Literal
 
 import orjson
@@ -347,16 +348,19 @@ ERROR_EVIDENCE: Final = 2
 
 def _numbered(lines: Sequence[str]) -> bool:
     """Whether at least :data:`SHARE` of the first :data:`SAMPLE_ROWS` lines are numbered (a
-    file read); stops once the lines not numbered are too many for that."""
+    file read): the lines are matched in C, until the lines not numbered are too many for that."""
     rows = min(len(lines), SAMPLE_ROWS)
     need = SHARE * rows
-    misses = 0
-    for line in lines[:SAMPLE_ROWS]:
-        if not _NUMBERED.match(line):
-            misses += 1
-            if rows - misses < need:
-                return False
-    return rows - misses >= need
+    # The fewest lines not numbered that decide against (rows - misses < need).
+    misses = max(int(rows - need), 0)
+    while rows - misses >= need:
+        misses += 1
+    unnumbered = filterfalse(None, map(_NUMBERED.match, islice(lines, rows)))
+    return next(islice(unnumbered, misses - 1, None), _NO_LINE) is _NO_LINE
+
+
+_NO_LINE: Final = object()
+"""What :func:`_numbered` finds when the lines not numbered are fewer than would decide."""
 
 
 def classify(text: str, lines: Sequence[str], *, whole: str | None = None) -> tuple[Shape, Any]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from contextlib import AbstractContextManager
-from dataclasses import replace
 from typing import Any
 
 from budget._config import BudgetConfig
@@ -142,18 +141,25 @@ class Bodies:
             todo[call_id] = d
         return todo
 
-    @staticmethod
-    def digested(made: dict[str, Decision], by_id: Mapping[str, ToolResult]) -> dict[str, Decision]:
+    def digested(
+        self, made: dict[str, Decision], by_id: Mapping[str, ToolResult]
+    ) -> dict[str, Decision]:
         """The decisions, each with the digest of the text it was made for."""
         # Each decision names the text it was made for: an edit of that text is seen later
         # (and after a resume) even when it keeps the length, as a redaction does.
-        # A spilled decision's ref is that hash already (the store checked it): not hashed again.
-        return {
-            cid: replace(
-                d, digest=d.ref if d.kind == "spilled" and d.ref else ref_for(by_id[cid].text)
-            )
-            for cid, d in made.items()
-        }
+        # A spilled decision's ref is that hash already (the store checked it), and a trim's
+        # text is the one its frozen decision was made for (a candidate's text edited since is
+        # a new result: the caches are rebuilt), whose digest it keeps: neither is hashed again.
+        out = {}
+        for cid, d in made.items():
+            if d.kind == "spilled" and d.ref:
+                digest = d.ref
+            elif d.kind == "trimmed" and (prev := self._ledger.get(cid)) and prev.digest:
+                digest = prev.digest
+            else:
+                digest = ref_for(by_id[cid].text)
+            out[cid] = d.with_digest(digest)
+        return out
 
     def keep_text(self, text: str) -> str | None:
         """Store ``text`` for the read-back tool (the user's constraints a compaction could not

@@ -11,6 +11,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import overload
 
 from budget._config import BudgetConfig
@@ -88,9 +89,8 @@ class _Pool:
         kept = [c for c in self.cands if c.result.call_id not in trimmed]
         if len(kept) == len(self.cands):
             return
-        self.cands, self.rounds, self.cum = [], [], [0]
-        for c in kept:
-            self.append(c)
+        self.cands, self.rounds = kept, [c.result.round for c in kept]
+        self.cum = [0, *accumulate(c.reclaim_tokens for c in kept)]
 
 
 class Candidates:

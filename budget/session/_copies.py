@@ -33,21 +33,6 @@ loop marks the last three user turns and unmarks the fourth, at most 7 messages 
 _NO_MARKS: tuple[Markers, Markers] = ((), ())
 
 
-def _cost_fields(cost: Verdict) -> dict[str, object]:
-    """A verdict's figures as event fields (rounded: billed tokens, not their fractions)."""
-    return {
-        "regime": cost.regime,
-        "expected_requests": round(cost.expected_requests, 2),
-        "saving": round(cost.saving),
-        "rewrite_cost": round(cost.rewrite_cost),
-        "readback_risk": round(cost.readback_risk),
-        "window_gain": round(cost.window_gain),
-        "net": round(cost.net),
-        "worst_case": round(cost.worst_case),
-        "covered": cost.covered,
-    }
-
-
 @dataclass(slots=True)
 class _Totals:
     results: int = 0
@@ -133,9 +118,16 @@ class Copies:
             self.outputs[i] = self._render(messages[i], self._history.results(i), fmt)
             self._note_markers(i, messages[i])
         counted = self._copy_from(messages, k, made, fmt)
-        self._count_out(messages, min(touched_old) if touched_old else k, counted)
-        self._candidates.add(r for r in by_id.values() if r.msg_index >= k)
+        self._count_out(messages, k, touched_old, counted)
         return reports
+
+    def reuse(self, messages: list[Any], start: int, end: int) -> None:
+        """Keep the copies of messages ``start`` to ``end`` as the last request made them (their
+        messages and they are unchanged): their markers noted as copies made again would be."""
+        for i in range(start, end):
+            self._marks.pop(i, None)
+            if self.outputs[i] is not messages[i] and i < len(messages) - RESCAN:
+                self._note_markers(i, messages[i])
 
     def _freeze(
         self,
@@ -148,6 +140,8 @@ class Copies:
         before ``k`` they touch)."""
         reports = []
         touched_old: set[int] = set()
+        # The event's fields are made only where it goes out (one event per decision).
+        events = self._log.emits("toolbudget.session.decision")
         for call_id, d in made.items():
             r = by_id[call_id]
             prev = self._ledger.get(call_id)
@@ -172,6 +166,8 @@ class Copies:
                     cost=cost,
                 )
             )
+            if not events:
+                continue
             self._log.debug(
                 "toolbudget.session.decision",
                 call_id=call_id,
@@ -180,7 +176,7 @@ class Copies:
                 ref=d.ref,
                 chars_before=len(r.text),
                 chars_after=d.shown_chars(),
-                **(_cost_fields(cost) if cost is not None else {}),
+                **(cost.event_fields() if cost is not None else {}),
             )
         return reports, touched_old
 
@@ -217,19 +213,29 @@ class Copies:
                 self._note_markers(i, messages[i])
         return counted
 
-    def _count_out(self, messages: list[Any], first: int, counted: dict[int, int]) -> None:
-        """The tokens of the copies from ``first`` on, and their running sums."""
-        bulk = len(messages) - first > BULK
-        history, cum_out = self._history, self.cum_out
-        del cum_out[first + 1 :]
-        for i in range(first, len(messages)):
-            out = self.outputs[i]
+    def _count_out(
+        self, messages: list[Any], k: int, touched: set[int], counted: dict[int, int]
+    ) -> None:
+        """The tokens of the copies this request made, and their running sums: a copy before
+        ``k`` made again shifts the sums after it by its change (the others keep the tokens the
+        last request counted: markers are never counted)."""
+        history, cum_out, outputs = self._history, self.cum_out, self.outputs
+        bulk = len(messages) - min(touched, default=k) > BULK
+
+        def count(i: int) -> int:
+            out = outputs[i]
             if out is messages[i]:
-                tokens = history.tokens_in(i)
-            else:
-                got = counted.get(i)
-                tokens = history.estimate(out, bulk=bulk) if got is None else got
-            cum_out.append(cum_out[-1] + tokens)
+                return history.tokens_in(i)
+            got = counted.get(i)
+            return history.estimate(out, bulk=bulk) if got is None else got
+
+        made = sorted(touched)
+        for j, i in enumerate(made):
+            shift = cum_out[i] + count(i) - cum_out[i + 1]  # the sums up to i are shifted already
+            end = made[j + 1] if j + 1 < len(made) else k
+            cum_out[i + 1 : end + 1] = [c + shift for c in cum_out[i + 1 : end + 1]]
+        for i in range(k, len(messages)):
+            cum_out.append(cum_out[-1] + count(i))
 
     def shown(self, end: int) -> Iterator[tuple[Any, int]]:
         """The copies among the first ``end`` that differ from the caller's message, with their

@@ -18,7 +18,7 @@ from typing import Any
 from budget._config import BudgetConfig
 from budget._ledger import Decision, Ledger
 from budget._log import Events
-from budget._view import Format, Scanned, ToolResult
+from budget._view import Call, Format, Scanned, ToolResult
 from budget.session._keys import call_of
 from budget.session._placing import frozen_prior, place_result
 from budget.tokens._memo import TextTokens
@@ -72,9 +72,8 @@ class History:
         self._msgs: list[_Msg] = []
         self.cum_in: list[int] = [0]
         """Running sums of the messages' tokens as given (``cum_in[i]``: the first ``i``)."""
-        # Tokens of each message as shown with the decisions frozen before the request that
-        # scanned it: what the request is estimated at before its passes run.
         self.cum_pre: list[int] = [0]
+        """The same as shown with the decisions frozen before the request that scanned it."""
         self._calls: dict[str, list[tuple[str, int, int, str]]] = {}
         """Per call id, the calls made with it (tool, group, round, key), the latest last."""
         self._occ: dict[str, int] = {}
@@ -100,6 +99,10 @@ class History:
     def results(self, i: int) -> tuple[ToolResult, ...]:
         """The results message ``i`` holds."""
         return self._msgs[i].results
+
+    def calls(self, i: int) -> tuple[Call, ...]:
+        """The calls message ``i`` makes."""
+        return self._msgs[i].scanned.calls
 
     def tokens_in(self, i: int) -> int:
         """Tokens of message ``i`` as given."""
@@ -283,10 +286,7 @@ class History:
         known = self._tt.known
         if known is None or not bulk:
             return estimate_tokens(message, model=self._profile, text=self._tt)
-        return known.message_tokens(message, self._estimate_walked)
-
-    def _estimate_walked(self, message: Any) -> int:
-        return estimate_tokens(message, model=self._profile, text=self._tt)
+        return known.message_tokens(message, partial(self.estimate, bulk=False))
 
     def given(self, end: int) -> Iterator[tuple[Any, int]]:
         """The first ``end`` messages with their tokens as given (for the saved estimates)."""

@@ -10,7 +10,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import replace
 from typing import Any
 
 from budget._ledger import Decision
@@ -79,7 +78,7 @@ class Outcome:
             for cid, d in made.items()
             if d.needs_body and ((prev := self._ledger.get(cid)) is None or not prev.needs_body)
         )
-        tally.observed = replace(tally.observed, gap_s=gap, hidden=tally.observed.hidden + hidden)
+        tally.observed = tally.observed.after_request(gap_s=gap, hidden=hidden)
         note_request(tally.marks, length, now, tally.batch_from)
         self._tally.requests += 1
         if learned:
@@ -122,10 +121,10 @@ class Outcome:
         return min((by_id[c].msg_index for c in made), default=length)
 
     @staticmethod
-    def timed(copy: list[Any], report: Report, started: float) -> Prepared:
-        """The request's result; its time spent includes the log append (its fsyncs)."""
-        elapsed = time.perf_counter() - started
-        return Prepared(copy, report.model_copy(update={"elapsed_s": elapsed}))
+    def timed(copy: list[Any], report: Mapping[str, Any], started: float) -> Prepared:
+        """The request's result, its :class:`Report` made of ``report`` (:meth:`report`'s
+        fields) once the time spent is known, the log append (its fsyncs) included."""
+        return Prepared(copy, Report(**report, elapsed_s=time.perf_counter() - started))
 
     def _prefix_stable(self, redone: Redone, length: int) -> bool:
         """Whether the previous request's copy is a prefix of this one (a batch, which rewrites
@@ -153,10 +152,10 @@ class Outcome:
         reports: list[DecisionReport],
         since: int,
         redone: Redone,
-        started: float,
         format_name: str,
-    ) -> Report:
-        """What this request did, in the totals of the whole history."""
+    ) -> dict[str, Any]:
+        """What this request did, in the totals of the whole history: its :class:`Report`'s
+        fields but the time spent (:meth:`timed` makes the report)."""
         messages, reported = turn.messages, turn.reported
         trimmed_now = [d for d in made.values() if d.kind == "trimmed"]
         copies, history = self._copies, self._history
@@ -169,26 +168,25 @@ class Outcome:
             # What this request's growth is estimated at, for the usage its response reports.
             growth = raw_after - reported.prompt_tokens
             self._estimator.anchor(reported, growth, len(messages))
-        return Report(
-            request=self._tally.requests,
-            format=format_name,
-            messages=len(messages),
-            results=t.results,
-            decisions=tuple(reports),
-            kept=t.kept,
-            spilled=t.spilled,
-            trimmed=t.trimmed,
-            unspillable=t.unspillable,
-            chars_before=t.chars_before,
-            chars_after=t.chars_after,
-            tokens_before=history.cum_in[-1],
-            tokens_after=self._estimator.correct(raw_after, copies.cum_out[-1], reported),
-            tokens_after_raw=raw_after,
-            window=window,
-            prefix_stable=stable,
-            staleness_ran=bool(trimmed_now),
-            staleness_reason=trimmed_now[0].reason if trimmed_now else None,
-            staleness_cost=self._tally.verdicts.get(BATCH),
-            reclaimable_tokens=reclaimable,
-            elapsed_s=time.perf_counter() - started,
-        )
+        return {
+            "request": self._tally.requests,
+            "format": format_name,
+            "messages": len(messages),
+            "results": t.results,
+            "decisions": tuple(reports),
+            "kept": t.kept,
+            "spilled": t.spilled,
+            "trimmed": t.trimmed,
+            "unspillable": t.unspillable,
+            "chars_before": t.chars_before,
+            "chars_after": t.chars_after,
+            "tokens_before": history.cum_in[-1],
+            "tokens_after": self._estimator.correct(raw_after, copies.cum_out[-1], reported),
+            "tokens_after_raw": raw_after,
+            "window": window,
+            "prefix_stable": stable,
+            "staleness_ran": bool(trimmed_now),
+            "staleness_reason": trimmed_now[0].reason if trimmed_now else None,
+            "staleness_cost": self._tally.verdicts.get(BATCH),
+            "reclaimable_tokens": reclaimable,
+        }

@@ -10,14 +10,15 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from functools import partial
 from types import MappingProxyType
 from typing import Any
 
 from budget._errors import BudgetError
 from budget._ledger import Decision
-from budget._view import ToolResult
+from budget._view import ToolResult, builder
 from budget.passes import PIPELINE, Costs, PassContext, Staleness
-from budget.policy import LOOKBACK_BLOCKS, Item, Prices, outlook, prices_for
+from budget.policy import Item, Prices, lookup_reach, outlook, prices_for
 from budget.previews import Earlier
 from budget.session._bank import banked, banked_now
 from budget.session._estimator import anchor
@@ -29,16 +30,10 @@ from spill import ref_for
 __all__ = ["Passes"]
 
 
-def _reach(messages: Sequence[Any], before: Callable[[int], int]) -> int:
-    """The earliest token of the request a cache lookup from its end still finds an entry at,
-    with explicit breakpoints: the start of its last ``LOOKBACK_BLOCKS`` content blocks."""
-    blocks = 0
-    for i in range(len(messages) - 1, -1, -1):
-        content = messages[i].get("content") if isinstance(messages[i], dict) else None
-        blocks += len(content) if isinstance(content, list) and content else 1
-        if blocks > LOOKBACK_BLOCKS:
-            return before(i + 1)
-    return 0
+# Made on every request: their constructors at a plain object's cost (budget._view.builder).
+_pass_context = builder(PassContext)
+_staleness = builder(Staleness)
+_made_costs = builder(Costs)
 
 
 class Passes:
@@ -160,12 +155,12 @@ class Passes:
         # The cost model prices with the raw estimate (usage plus what was added): the learned
         # correction is not restored alike by a resumed session, and a price must be.
         costs = self._costs(turn, eligible, raw, prices, k=k, full_out=full_out)
-        return PassContext(
+        return _pass_context(
             config=self.config,
             fresh=tuple(turn.fresh),
             decided=MappingProxyType(made),
             group_frozen_chars=frozen,
-            staleness=Staleness(
+            staleness=_staleness(
                 eligible=eligible,
                 reclaim_tokens=reclaim,
                 rewrite_tokens=full_out - before_first,
@@ -226,7 +221,7 @@ class Passes:
         before = self._before_tokens(k)
         if tally.requests == 0:
             tally.observed = replace(tally.observed, first_tokens=estimate)
-        observed = tally.observed.now(requests=tally.requests, readbacks=tally.readbacks())
+        readbacks = tally.readbacks()
         # What the last request sent (its length is logged): the same figure in a resumed
         # session, whose first request reuses no message.
         cached_end = before(min(tally.last_n, len(turn.messages)))
@@ -240,16 +235,18 @@ class Passes:
                 cached_end=cached_end,
                 page_tokens=cfg.read_page_chars / 4,  # the estimator's 4 characters a token
             )
-            observed = tally.observed.now(requests=tally.requests, readbacks=observed.readbacks)
+        observed = tally.observed.now(requests=tally.requests, readbacks=readbacks)
         look = outlook(observed, tokens=estimate, window=self._estimator.window())
         cold = tally.last_at is not None and turn.now - tally.last_at >= prices.ttl_s
         items = self._items(eligible, prices, before, turn.now)
-        # Only a batch asks where the lookup reaches: nothing eligible, nothing to walk.
-        reach = _reach(turn.messages, before) if prices.explicit and len(eligible) else 0
+        # Walked when the cut search asks (the sums ``before`` reads hold until the passes ran).
+        walk = prices.explicit and len(eligible) > 0
+        reach = partial(lookup_reach, turn.messages, before) if walk else (lambda: 0)
+
         header = max(estimate - full_out, 0)
         tally.verdicts = {}
         v, kind = tally.verdicts, self._quotes.evidence
-        return Costs(prices, look, observed, cached_end, cold, items, v, reach, header, kind)
+        return _made_costs(prices, look, observed, cached_end, cold, items, v, reach, header, kind)
 
     def _items(
         self, eligible: Sequence[Any], prices: Prices, before: Callable[[int], int], now: float

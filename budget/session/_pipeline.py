@@ -28,12 +28,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from budget._report import Prepared, Report
-from budget._view import Format
+from budget._report import Prepared
+from budget._view import Format, ToolResult
 from budget.session._history import RESCAN
 from budget.session._outcome import Outcome
 from budget.session._parts import Parts
 from budget.session._passrun import Passes
+from budget.session._tail import Tail
 from budget.session._values import Scan, Turn
 from budget.tokens._estimates_cache import EstimateCache
 
@@ -46,12 +47,14 @@ class Pipeline:
     def __init__(
         self,
         parts: Parts,
-        learn_header: Callable[[Report, list[Any]], None] = lambda report, copy: None,
+        learn_header: Callable[[int, list[Any]], None] = lambda tokens_after, copy: None,
         header: Callable[[], int] = lambda: 0,
     ) -> None:
         self._parts = parts
         self._passes = Passes(parts)
         self._outcome = Outcome(parts, header)
+        self._tail = Tail()
+        """The last messages and their copies as the last request left them."""
         self._learn_header = learn_header
         """Compaction's header learning (``Compacting.learn_header``), before the request is
         logged: its record keeps what it learned (``header``)."""
@@ -62,6 +65,7 @@ class Pipeline:
         self._parts.copies.reset()
         self._parts.candidates.reset()
         self._parts.quotes.reset()
+        self._tail.clear()
 
     def run(
         self, messages: list[Any], usage: Any, now: float, started: float, fmt: Format
@@ -94,14 +98,17 @@ class Pipeline:
                 overflowing=overflowing,
                 verdicts=p.tally.verdicts,
             )
-            p.copies.sync_markers(messages, scan.k, fmt)
+            # Decided now, or looked at again: candidates if they are not ones yet.
+            p.candidates.add(r for r in by_id.values() if r.msg_index >= scan.rescan)
+            p.copies.sync_markers(messages, scan.rescan, fmt)
             since = p.tally.last_n
             p.tally.last_at, p.tally.last_n, p.tally.last_f = now, len(messages), fingerprint
             first = outcome.first_decided(made, by_id, len(messages))
             redone = (scan, prev_len, before, first)
-            report = outcome.report(turn, made, reports, since, redone, started, fmt.name)
+            report = outcome.report(turn, made, reports, since, redone, fmt.name)
             copy = list(p.copies.outputs)
-            self._learn_header(report, copy)
+            self._learn_header(report["tokens_after"], copy)
+        self._tail.keep(messages, p.copies.outputs, max(len(messages) - RESCAN, 0))
         p.history.seen = messages
         p.text_tokens.next_request()
         return outcome.timed(copy, report, started)
@@ -109,15 +116,17 @@ class Pipeline:
     def scan(self, messages: list[Any], fmt: Format) -> Scan:
         """Reuse what the last history left, scan the rest."""
         history, copies = self._parts.history, self._parts.copies
-        k = history.reusable(messages)
+        k = rescan = history.reusable(messages)
         diverged = k < 0 or len(messages) < self._parts.tally.last_n
         # Until this request completes, the caches may not match the list passed last time.
         history.seen = None
         if k < 0:
             old_outputs = copies.outputs
             self.reset()
-            k = 0
+            k = rescan = 0
         else:
+            if k == len(history) - RESCAN and self._tail.holds(messages, copies.outputs):
+                k = len(history)  # the last messages and their copies are as they were left
             old_outputs = copies.outputs[k:]
             copies.truncate(k)
             history.truncate(k)
@@ -128,9 +137,21 @@ class Pipeline:
             # its old decision. Rebuilt from the frozen decisions, as a resumed session would.
             old_outputs = copies.outputs[:k] + old_outputs
             self.reset()
-            k = 0
+            k = rescan = 0
             fresh, new_results = history.scan(messages, k, fmt)
-        return Scan(k, old_outputs, fresh, new_results, diverged)
+        elif rescan < k:
+            new_results = self._reused(messages, rescan, k) + new_results
+        return Scan(k, old_outputs, fresh, new_results, diverged, rescan)
+
+    def _reused(self, messages: list[Any], start: int, end: int) -> list[ToolResult]:
+        """Messages ``start`` to ``end`` kept as the last request left them: their results and
+        the refs their calls name, and their copies' markers, as a scan of them would give."""
+        history = self._parts.history
+        mentions = [(c.call_id, ref) for i in range(start, end) for c in history.calls(i)
+                    for ref in c.refs]  # fmt: skip
+        history.mentions[:0] = mentions
+        self._parts.copies.reuse(messages, start, end)
+        return [r for i in range(start, end) for r in history.results(i)]
 
     def keep_estimates(self, known: EstimateCache) -> None:
         """Hand the saved estimates every message's tokens, as given and as its copy shows it,

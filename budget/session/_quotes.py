@@ -11,23 +11,22 @@ envelope its spill would have shown counts once as *needed*; each answer (the mo
 between two others': Responses' message and function calls of one turn are one) that quotes a
 needed result outside that envelope with a line no earlier answer quoted from it counts one
 *episode* (a read-back a spill would have cost: an agent editing a file it read quotes it answer
-after answer, a part at a time). A kept result counts as *exposed*
-once it leaves the protected rounds (``protect_rounds``: the rounds the agent is still working
-with it), since most quotes of a result come in the answers right after it, and a result counted
-before them would say the preview did before the answers that could say otherwise came. Both
-counts are kept per tool (:func:`budget.policy.readback_chance`).
+after answer, a part at a time). A kept result counts as *exposed* once it leaves the protected
+rounds (``protect_rounds``: the rounds the agent still works with it: most quotes come right
+after a result, and counted before them it would say the preview did before the answers that
+could say otherwise came). The counts are kept per tool (:func:`budget.policy.readback_chance`).
 
-The index is built from the history alone (every result, in history order: a line's latest
-holder may be a small result or a read-back page that showed it whole, and then no kept result
-is charged), so a resumed session rebuilds the same one; a history that diverges (the caller
-compacted or edited it) rebuilds it the same way. The answers looked at are those after the last
+The index (:mod:`budget.session._lineindex`) is built from the history alone, in history order
+(a line's latest holder may be a small result or a read-back page that showed it whole: then no
+kept result is charged), so a resumed or diverged session rebuilds the same one. The answers
+looked at are those after the last
 request's history (all of them when this history does not lead with it), none on a retry. The
 results found needed are logged with their request record (``q``), the lines each answer newly
 quoted from them in ``e`` (their 64-bit xxh3 hashes: no text) and the counts per tool in ``k``
 (a request that failed before its record was logged leaves them to the next record), and
 restored, so a resumed session counts each one once, as the session that went on does. Work per
-request: the new results' lines, the new answers' lines, the results leaving the protected
-rounds.
+request: the new answers' lines, the results leaving the protected rounds, the last request's
+fresh results' lines (none in a session that spills every weighed result).
 """
 
 from __future__ import annotations
@@ -48,6 +47,7 @@ from budget.passes._context import spill_envelope
 from budget.passes.cap import weighed
 from budget.policy import Observed
 from budget.session._history import History
+from budget.session._lineindex import LineIndex
 from budget.session._records import KeptEvidence
 from spill import ref_for
 
@@ -56,13 +56,9 @@ __all__ = ["MIN_QUOTE_CHARS", "Quotes", "answer_strings", "quotable"]
 
 class Quotes:
     """The quotable lines of the history's results, the kept results found needed, and the
-    evidence per tool. A session part: ``config``, ``ledger`` and ``history`` say which results
-    are weighed, which are still kept whole, what a spill would show and where the rounds are.
-
-    The counts are kept per tool: one agent's file reads may be quoted line by line in its
-    edits while its test runs are read once (each tool's rate is its own; the rest of the
-    session is its prior: :func:`budget.policy.readback_chance`).
-    """
+    evidence per tool (one agent's file reads may be quoted in its edits, its test runs read
+    once). A session part: ``config``, ``ledger`` and ``history`` say which results are weighed,
+    which are still kept whole, what a spill would show and where the rounds are."""
 
     def __init__(
         self,
@@ -72,13 +68,12 @@ class Quotes:
         evidence: KeptEvidence | None = None,
     ) -> None:
         self._config, self._ledger, self._history = config, ledger, history
-        self._index: dict[int, str] = {}
-        """Per hash of a stripped line, the call id of the latest result holding it (the one a
-        quote is charged to; earlier holders are never asked for)."""
+        self._index = LineIndex()
+        """Which result holds a quoted line (the latest: the one a quote is charged to)."""
         self._results: dict[str, ToolResult] = {}
         """The indexed results the cost model weighs, by call id (their would-be previews)."""
         self._seen: set[str] = set()
-        """Every indexed result's call id (each indexed once until :meth:`reset`)."""
+        """Every noted result's call id (each noted once until :meth:`reset`)."""
         self._pending: deque[ToolResult] = deque()
         """Weighed results still in the protected rounds, in history order."""
         self._matured: set[str] = set()
@@ -124,7 +119,8 @@ class Quotes:
         history = self._history
         lead = history.anchor_holds(len(messages), length, fingerprint)
         start = length if lead else 0
-        self._look(messages[start:], start, fresh)
+        if self._chargeable(undecided=False):  # else no answer could be charged to a result
+            self._look(messages[start:], start, fresh)
         before = history.round_of(length) if lead and self._resumed else -1
         self._resumed = False
         self._mature(history.current_round() - self._config.protect_rounds, before)
@@ -198,33 +194,24 @@ class Quotes:
     def _would_show(self, result: ToolResult) -> str:
         """The envelope a spill of ``result`` would show (its preview, no file path)."""
         return spill_envelope(
-            self._config,
-            result.text,
-            ref=ref_for(result.text),
-            tool=result.tool,
-            is_error=result.is_error,
-            path=None,
-            version=self._ledger.preview_version,
-        )
+            self._config, result.text, ref=ref_for(result.text), tool=result.tool,
+            is_error=result.is_error, path=None, version=self._ledger.preview_version,
+        )  # fmt: skip
 
     def reset(self) -> None:
         """Forget the index (the history diverged or a result was edited): the whole history,
         rescanned, rebuilds it in history order, as a resumed session builds it. The results
         found needed stay found, those counted as exposed stay counted."""
-        self._index, self._results, self._seen = {}, {}, set()
-        self._pending = deque()
+        self._results, self._seen, self._pending = {}, set(), deque()
+        self._index.reset()
 
     def _index_results(self, results: Iterable[ToolResult]) -> None:
-        """Index the lines of ``results``, once each: a later holder of a line replaces an
-        earlier one (a quote is charged to the latest). Every result is a holder (a later small
-        result showing a line whole is where a quote of it may come from); only those the cost
-        model weighs can be charged.
-
-        Every stripped line is indexed, short ones too: they are never looked up (answers are
-        searched for quotable lines only), and leaving them in takes no Python step per line
-        (splitting, stripping, hashing and the update run in C: ~25 µs of CPU for a 7 kB,
-        120-line result). Keys are the lines' hashes, so the index holds no text."""
-        known, seen, index, pending = self._results, self._seen, self._index, self._pending
+        """Index the lines of ``results``, once each (:class:`LineIndex`): every result is a
+        holder (a later small result showing a line whole is where a quote of it may come from);
+        only those the cost model weighs can be charged."""
+        known, seen, pending = self._results, self._seen, self._pending
+        self._index.settle(self._chargeable)
+        new: list[ToolResult] = []
         for r in results:
             if r.call_id in seen:
                 continue
@@ -232,8 +219,24 @@ class Quotes:
             if self._weighable(r):
                 known[r.call_id] = r
                 pending.append(r)
-            lines = without_gutter(r.text).splitlines()
-            index.update(dict.fromkeys(map(hash, map(str.strip, lines)), r.call_id))
+            new.append(r)
+        decided = self._ledger.get
+        self._index.add(new, undecided=all(decided(r.call_id) is None for r in new))
+
+    def _chargeable(self, *, undecided: bool = True) -> bool:
+        """Whether a weighed result may be charged: kept whole (or, with ``undecided``, not
+        decided yet). Those that never can be again leave :attr:`_results`, oldest first, up to
+        the first that may: each leaves once, so the check costs a request a few steps."""
+        # A result found needed stays chargeable while kept whole: each answer quoting new lines
+        # of it is one more read-back (an episode).
+        results, kept = self._results, self._kept_whole
+        while results:
+            cid = next(iter(results))
+            if kept(cid) or self._ledger.get(cid) is None:
+                break
+            del results[cid]
+        # Past the first that may: this request's fresh results (not decided), or a kept one.
+        return any(kept(cid) or undecided for cid in results)
 
     def _look(self, answers: Sequence[Any], start: int, fresh: Collection[str]) -> None:
         """Find the kept results ``answers`` (the history's from message ``start`` on) quote
@@ -257,8 +260,10 @@ class Quotes:
                 episode = set()
                 continue
             for text in chain((first,), strings):
+                if len(text) < MIN_QUOTE_CHARS:
+                    continue  # no line of it is long enough to be a quote
                 for line in quotable(text):
-                    cid = index.get(hash(line))
+                    cid = index.get(line)
                     if cid is None or cid not in results or not self._kept_whole(cid):
                         continue  # hidden (never charged again), or decided by this request
                     if cid in fresh:
@@ -274,6 +279,8 @@ class Quotes:
                     # The line itself (not another of the same hash), outside the preview.
                     if line in shown or line not in whole:
                         continue
+                    if index.held_by_deferred(line):
+                        continue  # its latest holder is a fresh result, not decided when it looked
                     digest = xxhash.xxh3_64_intdigest(line.encode())
                     lines = quoted.setdefault(cid, set())
                     if digest in lines:

@@ -27,6 +27,9 @@ class Scan:
     """Every result of the messages scanned."""
     diverged: bool
     """The history is not the last one grown (rebuilt, or shorter)."""
+    rescan: int
+    """Where the messages looked at again start (``k`` but for the last request's last
+    messages, reused when they and their copies are unchanged: ``budget.session._tail``)."""
 
 
 @dataclass(frozen=True, slots=True)

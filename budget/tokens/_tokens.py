@@ -208,7 +208,8 @@ def _mapping_tokens(obj: Mapping[str, Any], text: _TextFn, fr: TokenizerProfile)
         total = fr.tool_result  # one of _TOOL_RESULT_TYPES
         for key, value in obj.items():
             if key not in _SKIP_KEYS and key != "is_error":
-                total += _value_tokens(value, text, fr)
+                # A result's text, most often: counted here rather than one call deeper.
+                total += text(value) if type(value) is str else _value_tokens(value, text, fr)
         return total
     total = fr.block if kind is not None else 0
     if "role" in obj:
@@ -226,6 +227,8 @@ def _mapping_tokens(obj: Mapping[str, Any], text: _TextFn, fr: TokenizerProfile)
                     total += fr.tool_call + _call_tokens(call, text)
                 else:
                     total += fr.tool_call + _value_tokens(call, text, fr)
+        elif type(value) is str:
+            total += text(value)  # _value_tokens' first case, without its call
         else:
             total += _value_tokens(value, text, fr)
     return total
@@ -283,7 +286,11 @@ def _value_tokens(value: Any, text: _TextFn, fr: TokenizerProfile) -> int:
     if cls is list:
         total = 0
         for item in value:
-            total += _value_tokens(item, text, fr)
+            # Content blocks, most often: the mapping counted without this function's checks.
+            if type(item) is dict:
+                total += _mapping_tokens(item, text, fr)
+            else:
+                total += _value_tokens(item, text, fr)
         return total
     if value is None or isinstance(value, bool):
         return 0

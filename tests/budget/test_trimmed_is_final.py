@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
 from typing import Any
 
@@ -69,3 +70,25 @@ def test_the_ledger_lets_a_decision_for_an_edited_text_replace_a_trim() -> None:
     kept = Decision("c1", "kept", "fits", len(redacted), digest=ref_for(redacted))
     ledger.record(kept)
     assert ledger.get("c1") == kept
+
+
+def test_every_decision_names_the_digest_of_the_text_it_was_made_for(tmp_path: Path) -> None:
+    """Kept, spilled and trimmed results (a trim takes its frozen decision's digest rather than
+    hashing the text again): each logged decision's ``h`` is the hash of its result's text, in
+    a session that went on and after a resume."""
+    msgs = conversation([[big(40, f"r{r}")] for r in range(6)])
+    texts = {m["content"][0]["tool_use_id"]: tool_text(m) for m in msgs if m["role"] == "user"
+             and isinstance(m["content"], list)}  # fmt: skip
+    with Budget.open(tmp_path / "s", SMALL) as b:
+        b.prepare(msgs[:7], now=0)
+        assert b.prepare(msgs, now=400).report.staleness_ran
+    with Budget.open(tmp_path / "s", SMALL) as b:
+        more = [*msgs, assistant(("z", "bash")), results(("z", big(40, "z")))]
+        b.prepare(more, now=800)
+        texts["z"] = big(40, "z")
+    (log,) = list((tmp_path / "s").rglob("*.jsonl"))
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    decisions = [r for r in records if r.get("t") == "d"]
+    assert {d["kind"] for d in decisions} >= {"trimmed"}
+    for d in decisions:
+        assert d["h"] == ref_for(texts[d["id"]]), d
