@@ -68,6 +68,7 @@ class Quotes:
         evidence: KeptEvidence | None = None,
     ) -> None:
         self._config, self._ledger, self._history = config, ledger, history
+        evidence = evidence or KeptEvidence()
         self._index = LineIndex()
         """Which result holds a quoted line (the latest: the one a quote is charged to)."""
         self._results: dict[str, ToolResult] = {}
@@ -76,12 +77,13 @@ class Quotes:
         """Every noted result's call id (each noted once until :meth:`reset`)."""
         self._pending: deque[ToolResult] = deque()
         """Weighed results still in the protected rounds, in history order."""
-        self._matured: set[str] = set()
-        """Weighed results that have left the protected rounds (each counted once)."""
+        self._matured: set[str] = set(evidence.exposed)
+        """Weighed results that left the protected rounds (each counted once; restored: ``w``)."""
+        self.exposed_found: list[str] = []
+        """The results counted as exposed since the last request record (its ``w``)."""
         self._resumed = True
         """No request has looked yet: results that left the protected rounds before the last
         request were counted by the session that logged it."""
-        evidence = evidence or KeptEvidence()
         self.needed: set[str] = set(evidence.needed)
         """Kept results an answer quoted outside their would-be preview (restored from ``q``)."""
         self.found: list[str] = []
@@ -115,8 +117,7 @@ class Quotes:
         self._index_results(results)
         if retry:
             return  # the request it repeats looked already
-        length, fingerprint = last
-        history = self._history
+        (length, fingerprint), history = last, self._history
         lead = history.anchor_holds(len(messages), length, fingerprint)
         start = length if lead else 0
         if self._chargeable(undecided=False):  # else no answer could be charged to a result
@@ -127,9 +128,9 @@ class Quotes:
 
     def _mature(self, last_round: int, counted_before: int) -> None:
         """Count the weighed results of rounds up to ``last_round`` kept whole so far as exposed,
-        once each; those of rounds up to ``counted_before`` were counted when the log was written
-        (a resumed session's first request). One not decided yet (it came with this request) is
-        no exposure; a hidden one leaves the index's results (never charged again)."""
+        once each; those of rounds up to ``counted_before`` were counted when a log without ``w``
+        was written (a resumed session's first request). One not decided yet (it came with this
+        request) is no exposure; a hidden one leaves the index's results (never charged again)."""
         pending, matured = self._pending, self._matured
         limit = counted_before - self._config.protect_rounds
         while pending and pending[0].round <= last_round:
@@ -142,10 +143,10 @@ class Quotes:
                 self._results.pop(r.call_id, None)
             elif d is not None and r.round > limit:
                 self._count(r.tool, 0)
+                self.exposed_found.append(r.call_id)
 
     def evidence(self, tool: str) -> tuple[int, int, int]:
-        """(exposed, needed, episodes) of ``tool``: what :func:`budget.policy.spill_verdict`
-        reads (:func:`budget.policy.readback_chance`, :func:`budget.policy.readbacks_per_need`)."""
+        """(exposed, needed, episodes) of ``tool``: what :func:`budget.policy.spill_verdict` reads."""
         counts = self._kinds.get(tool)
         return (0, 0, 0) if counts is None else (counts[0], counts[1], counts[2])
 
@@ -161,17 +162,19 @@ class Quotes:
 
     def record(self) -> dict[str, Any]:
         """What was found since the last call, as a request record's fields: the results found
-        needed (``q``), the lines newly quoted from them (``e``), the counts of the tools changed
-        (``k``). A request that fails before its record is logged leaves them to the next one:
+        needed (``q``), the lines newly quoted from them (``e``), those counted as exposed
+        (``w``), the counts of the tools changed (``k``). A request that fails before its record is logged leaves them to the next one:
         this session counted them, and a resumed one reads them from the log."""
         fields: dict[str, Any] = {}
         if self.found:
             fields["q"] = self.found
         if self.lines_found:
             fields["e"] = self.lines_found
+        if self.exposed_found:
+            fields["w"] = self.exposed_found
         if self._changed:
             fields["k"] = {tool: list(self._kinds[tool]) for tool in sorted(self._changed)}
-        self.found, self.lines_found, self._changed = [], {}, set()
+        self.found, self.lines_found, self.exposed_found, self._changed = [], {}, [], set()
         return fields
 
     def _count(self, tool: str, which: int) -> None:

@@ -129,6 +129,9 @@ class KeptEvidence:
     changed; a log written before episodes were counted holds two: one per needed result)."""
     quoted: Mapping[str, frozenset[int]] = field(default_factory=dict)
     """Per needed result, the hashes of the lines answers quoted (every record's ``e``)."""
+    exposed: frozenset[str] = frozenset()
+    """Kept results counted as exposed (every record's ``w``; a log written before it: none,
+    and the rounds its last request covered say which were counted)."""
 
 
 def restore_policy(
@@ -140,6 +143,7 @@ def restore_policy(
     observed = Observed()
     marks: list[tuple[int, float]] = []
     needed: set[str] = set()
+    exposed: set[str] = set()
     kinds: dict[str, tuple[int, int, int]] = {}
     quoted: dict[str, set[int]] = {}
     for rec in records:
@@ -150,9 +154,10 @@ def restore_policy(
         if at is not None:
             x = rec.get("x")
             note_request(marks, m, at, x if is_count(x) else None)
-        q = rec.get("q")
-        if isinstance(q, list):
-            needed.update(cid for cid in q if isinstance(cid, str))
+        for ids, key in ((needed, "q"), (exposed, "w")):
+            listed = rec.get(key)
+            if isinstance(listed, list):
+                ids.update(cid for cid in listed if isinstance(cid, str))
         k = rec.get("k")
         if isinstance(k, dict):
             for tool, counts in k.items():
@@ -170,4 +175,5 @@ def restore_policy(
                 if isinstance(hashes, list):
                     quoted.setdefault(cid, set()).update(h for h in hashes if is_count(h))
     frozen = {cid: frozenset(h) for cid, h in quoted.items()}
-    return observed, marks, KeptEvidence(frozenset(needed), kinds, frozen)
+    evidence = KeptEvidence(frozenset(needed), kinds, frozen, frozenset(exposed))
+    return observed, marks, evidence

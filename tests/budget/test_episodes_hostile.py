@@ -318,3 +318,26 @@ def test_each_tool_is_read_back_as_often_as_its_own_needed_results_were() -> Non
         return v.readback_risk / (chance * readback_cost(prices, look, 500))
 
     assert risk((5, 4, 4)) == pytest.approx(2.5) and risk((0, 0, 0)) == pytest.approx(3.5)
+
+
+def test_a_history_edited_at_its_start_counts_no_exposure_again_after_a_reopen(
+    tmp_path: Path,
+) -> None:
+    """A caller that edits its first message (its length changes) makes the history diverge; a
+    session reopened before every request then logs the same exposures as the one that went on
+    (the results counted are in ``w``: none is counted twice)."""
+    mid = "\n".join(f"row {i:04d}: value={i * 7} status=ok detail={'y' * 40}" for i in range(200))
+    steps: list[list[Any]] = [[{"role": "user", "content": "Start."}]]
+    for r in range(10):
+        steps.append([_call(f"c{r}"), _result(f"c{r}", mid.replace("row ", f"r{r} row "))])
+    histories = _grown(steps)
+    edited = [
+        [{"role": "user", "content": "Start, and mind the tests."}, *h[1:]] if i >= 7 else h
+        for i, h in enumerate(histories)
+    ]
+    _prepare(tmp_path / "a", edited, set())
+    _prepare(tmp_path / "b", edited, set(range(len(edited))))
+    went_on = [r["p"][EXPOSED] for r in _requests(tmp_path / "a")]
+    reopened = [r["p"][EXPOSED] for r in _requests(tmp_path / "b")]
+    assert went_on == reopened
+    assert went_on[-1] == sum(len(r.get("w", [])) for r in _requests(tmp_path / "a"))
