@@ -567,3 +567,23 @@ def test_a_resumed_session_keeps_its_bank_and_decides_alike(tmp_path: Path) -> N
     live_p = [r["p"] for r in _log_records(tmp_path / "live") if r.get("t") == "req"]
     resumed_p = [r["p"] for r in _log_records(tmp_path / "resumed") if r.get("t") == "req"]
     assert resumed_p == live_p and any(p[9] > 0 for p in live_p)
+
+
+def test_observed_updates_keep_every_field_they_do_not_name() -> None:
+    """``now``, ``banked`` and ``after_request`` build positionally (a constructor call, for
+    speed): each keeps every field it does not set, so a field added later is not reset."""
+    import dataclasses
+
+    fields = [f.name for f in dataclasses.fields(Observed)]
+    seen = Observed(**{name: i + 1 for i, name in enumerate(fields)})
+    made = {
+        ("requests", "readbacks"): seen.now(requests=100, readbacks=101),
+        ("bank", "billed", "readbacks", "pending_bill"): seen.banked(
+            bank=100.0, billed=101.0, readbacks=102, pending=103.0
+        ),
+        ("gap_s", "hidden"): seen.after_request(gap_s=100.0, hidden=1),
+    }
+    for named, value in made.items():
+        for name in fields:
+            if name not in named:
+                assert getattr(value, name) == getattr(seen, name), (named, name)
