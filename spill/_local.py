@@ -326,6 +326,12 @@ class LocalStore(StoreBase):
             except OSError as exc:
                 raise self._dir.store_error(f"append to {LOG_NAME}", exc) from exc
 
+    @property
+    def defers_sync(self) -> bool:
+        """Whether puts and appends are made durable at :meth:`sync`, not before they return
+        (``defer_sync``): a power cut may then take the last bodies of a logged decision."""
+        return self._dir.deferred is not None
+
     def sync(self) -> None:
         """fsync what puts and appends left unsynced (``defer_sync``): bodies, then the log."""
         with self._mutex:

@@ -26,10 +26,22 @@ __all__ = ["Bodies"]
 class Bodies:
     """Spilled bodies: put in the store once, known by ref (the refs known stored are its state)."""
 
-    def __init__(self, store: Store, config: BudgetConfig, ledger: Ledger, log: Events) -> None:
+    def __init__(
+        self,
+        store: Store,
+        config: BudgetConfig,
+        ledger: Ledger,
+        log: Events,
+        recent: frozenset[str] = frozenset(),
+    ) -> None:
         self._store, self._config, self._ledger, self._log = store, config, ledger, log
         self._stored: set[str] = set()
         """Refs whose bodies are known to be in the store (put, or found there)."""
+        # A store makes each body durable before its decision is logged (the Store contract),
+        # unless it says it defers its fsyncs (the proxy's LocalStore): then the bodies of the
+        # last logged request (``recent``) may be gone after a power cut.
+        self._unsure = set(recent) if getattr(store, "defers_sync", False) else set()
+        """Refs logged whose bodies may be missing: asked once (:meth:`restore_missing`)."""
 
     def spill(self, text: str, tool: str, lock: AbstractContextManager[Any]) -> str:
         """``text`` as a tool result should hold it (``Budget.spill_output``): itself, or (over
@@ -56,14 +68,17 @@ class Bodies:
         history holds again (its hash must be the body's ref).
 
         A store whose fsyncs run after the request is answered (the proxy's, ``defer_sync``) may
-        lose a body to a power cut while the decision naming it reached the disk: the agent re-
-        sends its whole history, so the text is there to store again before a copy points to
-        it. Each ref is asked once per process (a resumed session's first request); one the
-        store has, or puts back, is known stored from then on."""
+        lose the last request's bodies to a power cut while the decisions naming them reached
+        the disk: the agent re-sends its whole history, so the text is there to store again
+        before a copy points to it. Each such ref is asked once (a resumed session's first
+        request); no other store is asked at all (a resume opens no body)."""
+        if not self._unsure:
+            return
         for r in results:
             d = self._ledger.get(r.call_id)
-            if d is None or not d.needs_body or d.ref is None or d.ref in self._stored:
+            if d is None or d.ref not in self._unsure or not d.needs_body:
                 continue
+            self._unsure.discard(d.ref)
             try:
                 if self._store.has(d.ref):
                     self._stored.add(d.ref)

@@ -21,6 +21,7 @@ from budget.session._records import (
     KeptEvidence,
     finite,
     is_count,
+    last_request_refs,
     restore_policy,
     split_log,
     tokens_field,
@@ -66,6 +67,8 @@ class Resumed:
     """(history length, time) of the requests whose cache entries still match (see
     :func:`budget.session._records.note_request`)."""
     evidence: KeptEvidence = field(default_factory=KeptEvidence)
+    recent_refs: frozenset[str] = frozenset()
+    """The refs the last logged request's decisions name (``Bodies.restore_missing``)."""
     """What the kept results' read-back evidence had counted (``budget.session._quotes``)."""
 
 
@@ -206,6 +209,7 @@ class Journal:
             observed,
             marks,
             evidence,
+            last_request_refs(records),
         )
 
     def _restore_counters(

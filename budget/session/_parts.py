@@ -89,7 +89,7 @@ class Parts:
             log=log,
             journal=journal,
             ledger=ledger,
-            bodies=Bodies(store, config, ledger, log),
+            bodies=Bodies(store, config, ledger, log, resumed.recent_refs),
             tally=Tally.resumed(resumed),
             estimator=Estimator(
                 config,

@@ -17,6 +17,7 @@ __all__ = [
     "closed_records",
     "finite",
     "is_count",
+    "last_request_refs",
     "note_request",
     "restore_policy",
     "split_log",
@@ -45,6 +46,23 @@ def split_log(
     records = log[:end]
     decisions = [rec for rec, kind in zip(records, kinds, strict=False) if kind == "d"]
     return records, decisions, log[end:]
+
+
+def last_request_refs(records: list[dict[str, Any]]) -> frozenset[str]:
+    """The refs the decisions of the last logged request name (the ``d`` records after the
+    closing record before it): the only bodies a store that fsyncs after the request is answered
+    may have lost with their decisions kept (the next request waits for that sync)."""
+    refs: set[str] = set()
+    closing = False
+    for rec in reversed(records):
+        kind = rec.get("t")
+        if kind in ("req", "ovf"):
+            if closing:
+                break
+            closing = True
+        elif kind == "d" and isinstance(ref := rec.get("ref"), str):
+            refs.add(ref)
+    return frozenset(refs)
 
 
 def closed_records(
