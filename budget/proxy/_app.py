@@ -36,7 +36,7 @@ from starlette.routing import Route
 from budget._errors import BudgetError
 from budget._log import get_logger
 from budget._report import Report
-from budget.proxy._encode import encode
+from budget.proxy._encode import NumberRewritten, encode
 from budget.proxy._incremental import INLINE_BYTES, Bodies, Parsed
 from budget.proxy._keys import SESSION_HEADER, lead_of, session_key
 from budget.proxy._pool import Pool, Slot
@@ -175,6 +175,10 @@ class Proxy:
             return raw, None
         try:
             out = await self._prepare(slot, api, parsed, history, raw)
+        except NumberRewritten:  # a replaced message holds a number orjson would write otherwise
+            self.pool.release(slot)
+            self._passthrough("number not re-encodable", api, session=key)
+            return raw, None
         except Exception as exc:
             self.pool.release(slot)
             self._passthrough("prepare failed", api, session=key, error=type(exc).__name__)
@@ -387,7 +391,7 @@ def _copy(
     copy = prepared.messages
     if len(copy) == len(history) and all(map(is_, copy, history)):
         return raw, prepared.report  # nothing replaced: the very bytes the agent sent
-    # orjson.dumps({**body, field: copy}), the agent's bytes reused for the messages it kept.
+    # The agent's bytes, the replaced messages swapped for orjson's encoding of their copies.
     return encode(parsed, copy), prepared.report
 
 
