@@ -281,23 +281,53 @@ class Proxy:
     async def _relay(
         self, resp: httpx.Response, slot: Slot | None, tap: Tap | None
     ) -> AsyncIterator[bytes]:
-        """The upstream's raw bytes as they arrive; then what the tap read goes to the session."""
+        """The upstream's raw bytes as they arrive; then what the tap read goes to the session.
+
+        An upstream breaking off raises on (uvicorn then drops the agent's connection, which
+        tells it the answer is cut, where a clean end would not); an agent hanging up ends the
+        relay at its ``yield`` or its read. Either is a ``stream_cut`` event, and the tap's
+        partial usage is dropped."""
         self.working += 1
+        cut: tuple[str, str | None] | None = ("client disconnected", None)
         try:
-            async for chunk in resp.aiter_raw():
-                yield chunk
-                if tap is not None:
-                    tap.feed(chunk)
+            try:
+                async for chunk in resp.aiter_raw():
+                    yield chunk
+                    if tap is not None:
+                        tap.feed(chunk)
+            except httpx.HTTPError as exc:
+                cut = ("upstream broke off", type(exc).__name__)
+                raise
+            cut = None  # anything raised from here on is not the stream's
             if slot is not None and tap is not None:
                 await self._settle(slot, tap, resp.status_code)
         finally:
             self.working -= 1
+            if cut is not None:
+                self._cut(slot, *cut)
             await resp.aclose()
             if slot is not None:
                 self.pool.release(slot)
 
+    def _cut(self, slot: Slot | None, reason: str, error: str | None = None) -> None:
+        """The ``stream_cut`` event: info when the agent hung up (its choice: an interrupted
+        turn), a warning when the upstream's answer broke off."""
+        fields: dict[str, Any] = {"reason": reason}
+        if slot is not None:
+            fields["session"] = slot.key
+        if error is not None:
+            fields["error"] = error
+        if reason == "client disconnected":
+            self._log.info("toolbudget.proxy.stream_cut", **fields)
+        else:
+            self._log.warning("toolbudget.proxy.stream_cut", **fields)
+
     async def _settle(self, slot: Slot, tap: Tap, status: int) -> None:
         tap.close()
+        if tap.unreadable is None and not tap.complete:
+            # A clean end before the final event: the usage read so far is the prompt's only.
+            self._cut(slot, "no final event")
+            return
         if tap.unreadable is not None:
             self._log.info("toolbudget.proxy.usage_unread", session=slot.key, reason=tap.unreadable)
         usage = _understood(tap.usage)
