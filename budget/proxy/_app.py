@@ -22,11 +22,9 @@ import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from contextlib import asynccontextmanager
 from functools import partial
-from operator import is_
 from typing import Any
 
 import httpx
-import orjson
 from anyio import to_thread
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -35,17 +33,15 @@ from starlette.routing import Route
 
 from budget._errors import BudgetError
 from budget._log import get_logger
-from budget._report import Report
-from budget.proxy._encode import NumberRewritten, encode
+from budget.proxy._encode import NumberRewritten
 from budget.proxy._incremental import INLINE_BYTES, Bodies, Parsed
-from budget.proxy._keys import SESSION_HEADER, lead_of, session_key
 from budget.proxy._pool import Pool, Slot
+from budget.proxy._request import copy_body, parse_body
 from budget.proxy._routes import (
     HOP_BY_HOP,
     METHODS,
     NOT_FORWARDED,
     OVERFLOW_STATUSES,
-    RESPONSES,
     Api,
     budgeted_api,
     gateway_error,
@@ -154,9 +150,9 @@ class Proxy:
             # A body going on from its conversation's last one is parsed here (its new bytes cost
             # less than a hop to a worker thread); a long one (a first body) in a worker thread.
             at_most = None if self._alone() else INLINE_BYTES
-            parsed = _parse(self.bodies, api, headers, raw, at_most=at_most)
+            parsed = parse_body(self.bodies, api, headers, raw, at_most=at_most)
             if parsed is None:
-                parsed = await to_thread.run_sync(_parse, self.bodies, api, dict(headers), raw)
+                parsed = await to_thread.run_sync(parse_body, self.bodies, api, dict(headers), raw)
         except Exception as exc:
             # JSON nested deeper than the session key's hashing goes (orjson encodes 254 levels,
             # Python recurses ~1,000), or any other failure to key the conversation.
@@ -167,7 +163,7 @@ class Proxy:
             self._passthrough(parsed, api)
             return raw, None
         body, history, key = parsed.body, parsed.history, parsed.key[1] if parsed.key else ""
-        assert history is not None  # _parse's answer has its history
+        assert history is not None  # parse_body's answer has its history
         try:
             slot = await self.pool.get(key, api.format, body.get("model"))
         except Exception as exc:
@@ -190,10 +186,12 @@ class Proxy:
     ) -> bytes:
         started = time.perf_counter()
         async with slot.lock:
-            syncing = slot.syncing  # the last request's fsyncs: awaited, not waited for in _copy
+            syncing = (
+                slot.syncing
+            )  # the last request's fsyncs: awaited, not waited for in copy_body
             if syncing is not None and not syncing.done():
                 await asyncio.wait((syncing,))
-            work = partial(_copy, slot, parsed, history, raw, self._clock())
+            work = partial(copy_body, slot, parsed, history, raw, self._clock())
             out, report = work() if self._alone() else await to_thread.run_sync(work)
         self._log.info(
             "toolbudget.proxy.prepared",
@@ -375,54 +373,6 @@ class Proxy:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
-
-
-def _parse(
-    bodies: Bodies,
-    api: Api,
-    headers: Mapping[str, str],
-    raw: bytes,
-    *,
-    at_most: int | None = None,
-) -> Parsed | str | None:
-    """The body with its history and its session's key (``key``); or why the request is not
-    budgeted. Parsed against the conversation's last body where it starts the same; None if
-    that means parsing more than ``at_most`` new bytes."""
-    try:
-        got = bodies.parse_within(api.field, raw, at_most)
-    except orjson.JSONDecodeError:
-        return "body is not JSON"
-    if got is None:
-        return None
-    parsed, prev = got
-    body, history = parsed.body, parsed.history
-    if history is None:
-        return f"no {api.field} list"
-    if api is RESPONSES and body.get("previous_response_id") is not None:
-        # The rest of the conversation is stored upstream: this is not the whole history.
-        return "previous_response_id"
-    explicit = headers.get(SESSION_HEADER)
-    # The key depends on the header, the body's other keys and the first messages: where those
-    # are the very objects the last body had, it is the last body's key.
-    key = parsed.key_for(explicit, prev) or session_key(api.format, headers, body, history)
-    parsed.key, parsed.lead = (explicit, key), lead_of(history)
-    return parsed
-
-
-def _copy(
-    slot: Slot, parsed: Parsed, history: list[Any], raw: bytes, now: float
-) -> tuple[bytes, Report]:
-    """The body to send for ``history`` (its request copy in place) and the prepare's report.
-
-    The last request's decisions are made durable first (done already, unless its fsync is
-    still running or failed): nothing is decided upon a decision a power loss could take."""
-    slot.sync()
-    prepared = slot.budget.prepare(history, usage=slot.usage, now=now)
-    copy = prepared.messages
-    if len(copy) == len(history) and all(map(is_, copy, history)):
-        return raw, prepared.report  # nothing replaced: the very bytes the agent sent
-    # The agent's bytes, the replaced messages swapped for orjson's encoding of their copies.
-    return encode(parsed, copy), prepared.report
 
 
 def _understood(usage: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
