@@ -22,7 +22,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from contextlib import asynccontextmanager
 from functools import partial
-from typing import Any
+from typing import Any, Final
 
 import httpx
 from anyio import to_thread
@@ -51,7 +51,12 @@ from budget.proxy._tap import Tap
 from budget.tokens._overflow import is_context_overflow
 from budget.tokens._usage import normalize_usage
 
-__all__ = ["create_app"]
+__all__ = ["ERROR_READ_BYTES", "create_app"]
+
+ERROR_READ_BYTES: Final = 64 << 10
+"""How much of a refused request's answer (400, 413) is read to find a prompt-too-long in it before
+it goes back: Anthropic's and OpenAI's are a few hundred bytes, and an upstream's error body may
+be anything (the proxy never holds one whole)."""
 
 
 class Proxy:
@@ -258,12 +263,35 @@ class Proxy:
         return out
 
     async def _refused(self, resp: httpx.Response, slot: Slot) -> Response:
-        """A refused request's answer, read whole (an error body is small) so that an overflow is
-        recorded before the agent can retry, then sent as it came."""
+        """A refused request's answer, read up to :data:`ERROR_READ_BYTES` so that an overflow
+        (a few hundred bytes of JSON) is recorded before the agent can retry, then sent as it
+        came; a longer body is no prompt-too-long of these APIs, and goes back as it comes,
+        unread, the bytes read ahead of the rest."""
+        chunks = resp.aiter_raw()
+        head: list[bytes] = []
+        size, ended = 0, False
         try:
-            raw = b"".join([chunk async for chunk in resp.aiter_raw()])
-        finally:
+            while not ended and size <= ERROR_READ_BYTES:
+                chunk = await anext(chunks, None)
+                ended = chunk is None
+                if chunk is not None:
+                    head.append(chunk)
+                    size += len(chunk)
+        except BaseException:  # the body broke off (a 502 for _forward), or we were cancelled
+            self.pool.release(slot)
             await resp.aclose()
+            raise
+        if not ended:
+            self.pool.release(slot)
+            self._log.info(
+                "toolbudget.proxy.usage_unread",
+                session=slot.key,
+                reason="error body too large to read",
+            )
+            rest = self._relay(resp, None, None, _chained(head, chunks))
+            return StreamingResponse(rest, resp.status_code)
+        await resp.aclose()
+        raw = b"".join(head)
         try:
             tap = Tap(
                 resp.headers.get("content-type", ""),
@@ -277,9 +305,14 @@ class Proxy:
         return Response(raw, status_code=resp.status_code)
 
     async def _relay(
-        self, resp: httpx.Response, slot: Slot | None, tap: Tap | None
+        self,
+        resp: httpx.Response,
+        slot: Slot | None,
+        tap: Tap | None,
+        chunks: AsyncIterator[bytes] | None = None,
     ) -> AsyncIterator[bytes]:
-        """The upstream's raw bytes as they arrive; then what the tap read goes to the session.
+        """The upstream's raw bytes as they arrive (``chunks``, if some were read already); then
+        what the tap read goes to the session.
 
         An upstream breaking off raises on (uvicorn then drops the agent's connection, which
         tells it the answer is cut, where a clean end would not); an agent hanging up ends the
@@ -289,7 +322,7 @@ class Proxy:
         cut: tuple[str, str | None] | None = ("client disconnected", None)
         try:
             try:
-                async for chunk in resp.aiter_raw():
+                async for chunk in resp.aiter_raw() if chunks is None else chunks:
                     yield chunk
                     if tap is not None:
                         tap.feed(chunk)
@@ -373,6 +406,14 @@ class Proxy:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
+
+
+async def _chained(head: list[bytes], rest: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """The chunks read already, then the rest of the stream."""
+    for chunk in head:
+        yield chunk
+    async for chunk in rest:
+        yield chunk
 
 
 def _understood(usage: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
