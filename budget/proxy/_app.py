@@ -35,6 +35,7 @@ from budget._errors import BudgetError
 from budget._log import get_logger
 from budget.proxy._encode import NumberRewritten
 from budget.proxy._incremental import INLINE_BYTES, Bodies, Parsed
+from budget.proxy._limits import open_sessions
 from budget.proxy._pool import Pool, Slot
 from budget.proxy._request import copy_body, parse_body
 from budget.proxy._routes import (
@@ -64,14 +65,18 @@ class Proxy:
 
     def __init__(self, settings: ProxySettings, clock: Callable[[], float]) -> None:
         self.settings = settings
+        self._log = get_logger("toolbudget")
+        # No more sessions open than the open-file limit has room for (budget.proxy._limits).
+        max_open, soft, hard = open_sessions(settings.max_open)
+        if max_open < settings.max_open:
+            self._log.warning("toolbudget.proxy.fd_limit", soft=soft, hard=hard, max_open=max_open)
         self.pool = Pool(
             settings.root,
             settings.budget,
-            max_open=settings.max_open,
+            max_open=max_open,
             idle_close_s=settings.idle_close_s,
         )
         self._clock = clock
-        self._log = get_logger("toolbudget")
         self._tasks: set[asyncio.Task[None]] = set()
         # The conversations' last bodies, to parse each request against (budget.proxy._incremental).
         self.bodies = Bodies(idle_s=settings.idle_close_s)
