@@ -65,7 +65,9 @@ def _events(events: list[MutableMapping[str, Any]], name: str) -> list[Any]:
     return [e.get("reason") for e in events if e["event"] == f"toolbudget.proxy.{name}"]
 
 
-def test_a_large_error_body_is_relayed_as_it_comes_not_read_whole_first(tmp_path: Path) -> None:
+def test_a_large_error_body_is_relayed_as_it_comes_not_read_whole_first(
+    tmp_path: Path, structlog_defaults: None
+) -> None:
     """The agent gets the 400's status and first bytes while the upstream still holds the rest
     of its 1 MiB body back (the proxy reads a bounded prefix, not the whole), then every byte
     as sent; so long a body is not taken for an overflow."""

@@ -75,7 +75,7 @@ def _cuts(events: list[MutableMapping[str, Any]]) -> list[tuple[str, str, str | 
     ],
 )
 def test_a_stream_the_upstream_cuts_off_is_an_event_and_its_usage_is_not_recorded(
-    tmp_path: Path, ending: str, cuts: list[tuple[str, str, str | None]]
+    tmp_path: Path, ending: str, cuts: list[tuple[str, str, str | None]], structlog_defaults: None
 ) -> None:
     """A stream ending before Anthropic's ``message_stop`` (cleanly or not) logs a
     ``stream_cut`` event, its prompt's usage is neither kept for the next request nor saved, and
@@ -115,7 +115,9 @@ def test_a_stream_the_upstream_cuts_off_is_an_event_and_its_usage_is_not_recorde
         assert usage is None and not sidecar.exists()
 
 
-def test_an_agent_hanging_up_mid_stream_is_an_event(tmp_path: Path) -> None:
+def test_an_agent_hanging_up_mid_stream_is_an_event(
+    tmp_path: Path, structlog_defaults: None
+) -> None:
     """The agent drops a streamed answer after its first bytes: a ``stream_cut`` event (info:
     the agent chose to) says so, and the prompt's usage already read is not recorded."""
     standin = StandIn(chunk_delay_s=0.3)
