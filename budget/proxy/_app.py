@@ -22,11 +22,9 @@ import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from contextlib import asynccontextmanager
 from functools import partial
-from operator import is_
-from typing import Any
+from typing import Any, Final
 
 import httpx
-import orjson
 from anyio import to_thread
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -35,17 +33,16 @@ from starlette.routing import Route
 
 from budget._errors import BudgetError
 from budget._log import get_logger
-from budget._report import Report
-from budget.proxy._encode import encode
+from budget.proxy._encode import NumberRewritten
 from budget.proxy._incremental import INLINE_BYTES, Bodies, Parsed
-from budget.proxy._keys import SESSION_HEADER, lead_of, session_key
+from budget.proxy._limits import open_sessions
 from budget.proxy._pool import Pool, Slot
+from budget.proxy._request import copy_body, parse_body
 from budget.proxy._routes import (
     HOP_BY_HOP,
     METHODS,
     NOT_FORWARDED,
     OVERFLOW_STATUSES,
-    RESPONSES,
     Api,
     budgeted_api,
     gateway_error,
@@ -55,7 +52,12 @@ from budget.proxy._tap import Tap
 from budget.tokens._overflow import is_context_overflow
 from budget.tokens._usage import normalize_usage
 
-__all__ = ["create_app"]
+__all__ = ["ERROR_READ_BYTES", "create_app"]
+
+ERROR_READ_BYTES: Final = 64 << 10
+"""How much of a refused request's answer (400, 413) is read to find a prompt-too-long in it before
+it goes back: Anthropic's and OpenAI's are a few hundred bytes, and an upstream's error body may
+be anything (the proxy never holds one whole)."""
 
 
 class Proxy:
@@ -63,14 +65,18 @@ class Proxy:
 
     def __init__(self, settings: ProxySettings, clock: Callable[[], float]) -> None:
         self.settings = settings
+        self._log = get_logger("toolbudget")
+        # No more sessions open than the open-file limit has room for (budget.proxy._limits).
+        max_open, soft, hard = open_sessions(settings.max_open)
+        if max_open < settings.max_open:
+            self._log.warning("toolbudget.proxy.fd_limit", soft=soft, hard=hard, max_open=max_open)
         self.pool = Pool(
             settings.root,
             settings.budget,
-            max_open=settings.max_open,
+            max_open=max_open,
             idle_close_s=settings.idle_close_s,
         )
         self._clock = clock
-        self._log = get_logger("toolbudget")
         self._tasks: set[asyncio.Task[None]] = set()
         # The conversations' last bodies, to parse each request against (budget.proxy._incremental).
         self.bodies = Bodies(idle_s=settings.idle_close_s)
@@ -154,9 +160,9 @@ class Proxy:
             # A body going on from its conversation's last one is parsed here (its new bytes cost
             # less than a hop to a worker thread); a long one (a first body) in a worker thread.
             at_most = None if self._alone() else INLINE_BYTES
-            parsed = _parse(self.bodies, api, headers, raw, at_most=at_most)
+            parsed = parse_body(self.bodies, api, headers, raw, at_most=at_most)
             if parsed is None:
-                parsed = await to_thread.run_sync(_parse, self.bodies, api, dict(headers), raw)
+                parsed = await to_thread.run_sync(parse_body, self.bodies, api, dict(headers), raw)
         except Exception as exc:
             # JSON nested deeper than the session key's hashing goes (orjson encodes 254 levels,
             # Python recurses ~1,000), or any other failure to key the conversation.
@@ -167,7 +173,7 @@ class Proxy:
             self._passthrough(parsed, api)
             return raw, None
         body, history, key = parsed.body, parsed.history, parsed.key[1] if parsed.key else ""
-        assert history is not None  # _parse's answer has its history
+        assert history is not None  # parse_body's answer has its history
         try:
             slot = await self.pool.get(key, api.format, body.get("model"))
         except Exception as exc:
@@ -175,6 +181,10 @@ class Proxy:
             return raw, None
         try:
             out = await self._prepare(slot, api, parsed, history, raw)
+        except NumberRewritten:  # a replaced message holds a number orjson would write otherwise
+            self.pool.release(slot)
+            self._passthrough("number not re-encodable", api, session=key)
+            return raw, None
         except Exception as exc:
             self.pool.release(slot)
             self._passthrough("prepare failed", api, session=key, error=type(exc).__name__)
@@ -186,10 +196,12 @@ class Proxy:
     ) -> bytes:
         started = time.perf_counter()
         async with slot.lock:
-            syncing = slot.syncing  # the last request's fsyncs: awaited, not waited for in _copy
+            syncing = (
+                slot.syncing
+            )  # the last request's fsyncs: awaited, not waited for in copy_body
             if syncing is not None and not syncing.done():
                 await asyncio.wait((syncing,))
-            work = partial(_copy, slot, parsed, history, raw, self._clock())
+            work = partial(copy_body, slot, parsed, history, raw, self._clock())
             out, report = work() if self._alone() else await to_thread.run_sync(work)
         self._log.info(
             "toolbudget.proxy.prepared",
@@ -256,12 +268,35 @@ class Proxy:
         return out
 
     async def _refused(self, resp: httpx.Response, slot: Slot) -> Response:
-        """A refused request's answer, read whole (an error body is small) so that an overflow is
-        recorded before the agent can retry, then sent as it came."""
+        """A refused request's answer, read up to :data:`ERROR_READ_BYTES` so that an overflow
+        (a few hundred bytes of JSON) is recorded before the agent can retry, then sent as it
+        came; a longer body is no prompt-too-long of these APIs, and goes back as it comes,
+        unread, the bytes read ahead of the rest."""
+        chunks = resp.aiter_raw()
+        head: list[bytes] = []
+        size, ended = 0, False
         try:
-            raw = b"".join([chunk async for chunk in resp.aiter_raw()])
-        finally:
+            while not ended and size <= ERROR_READ_BYTES:
+                chunk = await anext(chunks, None)
+                ended = chunk is None
+                if chunk is not None:
+                    head.append(chunk)
+                    size += len(chunk)
+        except BaseException:  # the body broke off (a 502 for _forward), or we were cancelled
+            self.pool.release(slot)
             await resp.aclose()
+            raise
+        if not ended:
+            self.pool.release(slot)
+            self._log.info(
+                "toolbudget.proxy.usage_unread",
+                session=slot.key,
+                reason="error body too large to read",
+            )
+            rest = self._relay(resp, None, None, _chained(head, chunks))
+            return StreamingResponse(rest, resp.status_code)
+        await resp.aclose()
+        raw = b"".join(head)
         try:
             tap = Tap(
                 resp.headers.get("content-type", ""),
@@ -275,25 +310,60 @@ class Proxy:
         return Response(raw, status_code=resp.status_code)
 
     async def _relay(
-        self, resp: httpx.Response, slot: Slot | None, tap: Tap | None
+        self,
+        resp: httpx.Response,
+        slot: Slot | None,
+        tap: Tap | None,
+        chunks: AsyncIterator[bytes] | None = None,
     ) -> AsyncIterator[bytes]:
-        """The upstream's raw bytes as they arrive; then what the tap read goes to the session."""
+        """The upstream's raw bytes as they arrive (``chunks``, if some were read already); then
+        what the tap read goes to the session.
+
+        An upstream breaking off raises on (uvicorn then drops the agent's connection, which
+        tells it the answer is cut, where a clean end would not); an agent hanging up ends the
+        relay at its ``yield`` or its read. Either is a ``stream_cut`` event, and the tap's
+        partial usage is dropped."""
         self.working += 1
+        cut: tuple[str, str | None] | None = ("client disconnected", None)
         try:
-            async for chunk in resp.aiter_raw():
-                yield chunk
-                if tap is not None:
-                    tap.feed(chunk)
+            try:
+                async for chunk in resp.aiter_raw() if chunks is None else chunks:
+                    yield chunk
+                    if tap is not None:
+                        tap.feed(chunk)
+            except httpx.HTTPError as exc:
+                cut = ("upstream broke off", type(exc).__name__)
+                raise
+            cut = None  # anything raised from here on is not the stream's
             if slot is not None and tap is not None:
                 await self._settle(slot, tap, resp.status_code)
         finally:
             self.working -= 1
+            if cut is not None:
+                self._cut(slot, *cut)
             await resp.aclose()
             if slot is not None:
                 self.pool.release(slot)
 
+    def _cut(self, slot: Slot | None, reason: str, error: str | None = None) -> None:
+        """The ``stream_cut`` event: info when the agent hung up (its choice: an interrupted
+        turn), a warning when the upstream's answer broke off."""
+        fields: dict[str, Any] = {"reason": reason}
+        if slot is not None:
+            fields["session"] = slot.key
+        if error is not None:
+            fields["error"] = error
+        if reason == "client disconnected":
+            self._log.info("toolbudget.proxy.stream_cut", **fields)
+        else:
+            self._log.warning("toolbudget.proxy.stream_cut", **fields)
+
     async def _settle(self, slot: Slot, tap: Tap, status: int) -> None:
         tap.close()
+        if tap.unreadable is None and not tap.complete:
+            # A clean end before the final event: the usage read so far is the prompt's only.
+            self._cut(slot, "no final event")
+            return
         if tap.unreadable is not None:
             self._log.info("toolbudget.proxy.usage_unread", session=slot.key, reason=tap.unreadable)
         usage = _understood(tap.usage)
@@ -343,52 +413,12 @@ class Proxy:
         return task
 
 
-def _parse(
-    bodies: Bodies,
-    api: Api,
-    headers: Mapping[str, str],
-    raw: bytes,
-    *,
-    at_most: int | None = None,
-) -> Parsed | str | None:
-    """The body with its history and its session's key (``key``); or why the request is not
-    budgeted. Parsed against the conversation's last body where it starts the same; None if
-    that means parsing more than ``at_most`` new bytes."""
-    try:
-        got = bodies.parse_within(api.field, raw, at_most)
-    except orjson.JSONDecodeError:
-        return "body is not JSON"
-    if got is None:
-        return None
-    parsed, prev = got
-    body, history = parsed.body, parsed.history
-    if history is None:
-        return f"no {api.field} list"
-    if api is RESPONSES and body.get("previous_response_id") is not None:
-        # The rest of the conversation is stored upstream: this is not the whole history.
-        return "previous_response_id"
-    explicit = headers.get(SESSION_HEADER)
-    # The key depends on the header, the body's other keys and the first messages: where those
-    # are the very objects the last body had, it is the last body's key.
-    key = parsed.key_for(explicit, prev) or session_key(api.format, headers, body, history)
-    parsed.key, parsed.lead = (explicit, key), lead_of(history)
-    return parsed
-
-
-def _copy(
-    slot: Slot, parsed: Parsed, history: list[Any], raw: bytes, now: float
-) -> tuple[bytes, Report]:
-    """The body to send for ``history`` (its request copy in place) and the prepare's report.
-
-    The last request's decisions are made durable first (done already, unless its fsync is
-    still running or failed): nothing is decided upon a decision a power loss could take."""
-    slot.sync()
-    prepared = slot.budget.prepare(history, usage=slot.usage, now=now)
-    copy = prepared.messages
-    if len(copy) == len(history) and all(map(is_, copy, history)):
-        return raw, prepared.report  # nothing replaced: the very bytes the agent sent
-    # orjson.dumps({**body, field: copy}), the agent's bytes reused for the messages it kept.
-    return encode(parsed, copy), prepared.report
+async def _chained(head: list[bytes], rest: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """The chunks read already, then the rest of the stream."""
+    for chunk in head:
+        yield chunk
+    async for chunk in rest:
+        yield chunk
 
 
 def _understood(usage: Mapping[str, Any] | None) -> Mapping[str, Any] | None:

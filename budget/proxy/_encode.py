@@ -1,15 +1,18 @@
-"""Encoding a request copy from the agent's own bytes: ``orjson.dumps`` of the whole copy, in
-time proportional to the messages the copy replaced.
+"""Encoding a request copy from the agent's own bytes, in time proportional to the messages the
+copy replaced.
 
-A message the copy keeps as it came (the same object, at the same index) is the agent's bytes
-when those are what ``orjson.dumps`` makes of it (:attr:`Parsed.own`, checked once, when the
-message was parsed; the session never modifies a message it is given), and a run of such
-messages one comma apart is one slice of the body. Property-tested against ``orjson.dumps``.
+The copy's bytes are the agent's body with each message the copy replaced (a new object at the
+same index; the session never modifies a message it is given) swapped for ``orjson.dumps`` of its
+replacement: every other byte, the fields around the history and the messages kept, goes
+upstream as the agent wrote it. A number orjson would write back otherwise (an integer beyond 64
+bits, which it parses as a float; ``1E5``, ``-0``, ``1e-400``, digits past a double's precision)
+is thus kept as written, unless it sits in a replaced message: then the copy cannot keep it and
+:class:`NumberRewritten` is raised (the proxy sends the body unchanged). Property-tested.
 """
 
 from __future__ import annotations
 
-import uuid
+import re
 from collections.abc import Sequence
 from itertools import compress
 from operator import is_not
@@ -17,69 +20,71 @@ from typing import Any, Final
 
 import orjson
 
-from budget.proxy._incremental import Parsed
+from budget.proxy._incremental import Parsed, string_end
 
-__all__ = ["encode"]
+__all__ = ["NumberRewritten", "encode", "numbers_exact"]
 
-_MARK: Final = f"\x00toolbudget-{uuid.uuid4().hex}"
-_MARK_BYTES: Final = orjson.dumps(_MARK)
+_NUMBER: Final = re.compile(rb"-?[0-9][0-9.eE+-]*")
+"""A number, outside strings (no other JSON token holds a digit)."""
 
 
-def _outer(body: dict[str, Any], name: str) -> tuple[bytes, bytes] | None:
-    """``orjson.dumps(body)``'s bytes before and after the history's value, or None."""
-    out = orjson.dumps({**body, name: _MARK})
-    if out.count(_MARK_BYTES) != 1:
-        return None
-    at = out.index(_MARK_BYTES)
-    return out[:at], out[at + len(_MARK_BYTES) :]
+class NumberRewritten(Exception):
+    """A number the copy would re-encode is not written as orjson writes it back."""
+
+
+def numbers_exact(raw: bytes, start: int, end: int) -> bool:
+    """Whether every number in ``raw[start:end]`` (valid JSON) is what ``orjson.dumps`` writes for
+    the value ``orjson.loads`` reads from it. Strings are skipped with ``bytes.find`` (C speed):
+    the work is the strings' count, not their length."""
+    pos = start
+    while pos < end:
+        quote = raw.find(b'"', pos, end)
+        stop = end if quote < 0 else quote
+        for m in _NUMBER.finditer(raw, pos, stop):
+            token = m.group()
+            try:
+                if orjson.dumps(orjson.loads(token)) != token:
+                    return False
+            except orjson.JSONDecodeError:
+                return False
+        if quote < 0:
+            return True
+        pos = string_end(raw, quote)
+        if pos < 0:
+            return False
+    return True
 
 
 def encode(parsed: Parsed, copy: Sequence[Any]) -> bytes:
-    """``orjson.dumps({**parsed.body, parsed.name: copy})``, with the agent's own bytes for the
-    messages of ``copy`` that are ``parsed.history``'s (at the same index) and were sent as
-    orjson encodes them: the work is proportional to the messages the copy replaced."""
+    """The bytes of ``parsed``'s body with ``copy`` as its history: the agent's bytes, the
+    messages of ``copy`` that are not ``parsed.history``'s (at the same index) swapped for their
+    encoding. :class:`NumberRewritten` if that would rewrite a number the agent wrote."""
     name, body, history = parsed.name, parsed.body, parsed.history
+    raw = parsed.raw
     if not parsed.indexed or history is None or len(copy) != len(history):
+        # Not spliceable (a body _index could not map, a copy of another length): orjson's
+        # bytes of the whole copy, where that keeps every number as the agent wrote it.
+        if not numbers_exact(raw, 0, len(raw)):
+            raise NumberRewritten
         return orjson.dumps({**body, name: list(copy)})
-    if parsed.outer is None:
-        parsed.outer = _outer(body, name)
-    if parsed.outer is None:
-        return orjson.dumps({**body, name: list(copy)})
-    n = len(history)
     # The replaced positions, found at C speed (map and compress, no Python loop per message).
-    replaced = list(compress(range(n), map(is_not, copy, history)))
+    replaced = list(compress(range(len(history)), map(is_not, copy, history)))
+    starts, ends, own, numbers = parsed.starts, parsed.ends, parsed.own, parsed.numbers
+    view = memoryview(raw)
     old, encoded = parsed.encoded, dict[int, tuple[Any, bytes]]()
     pieces: list[bytes | memoryview] = []
     at = 0
-    for i in [*replaced, n]:
-        if at < i:
-            pieces.extend(_kept(parsed, at, i, old, encoded))
-        if i < n:
-            pieces.append(_encoded(copy[i], old, encoded))
-        at = i + 1
+    for i in replaced:
+        if numbers[i] == 0:  # checked once per message: the next bodies carry the flag over
+            numbers[i] = 1 if own[i] or numbers_exact(raw, starts[i], ends[i]) else 2
+        if numbers[i] == 2:
+            raise NumberRewritten
+        pieces.append(view[at : starts[i]])
+        pieces.append(_encoded(copy[i], old, encoded))
+        at = ends[i]
+    pieces.append(view[at:])
     parsed.encoded = encoded
-    outer = parsed.outer
-    return b"".join([outer[0], b"[", b",".join(pieces), b"]", outer[1]])
-
-
-def _kept(
-    parsed: Parsed,
-    a: int,
-    b: int,
-    old: dict[int, tuple[Any, bytes]],
-    encoded: dict[int, tuple[Any, bytes]],
-) -> list[bytes | memoryview]:
-    """The encodings of ``parsed.history[a:b]``, kept as they came: one slice of the agent's
-    bytes when those are orjson's, one comma apart (``tight``), else message by message."""
-    starts, ends, own, tight = parsed.starts, parsed.ends, parsed.own, parsed.tight
-    if own[a] and tight.find(0, a + 1, b) < 0:
-        return [memoryview(parsed.raw)[starts[a] : ends[b - 1]]]
-    raw, history = memoryview(parsed.raw), parsed.history
-    assert history is not None
-    return [
-        raw[starts[j] : ends[j]] if own[j] else _encoded(history[j], old, encoded)
-        for j in range(a, b)
-    ]
+    return b"".join(pieces)
 
 
 def _encoded(

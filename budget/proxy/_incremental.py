@@ -5,11 +5,11 @@ new messages at the end (and the last one or two edited in place, where clients 
 ``cache_control`` markers). :class:`Bodies` keeps, per conversation, the last body's bytes and
 where each message of its history array ends; a body that starts with the same bytes through
 message ``k``'s end reuses the messages parsed before (the very same objects, so the session's
-history check is an identity check) and parses only what follows; its request copy is encoded
-the same way (:mod:`budget.proxy._encode`).
+history check is an identity check) and parses only what follows; its request copy is the
+agent's bytes with the replaced messages swapped (:mod:`budget.proxy._encode`).
 
-Exactness: the result is always what ``orjson.loads`` gives for the whole body, and the encoding
-what ``orjson.dumps`` gives for the whole copy (property-tested). The prefix is compared byte for
+Exactness: the result is always what ``orjson.loads`` gives for the whole body (property-tested).
+The prefix is compared byte for
 byte, never by hash; the new part is parsed by orjson, which also validates it; anything the
 incremental path is unsure of (a key repeated across the parts, a field it cannot find, bytes
 orjson refuses) falls back to the full parse, which alone decides what a body is.
@@ -27,7 +27,7 @@ from typing import Any, Final
 
 import orjson
 
-__all__ = ["INLINE_BYTES", "MAX_BYTES", "MAX_STATES", "Bodies", "Parsed"]
+__all__ = ["INLINE_BYTES", "MAX_BYTES", "MAX_STATES", "Bodies", "Parsed", "string_end"]
 
 MAX_STATES: Final = 64
 """Bodies kept to parse the next request of their conversation against (least recently used
@@ -58,7 +58,7 @@ def _ws(data: bytes, pos: int) -> int:
     return m.end()
 
 
-def _string_end(data: bytes, pos: int) -> int:
+def string_end(data: bytes, pos: int) -> int:
     """Where the JSON string opening at ``pos`` ends, or -1: its first quote not escaped (an odd
     number of backslashes before it), found with ``bytes.find`` at C speed, so a long tool output
     costs what its escaped quotes do, not its escapes (a regex walks every ``\\n``)."""
@@ -82,7 +82,7 @@ def _value_end(data: bytes, pos: int) -> int:
         return -1
     head = data[pos]
     if head == 0x22:  # '"'
-        return _string_end(data, pos)
+        return string_end(data, pos)
     if head in _OPEN:
         depth, at, search = 0, pos, _STRUCT.search
         while True:
@@ -92,7 +92,7 @@ def _value_end(data: bytes, pos: int) -> int:
             found = m.start()
             char = data[found]
             if char == 0x22:
-                at = _string_end(data, found)
+                at = string_end(data, found)
                 if at < 0:
                     return -1
                 continue
@@ -109,9 +109,9 @@ def _value_end(data: bytes, pos: int) -> int:
 
 def _element_end(data: bytes, pos: int, value: Any) -> tuple[int, bool]:
     """Where the array element at ``pos`` (parsed as ``value``) ends, and whether its bytes are
-    exactly ``orjson.dumps(value)`` (then the copy may reuse them): checked first, as it also
-    finds the end at C speed. An object or array's encoding cannot be a proper prefix of another
-    value's bytes, so a match is the element; a scalar is always scanned."""
+    exactly ``orjson.dumps(value)`` (then its numbers need no check: orjson wrote them): checked
+    first, as it also finds the end at C speed. An object or array's encoding cannot be a proper
+    prefix of another value's bytes, so a match is the element; a scalar is always scanned."""
     if isinstance(value, dict | list):
         try:
             enc = orjson.dumps(value)
@@ -141,9 +141,9 @@ class Parsed:
     """Offsets of each message's first byte and of the byte after its last."""
     own: bytearray = field(default_factory=bytearray)
     """Per message, 1 when its bytes are exactly ``orjson.dumps`` of it."""
-    tight: bytearray = field(default_factory=bytearray)
-    """Per message, 1 when it is ``own`` and one comma after the previous (always 0 for the
-    first): a run of such messages is one slice of the body in the copy's encoding."""
+    numbers: bytearray = field(default_factory=bytearray)
+    """Per message, whether its numbers are written as orjson writes them back: 0 not checked
+    yet, 1 they are, 2 not (checked once, when the copy first replaces the message)."""
     close: int = -1
     """Offset of the array's ``]``."""
     head: dict[str, Any] = field(default_factory=dict)
@@ -153,8 +153,6 @@ class Parsed:
     """Messages whose bytes (with the head's and the tail's) determine the session's key."""
     key: tuple[str | None, str] | None = None
     """The explicit session header and the session key computed for this body."""
-    outer: tuple[bytes, bytes] | None = None
-    """``orjson.dumps`` of the body around the history's value (set by the first encode)."""
     encoded: dict[int, tuple[Any, bytes]] = field(default_factory=dict)
     """Encodings of copy messages that are not the agent's bytes, by object id (the object kept
     beside it, so an id is never reused while its entry lives)."""
@@ -187,7 +185,7 @@ def _index(raw: bytes, body: dict[str, Any], history: list[Any], name: str) -> P
     pos = _ws(raw, pos + 1)
     head_end = pos  # the head's bytes end before the history's key (and its comma)
     while True:
-        key_end = _string_end(raw, pos) if raw[pos : pos + 1] == b'"' else -1
+        key_end = string_end(raw, pos) if raw[pos : pos + 1] == b'"' else -1
         if key_end < 0:
             return None
         colon = _ws(raw, key_end)
@@ -217,11 +215,11 @@ def _index(raw: bytes, body: dict[str, Any], history: list[Any], name: str) -> P
         end, own = _element_end(raw, pos, message)
         if end < 0:
             return None
-        parsed.tight.append(own and i > 0 and pos == parsed.ends[-1] + 1)
         parsed.starts.append(pos)
         parsed.ends.append(end)
         parsed.own.append(own)
         pos = end
+    parsed.numbers = bytearray(len(history))
     pos = _ws(raw, pos)
     if raw[pos : pos + 1] != b"]":
         return None
@@ -266,7 +264,7 @@ def _extend(prev: Parsed, raw: bytes, k: int) -> Parsed | None:
     through the end of the ``k``-th), or None: then it is parsed whole."""
     start = prev.ends[k - 1]
     starts, ends = prev.starts[:k], prev.ends[:k]
-    own, tight = prev.own[:k], prev.tight[:k]
+    own, numbers = prev.own[:k], prev.numbers[:k]
     try:
         # The array's continuation after message k behind a stand-in first element, and the rest
         # of the body: valid only if it is a valid continuation of the body, and then its first
@@ -288,10 +286,10 @@ def _extend(prev: Parsed, raw: bytes, k: int) -> Parsed | None:
         end, mine = _element_end(raw, at, message)
         if end < 0:
             return None
-        tight.append(mine and at == ends[-1] + 1)
         starts.append(at)
         ends.append(end)
         own.append(mine)
+        numbers.append(0)
         pos = _ws(raw, end)
     if raw[pos : pos + 1] != b"]":
         return None
@@ -309,10 +307,8 @@ def _extend(prev: Parsed, raw: bytes, k: int) -> Parsed | None:
     body = {**prev.head, prev.name: history, **tail}
     parsed = Parsed(raw, body, history, prev.name, open=prev.open)
     parsed.starts, parsed.ends, parsed.close = starts, ends, close
-    parsed.own, parsed.tight = own, tight
+    parsed.own, parsed.numbers = own, numbers
     parsed.head, parsed.tail, parsed.reused = prev.head, tail, k
-    if tail is prev.tail:
-        parsed.outer = prev.outer
     parsed.encoded = prev.encoded
     return parsed
 

@@ -13,7 +13,11 @@ In order (issue 33, item 3):
    message, with ``cache_control`` markers removed (clients move them from turn to turn).
 
 The key is a directory name under the proxy's root: the API's name, the kind, and the id when it
-is a plain name (else its hash), so no header can name a path outside the root.
+is a plain lowercase name, else its hash, so no header can name a path outside the root. Every
+name is lowercase ASCII, so a case-insensitive filesystem (macOS's, Windows') sees two names as
+one only when they are equal: an id with capitals is written lowercase with a hash of the id as
+sent (``MyTask`` is ``h-mytask~<hash>``, ``mytask`` is ``h-mytask``), where earlier proxies used
+it as it was and ``MyTask`` and ``mytask`` shared one directory on those filesystems.
 """
 
 from __future__ import annotations
@@ -28,8 +32,12 @@ import xxhash
 __all__ = ["SESSION_HEADER", "session_key"]
 
 SESSION_HEADER: Final = "x-toolbudget-session"
-_PLAIN: Final = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}")
-"""An id used as it is in a directory name: no separator, no leading dot, at most 100 chars."""
+_PLAIN: Final = re.compile(r"[a-z0-9_-][a-z0-9._-]{0,99}")
+"""An id used as it is in a directory name: lowercase, no separator, no leading dot, at most 100
+chars (the names earlier proxies gave these ids, kept)."""
+_CASED: Final = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}")
+"""An id plain but for its capitals: lowercased, with a hash of it as sent after a ``~``, a
+character no plain id holds."""
 _LEGACY_SESSION: Final = re.compile(r"_session_([A-Za-z0-9_-]{1,100})$")
 
 
@@ -49,7 +57,11 @@ def _unmarked(value: Any) -> Any:
 
 
 def _named(kind: str, ident: str) -> str:
-    return f"{kind}-{ident}" if _PLAIN.fullmatch(ident) else f"{kind}-{_digest(ident)[:32]}"
+    if _PLAIN.fullmatch(ident):
+        return f"{kind}-{ident}"
+    if _CASED.fullmatch(ident):
+        return f"{kind}-{ident.lower()}~{_digest(ident)[:16]}"
+    return f"{kind}-{_digest(ident)[:32]}"
 
 
 def claude_code_session(metadata: object) -> str | None:

@@ -10,13 +10,18 @@ import uvicorn
 
 from budget._log import get_logger
 from budget.proxy._app import create_app
+from budget.proxy._limits import raise_fd_limit
 from budget.proxy._settings import ProxySettings
 
 __all__ = ["serve"]
 
 
 def serve(settings: ProxySettings, *, on_ready: Callable[[int], None] | None = None) -> None:
-    """Serve until interrupted; ``on_ready`` gets the port once listening (useful with port 0)."""
+    """Serve until interrupted; ``on_ready`` gets the port once listening (useful with port 0).
+
+    The soft limit on open files is raised to the hard one first (macOS starts processes at
+    256): the app keeps as many sessions open as the limit then leaves room for."""
+    raise_fd_limit()
     if not settings.loopback:
         get_logger("toolbudget").warning(
             "toolbudget.proxy.not_loopback",

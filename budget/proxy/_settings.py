@@ -35,7 +35,8 @@ class ProxySettings:
     budget: Mapping[str, Any] = field(default_factory=lambda: dict(DEFAULT_BUDGET))
     """Settings of every session (``BudgetConfig`` fields); the model is each request's own."""
     max_open: int = 256
-    """Sessions kept open at most; the least recently used idle ones are closed beyond it."""
+    """Sessions kept open at most; the least recently used idle ones are closed beyond it (fewer
+    where the open-file limit has no room for them: :mod:`budget.proxy._limits`)."""
     idle_close_s: float = 900.0
     """A session idle this long is closed (its lock released) when another one is opened."""
 

@@ -10,11 +10,15 @@ event), and reads:
   (Anthropic's ``message_start`` has the prompt's tokens and ``message_delta`` the answer's; Chat
   Completions sends one in its last chunk when ``stream_options.include_usage`` is set; the
   Responses API's ``response.completed`` holds the response with its usage). Only events whose
-  data mentions ``"usage"`` are parsed.
+  data mentions ``"usage"`` are parsed. A stream is complete once its API's final event came
+  (Anthropic's ``message_stop``, Chat Completions' ``data: [DONE]``, the Responses API's
+  ``response.completed``, ``.incomplete`` or ``.failed``): one that ends before is cut off, and
+  what usage it carried so far (the prompt's, without the answer's) is not the response's.
 """
 
 from __future__ import annotations
 
+import re
 import zlib
 from typing import Any, Final
 
@@ -28,6 +32,14 @@ large; the copy must not grow without bound)."""
 MAX_EVENT_BYTES: Final = 32 << 20
 """The same bound for one server-sent event."""
 _USAGE: Final = b'"usage"'
+_FINAL: Final = re.compile(
+    rb"^(?:event: ?(?:message_stop|response\.(?:completed|incomplete|failed))|data: ?\[DONE\])"
+    rb"[ \t]*$",
+    re.MULTILINE,
+)
+"""A line of a stream's final event, in each API (an ``event:`` line, or Chat's last data)."""
+_FINAL_TYPES: Final = frozenset({"response.completed", "response.incomplete", "response.failed"})
+"""The final events' types where a stream sends them with their usage and no ``event:`` line."""
 
 
 class Tap:
@@ -39,6 +51,7 @@ class Tap:
         self.unreadable: str | None = None
         """Why the response could not be read, or None."""
         self._sse = content_type.startswith("text/event-stream") and status < 400
+        self._ended = False
         self._status = status
         self._decoder: Any = None
         coding = content_encoding.strip().lower()
@@ -65,6 +78,12 @@ class Tap:
             self._events()
         elif len(self._buf) > MAX_JSON_BYTES:
             self.unreadable, self._buf = "body too large to read", bytearray()
+
+    @property
+    def complete(self) -> bool:
+        """Whether the response read is whole: a stream's final event came (a JSON body that is
+        cut does not parse, and has no usage)."""
+        return not self._sse or self._ended
 
     def close(self) -> None:
         """The response ended: read what is left."""
@@ -94,6 +113,8 @@ class Tap:
             start = end + 2
             if _USAGE in event:
                 self._event(bytes(event))
+            if not self._ended and _FINAL.search(event) is not None:
+                self._ended = True
         del buf[:start]
         if len(buf) > MAX_EVENT_BYTES:
             self.unreadable = "event too large to read"
@@ -109,6 +130,8 @@ class Tap:
             return
         if not isinstance(payload, dict):
             return
+        if payload.get("type") in _FINAL_TYPES:
+            self._ended = True
         usage = _usage_of(payload)
         if usage is not None:
             # Later events complete earlier ones (Anthropic's message_delta after message_start).

@@ -266,10 +266,10 @@ def test_prepare_runs_in_the_event_loop_only_while_nothing_else_is_in_flight(
     streams, in a worker thread, so the event loop goes on relaying that stream meanwhile."""
     import asyncio
 
-    from budget.proxy import _app
+    from budget.proxy import _app, _request
 
     in_loop: list[bool] = []
-    real = _app._copy
+    real = _request.copy_body
 
     def copy(*args: Any) -> Any:
         try:
@@ -278,7 +278,7 @@ def test_prepare_runs_in_the_event_loop_only_while_nothing_else_is_in_flight(
             in_loop.append(False)
         return real(*args)
 
-    monkeypatch.setattr(_app, "_copy", copy)
+    monkeypatch.setattr(_app, "copy_body", copy)
     alone = orjson.dumps({"model": "m", "messages": anthropic_history(1, tag="a")})
     streamed = orjson.dumps(
         {"model": "m", "messages": anthropic_history(1, tag="s"), "stream": True}

@@ -72,11 +72,11 @@ def test_without_an_id_the_session_is_the_hash_of_the_conversations_start() -> N
 @given(st.text(min_size=1, max_size=300))
 def test_any_session_header_names_a_directory_inside_the_root(header: str) -> None:
     """Whatever the header says (``../..``, slashes, NULs), the key is one plain directory name;
-    a plain name is kept as it is."""
+    a plain lowercase name is kept as it is."""
     key = _proxy().session_key("anthropic", {"x-toolbudget-session": header}, {}, [])
-    assert re.fullmatch(r"anthropic-h-[A-Za-z0-9_-][A-Za-z0-9._-]*", key)
+    assert re.fullmatch(r"anthropic-h-[a-z0-9_-][a-z0-9._~-]*", key)
     assert key not in (".", "..") and "/" not in key
-    if re.fullmatch(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}", header):
+    if re.fullmatch(r"[a-z0-9_-][a-z0-9._-]{0,99}", header):
         assert key == f"anthropic-h-{header}"
 
 
