@@ -135,6 +135,7 @@ class LocalStore(StoreBase):
             self._dir.close_fds()
             raise
         self._dir.deferred = Deferred() if defer_sync and fsync else None
+        self.defers_sync = self._dir.deferred is not None
         self._closed = False
         events().debug("toolbudget.spill.opened", path=self._dir.path)
 
@@ -269,9 +270,7 @@ class LocalStore(StoreBase):
         decision that points to it is logged, and the envelope is part of that decision. A ref
         whose path was given out is stored as its own file from then on, never only in a pack;
         a body already stored only in a pack is written to its file here (so the path holds it
-        even when no put follows), or, if that fails, a warning says so and it stays readable by
-        ref.
-        """
+        even when no put follows), or, if that fails, a warning says so and it stays readable."""
         ref = validate_ref(ref)
         self._bodies.name(ref)
         with self._mutex:
@@ -325,12 +324,6 @@ class LocalStore(StoreBase):
                     _fs.fsync(self._dir.log_fd)
             except OSError as exc:
                 raise self._dir.store_error(f"append to {LOG_NAME}", exc) from exc
-
-    @property
-    def defers_sync(self) -> bool:
-        """Whether puts and appends are made durable at :meth:`sync`, not before they return
-        (``defer_sync``): a power cut may then take the last bodies of a logged decision."""
-        return self._dir.deferred is not None
 
     def sync(self) -> None:
         """fsync what puts and appends left unsynced (``defer_sync``): bodies, then the log."""

@@ -190,6 +190,11 @@ class StoreBase:
     ``BaseTransport`` gives its transports theirs.
     """
 
+    defers_sync: bool = False
+    """Whether puts and appends are durable only at a later sync (``LocalStore(defer_sync=True)``):
+    a power cut may then take the bodies of the last logged decisions. Every other store makes a
+    body durable before :meth:`Store.put` returns (``budget.session._bodies.restore_missing``)."""
+
     def close(self) -> None:
         raise NotImplementedError
 
