@@ -25,17 +25,11 @@ from budget.policy import (
     spill_verdict,
 )
 from budget.session._bodies import Bodies
-from spill._log import encode_records
+from tests.budget.test_kept_evidence import EPISODES, EXPOSED, MID, MIDDLE_LINE, NEEDED
+from tests.budget.test_kept_evidence_hostile import _rewrite_last_request
 
-EXPOSED, NEEDED, EPISODES = 12, 13, 14
-"""Indexes of the kept results' evidence counts in a request record's ``p``."""
-
-MID = "\n".join(f"row {i:04d}: value={i * 7} status=ok detail={'y' * 40}" for i in range(200))
-"""A ~15,000-character result the cost model weighs and keeps (under the cap)."""
-
-MIDDLE_LINE = f"row 0100: value=700 status=ok detail={'y' * 40}"
 OTHER_LINE = f"row 0150: value=1050 status=ok detail={'y' * 40}"
-"""Two lines of :data:`MID` its preview does not show."""
+"""Another line of :data:`MID` its preview does not show."""
 
 
 def _call(call_id: str, text: str = "", inp: Any = None) -> dict[str, Any]:
@@ -84,18 +78,6 @@ def _grown(steps: list[list[Any]]) -> list[list[Any]]:
     for step in steps:
         out.append([*(out[-1] if out else []), *step])
     return out
-
-
-def _rewrite_last_request(path: Path, fields: dict[str, Any]) -> None:
-    """Set ``fields`` in the log's last request record, its checksum made anew (a record a
-    buggy or foreign writer left, not a torn line)."""
-    (log,) = list(path.rglob("*.jsonl"))
-    lines = log.read_bytes().splitlines()
-    last = max(i for i, line in enumerate(lines) if json.loads(line).get("t") == "req")
-    rec = {k: v for k, v in json.loads(lines[last]).items() if k not in ("v", "crc")}
-    rec.update(fields)
-    lines[last] = encode_records([rec]).rstrip(b"\n")
-    log.write_bytes(b"\n".join(lines) + b"\n")
 
 
 class _Interrupted(Exception):
