@@ -25,8 +25,15 @@ from budget.policy import (
     spill_verdict,
 )
 from budget.session._bodies import Bodies
-from tests.budget.test_kept_evidence import EPISODES, EXPOSED, MID, MIDDLE_LINE, NEEDED
-from tests.budget.test_kept_evidence_hostile import _rewrite_last_request
+from tests.budget.test_kept_evidence import (
+    EPISODES,
+    EXPOSED,
+    MID,
+    MIDDLE_LINE,
+    NEEDED,
+    _result,
+)
+from tests.budget.test_kept_evidence_hostile import _requests, _rewrite_last_request
 
 OTHER_LINE = f"row 0150: value=1050 status=ok detail={'y' * 40}"
 """Another line of :data:`MID` its preview does not show."""
@@ -38,22 +45,6 @@ def _call(call_id: str, text: str = "", inp: Any = None) -> dict[str, Any]:
         {"type": "tool_use", "id": call_id, "name": "Bash", "input": inp or {"command": call_id}}
     )
     return {"role": "assistant", "content": blocks}
-
-
-def _result(call_id: str, text: str) -> dict[str, Any]:
-    return {"role": "user", "content": [
-        {"type": "tool_result", "tool_use_id": call_id, "content": text}]}  # fmt: skip
-
-
-def _requests(path: Path) -> list[dict[str, Any]]:
-    (log,) = list(path.rglob("*.jsonl"))
-    records = []
-    for line in log.read_text().splitlines():
-        try:
-            records.append(json.loads(line))
-        except ValueError:
-            continue
-    return [rec for rec in records if rec.get("t") == "req"]
 
 
 def _evidence(path: Path) -> list[tuple[Any, ...]]:
