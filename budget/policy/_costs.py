@@ -372,10 +372,11 @@ def spill_verdict(
     Nothing is cached yet: keeping it writes its tokens now and carries them on every later
     request; spilling writes and carries the envelope instead, and risks a read-back of its
     first page (``page_tokens``, at most all of it), as many times as the needed results of its
-    tool were read back (:func:`readbacks_per_need`; ``kind``: its tool's evidence). Its worst case is that read-back on the
-    next request and then the end of the session, less the write spilling saves now: spilled
-    only when :func:`allowance` (``allowance``) covers it, or when the chance of that read-back
-    before the carried saving has paid the shortfall back is at most :data:`RISK`.
+    tool were read back (:func:`readbacks_per_need`; ``kind``: its tool's evidence). Its worst
+    case is that read-back on the next request and then the end of the session, less the write
+    spilling saves now: spilled only when :func:`allowance` (``allowance``) covers it, or when
+    the chance of that read-back before the carried saving has paid the shortfall back is at
+    most :data:`RISK`.
     """
     hidden = max(tokens - envelope_tokens, 0)
     saving = hidden * (prices.new + prices.carry * look.requests)

@@ -67,9 +67,9 @@ class Resumed:
     """(history length, time) of the requests whose cache entries still match (see
     :func:`budget.session._records.note_request`)."""
     evidence: KeptEvidence = field(default_factory=KeptEvidence)
+    """What the kept results' read-back evidence had counted (``budget.session._quotes``)."""
     recent_refs: frozenset[str] = frozenset()
     """The refs the last logged request's decisions name (``Bodies.restore_missing``)."""
-    """What the kept results' read-back evidence had counted (``budget.session._quotes``)."""
 
 
 class Journal:

@@ -49,14 +49,15 @@ def split_log(
 
 
 def last_request_refs(records: list[dict[str, Any]]) -> frozenset[str]:
-    """The refs the decisions of the last logged request name (the ``d`` records after the
-    closing record before it): the only bodies a store that fsyncs after the request is answered
-    may have lost with their decisions kept (the next request waits for that sync)."""
+    """The refs the decisions of the last logged request name (the ``d`` records between the
+    last two request records; an overflow record after it names none): the only bodies a store
+    that fsyncs after the request is answered may have lost with their decisions kept (the next
+    request waits for that sync)."""
     refs: set[str] = set()
     closing = False
     for rec in reversed(records):
         kind = rec.get("t")
-        if kind in ("req", "ovf"):
+        if kind == "req":
             if closing:
                 break
             closing = True

@@ -96,3 +96,19 @@ def test_only_the_last_requests_bodies_are_asked_for(tmp_path: Path) -> None:
     with _open(tmp_path / "s") as resumed:
         resumed.prepare(grown, now=3.0)
     assert [b.exists() for b in bodies] == [False, True]
+
+
+def test_the_last_requests_refs_are_read_past_an_overflow_record() -> None:
+    """An overflow record logged after the last request does not hide that request's
+    decisions: their refs are the ones a deferring store is asked for."""
+    from budget.session._records import last_request_refs
+
+    records = [
+        {"t": "d", "ref": "a"},
+        {"t": "req"},
+        {"t": "d", "ref": "b"},
+        {"t": "d", "ref": "c"},
+        {"t": "req"},
+        {"t": "ovf"},
+    ]
+    assert last_request_refs(records) == frozenset({"b", "c"})
