@@ -118,8 +118,9 @@ class ToolbudgetSession:
         """The replay charged a read-back of ``call_id``'s hidden output: the session counts it,
         as it counts a real agent's later call that opens the spilled file (a recording never
         holds that call: its agent saw the output whole)."""
-        del call_id  # the count is the evidence; which result it was does not enter the rate
-        self.budget.note_readback()
+        # Which result: the rate is over results (a second read-back of one is a part it needed).
+        decision = self.budget.decision(call_id)
+        self.budget.note_readback(decision.ref if decision is not None else None)
 
     def prepare(self, messages: Messages, *, usage: Usage | None, now: float | None) -> Messages:
         """The Budget's request copy for ``messages``.

@@ -261,7 +261,9 @@ def readback_chance(
     rate.
     """
     a, b = READBACK_PRIORS[(fresh, is_error)]
-    seen, hidden = observed.readbacks, max(observed.hidden, observed.readbacks)
+    # A result read back twice is one result needed (its second read-back is counted by
+    # :func:`readbacks_per_need`): the rate is over results, as the kept ones' is.
+    seen, hidden = observed.recalled, max(observed.hidden, observed.recalled)
     if not fresh:
         return (a + seen) / (a + b + hidden)
     exposed, needed = kind
@@ -284,9 +286,17 @@ def readbacks_per_need(observed: Observed, kind: tuple[int, int, int] = (0, 0, 0
     ``kind``: (exposed, needed, episodes) of the result's own tool. The same agent comes back to
     a file it edits in every answer and reads a test log once, so each tool's count is its own,
     with the session's count over the other tools as its prior, weighing as one result (as
-    :func:`readback_chance` weighs each tool's rate). No evidence of the tool: the session's."""
+    :func:`readback_chance` weighs each tool's rate). No evidence of the tool: the session's.
+
+    The hidden results read back count alike, in the session's figure (a read-back names no
+    tool): each one read back (``observed.recalled``) is a result needed, each read-back of it
+    (``observed.readbacks``) a part it needed; the chance counts the results only, so a result
+    read back three times weighs once there and three times here, never three times in both."""
     _, needed, episodes = kind
-    others = (1 + max(observed.episodes - episodes, 0)) / (1 + max(observed.needed - needed, 0))
+    recalled = min(observed.recalled, observed.readbacks)
+    others = (1 + max(observed.episodes - episodes, 0) + observed.readbacks) / (
+        1 + max(observed.needed - needed, 0) + recalled
+    )
     return (others + episodes) / (1 + needed)
 
 

@@ -68,6 +68,10 @@ class Observed:
     """The read-backs those needed results would have cost: each answer that quotes one of them
     outside its preview, with a line no earlier answer quoted from it, counts one (an agent
     working through a file needs more of it than one page)."""
+    recalled: int = 0
+    """Hidden results read back at least once (``readbacks`` counts every read-back call): the
+    results needed, as ``needed`` counts the kept ones; a result read back again adds to
+    ``readbacks`` only, as a needed result's later parts add to ``episodes``."""
 
     def after_usage(
         self, *, prompt: int, cache_read: int, cache_write: int, answered: int, ttl_s: float
@@ -88,9 +92,10 @@ class Observed:
             warm_pause_s=pause,
         )
 
-    def now(self, *, requests: int, readbacks: int) -> Observed:
+    def now(self, *, requests: int, readbacks: int, recalled: int) -> Observed:
         """These counts as of a request: ``requests`` made before it, ``readbacks`` seen in the
-        history (a constructor call: ``replace`` takes 6 µs)."""
+        history and the ``recalled`` results they read (a constructor call: ``replace`` takes
+        6 µs)."""
         return _observed(
             requests,
             self.chances,
@@ -107,9 +112,12 @@ class Observed:
             self.exposed,
             self.needed,
             self.episodes,
+            recalled,
         )
 
-    def banked(self, *, bank: float, billed: float, readbacks: int, pending: float) -> Observed:
+    def banked(
+        self, *, bank: float, billed: float, readbacks: int, pending: float, recalled: int
+    ) -> Observed:
         """These counts with the bank and the bill as of a request (a constructor call, as
         :meth:`now`: ``replace`` costs more than the arithmetic)."""
         return _observed(
@@ -128,6 +136,7 @@ class Observed:
             self.exposed,
             self.needed,
             self.episodes,
+            recalled,
         )
 
     def after_request(self, *, gap_s: float | None, hidden: int) -> Observed:
@@ -149,6 +158,7 @@ class Observed:
             self.exposed,
             self.needed,
             self.episodes,
+            self.recalled,
         )
 
     def to_record(self) -> list[Any]:
@@ -169,6 +179,7 @@ class Observed:
             self.exposed,
             self.needed,
             self.episodes,
+            self.recalled,
         ]
 
     @classmethod
@@ -176,20 +187,22 @@ class Observed:
         """The counts a request record's ``p`` field holds; None when it is not one."""
         # Logs written before the bank have 9 fields: their bank starts empty (the careful side);
         # before the kept results' evidence 12: none of it yet (the priors, as then); before
-        # their read-backs were counted 14: one per needed result (the model then).
-        if not isinstance(value, list) or len(value) not in (9, 12, 14, 15):
+        # their read-backs were counted 14: one per needed result (the model then); before the
+        # results read back were told from the read-backs 15: each read-back one result (then).
+        if not isinstance(value, list) or len(value) not in (9, 12, 14, 15, 16):
             return None
         bank, billed, pending = (value[9], value[10], value[11]) if len(value) >= 12 else (0, 0, 0)
         if not _finite(bank) or not _seconds(billed) or not _seconds(pending):
             return None
-        if len(value) == 15:
+        if len(value) >= 15:
             kept = value[12:15]
         elif len(value) == 14:
             kept = [value[12], value[13], value[13]]
         else:
             kept = [0, 0, 0]
-        ints = [value[i] for i in (0, 1, 2, 3, 5, 6, 7)] + kept
-        if not all(type(v) is int and v >= 0 for v in ints):
+        recalled = value[15] if len(value) == 16 else value[6]
+        ints = [value[i] for i in (0, 1, 2, 3, 5, 6, 7)] + [*kept, recalled]
+        if not all(type(v) is int and v >= 0 for v in ints) or recalled > value[6]:
             return None
         pause, gap = value[4], value[8]
         if not _seconds(pause) or not (gap is None or _seconds(gap)):
@@ -210,6 +223,7 @@ class Observed:
             exposed=kept[0],
             needed=kept[1],
             episodes=kept[2],
+            recalled=recalled,
         )
 
     def describe(self) -> Mapping[str, Any]:
@@ -227,6 +241,7 @@ class Observed:
             "exposed": self.exposed,
             "needed": self.needed,
             "episodes": self.episodes,
+            "recalled": self.recalled,
         }
 
 

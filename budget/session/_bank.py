@@ -50,6 +50,7 @@ def banked(
         billed=observed.billed + (bill if tally.requests else 0.0),
         readbacks=max(seen, observed.readbacks),
         pending=prices.carry * cached + prices.new * (estimate - cached),
+        recalled=tally.recalled(),
     )
 
 
@@ -80,4 +81,5 @@ def banked_now(
         billed=observed.billed,
         readbacks=observed.readbacks,
         pending=observed.pending_bill,
+        recalled=observed.recalled,
     )

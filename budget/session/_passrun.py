@@ -235,7 +235,9 @@ class Passes:
                 cached_end=cached_end,
                 page_tokens=cfg.read_page_chars / 4,  # the estimator's 4 characters a token
             )
-        observed = tally.observed.now(requests=tally.requests, readbacks=readbacks)
+        observed = tally.observed.now(
+            requests=tally.requests, readbacks=readbacks, recalled=tally.recalled()
+        )
         look = outlook(observed, tokens=estimate, window=self._estimator.window())
         cold = tally.last_at is not None and turn.now - tally.last_at >= prices.ttl_s
         items = self._items(eligible, prices, before, turn.now)

@@ -40,6 +40,11 @@ class Tally:
     tools opening the spilled file): the agent needed hidden text."""
     noted: int = 0
     """Read-backs the host reported that the history does not show (``Budget.note_readback``)."""
+    readback_refs: set[str] = field(default_factory=set)
+    """The hidden results' refs those calls and the host's reports named: the results read back
+    (a report naming none counts one result of its own)."""
+    noted_anonymous: int = 0
+    """The host's reports that named no ref."""
     batch_from: int | None = None
     """The first message this request's batch rewrites (None: no batch)."""
     verdicts: dict[str, Verdict] = field(default_factory=dict)
@@ -69,12 +74,28 @@ class Tally:
         refs of results hidden before: asked for only when some call names a ref)."""
         if mentions:
             refs = hidden()
-            self.readback_ids.update(cid for cid, ref in mentions if ref in refs)
+            named = [(cid, ref) for cid, ref in mentions if ref in refs]
+            self.readback_ids.update(cid for cid, _ in named)
+            self.readback_refs.update(ref for _, ref in named)
+
+    def note(self, ref: str | None) -> None:
+        """Count one read-back the host reported, of the result ``ref`` (None: unnamed)."""
+        self.noted += 1
+        if ref is None:
+            self.noted_anonymous += 1
+        else:
+            self.readback_refs.add(ref)
 
     def readbacks(self) -> int:
         """Read-backs seen so far: the history's, those the host noted, and at least as many as
         the log held (a resumed session does not see the noted ones again)."""
         return max(len(self.readback_ids) + self.noted, self.observed.readbacks)
+
+    def recalled(self) -> int:
+        """Hidden results read back so far (as :meth:`readbacks`, counting each result once; never
+        more than the read-backs: one call naming two refs is one read-back)."""
+        named = len(self.readback_refs) + self.noted_anonymous
+        return min(max(named, self.observed.recalled), self.readbacks())
 
     def counters(self) -> Counters:
         """(requests, last time, last length, last history tokens) as a request record has them."""

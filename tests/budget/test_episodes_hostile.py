@@ -112,7 +112,7 @@ def test_a_request_interrupted_after_looking_still_logs_what_it_found(
     run(tmp_path / "a", reopen_each=False)
     run(tmp_path / "b", reopen_each=True)
     assert _evidence(tmp_path / "a") == _evidence(tmp_path / "b")
-    assert _requests(tmp_path / "a")[-1]["p"][NEEDED:] == [1, 1]
+    assert _requests(tmp_path / "a")[-1]["p"][NEEDED : NEEDED + 2] == [1, 1]
 
 
 def test_a_re_read_answer_is_not_charged_to_a_result_that_came_after_it(tmp_path: Path) -> None:
@@ -139,7 +139,7 @@ def test_a_re_read_answer_is_not_charged_to_a_result_that_came_after_it(tmp_path
     _prepare(tmp_path / "reopened", edited, set(range(1, len(edited))))
     for name in ("straight", "edited", "reopened"):
         last = _requests(tmp_path / name)[-1]
-        assert (last["p"][NEEDED:], last.get("q")) == ([1, 2], None), name
+        assert (last["p"][NEEDED : NEEDED + 2], last.get("q")) == ([1, 2], None), name
     assert _evidence(tmp_path / "edited") == _evidence(tmp_path / "reopened")
 
 
@@ -190,7 +190,7 @@ def test_one_turn_of_responses_items_is_one_read_back(tmp_path: Path) -> None:
     _prepare(tmp_path / "anthropic", _grown(anthropic), set())
     _prepare(tmp_path / "responses", _grown(responses), set())
     counts = {
-        name: [r["p"][NEEDED:] for r in _requests(tmp_path / name)]
+        name: [r["p"][NEEDED : NEEDED + 2] for r in _requests(tmp_path / name)]
         for name in ("anthropic", "responses")
     }
     assert counts["anthropic"] == counts["responses"] == [[0, 0], [1, 1], [1, 1]]
@@ -244,7 +244,7 @@ def test_a_garbled_e_k_or_p_is_not_fatal_and_a_new_quote_counts(
     with Budget.open(tmp_path / "s", BudgetConfig()) as session:
         session.prepare(history, now=50.0)
     last = _requests(tmp_path / "s")[-1]
-    assert last["p"][NEEDED:] == [1, 1] and last["q"] == ["c1"]
+    assert last["p"][NEEDED : NEEDED + 2] == [1, 1] and last["q"] == ["c1"]
 
 
 OTHER = "\n".join(f"col {i:04d}: other={i * 3} state=fine detail={'z' * 40}" for i in range(200))
@@ -267,7 +267,7 @@ def test_an_edited_result_quoted_in_the_request_that_decides_it_anew_is_not_char
     later = [*edited, _call("c3", "a plain remark, nothing quoted"), _result("c3", "ok")]
     _prepare(tmp_path / "a", [first, edited, later], set())
     _prepare(tmp_path / "b", [first, edited, later], {1, 2})
-    assert [r["p"][NEEDED:] for r in _requests(tmp_path / "a")] == [[0, 0]] * 3
+    assert [r["p"][NEEDED : NEEDED + 2] for r in _requests(tmp_path / "a")] == [[0, 0]] * 3
     assert _evidence(tmp_path / "a") == _evidence(tmp_path / "b")
 
 

@@ -169,7 +169,7 @@ def test_the_fresh_chance_counts_kept_results_and_the_stale_one_does_not() -> No
     assert readback_chance(observed, fresh=True, is_error=False) == pytest.approx(0.2)
     assert readback_chance(observed, fresh=False, is_error=False) == pytest.approx(0.1)
     # With 2 results hidden and 1 read back: (1 + 1 + 1) / (2 + 2 + 8) = 0.25.
-    both = Observed(exposed=8, needed=1, hidden=2, readbacks=1)
+    both = Observed(exposed=8, needed=1, hidden=2, readbacks=1, recalled=1)
     assert readback_chance(both, fresh=True, is_error=False) == pytest.approx(0.25)
 
 

@@ -28,6 +28,7 @@ from budget.policy import (
     prices_for,
     readback_chance,
     readback_cost,
+    readbacks_per_need,
     spill_verdict,
 )
 from tests.strategies import conversation
@@ -134,7 +135,7 @@ def test_what_the_session_learned_survives_its_log_record(seen: Observed) -> Non
 def test_a_damaged_record_is_no_observation() -> None:
     """A record of the wrong shape, a negative count or a bool is refused (None), not trusted."""
     good = Observed(requests=3).to_record()
-    assert Observed.from_record(good[:-2]) is None  # 13 fields: no layout ever written
+    assert Observed.from_record(good[:-3]) is None  # 13 fields: no layout ever written
     assert Observed.from_record([*good[:1], -1, *good[2:]]) is None
     assert Observed.from_record([True, *good[1:]]) is None
     assert Observed.from_record("p") is None
@@ -159,8 +160,23 @@ def test_the_readback_chance_is_the_prior_then_the_sessions_own_rate() -> None:
     assert readback_chance(stale, fresh=False, is_error=True) == pytest.approx(0.2)
     quiet = Observed(hidden=20)
     assert readback_chance(quiet, fresh=True, is_error=False) == pytest.approx(1 / 22)
-    read = Observed(hidden=20, readbacks=10)
+    read = Observed(hidden=20, readbacks=10, recalled=10)
     assert readback_chance(read, fresh=False, is_error=False) == pytest.approx(11 / 30)
+
+
+def test_a_result_read_back_again_weighs_once_in_the_chance_and_again_per_need() -> None:
+    """Ten read-backs of five results: the chance counts the five results, the read-backs per
+    need count the ten, so the repeats are never counted in both (the risk is their product)."""
+    repeated = Observed(hidden=20, readbacks=10, recalled=5)
+    once_each = Observed(hidden=20, readbacks=5, recalled=5)
+    chance = readback_chance(repeated, fresh=False, is_error=False)
+    assert (
+        chance == readback_chance(once_each, fresh=False, is_error=False) == pytest.approx(6 / 30)
+    )
+    assert readbacks_per_need(repeated) == pytest.approx((1 + 10) / (1 + 5))
+    assert readbacks_per_need(once_each) == pytest.approx(1.0)
+    # The product is what a spill risks: the repeats raise it once, through the per-need count.
+    assert chance * readbacks_per_need(repeated) == pytest.approx(6 / 30 * 11 / 6)
 
 
 # --- a fresh result: spill or keep -------------------------------------------------------------
@@ -577,9 +593,9 @@ def test_observed_updates_keep_every_field_they_do_not_name() -> None:
     fields = [f.name for f in dataclasses.fields(Observed)]
     seen = Observed(**{name: i + 1 for i, name in enumerate(fields)})
     made = {
-        ("requests", "readbacks"): seen.now(requests=100, readbacks=101),
-        ("bank", "billed", "readbacks", "pending_bill"): seen.banked(
-            bank=100.0, billed=101.0, readbacks=102, pending=103.0
+        ("requests", "readbacks", "recalled"): seen.now(requests=100, readbacks=101, recalled=7),
+        ("bank", "billed", "readbacks", "pending_bill", "recalled"): seen.banked(
+            bank=100.0, billed=101.0, readbacks=102, pending=103.0, recalled=8
         ),
         ("gap_s", "hidden"): seen.after_request(gap_s=100.0, hidden=1),
     }
@@ -587,3 +603,15 @@ def test_observed_updates_keep_every_field_they_do_not_name() -> None:
         for name in fields:
             if name not in named:
                 assert getattr(value, name) == getattr(seen, name), (named, name)
+
+
+def test_a_log_before_results_read_back_were_counted_reads_each_readback_as_one_result() -> None:
+    """A ``p`` of 15 fields (before ``recalled``) restores it as its read-backs, the model then;
+    16 fields restore it as logged, and more results read back than read-backs is refused."""
+    record = Observed(requests=3, hidden=5, readbacks=4, recalled=2).to_record()
+    assert len(record) == 16
+    restored = Observed.from_record(record)
+    assert restored is not None and restored.recalled == 2
+    old = Observed.from_record(record[:15])
+    assert old is not None and old.recalled == old.readbacks == 4
+    assert Observed.from_record([*record[:15], 5]) is None

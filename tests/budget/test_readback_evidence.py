@@ -12,10 +12,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from budget import Budget, BudgetConfig
+from budget import Budget, BudgetConfig, BudgetError
 from budget.formats._common import call_facts
 from spill import ref_for
 
@@ -24,6 +25,8 @@ BIG = "\n".join(f"line {i}: " + "x" * 70 for i in range(1_000))  # ~78k chars: o
 
 READBACKS = 6
 """Index of the read-backs count in a request record's ``p`` (``Observed.to_record``)."""
+RECALLED = 15
+"""Index of the count of results read back (each once) in the same record."""
 
 
 def _call(call_id: str, name: str, tool_input: dict[str, Any]) -> dict[str, Any]:
@@ -36,10 +39,10 @@ def _result(call_id: str, text: str) -> dict[str, Any]:
         {"type": "tool_result", "tool_use_id": call_id, "content": text}]}  # fmt: skip
 
 
-def _readbacks(path: Path) -> list[int]:
+def _readbacks(path: Path, field: int = READBACKS) -> list[int]:
     (log,) = list(path.rglob("*.jsonl"))
     records = [json.loads(line) for line in log.read_text().splitlines()]
-    return [rec["p"][READBACKS] for rec in records if rec.get("t") == "req"]
+    return [rec["p"][field] for rec in records if rec.get("t") == "req"]
 
 
 def _spilled_history() -> list[dict[str, Any]]:
@@ -146,6 +149,55 @@ def test_a_noted_readback_counts_and_survives_a_restart(tmp_path: Path) -> None:
     finally:
         reopened.close()
     assert _readbacks(tmp_path / "s") == [0, 1, 1]
+
+
+def test_a_result_read_back_twice_is_two_readbacks_of_one_result(tmp_path: Path) -> None:
+    """Two calls of the read-back tool naming the same ref count two read-backs and one result
+    read back; so does a restart (the history is scanned again, the log's counts a floor)."""
+    ref = ref_for(BIG)
+    follow = [
+        [_call("c2", "toolbudget_read", {"ref": ref}), _result("c2", "page 1")],
+        [_call("c3", "toolbudget_read", {"ref": ref, "page": 2}), _result("c3", "page 2")],
+    ]
+    _run(tmp_path / "s", follow).close()
+    assert _readbacks(tmp_path / "s") == [0, 1, 2]
+    assert _readbacks(tmp_path / "s", RECALLED) == [0, 1, 1]
+    reopened = Budget.open(tmp_path / "s")
+    try:
+        history = [
+            *_spilled_history(),
+            *follow[0],
+            *follow[1],
+            _call("c4", "Bash", {"command": "ls"}),
+        ]
+        reopened.prepare([*history, _result("c4", "a b")], now=9.0)
+    finally:
+        reopened.close()
+    assert _readbacks(tmp_path / "s", RECALLED) == [0, 1, 1, 1]
+
+
+def test_noted_readbacks_of_one_ref_are_one_result_and_unnamed_ones_each_their_own(
+    tmp_path: Path,
+) -> None:
+    """``note_readback(ref)`` twice for one result counts one result read back; two without a
+    ref count two (nothing says they were the same); a ref that is not a string is refused."""
+    session = _run(tmp_path / "s", [])
+    ref = ref_for(BIG)
+    try:
+        session.note_readback(ref)
+        session.note_readback(ref)
+        history = [*_spilled_history(), _call("c2", "Bash", {"command": "ls"}), _result("c2", "")]
+        session.prepare(history, now=2.0)
+        session.note_readback()
+        session.note_readback()
+        history = [*history, _call("c3", "Bash", {"command": "pwd"}), _result("c3", "/")]
+        session.prepare(history, now=3.0)
+        with pytest.raises(BudgetError, match="ref must be"):
+            session.note_readback(7)  # type: ignore[arg-type]
+    finally:
+        session.close()
+    assert _readbacks(tmp_path / "s") == [0, 2, 4]
+    assert _readbacks(tmp_path / "s", RECALLED) == [0, 1, 3]
 
 
 def test_a_trimmed_results_stub_names_its_file_where_envelopes_do(tmp_path: Path) -> None:
