@@ -255,11 +255,8 @@ class Budget:
         return self._reader.result(tool_input)
 
     def note_readback(self, ref: str | None = None) -> None:
-        """Count one read of hidden output that no later call in the history will show: of the
-        result ``ref`` names (its envelope's ref) when given, so a result read twice counts as one
-        result needed twice (the cost model's read-back rate is over results)."""
-        if ref is not None and not isinstance(ref, str):
-            raise InputError(f"ref must be a hidden result's ref (a string), not {ref!r:.80}")
+        """Count one read of hidden output the history will not show, of the result ``ref``
+        names when given (a result read twice is one result needed twice)."""
         self._turns.parts.tally.note(ref)
 
     def decision(self, call_id: str) -> Decision | None:

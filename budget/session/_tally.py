@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
+from budget._errors import InputError
 from budget.policy import Observed, Verdict
 from budget.session._journal import Counters, Resumed
 
@@ -80,6 +81,8 @@ class Tally:
 
     def note(self, ref: str | None) -> None:
         """Count one read-back the host reported, of the result ``ref`` (None: unnamed)."""
+        if ref is not None and not isinstance(ref, str):
+            raise InputError(f"ref must be a hidden result's ref (a string), not {ref!r:.80}")
         self.noted += 1
         if ref is None:
             self.noted_anonymous += 1
