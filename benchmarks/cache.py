@@ -9,7 +9,8 @@ Rules (all measured at segment boundaries; a provider really matches tokens, so 
 ends inside a changed message is counted only up to the last unchanged message):
 
 Anthropic (explicit breakpoints)
-    The breakpoint sits at the end of every request, so a request that reaches the minimum size
+    The breakpoint sits at the end of every request (and, for agents that mark their system
+    prompt, :attr:`CacheRules.system_breakpoint`, at the end of the system prompt too), so a request that reaches the minimum size
     (default 1,024 tokens; per model in :mod:`benchmarks.pricing`) writes its whole prompt to the
     cache. A later request reads the longest earlier *breakpoint* prefix (the whole of some
     earlier request) that is a prefix of it, is still alive, and ends at most ``lookback``
@@ -146,6 +147,13 @@ class CacheRules:
     """Cache read, as a multiple of the base input price."""
     enabled: bool = True
     """False: the provider caches nothing (every token at the base price)."""
+    system_breakpoint: bool = False
+    """Anthropic: every request also marks the end of its system prompt, so the tools and system
+    (the first segment) have an entry of their own, read whenever the conversation's entry is not
+    (a prefix changed in the messages re-writes the messages only). Claude Code does: a request
+    whose messages were re-rendered reads "the system+tools floor" and writes the conversation
+    (anthropics/claude-code#91514, #96101), and marks the system and the last message
+    (netease-lcap/wave-agent#1262 copies "Claude Code's last-message-marker approach")."""
 
     def __post_init__(self) -> None:
         if self.ttl is not None and self.ttl <= 0:
@@ -261,6 +269,15 @@ class CacheSim:
                 entry.touched = now if now is not None else entry.touched
                 cached = cum[k]
                 break
+        if self.rules.system_breakpoint and n > 1 and cum[1] >= self.rules.min_tokens:
+            # The system's own breakpoint: its entry is read (refreshed) or written by every
+            # request, and it is what is read when no later entry is found.
+            header = self._entries.get(chain[1])
+            if header is not None and self._alive(header, now):
+                header.touched = now if now is not None else header.touched
+                cached = max(cached, cum[1])
+            else:
+                self._entries[chain[1]] = _Entry(cum[1], now)
         self._entries[chain[n]] = _Entry(total, now)
         return cached, total - cached
 

@@ -114,6 +114,9 @@ class Model:
     whole_rewrite: bool
     """A warm batch re-writes the whole prompt (Anthropic's lookback), not from its start."""
     candidates: tuple[Candidate, ...]
+    header_kept: bool = False
+    """A whole re-write reads the header still (the agent marks its system prompt:
+    :attr:`benchmarks.cache.CacheRules.system_breakpoint`)."""
 
     def starts(self) -> list[int]:
         """The starts a batch may have: a candidate's message (only the first: whole re-write)."""
@@ -170,7 +173,8 @@ def model_cost(
         if model.cold[i]:
             total += model.write * (carried + tail)
         elif start is not None:
-            kept = 0 if model.whole_rewrite else model.header + sum(sizes[:start])
+            whole = model.header if model.header_kept else 0
+            kept = whole if model.whole_rewrite else model.header + sum(sizes[:start])
             total += model.read * kept + model.write * (carried - kept + tail)
         else:
             total += model.read * carried + model.write * tail
@@ -213,7 +217,8 @@ def solve(model: Model) -> tuple[float, list[Batch]]:
                 # Nothing there was sent yet: no batch can start past the previous request.
                 rewrite[k, j] = np.inf
                 continue
-            span = model.header + end if model.whole_rewrite else end - prefix[s]
+            whole = end if model.header_kept else model.header + end
+            span = whole if model.whole_rewrite else end - prefix[s]
             rewrite[k, j] = (model.write - model.read) * (span - a[k, j])
     next_cold = [n_ev] * (n_ev + 1)
     for k in range(n_ev - 1, -1, -1):
@@ -490,6 +495,7 @@ def plan_trace(
         write=write,
         whole_rewrite=trace.provider == "anthropic" and rules.lookback is not None,
         candidates=tuple(c for _, c in cands),
+        header_kept=rules.system_breakpoint,
     )
     billed, batches = solve(model)
     _, trimmed = model_cost(model, batches)

@@ -170,12 +170,20 @@ def pricing_for(trace: Trace) -> Pricing:
         return Pricing(family, CacheRules(enabled=False), "no cache read recorded")
     if family == "anthropic":
         minimum = _first(model, ANTHROPIC_MIN_TOKENS, 1024)
+        # Claude Code marks its system prompt (CacheRules.system_breakpoint); other agents'
+        # recordings say nothing of theirs: only the request's end is marked (the careful side).
+        marked = trace.format == "claude-code"
+        note = ", system marked" if marked else ""
         if one_hour * 2 > writes:
             rules = CacheRules(
-                min_tokens=minimum, ttl=ONE_HOUR_TTL_S, write_price=ONE_HOUR_WRITE_PRICE
+                min_tokens=minimum,
+                ttl=ONE_HOUR_TTL_S,
+                write_price=ONE_HOUR_WRITE_PRICE,
+                system_breakpoint=marked,
             )
-            return Pricing(family, rules, f"min {minimum}, 1-hour writes recorded")
-        return Pricing(family, CacheRules(min_tokens=minimum), f"min {minimum}")
+            return Pricing(family, rules, f"min {minimum}, 1-hour writes recorded{note}")
+        rules = CacheRules(min_tokens=minimum, system_breakpoint=marked)
+        return Pricing(family, rules, f"min {minimum}{note}")
     if family == "google":
         minimum, read = next(
             ((m, r) for frag, m, r in GEMINI_MIN_TOKENS if frag in model), (4096, 0.1)

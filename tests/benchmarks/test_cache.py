@@ -103,6 +103,33 @@ def test_anthropic_lookback_limits_how_far_back_a_breakpoint_is_found() -> None:
     assert sim3.feed([S, A, B, C, X], 1.0).cached_tokens == 1100
 
 
+def test_anthropic_a_marked_system_prompt_is_read_when_the_messages_changed() -> None:
+    """Anthropic with ``system_breakpoint``: a request whose messages changed reads the header's
+    own entry (1,500 tokens) and writes the rest; without the mark it writes everything."""
+    header = seg("system and tools", 1500)
+    for marked, read in ((True, 1500), (False, 0)):
+        sim = CacheSim("anthropic", CacheRules(system_breakpoint=marked))
+        sim.feed([header, A, B], 0.0)
+        changed = sim.feed([header, X, B], 1.0)
+        # 1500 + 500 + 300 = 2300: the header read (0.1x) when marked, the rest written (1.25x).
+        assert changed == CacheResult(
+            2300, read, 2300 - read, 0, 0.1 * read + 1.25 * (2300 - read), True
+        )
+        # The conversation's own entry still wins when it is found: all 2300 read.
+        assert sim.feed([header, X, B], 2.0).cached_tokens == 2300
+
+
+def test_anthropic_a_marked_system_prompt_under_the_minimum_or_expired_is_not_read() -> None:
+    """The header's entry obeys the minimum size and the TTL as any entry does."""
+    small = CacheSim("anthropic", CacheRules(system_breakpoint=True))
+    small.feed([S, A, B], 0.0)
+    assert small.feed([S, X, B], 1.0).cached_tokens == 0  # S is 600 < 1,024 tokens
+    header = seg("system and tools", 1500)
+    late = CacheSim("anthropic", CacheRules(system_breakpoint=True))
+    late.feed([header, A], 0.0)
+    assert late.feed([header, X], 400.0).cached_tokens == 0  # 400 s > the 300 s TTL
+
+
 def test_prefix_break_is_measured_on_the_previous_request() -> None:
     """A request that does not start with the whole previous request is a prefix break."""
     sim = CacheSim("openai")

@@ -85,6 +85,20 @@ def test_the_dp_picks_the_hand_computed_best_cut() -> None:
     assert billed == pytest.approx(21_720)
 
 
+def test_a_whole_rewrite_reads_the_header_when_the_agent_marks_its_system_prompt() -> None:
+    """With a whole re-write (Anthropic's lookback) a batch re-writes the header too, unless the
+    system prompt has its own breakpoint: then it is read, 1,000 x (1.25 - 0.1) cheaper."""
+    base = replace(_cut_model(), header=1000, whole_rewrite=True, write=1.25)
+    plan = [Batch(3, 1)]
+    rewritten = model_cost(base, plan)[0]
+    kept = model_cost(replace(base, header_kept=True), plan)[0]
+    assert rewritten - kept == pytest.approx(1000 * (1.25 - 0.1))
+    assert (
+        model_cost(base, [], trims=False)[0]
+        == model_cost(replace(base, header_kept=True), [], trims=False)[0]
+    )
+
+
 def test_the_dp_waits_for_a_cold_cache_when_that_saves_more() -> None:
     """With request 4 after a pause, the free trim there (5,400 x 1.1) beats trimming the large
     result at request 3, whose cut would keep the small one from ever being trimmed."""
@@ -144,6 +158,7 @@ def models(draw: st.DrawFn) -> Model:
         write=write,
         whole_rewrite=draw(st.booleans()),
         candidates=tuple(candidates),
+        header_kept=draw(st.booleans()),
     )
 
 
