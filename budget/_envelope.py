@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass
 
 from budget.previews import Earlier, Shaped, line_delta, shape_preview, span_text
+from budget.previews._shapes import WINDOW_CHARS
 
 __all__ = [
     "EMPTY_TEXT",
@@ -149,7 +150,14 @@ def envelope(
     never change); from 1 the preview's shape is chosen from the content when ``shaped`` (else
     head + tail), or is the diff against ``earlier`` when that is a re-run of the same call.
     """
-    newlines = text.count("\n")
+    split = None
+    if version >= 1 and shaped and earlier is None and len(text) <= 2 * WINDOW_CHARS:
+        # The shape's detectors read the text's lines: split once, and count its newlines
+        # from the split rather than by another pass over the text (2.5 us an 8 kB output).
+        split = text.split("\n")
+        newlines = len(split) - 1
+    else:
+        newlines = text.count("\n")
     lines = newlines + (0 if text.endswith("\n") else 1) if text else 0
     what = f"Output of {_label(tool)}" if tool else "Output"
     first = (
@@ -164,6 +172,7 @@ def envelope(
             shaped=shaped,
             earlier=earlier,
             newlines=newlines,
+            split=split,
         )
         hint = _read_hint(ref, read_tool, json_path=shape.shape == "json")
         out = [first, hint] if path is None else [first, hint, f"File: {path}"]
@@ -255,16 +264,22 @@ def preview_shape(
     shaped: bool = True,
     earlier: Earlier | None = None,
     newlines: int | None = None,
+    split: list[str] | None = None,
 ) -> Shaped:
     """The version-1 preview of ``text``: a body of at most ``chars`` characters (its block
     headers included; the marker line, like version 0's marker lines, is not). ``newlines``:
-    ``text.count("\\n")`` when the caller has counted (the one pass over a whole output)."""
+    ``text.count("\\n")`` when the caller has counted (the one pass over a whole output);
+    ``split``: ``text.split("\\n")`` when it has split (handed on to the shape's detectors)."""
     nl = text.count("\n") if newlines is None else newlines
     delta = _delta(text, chars // _DELTA_SHARE, earlier) if earlier is not None else None
     room = chars if delta is None else chars - len(delta.body) - _AND_THEN_CHARS
     if delta is not None and room < _MIN_ROOM:
         return delta
-    got = shape_preview(text, room, tail_share=tail_share, newlines=nl) if shaped else None
+    got = (
+        shape_preview(text, room, tail_share=tail_share, newlines=nl, split=split)
+        if shaped
+        else None
+    )
     if got is None:
         got = _head_tail(text, room, tail_share, nl)
     if delta is None:

@@ -216,6 +216,10 @@ def _candidates(text: str) -> list[int]:
     if _FIRST_CANDIDATE.match(text):
         starts.add(0)
     for word in _ANYWHERE:
+        # A word's last character first: one character is found at memchr's speed (SIMD),
+        # several at about 2 characters a ns (3.4 us for "error TS" over an 8 kB log).
+        if word[-1] not in text:
+            continue
         at = text.find(word)
         while at >= 0:
             starts.add(text.rfind("\n", 0, at) + 1)
@@ -283,7 +287,8 @@ speed from one newline to the next (twice as fast as ``"@@ -" in text`` on a log
 
 def _has_hunk_line(text: str) -> bool:
     """Whether a line of ``text`` starts with ``@@ -``, as every hunk header does."""
-    return text.startswith("@@ -") or _HUNK_LINE.search(text) is not None
+    # "@" alone is found at memchr's speed: most outputs hold none, and skip the search.
+    return text.startswith("@@ -") or ("@" in text and _HUNK_LINE.search(text) is not None)
 
 
 def _is_diff(text: str) -> bool:

@@ -142,10 +142,11 @@ anyway. The JSON skeleton is the exception: it parses the whole document (up to
 :data:`budget.previews._detect.JSON_CHARS`)."""
 
 
-def _window(text: str, newlines: int | None) -> tuple[str, Window]:
-    """(the text a shape's detectors read, the lines its preview picks from)."""
+def _window(text: str, newlines: int | None, split: list[str] | None = None) -> tuple[str, Window]:
+    """(the text a shape's detectors read, the lines its preview picks from); ``split``:
+    ``text.split("\\n")`` when the caller has split it (taken over, not copied)."""
     if len(text) <= 2 * WINDOW_CHARS:
-        lines = text.split("\n")
+        lines = text.split("\n") if split is None else split
         if text.endswith("\n"):
             lines.pop()  # a final newline ends the last line; it does not start another
         return text, Window(lines, len(lines))
@@ -168,11 +169,13 @@ def shape_preview(
     tail_share: float,
     shape: Shape | None = None,
     newlines: int | None = None,
+    split: list[str] | None = None,
 ) -> Shaped | None:
     """The preview of ``text`` in its shape (detected unless given) within ``budget``
     characters; None for head + tail (the envelope's own), or when the shape does not fit.
-    ``newlines``: ``text.count("\\n")`` when the caller has counted."""
-    view, w = _window(text, newlines)
+    ``newlines``: ``text.count("\\n")`` when the caller has counted; ``split``:
+    ``text.split("\\n")`` when it has split (a list this function may change)."""
+    view, w = _window(text, newlines, split)
     if shape is None:
         kind, value = classify(view, w.lines, whole=text)
     else:
