@@ -134,6 +134,13 @@ class BudgetConfig(BaseSettings):
     Google) the cost policy prices writes at the base price instead."""
     cache_read_price: Annotated[float, Field(ge=0)] = 0.1
     """A cache read, x the base input price (0.1 on Anthropic's, OpenAI's and Google's lists)."""
+    promise_tolerance: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0.005
+    """What a session may be billed above sending everything, as a share of its bill: a decision
+    that can lose is taken when the savings banked plus this share cover its worst case, or when
+    its chance of breaching that is under ``promise_risk`` (``budget.policy.allowance``)."""
+    promise_risk: Annotated[float, Field(ge=0, le=1)] = 0.05
+    """The chance of breaching ``promise_tolerance`` a decision may carry (1: none asked, every
+    decision taken on its expected saving alone)."""
     expected_requests_factor: Annotated[float, Field(gt=0)] = 0.5
     """Not read: the cost policy estimates the later requests from the session itself (Lindy's
     law, at most half the requests so far: a trim pays back two times in three)."""

@@ -69,8 +69,9 @@ def weigh(ctx: PassContext, result: ToolResult) -> Verdict | None:
         envelope_tokens=round((cfg.preview_chars + ENVELOPE_FRAME_CHARS) * per_char),
         is_error=result.is_error,
         page_tokens=round(min(chars, cfg.read_page_chars) * per_char),
-        allowance=allowance(costs.observed),
+        allowance=allowance(costs.observed, cfg.promise_tolerance),
         kind=costs.kind(result.tool),
+        max_breach=cfg.promise_risk,
     )
     costs.verdicts[result.call_id] = verdict
     return verdict

@@ -42,7 +42,8 @@ def batch(ctx: PassContext) -> tuple[int, str] | None:
         header=costs.header,
         # Only a batch whose re-write the session's own savings cover (issue 30: no session
         # billed above 1.005x sending everything, however soon it ends).
-        allowance=allowance(costs.observed),
+        allowance=allowance(costs.observed, cfg.promise_tolerance),
+        max_breach=cfg.promise_risk,
     )
     costs.verdicts[BATCH] = verdict
     if verdict.choice != "trim" or verdict.cut is None:

@@ -95,7 +95,7 @@ def breach_chance(made: int, shortfall: float, per_request: float, chance: float
     return chance * k / (m + k)
 
 
-def allowance(observed: Observed) -> float:
+def allowance(observed: Observed, tolerance: float = TOLERANCE) -> float:
     """What a decision of this request may lose at worst (billed tokens): the savings the
     session's own decisions have realised (``observed.bank``) plus :data:`TOLERANCE` of what
     sending everything would have been billed so far: the session's bill plus its bank (the
@@ -105,7 +105,7 @@ def allowance(observed: Observed) -> float:
     the batch's re-write whole: bounding each decision's worst case by the bank keeps the whole
     session within the tolerance of sending everything, whenever it ends (what one decision may
     lose was saved before it, and each loss is taken off the bank before the next decision)."""
-    return observed.bank + TOLERANCE * max(observed.billed + observed.bank, 0.0)
+    return observed.bank + tolerance * max(observed.billed + observed.bank, 0.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -376,6 +376,7 @@ def spill_verdict(
     page_tokens: int,
     allowance: float = math.inf,
     kind: tuple[int, int, int] = (0, 0, 0),
+    max_breach: float = RISK,
 ) -> Verdict:
     """Spill a fresh result (``tokens``) to its envelope, or keep it whole.
 
@@ -386,7 +387,7 @@ def spill_verdict(
     case is that read-back on the next request and then the end of the session, less the write
     spilling saves now: spilled only when :func:`allowance` (``allowance``) covers it, or when
     the chance of that read-back before the carried saving has paid the shortfall back is at
-    most :data:`RISK`.
+    most ``max_breach`` (:data:`RISK` by default).
     """
     hidden = max(tokens - envelope_tokens, 0)
     saving = hidden * (prices.new + prices.carry * look.requests)
@@ -400,7 +401,9 @@ def spill_verdict(
     # The read-back request re-reads the prompt (without the hidden tokens: spilled) and adds
     # the page; nothing after it is carried. Spilling saved the hidden tokens' write now.
     worst = prices.carry * (look.tokens - hidden) + prices.new * page - prices.new * hidden
-    covered = breach_chance(look.made, worst - allowance, hidden * prices.carry, chance) <= RISK
+    covered = (
+        breach_chance(look.made, worst - allowance, hidden * prices.carry, chance) <= max_breach
+    )
     return made_verdict(
         choice="spill" if net > 0 and hidden > 0 and covered else "keep",
         regime=prices.regime,

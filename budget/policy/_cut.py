@@ -75,6 +75,7 @@ def best_cut(
     reach: int = 0,
     header: int = 0,
     allowance: float = math.inf,
+    max_breach: float = RISK,
 ) -> Verdict:
     """The best batch: the cut (first item trimmed, every later one too) whose net saving is
     largest; ``wait`` when none is positive (with the best one's figures, to explain).
@@ -87,7 +88,7 @@ def best_cut(
     Items are oldest first; linear in their number. A cut's worst case is its re-write (the
     session ends right after it); a cut is taken when ``allowance`` covers it or the chance
     the session ends before paying the shortfall back (:func:`breach_chance`) is at most
-    :data:`RISK`; else ``wait`` with the best cut's figures (``covered`` False).
+    ``max_breach`` (:data:`RISK`); else ``wait``, with the best cut's figures (``covered`` False).
     """
     carry, new, n = prices.carry, prices.new, look.requests
     keep_price = new if cold or prices.regime == "uncached" else prices.read
@@ -115,14 +116,14 @@ def best_cut(
         if best_any is None or net > best_any[0]:
             best_any = (net, j, reclaim, rewrite, risk, gain)
         if (best is None or net > best[0]) and (
-            breach_chance(look.made, rewrite - allowance, reclaim * carry, 1.0) <= RISK
+            breach_chance(look.made, rewrite - allowance, reclaim * carry, 1.0) <= max_breach
         ):
             best = (net, j, reclaim, rewrite, risk, gain)
     if best_any is None:
         return _waiting(prices, look)
     take = best is not None and best[0] > 0
     return _batch_verdict(prices, look, best if take and best is not None else best_any, take,
-                          allowance)  # fmt: skip
+                          allowance, max_breach)  # fmt: skip
 
 
 def _batch_verdict(
@@ -131,6 +132,7 @@ def _batch_verdict(
     cut: tuple[float, int, float, float, float, float],
     take: bool,
     allowance: float,
+    max_breach: float = RISK,
 ) -> Verdict:
     """The verdict on the batch ``cut`` (net, index, reclaim, re-write, risk, window gain)."""
     net, j, reclaim, rewrite, risk, gain = cut
@@ -148,7 +150,7 @@ def _batch_verdict(
         reclaim_tokens=int(reclaim),
         cut=j,
         worst_case=rewrite,
-        covered=breach <= RISK,
+        covered=breach <= max_breach,
     )
 
 
