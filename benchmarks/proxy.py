@@ -5,12 +5,13 @@ streamed byte unchanged within noise, memory flat over 1,000 requests. Measured,
 
 * **hop**: what forwarding alone adds (``GET /v1/models``, passed through untouched);
 * **latency**: one conversation of ``rounds`` rounds (a tool call and its output each), every
-  request sent twice, straight to the stand-in and through the proxy, in alternating order, so
-  the pair shares the machine's load; the added latency of a request is the proxied time minus
-  the direct one (client side, whole non-streamed answer). Reported: the median and p99 added,
-  and the ratio of the total times (proxy / direct), at each size;
+  request sent straight to the stand-in twice and through the proxy, in rotating order, so they
+  share the machine's load; the added latency of a request is the proxied time minus the first
+  direct one (client side, whole non-streamed answer). Reported: the median and p99 added, the
+  ratio of the total times (proxy / direct), and the loop's floor: the same figures for the
+  second direct call, what a proxy adding nothing would show (the p99 no proxy can beat here);
 * **first byte**: the same for streamed answers whose events the stand-in spaces by
-  ``chunk_delay_s``: the time to the first byte of the body, and to the last;
+  ``chunk_delay_s``: the time to the first byte of the body (median and p99), and to the last;
 * **memory**: the proxy's resident set (``VmRSS``), every 100 of ``memory_requests`` requests
   over conversations of 25 rounds: the same one sent again and again (what requests cost), then
   a new one after each (what each open session holds).
@@ -21,8 +22,9 @@ short (tens of lines), one over the default 50,000-character cap every 50 rounds
 both passes results through and spills (sizes are this module's, not a trace's).
 
 ``--against DIR`` runs a second proxy from another checkout's sources (``git worktree add DIR
-REV``) beside this one: each latency request goes straight to the stand-in and through both
-proxies, in rotating order, so before and after share the machine's load request by request.
+REV``) beside this one: each latency and first-byte request goes straight to the stand-in and
+through both proxies, in rotating order, so before and after share the machine's load request by
+request.
 
 Run from the repository root::
 
@@ -123,19 +125,23 @@ def latency(
     client: httpx.Client, direct: str, proxy: str, rounds: int, against: str | None = None
 ) -> dict[str, Any]:
     """Added latency over one conversation of ``rounds`` rounds (see the module), and that of
-    the proxy at ``against`` (``against_*``), in the same loop."""
+    the proxy at ``against`` (``against_*``), in the same loop; ``floor_*``: a second direct
+    call's difference from the first, what the loop measures of a proxy that adds nothing."""
     history = conversation(rounds, tag=f"lat{rounds}")
-    urls = [direct, proxy] if against is None else [direct, proxy, against]
-    added, direct_s, proxy_s, other = [], 0.0, 0.0, []
+    sides = [("direct", direct), ("again", direct), ("proxy", proxy)]
+    if against is not None:
+        sides.append(("against", against))
+    added, floor, other, direct_s, proxy_s = [], [], [], 0.0, 0.0
     for i, upto in enumerate(range(3, len(history) + 1, 2)):
         body = _body(history[:upto])
-        k = i % len(urls)
-        took = {url: _timed(client, url, body) for url in urls[k:] + urls[:k]}
-        d, p = took[direct], took[proxy]
+        k = i % len(sides)
+        took = {side: _timed(client, url, body) for side, url in sides[k:] + sides[:k]}
+        d, p = took["direct"], took["proxy"]
         added.append(p - d)
+        floor.append(took["again"] - d)
         direct_s, proxy_s = direct_s + d, proxy_s + p
         if against is not None:
-            other.append(took[against] - d)
+            other.append(took["against"] - d)
     extra = {}
     if other:
         extra = {
@@ -148,6 +154,8 @@ def latency(
         "last_body_bytes": len(_body(history)),
         "added_median_ms": _ms(statistics.median(added)),
         "added_p99_ms": _ms(_percentile(added, 0.99)),
+        "floor_median_ms": _ms(statistics.median(floor)),
+        "floor_p99_ms": _ms(_percentile(floor, 0.99)),
         "direct_total_s": round(direct_s, 3),
         "proxy_total_s": round(proxy_s, 3),
         "ratio": round(proxy_s / direct_s, 3),
@@ -186,20 +194,25 @@ def _first_byte(client: httpx.Client, url: str, body: bytes, delay: float) -> tu
 
 
 def first_byte(
-    client: httpx.Client, direct: str, proxy: str, rounds: int, delay: float
+    client: httpx.Client,
+    direct: str,
+    proxy: str,
+    rounds: int,
+    delay: float,
+    against: str | None = None,
 ) -> dict[str, Any]:
-    """Time to the first and the last streamed byte, direct and proxied, over a conversation."""
+    """Time to the first and the last streamed byte, direct and proxied (and through the proxy
+    at ``against``, in the same loop), over a conversation."""
     history = conversation(rounds, tag="ttfb")
-    firsts: dict[str, list[float]] = {"direct": [], "proxy": []}
-    lasts: dict[str, list[float]] = {"direct": [], "proxy": []}
+    sides = [("direct", direct), ("proxy", proxy)]
+    if against is not None:
+        sides.append(("against", against))
+    firsts: dict[str, list[float]] = {side: [] for side, _ in sides}
+    lasts: dict[str, list[float]] = {side: [] for side, _ in sides}
     for i, upto in enumerate(range(3, len(history) + 1, 2)):
         body = _body(history[:upto], stream=True)
-        order = (
-            (("proxy", proxy), ("direct", direct))
-            if i % 2
-            else (("direct", direct), ("proxy", proxy))
-        )
-        for side, url in order:
+        k = i % len(sides)
+        for side, url in sides[k:] + sides[:k]:
             first, last = _first_byte(client, url, body, delay)
             firsts[side].append(first)
             lasts[side].append(last)
@@ -207,6 +220,7 @@ def first_byte(
         "rounds": rounds,
         "chunk_delay_ms": _ms(delay),
         **{f"first_byte_median_ms_{s}": _ms(statistics.median(v)) for s, v in firsts.items()},
+        **{f"first_byte_p99_ms_{s}": _ms(_percentile(v, 0.99)) for s, v in firsts.items()},
         **{f"last_byte_median_ms_{s}": _ms(statistics.median(v)) for s, v in lasts.items()},
     }
 
@@ -293,7 +307,7 @@ def run(
                         latency(client, direct_url, proxy_url, r, other_url) for r in rounds
                     ],
                     "first_byte": first_byte(
-                        client, direct_url, proxy_url, stream_rounds, chunk_delay_s
+                        client, direct_url, proxy_url, stream_rounds, chunk_delay_s, other_url
                     ),
                     "memory_same": memory(
                         client, proxy_url, child.pid, memory_requests, new_conversations=False
@@ -315,7 +329,9 @@ def render(result: dict[str, Any]) -> str:
         out.append(
             f"{row['rounds']:>4} rounds ({row['requests']} requests, last body "
             f"{row['last_body_bytes']:,} B): added median {row['added_median_ms']} ms, "
-            f"p99 {row['added_p99_ms']} ms; total proxy/direct {row['ratio']}"
+            f"p99 {row['added_p99_ms']} ms; total proxy/direct {row['ratio']}; a second direct "
+            f"call against the first (the loop's floor): median {row['floor_median_ms']} ms, "
+            f"p99 {row['floor_p99_ms']} ms"
         )
         if "against_added_median_ms" in row:
             out.append(
@@ -324,10 +340,18 @@ def render(result: dict[str, Any]) -> str:
             )
     fb = result["first_byte"]
     out.append(
-        f"first streamed byte (events {fb['chunk_delay_ms']} ms apart, {fb['rounds']} rounds): "
-        f"direct {fb['first_byte_median_ms_direct']} ms, proxy {fb['first_byte_median_ms_proxy']} ms; "
-        f"last byte direct {fb['last_byte_median_ms_direct']} ms, proxy {fb['last_byte_median_ms_proxy']} ms"
+        f"first streamed byte (events {fb['chunk_delay_ms']} ms apart, {fb['rounds']} rounds), "
+        f"median / p99: direct {fb['first_byte_median_ms_direct']} / "
+        f"{fb['first_byte_p99_ms_direct']} ms, proxy {fb['first_byte_median_ms_proxy']} / "
+        f"{fb['first_byte_p99_ms_proxy']} ms; last byte median direct "
+        f"{fb['last_byte_median_ms_direct']} ms, proxy {fb['last_byte_median_ms_proxy']} ms"
     )
+    if "first_byte_median_ms_against" in fb:
+        out.append(
+            f"      the same loop through {result['against']}: first byte "
+            f"{fb['first_byte_median_ms_against']} / {fb['first_byte_p99_ms_against']} ms, "
+            f"last byte {fb['last_byte_median_ms_against']} ms"
+        )
     for key, what in (("memory_same", "one conversation re-sent"), ("memory", "new conversations")):
         mem = result[key]
         out.append(
