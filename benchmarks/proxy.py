@@ -5,11 +5,12 @@ streamed byte unchanged within noise, memory flat over 1,000 requests. Measured,
 
 * **hop**: what forwarding alone adds (``GET /v1/models``, passed through untouched);
 * **latency**: one conversation of ``rounds`` rounds (a tool call and its output each), every
-  request sent straight to the stand-in twice and through the proxy, in rotating order, so they
-  share the machine's load; the added latency of a request is the proxied time minus the first
-  direct one (client side, whole non-streamed answer). Reported: the median and p99 added, the
-  ratio of the total times (proxy / direct), and the loop's floor: the same figures for the
-  second direct call, what a proxy adding nothing would show (the p99 no proxy can beat here);
+  request sent twice, straight to the stand-in and through the proxy, in alternating order, so
+  the pair shares the machine's load; the added latency of a request is the proxied time minus
+  the direct one (client side, whole non-streamed answer). Reported: the median and p99 added,
+  the ratio of the total times (proxy / direct), and the loop's floor: the same conversation
+  sent straight to the stand-in twice a request, what a proxy adding nothing would show (its
+  p99 is the least this machine can show);
 * **first byte**: the same for streamed answers whose events the stand-in spaces by
   ``chunk_delay_s``: the time to the first byte of the body (median and p99), and to the last;
 * **memory**: the proxy's resident set (``VmRSS``), every 100 of ``memory_requests`` requests
@@ -24,7 +25,8 @@ both passes results through and spills (sizes are this module's, not a trace's).
 ``--against DIR`` runs a second proxy from another checkout's sources (``git worktree add DIR
 REV``) beside this one: each latency and first-byte request goes straight to the stand-in and
 through both proxies, in rotating order, so before and after share the machine's load request by
-request.
+request. The order matters to the figures (a call right after another pays for what the last
+one left running), so compare proxies within one run, not across runs of another rotation.
 
 Run from the repository root::
 
@@ -125,29 +127,26 @@ def latency(
     client: httpx.Client, direct: str, proxy: str, rounds: int, against: str | None = None
 ) -> dict[str, Any]:
     """Added latency over one conversation of ``rounds`` rounds (see the module), and that of
-    the proxy at ``against`` (``against_*``), in the same loop; ``floor_*``: a second direct
-    call's difference from the first, what the loop measures of a proxy that adds nothing."""
+    the proxy at ``against`` (``against_*``), in the same loop; then the loop's floor."""
     history = conversation(rounds, tag=f"lat{rounds}")
-    sides = [("direct", direct), ("again", direct), ("proxy", proxy)]
-    if against is not None:
-        sides.append(("against", against))
-    added, floor, other, direct_s, proxy_s = [], [], [], 0.0, 0.0
+    urls = [direct, proxy] if against is None else [direct, proxy, against]
+    added, direct_s, proxy_s, other = [], 0.0, 0.0, []
     for i, upto in enumerate(range(3, len(history) + 1, 2)):
         body = _body(history[:upto])
-        k = i % len(sides)
-        took = {side: _timed(client, url, body) for side, url in sides[k:] + sides[:k]}
-        d, p = took["direct"], took["proxy"]
+        k = i % len(urls)
+        took = {url: _timed(client, url, body) for url in urls[k:] + urls[:k]}
+        d, p = took[direct], took[proxy]
         added.append(p - d)
-        floor.append(took["again"] - d)
         direct_s, proxy_s = direct_s + d, proxy_s + p
         if against is not None:
-            other.append(took["against"] - d)
+            other.append(took[against] - d)
     extra = {}
     if other:
         extra = {
             "against_added_median_ms": _ms(statistics.median(other)),
             "against_added_p99_ms": _ms(_percentile(other, 0.99)),
         }
+    floor = _floor(client, direct, history)
     return {
         "rounds": rounds,
         "requests": len(added),
@@ -161,6 +160,18 @@ def latency(
         "ratio": round(proxy_s / direct_s, 3),
         **extra,
     }
+
+
+def _floor(client: httpx.Client, direct: str, history: Sequence[Any]) -> list[float]:
+    """The same requests each sent straight to the stand-in twice, the later call's time minus
+    the earlier's, then the other way round: what the loop measures of a proxy adding nothing,
+    the stand-in's, the client's and the machine's noise (its p99 is the least one can show)."""
+    floor = []
+    for i, upto in enumerate(range(3, len(history) + 1, 2)):
+        body = _body(history[:upto])
+        first, second = _timed(client, direct, body), _timed(client, direct, body)
+        floor.append(second - first if i % 2 else first - second)
+    return floor
 
 
 def hop(client: httpx.Client, direct: str, proxy: str, requests: int = 200) -> dict[str, Any]:
@@ -329,8 +340,8 @@ def render(result: dict[str, Any]) -> str:
         out.append(
             f"{row['rounds']:>4} rounds ({row['requests']} requests, last body "
             f"{row['last_body_bytes']:,} B): added median {row['added_median_ms']} ms, "
-            f"p99 {row['added_p99_ms']} ms; total proxy/direct {row['ratio']}; a second direct "
-            f"call against the first (the loop's floor): median {row['floor_median_ms']} ms, "
+            f"p99 {row['added_p99_ms']} ms; total proxy/direct {row['ratio']}; the floor (the "
+            f"stand-in against itself): median {row['floor_median_ms']} ms, "
             f"p99 {row['floor_p99_ms']} ms"
         )
         if "against_added_median_ms" in row:

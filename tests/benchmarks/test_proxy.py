@@ -29,8 +29,8 @@ def test_a_small_run_measures_every_figure() -> None:
     """A 3-round run through a real ``toolbudget proxy`` process reports the hop, the latency,
     the first byte and the memory, with times that are real (positive, direct under proxied
     for the whole streamed answer's last byte at 20 ms between events); ``against`` (here this
-    checkout again) adds a second proxy's latency and first byte from the same loops, and the
-    latency loop its floor (a second direct call)."""
+    checkout again) adds a second proxy's latency and first byte from the same loops; the
+    latency has its floor (the stand-in against itself)."""
     for name in ("starlette", "uvicorn", "httpx"):
         require_module(name, extra="proxy")
     from benchmarks.proxy import render, run
