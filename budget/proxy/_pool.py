@@ -17,8 +17,10 @@ writes: its decisions (decided afresh on resume) or, where the filesystem kept i
 and not a body they point to, that body (the resumed copies are the same, and the resumed
 session puts the body back from the text the agent sends again before a copy names it:
 ``budget.session._bodies.Bodies.restore_missing``). The usage sidecar is written, not
-fsync'd, before the response's last byte reaches the agent: after a power loss a torn one is
-read as no usage.
+fsync'd, once the request's fsync is done and before the session's next request is prepared
+(:meth:`Pool.keep_usage`): a streamed answer's last byte waits for it, an answer with a
+content-length (the agent's once its bytes are relayed) does not. After a power loss a torn
+one is read as no usage.
 
 Sessions idle for ``idle_close_s`` are closed (their lock released, so ``toolbudget gc`` can
 collect them) when others are opened; at most ``max_open`` stay open.
