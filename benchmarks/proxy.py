@@ -8,9 +8,11 @@ streamed byte unchanged within noise, memory flat over 1,000 requests. Measured,
   request sent twice, straight to the stand-in and through the proxy, in alternating order, so
   the pair shares the machine's load; the added latency of a request is the proxied time minus
   the direct one (client side, whole non-streamed answer). Reported: the median and p99 added,
-  and the ratio of the total times (proxy / direct), at each size;
+  the ratio of the total times (proxy / direct), and the loop's floor: the same conversation
+  sent straight to the stand-in twice a request, what a proxy adding nothing would show (its
+  p99 is the least this machine can show);
 * **first byte**: the same for streamed answers whose events the stand-in spaces by
-  ``chunk_delay_s``: the time to the first byte of the body, and to the last;
+  ``chunk_delay_s``: the time to the first byte of the body (median and p99), and to the last;
 * **memory**: the proxy's resident set (``VmRSS``), every 100 of ``memory_requests`` requests
   over conversations of 25 rounds: the same one sent again and again (what requests cost), then
   a new one after each (what each open session holds).
@@ -21,8 +23,10 @@ short (tens of lines), one over the default 50,000-character cap every 50 rounds
 both passes results through and spills (sizes are this module's, not a trace's).
 
 ``--against DIR`` runs a second proxy from another checkout's sources (``git worktree add DIR
-REV``) beside this one: each latency request goes straight to the stand-in and through both
-proxies, in rotating order, so before and after share the machine's load request by request.
+REV``) beside this one: each latency and first-byte request goes straight to the stand-in and
+through both proxies, in rotating order, so before and after share the machine's load request by
+request. The order matters to the figures (a call right after another pays for what the last
+one left running), so compare proxies within one run, not across runs of another rotation.
 
 Run from the repository root::
 
@@ -123,7 +127,7 @@ def latency(
     client: httpx.Client, direct: str, proxy: str, rounds: int, against: str | None = None
 ) -> dict[str, Any]:
     """Added latency over one conversation of ``rounds`` rounds (see the module), and that of
-    the proxy at ``against`` (``against_*``), in the same loop."""
+    the proxy at ``against`` (``against_*``), in the same loop; then the loop's floor."""
     history = conversation(rounds, tag=f"lat{rounds}")
     urls = [direct, proxy] if against is None else [direct, proxy, against]
     added, direct_s, proxy_s, other = [], 0.0, 0.0, []
@@ -142,17 +146,32 @@ def latency(
             "against_added_median_ms": _ms(statistics.median(other)),
             "against_added_p99_ms": _ms(_percentile(other, 0.99)),
         }
+    floor = _floor(client, direct, history)
     return {
         "rounds": rounds,
         "requests": len(added),
         "last_body_bytes": len(_body(history)),
         "added_median_ms": _ms(statistics.median(added)),
         "added_p99_ms": _ms(_percentile(added, 0.99)),
+        "floor_median_ms": _ms(statistics.median(floor)),
+        "floor_p99_ms": _ms(_percentile(floor, 0.99)),
         "direct_total_s": round(direct_s, 3),
         "proxy_total_s": round(proxy_s, 3),
         "ratio": round(proxy_s / direct_s, 3),
         **extra,
     }
+
+
+def _floor(client: httpx.Client, direct: str, history: Sequence[Any]) -> list[float]:
+    """The same requests each sent straight to the stand-in twice, the later call's time minus
+    the earlier's, then the other way round: what the loop measures of a proxy adding nothing,
+    the stand-in's, the client's and the machine's noise (its p99 is the least one can show)."""
+    floor = []
+    for i, upto in enumerate(range(3, len(history) + 1, 2)):
+        body = _body(history[:upto])
+        first, second = _timed(client, direct, body), _timed(client, direct, body)
+        floor.append(second - first if i % 2 else first - second)
+    return floor
 
 
 def hop(client: httpx.Client, direct: str, proxy: str, requests: int = 200) -> dict[str, Any]:
@@ -186,20 +205,25 @@ def _first_byte(client: httpx.Client, url: str, body: bytes, delay: float) -> tu
 
 
 def first_byte(
-    client: httpx.Client, direct: str, proxy: str, rounds: int, delay: float
+    client: httpx.Client,
+    direct: str,
+    proxy: str,
+    rounds: int,
+    delay: float,
+    against: str | None = None,
 ) -> dict[str, Any]:
-    """Time to the first and the last streamed byte, direct and proxied, over a conversation."""
+    """Time to the first and the last streamed byte, direct and proxied (and through the proxy
+    at ``against``, in the same loop), over a conversation."""
     history = conversation(rounds, tag="ttfb")
-    firsts: dict[str, list[float]] = {"direct": [], "proxy": []}
-    lasts: dict[str, list[float]] = {"direct": [], "proxy": []}
+    sides = [("direct", direct), ("proxy", proxy)]
+    if against is not None:
+        sides.append(("against", against))
+    firsts: dict[str, list[float]] = {side: [] for side, _ in sides}
+    lasts: dict[str, list[float]] = {side: [] for side, _ in sides}
     for i, upto in enumerate(range(3, len(history) + 1, 2)):
         body = _body(history[:upto], stream=True)
-        order = (
-            (("proxy", proxy), ("direct", direct))
-            if i % 2
-            else (("direct", direct), ("proxy", proxy))
-        )
-        for side, url in order:
+        k = i % len(sides)
+        for side, url in sides[k:] + sides[:k]:
             first, last = _first_byte(client, url, body, delay)
             firsts[side].append(first)
             lasts[side].append(last)
@@ -207,6 +231,7 @@ def first_byte(
         "rounds": rounds,
         "chunk_delay_ms": _ms(delay),
         **{f"first_byte_median_ms_{s}": _ms(statistics.median(v)) for s, v in firsts.items()},
+        **{f"first_byte_p99_ms_{s}": _ms(_percentile(v, 0.99)) for s, v in firsts.items()},
         **{f"last_byte_median_ms_{s}": _ms(statistics.median(v)) for s, v in lasts.items()},
     }
 
@@ -293,7 +318,7 @@ def run(
                         latency(client, direct_url, proxy_url, r, other_url) for r in rounds
                     ],
                     "first_byte": first_byte(
-                        client, direct_url, proxy_url, stream_rounds, chunk_delay_s
+                        client, direct_url, proxy_url, stream_rounds, chunk_delay_s, other_url
                     ),
                     "memory_same": memory(
                         client, proxy_url, child.pid, memory_requests, new_conversations=False
@@ -315,7 +340,9 @@ def render(result: dict[str, Any]) -> str:
         out.append(
             f"{row['rounds']:>4} rounds ({row['requests']} requests, last body "
             f"{row['last_body_bytes']:,} B): added median {row['added_median_ms']} ms, "
-            f"p99 {row['added_p99_ms']} ms; total proxy/direct {row['ratio']}"
+            f"p99 {row['added_p99_ms']} ms; total proxy/direct {row['ratio']}; the floor (the "
+            f"stand-in against itself): median {row['floor_median_ms']} ms, "
+            f"p99 {row['floor_p99_ms']} ms"
         )
         if "against_added_median_ms" in row:
             out.append(
@@ -324,10 +351,18 @@ def render(result: dict[str, Any]) -> str:
             )
     fb = result["first_byte"]
     out.append(
-        f"first streamed byte (events {fb['chunk_delay_ms']} ms apart, {fb['rounds']} rounds): "
-        f"direct {fb['first_byte_median_ms_direct']} ms, proxy {fb['first_byte_median_ms_proxy']} ms; "
-        f"last byte direct {fb['last_byte_median_ms_direct']} ms, proxy {fb['last_byte_median_ms_proxy']} ms"
+        f"first streamed byte (events {fb['chunk_delay_ms']} ms apart, {fb['rounds']} rounds), "
+        f"median / p99: direct {fb['first_byte_median_ms_direct']} / "
+        f"{fb['first_byte_p99_ms_direct']} ms, proxy {fb['first_byte_median_ms_proxy']} / "
+        f"{fb['first_byte_p99_ms_proxy']} ms; last byte median direct "
+        f"{fb['last_byte_median_ms_direct']} ms, proxy {fb['last_byte_median_ms_proxy']} ms"
     )
+    if "first_byte_median_ms_against" in fb:
+        out.append(
+            f"      the same loop through {result['against']}: first byte "
+            f"{fb['first_byte_median_ms_against']} / {fb['first_byte_p99_ms_against']} ms, "
+            f"last byte {fb['last_byte_median_ms_against']} ms"
+        )
     for key, what in (("memory_same", "one conversation re-sent"), ("memory", "new conversations")):
         mem = result[key]
         out.append(

@@ -303,7 +303,7 @@ class Bodies:
             partial(commit_shard, self._dir, shard, shards.get(shard), new.get(shard, []))
             for shard in work
         ]
-        dir_errors = run_all(tasks)
+        dir_errors = run_all(tasks, concurrent=self._dir.fsync and self._dir.deferred is None)
         for shard, dir_error in zip(work, dir_errors, strict=True):
             for body in new.get(shard, []):
                 if not body.placed:

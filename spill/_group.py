@@ -86,9 +86,14 @@ def commit_shard(
             directory.close_quietly(shard_fd)
 
 
-def run_all(tasks: Sequence[Callable[[], _R]]) -> list[_R]:
-    """Run the tasks, several at a time when there are several; results in order."""
-    if len(tasks) <= 1:
+def run_all(tasks: Sequence[Callable[[], _R]], *, concurrent: bool = True) -> list[_R]:
+    """Run the tasks, several at a time when there are several and ``concurrent``; results in
+    order.
+
+    Threads overlap a commit's fsyncs. With none to make (put off to the store's sync, or off), a
+    shard's work is a create and a rename, and starting threads for it costs more than it saves:
+    ~0.1 ms a commit, ms at the p99 on a loaded machine (the proxy's requests, issue 33)."""
+    if len(tasks) <= 1 or not concurrent:
         return [task() for task in tasks]
     with ThreadPoolExecutor(
         max_workers=min(GROUP_THREADS, len(tasks)), thread_name_prefix="spill-group"

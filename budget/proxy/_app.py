@@ -48,9 +48,8 @@ from budget.proxy._routes import (
     gateway_error,
 )
 from budget.proxy._settings import ProxySettings
-from budget.proxy._tap import Tap
+from budget.proxy._tap import Tap, understood
 from budget.tokens._overflow import is_context_overflow
-from budget.tokens._usage import normalize_usage
 
 __all__ = ["ERROR_READ_BYTES", "create_app"]
 
@@ -196,9 +195,8 @@ class Proxy:
     ) -> bytes:
         started = time.perf_counter()
         async with slot.lock:
-            syncing = (
-                slot.syncing
-            )  # the last request's fsyncs: awaited, not waited for in copy_body
+            # The last request's fsyncs: awaited here, not waited for in copy_body.
+            syncing = slot.syncing
             if syncing is not None and not syncing.done():
                 await asyncio.wait((syncing,))
             work = partial(copy_body, slot, parsed, history, raw, self._clock())
@@ -324,6 +322,7 @@ class Proxy:
         relay at its ``yield`` or its read. Either is a ``stream_cut`` event, and the tap's
         partial usage is dropped."""
         self.working += 1
+        relaying = True
         cut: tuple[str, str | None] | None = ("client disconnected", None)
         try:
             try:
@@ -335,10 +334,16 @@ class Proxy:
                 cut = ("upstream broke off", type(exc).__name__)
                 raise
             cut = None  # anything raised from here on is not the stream's
-            if slot is not None and tap is not None:
-                await self._settle(slot, tap, resp.status_code)
-        finally:
+            # Every byte is relayed: what is left (the usage's sidecar, see Pool.keep_usage) is no
+            # work for the event loop, and the agent's next request is still its only work.
             self.working -= 1
+            relaying = False
+            if slot is not None and tap is not None:
+                later = "content-length" in resp.headers
+                await self._settle(slot, tap, resp.status_code, later=later)
+        finally:
+            if relaying:
+                self.working -= 1
             if cut is not None:
                 self._cut(slot, *cut)
             await resp.aclose()
@@ -358,7 +363,9 @@ class Proxy:
         else:
             self._log.warning("toolbudget.proxy.stream_cut", **fields)
 
-    async def _settle(self, slot: Slot, tap: Tap, status: int) -> None:
+    async def _settle(self, slot: Slot, tap: Tap, status: int, *, later: bool = False) -> None:
+        """What the answer's tap read goes to the session: its usage (its sidecar written after
+        the response if ``later``), or a prompt-too-long as the session's overflow."""
         tap.close()
         if tap.unreadable is None and not tap.complete:
             # A clean end before the final event: the usage read so far is the prompt's only.
@@ -366,15 +373,19 @@ class Proxy:
             return
         if tap.unreadable is not None:
             self._log.info("toolbudget.proxy.usage_unread", session=slot.key, reason=tap.unreadable)
-        usage = _understood(tap.usage)
+        usage = understood(tap.usage)
         if tap.usage is not None and usage is None:
             self._log.info("toolbudget.proxy.usage_unread", session=slot.key, reason="not a usage")
         if usage is not None:
             slot.usage = usage  # the next request's, at once
-            if self._alone():
-                self.pool.save_usage(slot, usage)
-            else:
-                await to_thread.run_sync(self.pool.save_usage, slot, usage)
+            if not later:
+                await self.pool.keep_usage(slot, usage)
+                return
+            # The agent holds every byte already (a content-length answer): the sidecar is written
+            # after the response ends, which frees the agent's connection for its next request
+            # (prepared after the write all the same: Pool.keep_usage holds the session's lock).
+            slot.busy += 1
+            self._spawn(self.pool.keep_usage(slot, usage, release=True))
         elif status in OVERFLOW_STATUSES and is_context_overflow(tap.error_body):
             async with slot.lock:
                 try:
@@ -400,10 +411,10 @@ class Proxy:
             self.pool.release(slot)
 
     def _alone(self) -> bool:
-        """Whether the request or response at hand is the proxy's only work in flight: then the
-        event loop has no other stream to relay meanwhile, and its work (``prepare``, a parse,
-        a sidecar's write) runs there, without two hops to a worker thread and back (~0.2 ms
-        each, several ms on a loaded machine)."""
+        """Whether the request at hand is the proxy's only work in flight: then the event loop
+        has no other stream to relay meanwhile, and its work (``prepare``, a parse) runs there,
+        without two hops to a worker thread and back (~0.2 ms each, several ms on a loaded
+        machine)."""
         return self.working <= 1
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
@@ -419,16 +430,6 @@ async def _chained(head: list[bytes], rest: AsyncIterator[bytes]) -> AsyncIterat
         yield chunk
     async for chunk in rest:
         yield chunk
-
-
-def _understood(usage: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
-    """``usage`` if the session can read it (else ``prepare`` would refuse the next request)."""
-    if usage is None:
-        return None
-    try:
-        return usage if normalize_usage(usage) is not None else None
-    except BudgetError:
-        return None
 
 
 def create_app(settings: ProxySettings, *, clock: Callable[[], float] = time.time) -> Starlette:

@@ -20,11 +20,15 @@ from __future__ import annotations
 
 import re
 import zlib
+from collections.abc import Mapping
 from typing import Any, Final
 
 import orjson
 
-__all__ = ["Tap"]
+from budget._errors import BudgetError
+from budget.tokens._usage import normalize_usage
+
+__all__ = ["Tap", "understood"]
 
 MAX_JSON_BYTES: Final = 32 << 20
 """A JSON body larger than this is forwarded but not read (no response of these APIs is this
@@ -146,3 +150,13 @@ def _usage_of(payload: dict[str, Any]) -> dict[str, Any] | None:
             usage: dict[str, Any] = holder["usage"]
             return usage
     return None
+
+
+def understood(usage: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """``usage`` if the session can read it (else ``prepare`` would refuse the next request)."""
+    if usage is None:
+        return None
+    try:
+        return usage if normalize_usage(usage) is not None else None
+    except BudgetError:
+        return None

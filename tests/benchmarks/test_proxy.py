@@ -29,7 +29,8 @@ def test_a_small_run_measures_every_figure() -> None:
     """A 3-round run through a real ``toolbudget proxy`` process reports the hop, the latency,
     the first byte and the memory, with times that are real (positive, direct under proxied
     for the whole streamed answer's last byte at 20 ms between events); ``against`` (here this
-    checkout again) adds a second proxy's latency from the same loop."""
+    checkout again) adds a second proxy's latency and first byte from the same loops; the
+    latency has its floor (the stand-in against itself)."""
     for name in ("starlette", "uvicorn", "httpx"):
         require_module(name, extra="proxy")
     from benchmarks.proxy import render, run
@@ -41,6 +42,42 @@ def test_a_small_run_measures_every_figure() -> None:
     first = result["first_byte"]
     assert first["last_byte_median_ms_direct"] >= 3 * 20.0
     assert first["last_byte_median_ms_proxy"] >= 3 * 20.0
+    assert first["last_byte_median_ms_against"] >= 3 * 20.0
+    assert isinstance(latency["floor_p99_ms"], float)
     assert len(result["memory"]["rss_mib_every_100"]) == 1
     assert len(result["memory_same"]["rss_mib_every_100"]) == 1
     assert "added median" in render(result)
+
+
+def test_the_standin_process_runs_without_the_cyclic_collector_unless_asked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``python -m benchmarks.standin`` serves with the collector off (its pauses would count as
+    the proxy's added latency), and with it on under ``--gc``."""
+    import gc
+
+    for name in ("starlette", "uvicorn"):
+        require_module(name, extra="proxy")
+    from benchmarks import standin
+
+    enabled: list[bool] = []
+
+    class Serving:
+        url = "http://127.0.0.1:1"
+
+        def __init__(self, _app: object, *, port: int = 0) -> None:
+            assert port == 0
+
+        def wait(self) -> None:
+            enabled.append(gc.isenabled())
+
+    monkeypatch.setattr(standin, "Served", Serving)
+    try:
+        standin.main([])
+        gc.enable()
+        gc.unfreeze()
+        standin.main(["--gc"])
+    finally:
+        gc.enable()
+        gc.unfreeze()
+    assert enabled == [False, True]

@@ -350,6 +350,47 @@ def test_a_request_goes_upstream_before_its_log_fsync_and_the_next_waits_for_it(
         assert len(stack.upstream.bodies("/v1/messages")) == 2
 
 
+def test_an_answers_usage_waits_for_its_requests_fsync_and_the_proxy_serves_on_meanwhile(
+    kit: Any, tmp_path: Path, monkeypatch: Any
+) -> None:
+    """With a request's log fsync blocked (it holds the store's lock), the usage its answer
+    reported is saved to the sidecar only once that fsync is done, and meanwhile the proxy
+    answers other requests: the wait is never the event loop's."""
+    import threading
+
+    from budget.proxy._pool import USAGE_SIDECAR
+    from spill import _fs
+
+    release, blocked = threading.Event(), threading.Event()
+    real = _fs.fsync
+
+    def fsync(fd: int) -> None:
+        if os.readlink(f"/proc/self/fd/{fd}").endswith("decisions.jsonl"):
+            blocked.set()
+            assert release.wait(20), "the test never released the log's fsync"
+        real(fd)
+
+    monkeypatch.setattr(_fs, "fsync", fsync)
+    history = anthropic_history(2, lines=120)
+    with (
+        kit.Stack(tmp_path / "sessions", budget={**BUDGET, "fsync": True}) as stack,
+        httpx.Client(timeout=30) as client,
+    ):
+        try:
+            first = client.post(
+                f"{stack.url}/v1/messages", content=_body(history[:3]), headers=_HEADERS
+            )
+            assert first.status_code == 200
+            assert blocked.wait(10) and not release.is_set()
+            (session,) = [p for p in stack.root.iterdir() if p.is_dir()]
+            other = client.get(f"{stack.url}/v1/models", headers=_HEADERS, timeout=5)
+            assert other.status_code == 200, "another request waited for the fsync"
+            assert not (session / USAGE_SIDECAR).exists(), "saved before the fsync was done"
+        finally:
+            release.set()
+        assert kit.eventually((session / USAGE_SIDECAR).exists)
+
+
 def test_a_spilled_bodys_fsync_waits_for_the_upstream_and_is_done_before_the_next_and_at_stop(
     kit: Any, tmp_path: Path, monkeypatch: Any
 ) -> None:

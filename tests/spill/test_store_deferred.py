@@ -124,3 +124,40 @@ def test_without_defer_sync_a_put_is_durable_when_it_returns(
         assert synced[1:] == [ref[:2], "bodies"]
         store.sync()
         assert len(synced) == 3
+
+
+class _Unpacked(LocalStore):
+    """A LocalStore writing every body as a file of its own (the proxy's, whose envelopes name
+    them), so that a group commit spans several shards."""
+
+    _pack_min = 1_000_000
+
+
+@pytest.mark.parametrize(
+    ("defer", "fsync", "threads"),
+    [(True, True, False), (False, False, False), (False, True, True)],
+    ids=["deferred", "no-fsync", "fsync"],
+)
+def test_a_group_commits_shards_are_written_in_threads_only_when_they_fsync(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, defer: bool, fsync: bool, threads: bool
+) -> None:
+    """A put_many over several shards writes them in threads when each makes its own fsyncs
+    (they overlap), one after the other when those are put off or off (a create and a rename
+    each: threads would cost more); every body is stored either way."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from spill import _group
+
+    pools: list[int] = []
+
+    def counting(max_workers: int, thread_name_prefix: str) -> ThreadPoolExecutor:
+        pools.append(max_workers)
+        return ThreadPoolExecutor(max_workers, thread_name_prefix)
+
+    monkeypatch.setattr(_group, "ThreadPoolExecutor", counting)
+    texts = [f"body {i} " * 200 for i in range(20)]
+    with _Unpacked(tmp_path / "s", defer_sync=defer, fsync=fsync) as store:
+        refs = store.put_many(texts)
+        assert len({ref[:2] for ref in refs if isinstance(ref, str)}) > 1, "one shard"
+        assert [store.get(ref) for ref in refs if isinstance(ref, str)] == texts
+    assert bool(pools) == threads
