@@ -36,6 +36,9 @@ large; the copy must not grow without bound)."""
 MAX_EVENT_BYTES: Final = 32 << 20
 """The same bound for one server-sent event."""
 _USAGE: Final = b'"usage"'
+_ERROR: Final = b'"error"'
+"""What an error event's data holds (a key or a ``type``): only events mentioning it are parsed
+for one (a text delta's own quotes are escaped, so an answer's words do not match)."""
 _FINAL: Final = re.compile(
     rb"^(?:event: ?(?:message_stop|response\.(?:completed|incomplete|failed))|data: ?\[DONE\])"
     rb"[ \t]*$",
@@ -54,6 +57,10 @@ class Tap:
         self.error_body: Any = None
         self.unreadable: str | None = None
         """Why the response could not be read, or None."""
+        self.stream_error: str | None = None
+        """The type of the error event a stream ended its answer with (Anthropic's ``event:
+        error``, the Responses API's ``error``, a Chat Completions chunk holding an ``error``),
+        or None: the answer failed upstream after its first bytes (``overloaded_error``)."""
         self._sse = content_type.startswith("text/event-stream") and status < 400
         self._ended = False
         self._status = status
@@ -117,6 +124,8 @@ class Tap:
             start = end + 2
             if _USAGE in event:
                 self._event(bytes(event))
+            elif _ERROR in event and self.stream_error is None:
+                self.stream_error = _error_type(_payload(bytes(event)))
             if not self._ended and _FINAL.search(event) is not None:
                 self._ended = True
         del buf[:start]
@@ -125,14 +134,8 @@ class Tap:
             buf.clear()
 
     def _event(self, event: bytes) -> None:
-        data = b"\n".join(
-            line[5:].removeprefix(b" ") for line in event.split(b"\n") if line.startswith(b"data:")
-        )
-        try:
-            payload = orjson.loads(data)
-        except orjson.JSONDecodeError:
-            return
-        if not isinstance(payload, dict):
+        payload = _payload(event)
+        if payload is None:
             return
         if payload.get("type") in _FINAL_TYPES:
             self._ended = True
@@ -142,6 +145,34 @@ class Tap:
             merged = dict(self.usage or {})
             merged.update({k: v for k, v in usage.items() if v is not None})
             self.usage = merged
+
+
+def _payload(event: bytes) -> dict[str, Any] | None:
+    """The JSON object of one event's ``data:`` lines, or None."""
+    data = b"\n".join(
+        line[5:].removeprefix(b" ") for line in event.split(b"\n") if line.startswith(b"data:")
+    )
+    try:
+        payload = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return None
+    return payload if isinstance(payload, dict) else None
+
+
+def _error_type(payload: dict[str, Any] | None) -> str | None:
+    """The error an event reports, by its type (``"error"`` when it names none), or None."""
+    if payload is None:
+        return None
+    error = payload.get("error")
+    if payload.get("type") != "error" and not (
+        isinstance(error, dict) and "choices" not in payload
+    ):
+        return None
+    # Anthropic and Chat name it in the error object; the Responses API's event by its code.
+    kind = (
+        (error.get("type") or error.get("code")) if isinstance(error, dict) else payload.get("code")
+    )
+    return kind if isinstance(kind, str) and kind else "error"
 
 
 def _usage_of(payload: dict[str, Any]) -> dict[str, Any] | None:

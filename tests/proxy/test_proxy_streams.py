@@ -19,6 +19,7 @@ from starlette.routing import Route
 from benchmarks.standin import Served, StandIn
 from budget.proxy import SESSION_HEADER, ProxySettings, create_app
 from budget.proxy._pool import USAGE_SIDECAR
+from budget.proxy._tap import Tap
 from tests.proxy._kit import BUDGET, anthropic_history, eventually
 
 _HEADERS = {
@@ -40,7 +41,8 @@ _STOP = _event("message_stop", {})
 
 def _upstream(ending: str) -> Starlette:
     """An Anthropic stream that sends its prompt's usage, then ends as ``ending`` says: whole,
-    cleanly before its last events (``early``), or by dropping the connection (``broken``)."""
+    cleanly before its last events (``early``), by dropping the connection (``broken``), or with
+    an ``error`` event (``error``: the API's overloaded error mid-stream)."""
 
     async def answer(request: Request) -> Response:
         await request.body()
@@ -52,6 +54,8 @@ def _upstream(ending: str) -> Starlette:
             if ending == "whole":
                 yield _DELTA
                 yield _STOP
+            if ending == "error":
+                yield _event("error", {"error": {"type": "overloaded_error", "message": "x"}})
 
         return StreamingResponse(events(), media_type="text/event-stream")
 
@@ -72,6 +76,7 @@ def _cuts(events: list[MutableMapping[str, Any]]) -> list[tuple[str, str, str | 
         ("whole", []),
         ("early", [("warning", "no final event", None)]),
         ("broken", [("warning", "upstream broke off", "RemoteProtocolError")]),
+        ("error", [("warning", "error event", "overloaded_error")]),
     ],
 )
 def test_a_stream_the_upstream_cuts_off_is_an_event_and_its_usage_is_not_recorded(
@@ -165,3 +170,34 @@ def test_a_stream_is_complete_once_its_apis_final_event_came(api: str, event_lin
         # Anthropic's message_stop is read from its event line only (the Anthropic SDK reads
         # every event by that line, so a stream always has them).
         assert tap.complete == (whole and (event_lines or api != "anthropic")), (api, whole)
+
+
+@pytest.mark.parametrize(
+    ("events", "error"),
+    [
+        # Anthropic's error event; the Responses API's; a Chat Completions chunk holding one.
+        (
+            b'event: error\ndata: {"type":"error","error":{"type":"overloaded_error"}}\n\n',
+            "overloaded_error",
+        ),
+        (
+            b'event: error\ndata: {"type":"error","code":"server_error","message":"m"}\n\n',
+            "server_error",
+        ),
+        (b'data: {"error":{"message":"m","type":"server_error"}}\n\n', "server_error"),
+        (b'data: {"type":"error"}\n\n', "error"),
+        # An answer's text holding the word, quoted or not, is no error.
+        (b'data: {"choices":[{"delta":{"content":"error"}}]}\n\n', None),
+        (b'data: {"choices":[{"delta":{"content":"an \\"error\\" here"}}]}\n\n', None),
+        (
+            b'event: content_block_delta\ndata: {"type":"content_block_delta","delta":{"text":"error"}}\n\n',
+            None,
+        ),
+    ],
+)
+def test_the_tap_reads_the_error_event_a_stream_ends_with(events: bytes, error: str | None) -> None:
+    """A stream's error event is read by its type, in each API's form; text is never one."""
+    tap = Tap("text/event-stream", "", 200)
+    tap.feed(events)
+    tap.close()
+    assert tap.stream_error == error
