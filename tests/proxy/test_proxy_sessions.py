@@ -9,6 +9,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -300,14 +301,9 @@ def test_toolbudget_gc_leaves_open_sessions_and_collects_them_once_closed(
     assert not any(p.is_dir() for p in root.iterdir())
 
 
-def test_a_request_goes_upstream_before_its_log_fsync_and_the_next_waits_for_it(
-    kit: Any, tmp_path: Path, monkeypatch: Any
-) -> None:
-    """The decision log's fsync never holds a request back: with it blocked, the request is
-    forwarded and answered (its records already in the file, as a killed proxy would leave
-    them); the session's next request is prepared only once that fsync is done."""
-    import threading
-
+def _block_log_fsync(monkeypatch: Any) -> tuple[threading.Event, threading.Event]:
+    """Make the decision log's fsync wait for ``release`` (the first event returned); ``blocked``
+    (the second) is set once one waits."""
     from spill import _fs
 
     release, blocked = threading.Event(), threading.Event()
@@ -320,6 +316,16 @@ def test_a_request_goes_upstream_before_its_log_fsync_and_the_next_waits_for_it(
         real(fd)
 
     monkeypatch.setattr(_fs, "fsync", fsync)
+    return release, blocked
+
+
+def test_a_request_goes_upstream_before_its_log_fsync_and_the_next_waits_for_it(
+    kit: Any, tmp_path: Path, monkeypatch: Any
+) -> None:
+    """The decision log's fsync never holds a request back: with it blocked, the request is
+    forwarded and answered (its records already in the file, as a killed proxy would leave
+    them); the session's next request is prepared only once that fsync is done."""
+    release, blocked = _block_log_fsync(monkeypatch)
     history = anthropic_history(2, lines=120)
     with (
         kit.Stack(tmp_path / "sessions", budget={**BUDGET, "fsync": True}) as stack,
@@ -356,21 +362,9 @@ def test_an_answers_usage_waits_for_its_requests_fsync_and_the_proxy_serves_on_m
     """With a request's log fsync blocked (it holds the store's lock), the usage its answer
     reported is saved to the sidecar only once that fsync is done, and meanwhile the proxy
     answers other requests: the wait is never the event loop's."""
-    import threading
-
     from budget.proxy._pool import USAGE_SIDECAR
-    from spill import _fs
 
-    release, blocked = threading.Event(), threading.Event()
-    real = _fs.fsync
-
-    def fsync(fd: int) -> None:
-        if os.readlink(f"/proc/self/fd/{fd}").endswith("decisions.jsonl"):
-            blocked.set()
-            assert release.wait(20), "the test never released the log's fsync"
-        real(fd)
-
-    monkeypatch.setattr(_fs, "fsync", fsync)
+    release, blocked = _block_log_fsync(monkeypatch)
     history = anthropic_history(2, lines=120)
     with (
         kit.Stack(tmp_path / "sessions", budget={**BUDGET, "fsync": True}) as stack,
@@ -397,8 +391,6 @@ def test_a_spilled_bodys_fsync_waits_for_the_upstream_and_is_done_before_the_nex
     """A request's spilled bodies are in place when it goes upstream, their fsyncs run after
     (with one blocked the request is answered); the session's next request is prepared only once
     they are done; stopping the proxy syncs what is left, every body before the log."""
-    import threading
-
     from spill import _fs
 
     release, blocked = threading.Event(), threading.Event()
