@@ -495,7 +495,8 @@ def plan_trace(
         write=write,
         whole_rewrite=trace.provider == "anthropic" and rules.lookback is not None,
         candidates=tuple(c for _, c in cands),
-        header_kept=rules.system_breakpoint,
+        # The system's own entry exists only from the cache's minimum (CacheSim._anthropic).
+        header_kept=rules.system_breakpoint and header >= rules.min_tokens,
     )
     billed, batches = solve(model)
     _, trimmed = model_cost(model, batches)

@@ -367,9 +367,10 @@ class Proxy:
         """What the answer's tap read goes to the session: its usage (its sidecar written after
         the response if ``later``), or a prompt-too-long as the session's overflow."""
         tap.close()
-        if tap.stream_error is not None and not tap.complete:
+        if tap.stream_error is not None:
             # The upstream failed the answer after its first bytes (overloaded, an API error):
-            # the agent saw the error event; the usage read so far is the prompt's only.
+            # the agent saw the error event; the usage read so far is the prompt's only (a final
+            # event after the error, as a gateway's ``[DONE]``, makes it no answer's).
             self._cut(slot, "error event", tap.stream_error)
             return
         if tap.unreadable is None and not tap.complete:

@@ -13,7 +13,9 @@ event), and reads:
   data mentions ``"usage"`` are parsed. A stream is complete once its API's final event came
   (Anthropic's ``message_stop``, Chat Completions' ``data: [DONE]``, the Responses API's
   ``response.completed``, ``.incomplete`` or ``.failed``): one that ends before is cut off, and
-  what usage it carried so far (the prompt's, without the answer's) is not the response's.
+  what usage it carried so far (the prompt's, without the answer's) is not the response's. An
+  error event (Anthropic's ``event: error``, the Responses API's ``error`` or ``response.failed``,
+  a chunk holding an ``error`` object) makes the stream a failed one, whatever follows it.
 """
 
 from __future__ import annotations
@@ -122,10 +124,8 @@ class Tap:
         while (end := buf.find(b"\n\n", start)) >= 0:
             event = buf[start:end]
             start = end + 2
-            if _USAGE in event:
+            if _USAGE in event or _ERROR in event:
                 self._event(bytes(event))
-            elif _ERROR in event and self.stream_error is None:
-                self.stream_error = _error_type(_payload(bytes(event)))
             if not self._ended and _FINAL.search(event) is not None:
                 self._ended = True
         del buf[:start]
@@ -137,6 +137,9 @@ class Tap:
         payload = _payload(event)
         if payload is None:
             return
+        if self.stream_error is None:
+            # Read whatever else the event holds: a chunk may hold a usage and an error.
+            self.stream_error = _error_type(payload)
         if payload.get("type") in _FINAL_TYPES:
             self._ended = True
         usage = _usage_of(payload)
@@ -163,10 +166,14 @@ def _error_type(payload: dict[str, Any] | None) -> str | None:
     """The error an event reports, by its type (``"error"`` when it names none), or None."""
     if payload is None:
         return None
-    error = payload.get("error")
-    if payload.get("type") != "error" and not (
-        isinstance(error, dict) and "choices" not in payload
-    ):
+    kind_of, error = payload.get("type"), payload.get("error")
+    if kind_of == "response.failed":
+        # The Responses API's failed response: final, its error inside the response.
+        response = payload.get("response")
+        error = response.get("error") if isinstance(response, dict) else None
+    elif kind_of != "error" and not isinstance(error, dict):
+        # A chunk holding an error object is one whatever else it holds (OpenRouter's mid-stream
+        # error comes with its choices, finish_reason "error"; the OpenAI SDK raises on it).
         return None
     # Anthropic and Chat name it in the error object; the Responses API's event by its code.
     kind = (

@@ -19,9 +19,11 @@ from budget.compaction._resumed import FAILED
 from budget.policy import Observed
 from budget.session._records import (
     KeptEvidence,
+    Noted,
     finite,
     is_count,
     last_request_refs,
+    noted_of,
     restore_policy,
     split_log,
     tokens_field,
@@ -70,6 +72,8 @@ class Resumed:
     """What the kept results' read-back evidence had counted (``budget.session._quotes``)."""
     recent_refs: frozenset[str] = frozenset()
     """The refs the last logged request's decisions name (``Bodies.restore_missing``)."""
+    noted: Noted = (0, 0, frozenset())
+    """The read-backs the host had reported by the last request (its record's ``r``)."""
 
 
 class Journal:
@@ -210,6 +214,7 @@ class Journal:
             marks,
             evidence,
             last_request_refs(records),
+            noted_of(last),
         )
 
     def _restore_counters(

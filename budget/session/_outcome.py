@@ -91,6 +91,8 @@ class Outcome:
         if self._tally.last_usage is not None:
             req["u"] = list(self._tally.last_usage)
         req["p"] = tally.observed.to_record()
+        if tally.noted:
+            req["r"] = tally.noted_record()
         if tally.batch_from is not None:
             req["x"] = tally.batch_from
         req.update(self._quotes.record())  # q, e and k: what the read-back evidence found

@@ -19,6 +19,7 @@ __all__ = [
     "is_count",
     "last_request_refs",
     "note_request",
+    "noted_of",
     "restore_policy",
     "split_log",
     "timestamp",
@@ -99,6 +100,25 @@ def usage_key(value: object) -> tuple[int, ...] | None:
     if isinstance(value, list) and len(value) == 4 and all(is_count(v) for v in value):
         return tuple(value)
     return None
+
+
+Noted = tuple[int, int, frozenset[str]]
+"""The host's reported read-backs (``Budget.note_readback``): how many, how many named no ref,
+and the refs the others named (a request record's ``r``)."""
+
+
+def noted_of(rec: Mapping[str, Any] | None) -> Noted:
+    """The reported read-backs a request record's ``r`` holds (logs before it, or a damaged one:
+    none, the logged counts the floor)."""
+    value = rec.get("r") if rec is not None else None
+    if not (isinstance(value, list) and len(value) == 3):
+        return 0, 0, frozenset()
+    noted, anonymous, refs = value
+    if not (is_count(noted) and is_count(anonymous) and isinstance(refs, list)):
+        return 0, 0, frozenset()
+    if not all(isinstance(r, str) for r in refs) or anonymous + len(set(refs)) > noted:
+        return 0, 0, frozenset()
+    return noted, anonymous, frozenset(refs)
 
 
 def is_count(value: object) -> TypeGuard[int]:

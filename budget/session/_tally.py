@@ -42,8 +42,10 @@ class Tally:
     noted: int = 0
     """Read-backs the host reported that the history does not show (``Budget.note_readback``)."""
     readback_refs: set[str] = field(default_factory=set)
-    """The hidden results' refs those calls and the host's reports named: the results read back
-    (a report naming none counts one result of its own)."""
+    """The hidden results' refs those calls named: results read back."""
+    noted_refs: set[str] = field(default_factory=set)
+    """The refs the host's reports named (a report naming none counts one result of its own);
+    logged with ``noted`` in each request record's ``r``, so a resumed session counts on."""
     noted_anonymous: int = 0
     """The host's reports that named no ref."""
     batch_from: int | None = None
@@ -64,6 +66,8 @@ class Tally:
             observed=resumed.observed,
             marks=list(resumed.marks),
         )
+        tally.noted, tally.noted_anonymous, refs = resumed.noted
+        tally.noted_refs = set(refs)
         if resumed.counters is not None:
             tally.set(resumed.counters)
         return tally
@@ -87,18 +91,22 @@ class Tally:
         if ref is None:
             self.noted_anonymous += 1
         else:
-            self.readback_refs.add(ref)
+            self.noted_refs.add(ref)
 
     def readbacks(self) -> int:
         """Read-backs seen so far: the history's, those the host noted, and at least as many as
-        the log held (a resumed session does not see the noted ones again)."""
+        the log held (a log written before the host's reports were recorded: those are lost)."""
         return max(len(self.readback_ids) + self.noted, self.observed.readbacks)
 
     def recalled(self) -> int:
         """Hidden results read back so far (as :meth:`readbacks`, counting each result once; never
         more than the read-backs: one call naming two refs is one read-back)."""
-        named = len(self.readback_refs) + self.noted_anonymous
+        named = len(self.readback_refs | self.noted_refs) + self.noted_anonymous
         return min(max(named, self.observed.recalled), self.readbacks())
+
+    def noted_record(self) -> list[object]:
+        """The host's reports as a request record's ``r`` holds them."""
+        return [self.noted, self.noted_anonymous, sorted(self.noted_refs)]
 
     def counters(self) -> Counters:
         """(requests, last time, last length, last history tokens) as a request record has them."""

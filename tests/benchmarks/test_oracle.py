@@ -298,3 +298,22 @@ def test_the_plan_trims_only_what_toolbudget_may(
             if cached:
                 assert len(result_text(result.get("content"))) > CONFIG.stale_floor, trace.name
             assert last_quote.get((msg, call_id), -1) < at, trace.name
+
+
+def test_the_header_is_kept_only_where_the_cache_would_hold_it() -> None:
+    """A marked system prompt under the cache's minimum has no entry of its own in the
+    simulator (``CacheSim``), so the oracle's model re-writes it with the rest, as it is billed."""
+    from benchmarks.cache import CacheRules
+
+    trace = replace(
+        _openai_trace([9_000, 600, 30_000, 700], pause_before=99),
+        provider="anthropic",
+        model="claude-sonnet-4-5",
+        header_tokens=2_000,
+    )
+    count = counter_for(trace.model)
+    for minimum, kept in ((1_024, True), (4_096, False)):
+        rules = CacheRules(min_tokens=minimum, system_breakpoint=True)
+        plan = plan_trace(trace, count, CONFIG, rules=rules)
+        assert plan.model is not None and plan.model.header >= 2_000
+        assert plan.model.header_kept == kept, minimum

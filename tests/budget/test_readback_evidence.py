@@ -225,3 +225,43 @@ def test_a_trimmed_results_stub_names_its_file_where_envelopes_do(tmp_path: Path
             else:
                 assert 'toolbudget_read {"ref": "' + d.ref + '"}' in d.text
     assert "/bodies/" in stubs[True] and "/bodies/" not in stubs[False]
+
+
+def _requests(path: Path) -> list[tuple[Any, Any]]:
+    (log,) = list(path.rglob("*.jsonl"))
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    return [(rec["p"], rec.get("r")) for rec in records if rec.get("t") == "req"]
+
+
+@pytest.mark.parametrize("named", [True, False])
+def test_a_resumed_session_counts_the_hosts_readbacks_as_the_one_that_went_on(
+    tmp_path: Path, named: bool
+) -> None:
+    """A read-back the host noted before a restart, then the read-back tool's call on the same
+    result after it: the resumed session logs the records the uninterrupted one logs (two
+    read-backs; one result when the note named it, two when it did not)."""
+    ref = ref_for(BIG)
+    second = [*_spilled_history(), _call("c2", "Bash", {"command": "ls"}), _result("c2", "")]
+    third = [*second, _call("c3", "toolbudget_read", {"ref": ref}), _result("c3", "page")]
+    for name, restart in (("on", False), ("resumed", True)):
+        session = _run(tmp_path / name, [])
+        session.note_readback(ref if named else None)
+        session.prepare(second, now=2.0)
+        if restart:
+            session.close()
+            session = Budget.open(tmp_path / name)
+        session.prepare(third, now=3.0)
+        session.close()
+    assert _requests(tmp_path / "resumed") == _requests(tmp_path / "on")
+    assert _readbacks(tmp_path / "on") == [0, 1, 2]
+    assert _readbacks(tmp_path / "on", RECALLED) == [0, 1, 1 if named else 2]
+
+
+def test_a_damaged_record_of_the_hosts_readbacks_is_none() -> None:
+    """``r`` of the wrong shape, or naming more results than it counts, restores no reports."""
+    from budget.session._records import noted_of
+
+    assert noted_of({"r": [3, 1, ["a", "b"]]}) == (3, 1, frozenset({"a", "b"}))
+    for bad in ([2, 1, ["a", "b"]], [1, 2, []], [True, 0, []], [1, 0, [7]], [1, 0], "r", None):
+        assert noted_of({"r": bad}) == (0, 0, frozenset()), bad
+    assert noted_of(None) == (0, 0, frozenset())

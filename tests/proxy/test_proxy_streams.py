@@ -42,7 +42,8 @@ _STOP = _event("message_stop", {})
 def _upstream(ending: str) -> Starlette:
     """An Anthropic stream that sends its prompt's usage, then ends as ``ending`` says: whole,
     cleanly before its last events (``early``), by dropping the connection (``broken``), or with
-    an ``error`` event (``error``: the API's overloaded error mid-stream)."""
+    an ``error`` event (``error``: the API's overloaded error mid-stream; ``error then stop``: the
+    final events after it, as a gateway relaying Chat Completions sends ``[DONE]``)."""
 
     async def answer(request: Request) -> Response:
         await request.body()
@@ -54,8 +55,11 @@ def _upstream(ending: str) -> Starlette:
             if ending == "whole":
                 yield _DELTA
                 yield _STOP
-            if ending == "error":
+            if ending in ("error", "error then stop"):
                 yield _event("error", {"error": {"type": "overloaded_error", "message": "x"}})
+            if ending == "error then stop":
+                yield _DELTA
+                yield _STOP
 
         return StreamingResponse(events(), media_type="text/event-stream")
 
@@ -77,6 +81,7 @@ def _cuts(events: list[MutableMapping[str, Any]]) -> list[tuple[str, str, str | 
         ("early", [("warning", "no final event", None)]),
         ("broken", [("warning", "upstream broke off", "RemoteProtocolError")]),
         ("error", [("warning", "error event", "overloaded_error")]),
+        ("error then stop", [("warning", "error event", "overloaded_error")]),
     ],
 )
 def test_a_stream_the_upstream_cuts_off_is_an_event_and_its_usage_is_not_recorded(
@@ -186,6 +191,24 @@ def test_a_stream_is_complete_once_its_apis_final_event_came(api: str, event_lin
         ),
         (b'data: {"error":{"message":"m","type":"server_error"}}\n\n', "server_error"),
         (b'data: {"type":"error"}\n\n', "error"),
+        # OpenRouter's mid-stream error: a chunk with its choices (finish_reason "error") and the
+        # error beside them; the OpenAI SDK raises on any chunk holding an error.
+        (
+            b'data: {"choices":[{"delta":{"content":""},"finish_reason":"error"}],'
+            b'"error":{"code":502,"message":"m"}}\n\n',
+            "error",
+        ),
+        # A chunk holding a usage and an error is read for both.
+        (
+            b'data: {"error":{"type":"server_error"},"usage":{"prompt_tokens":3}}\n\n',
+            "server_error",
+        ),
+        # The Responses API's failed response (its error inside the response, beside the usage).
+        (
+            b'event: response.failed\ndata: {"type":"response.failed","response":{"status":'
+            b'"failed","error":{"code":"server_error"},"usage":{"input_tokens":3}}}\n\n',
+            "server_error",
+        ),
         # An answer's text holding the word, quoted or not, is no error.
         (b'data: {"choices":[{"delta":{"content":"error"}}]}\n\n', None),
         (b'data: {"choices":[{"delta":{"content":"an \\"error\\" here"}}]}\n\n', None),
@@ -201,3 +224,29 @@ def test_the_tap_reads_the_error_event_a_stream_ends_with(events: bytes, error: 
     tap.feed(events)
     tap.close()
     assert tap.stream_error == error
+
+
+@pytest.mark.parametrize("crlf", [False, True])
+@pytest.mark.parametrize("gzipped", [False, True])
+def test_an_error_event_split_anywhere_is_read_and_the_stream_is_no_success(
+    crlf: bool, gzipped: bool
+) -> None:
+    """A Chat Completions stream whose usage chunk is followed by an error chunk and ``[DONE]``,
+    fed a byte at a time (CRLF or LF, gzip or not), reads the error at every split."""
+    import zlib
+
+    body = (
+        b'data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":1}}\n\n'
+        b'data: {"error":{"message":"m","type":"server_error"}}\n\n'
+        b"data: [DONE]\n\n"
+    )
+    if crlf:
+        body = body.replace(b"\n", b"\r\n")
+    if gzipped:
+        packer = zlib.compressobj(wbits=31)
+        body = packer.compress(body) + packer.flush()
+    tap = Tap("text/event-stream", "gzip" if gzipped else "", 200)
+    for i in range(len(body)):
+        tap.feed(body[i : i + 1])
+    tap.close()
+    assert tap.stream_error == "server_error" and tap.complete
