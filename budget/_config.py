@@ -137,7 +137,7 @@ class BudgetConfig(BaseSettings):
     promise_tolerance: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0.005
     """What a session may be billed above sending everything, as a share of its bill: a decision
     that can lose is taken when the savings banked plus this share cover its worst case, or when
-    its chance of breaching that is under ``promise_risk`` (``budget.policy.allowance``)."""
+    its chance of breaching that is at most ``promise_risk`` (``budget.policy.allowance``)."""
     promise_risk: Annotated[float, Field(ge=0, le=1)] = 0.05
     """The chance of breaching ``promise_tolerance`` a decision may carry (1: none asked, every
     decision taken on its expected saving alone)."""

@@ -97,9 +97,10 @@ def breach_chance(made: int, shortfall: float, per_request: float, chance: float
 
 def allowance(observed: Observed, tolerance: float = TOLERANCE) -> float:
     """What a decision of this request may lose at worst (billed tokens): the savings the
-    session's own decisions have realised (``observed.bank``) plus :data:`TOLERANCE` of what
-    sending everything would have been billed so far: the session's bill plus its bank (the
-    promise is relative to that bill, which the bank is the difference from).
+    session's own decisions have realised (``observed.bank``) plus ``tolerance``
+    (:data:`TOLERANCE`) of what sending everything would have been billed so far: the session's
+    bill plus its bank (the promise is relative to that bill, which the bank is the difference
+    from).
 
     The expected-value rule pays on average, and a session that ends right after a batch loses
     the batch's re-write whole: bounding each decision's worst case by the bank keeps the whole

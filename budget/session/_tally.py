@@ -85,7 +85,7 @@ class Tally:
 
     def note(self, ref: str | None) -> None:
         """Count one read-back the host reported, of the result ``ref`` (None: unnamed)."""
-        if ref is not None and not isinstance(ref, str):
+        if ref is not None and (not isinstance(ref, str) or not ref):
             raise InputError(f"ref must be a hidden result's ref (a string), not {ref!r:.80}")
         self.noted += 1
         if ref is None:

@@ -194,6 +194,8 @@ def test_noted_readbacks_of_one_ref_are_one_result_and_unnamed_ones_each_their_o
         session.prepare(history, now=3.0)
         with pytest.raises(BudgetError, match="ref must be"):
             session.note_readback(7)  # type: ignore[arg-type]
+        with pytest.raises(BudgetError, match="ref must be"):
+            session.note_readback("")
     finally:
         session.close()
     assert _readbacks(tmp_path / "s") == [0, 2, 4]
