@@ -22,8 +22,8 @@ from budget.session._records import (
     Noted,
     finite,
     is_count,
+    last_noted,
     last_request_refs,
-    noted_of,
     restore_policy,
     split_log,
     tokens_field,
@@ -73,7 +73,8 @@ class Resumed:
     recent_refs: frozenset[str] = frozenset()
     """The refs the last logged request's decisions name (``Bodies.restore_missing``)."""
     noted: Noted = (0, 0, frozenset())
-    """The read-backs the host had reported by the last request (its record's ``r``)."""
+    """The read-backs the host had reported by the last request (the last record holding ``r``:
+    it is logged when the host noted more)."""
 
 
 class Journal:
@@ -214,7 +215,7 @@ class Journal:
             marks,
             evidence,
             last_request_refs(records),
-            noted_of(last),
+            last_noted(records),
         )
 
     def _restore_counters(

@@ -5,7 +5,7 @@ another writer, is skipped, never trusted)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
@@ -17,6 +17,7 @@ __all__ = [
     "closed_records",
     "finite",
     "is_count",
+    "last_noted",
     "last_request_refs",
     "note_request",
     "noted_of",
@@ -119,6 +120,13 @@ def noted_of(rec: Mapping[str, Any] | None) -> Noted:
     if not all(isinstance(r, str) for r in refs) or anonymous + len(set(refs)) > noted:
         return 0, 0, frozenset()
     return noted, anonymous, frozenset(refs)
+
+
+def last_noted(records: Sequence[Mapping[str, Any]]) -> Noted:
+    """The reported read-backs of the last request record holding ``r`` (it is written when the
+    host noted more since the record before)."""
+    last = next((r for r in reversed(records) if r.get("t") == "req" and "r" in r), None)
+    return noted_of(last)
 
 
 def is_count(value: object) -> TypeGuard[int]:

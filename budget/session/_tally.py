@@ -48,6 +48,8 @@ class Tally:
     logged with ``noted`` in each request record's ``r``, so a resumed session counts on."""
     noted_anonymous: int = 0
     """The host's reports that named no ref."""
+    noted_logged: int = 0
+    """``noted`` as the last request record holding ``r`` logged it."""
     batch_from: int | None = None
     """The first message this request's batch rewrites (None: no batch)."""
     verdicts: dict[str, Verdict] = field(default_factory=dict)
@@ -67,7 +69,7 @@ class Tally:
             marks=list(resumed.marks),
         )
         tally.noted, tally.noted_anonymous, refs = resumed.noted
-        tally.noted_refs = set(refs)
+        tally.noted_refs, tally.noted_logged = set(refs), tally.noted
         if resumed.counters is not None:
             tally.set(resumed.counters)
         return tally

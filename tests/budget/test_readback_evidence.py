@@ -267,3 +267,33 @@ def test_a_damaged_record_of_the_hosts_readbacks_is_none() -> None:
     for bad in ([2, 1, ["a", "b"]], [1, 2, []], [True, 0, []], [1, 0, [7]], [1, 0], "r", None):
         assert noted_of({"r": bad}) == (0, 0, frozenset()), bad
     assert noted_of(None) == (0, 0, frozenset())
+
+
+def test_the_hosts_readbacks_are_logged_when_they_change_and_resume_from_the_last(
+    tmp_path: Path,
+) -> None:
+    """A request record holds ``r`` only when the host noted more since the last one (the list
+    of refs is not written again on every request), and a session reopened after records
+    without it counts on from the last that had it."""
+    ref = ref_for(BIG)
+    session = _run(tmp_path / "s", [])
+    history = _spilled_history()
+    try:
+        session.note_readback(ref)
+        for i in range(3):
+            history = [*history, _call(f"c{i}", "Bash", {"command": "ls"}), _result(f"c{i}", "x")]
+            session.prepare(history, now=2.0 + i)
+    finally:
+        session.close()
+    (log,) = list((tmp_path / "s").rglob("*.jsonl"))
+    reqs = [json.loads(x) for x in log.read_text().splitlines() if '"t":"req"' in x]
+    assert ["r" in r for r in reqs] == [False, True, False, False]
+    reopened = Budget.open(tmp_path / "s")
+    try:
+        reopened.note_readback(ref)
+        history = [*history, _call("c9", "Bash", {"command": "pwd"}), _result("c9", "/")]
+        reopened.prepare(history, now=9.0)
+    finally:
+        reopened.close()
+    assert _readbacks(tmp_path / "s")[-1] == 2
+    assert _readbacks(tmp_path / "s", RECALLED)[-1] == 1
