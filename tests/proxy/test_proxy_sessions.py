@@ -301,22 +301,28 @@ def test_toolbudget_gc_leaves_open_sessions_and_collects_them_once_closed(
     assert not any(p.is_dir() for p in root.iterdir())
 
 
-def _block_log_fsync(monkeypatch: Any) -> tuple[threading.Event, threading.Event]:
-    """Make the decision log's fsync wait for ``release`` (the first event returned); ``blocked``
-    (the second) is set once one waits."""
+def _block_fsync(
+    monkeypatch: Any, suffix: str, what: str
+) -> tuple[threading.Event, threading.Event, list[str]]:
+    """Make the first fsync of a file ending with ``suffix`` wait for ``release`` (the first
+    event returned); ``blocked`` (the second) is set once it waits; every path synced is
+    appended to the list returned, in order."""
     from spill import _fs
 
     release, blocked = threading.Event(), threading.Event()
+    synced: list[str] = []
     real = _fs.fsync
 
     def fsync(fd: int) -> None:
-        if os.readlink(f"/proc/self/fd/{fd}").endswith("decisions.jsonl"):
+        path = os.readlink(f"/proc/self/fd/{fd}")
+        if path.endswith(suffix) and not blocked.is_set():
             blocked.set()
-            assert release.wait(20), "the test never released the log's fsync"
+            assert release.wait(20), f"the test never released the {what}'s fsync"
+        synced.append(path)
         real(fd)
 
     monkeypatch.setattr(_fs, "fsync", fsync)
-    return release, blocked
+    return release, blocked, synced
 
 
 def test_a_request_goes_upstream_before_its_log_fsync_and_the_next_waits_for_it(
@@ -325,7 +331,7 @@ def test_a_request_goes_upstream_before_its_log_fsync_and_the_next_waits_for_it(
     """The decision log's fsync never holds a request back: with it blocked, the request is
     forwarded and answered (its records already in the file, as a killed proxy would leave
     them); the session's next request is prepared only once that fsync is done."""
-    release, blocked = _block_log_fsync(monkeypatch)
+    release, blocked, _ = _block_fsync(monkeypatch, "decisions.jsonl", "log")
     history = anthropic_history(2, lines=120)
     with (
         kit.Stack(tmp_path / "sessions", budget={**BUDGET, "fsync": True}) as stack,
@@ -364,7 +370,7 @@ def test_an_answers_usage_waits_for_its_requests_fsync_and_the_proxy_serves_on_m
     answers other requests: the wait is never the event loop's."""
     from budget.proxy._pool import USAGE_SIDECAR
 
-    release, blocked = _block_log_fsync(monkeypatch)
+    release, blocked, _ = _block_fsync(monkeypatch, "decisions.jsonl", "log")
     history = anthropic_history(2, lines=120)
     with (
         kit.Stack(tmp_path / "sessions", budget={**BUDGET, "fsync": True}) as stack,
@@ -391,21 +397,7 @@ def test_a_spilled_bodys_fsync_waits_for_the_upstream_and_is_done_before_the_nex
     """A request's spilled bodies are in place when it goes upstream, their fsyncs run after
     (with one blocked the request is answered); the session's next request is prepared only once
     they are done; stopping the proxy syncs what is left, every body before the log."""
-    from spill import _fs
-
-    release, blocked = threading.Event(), threading.Event()
-    synced: list[str] = []
-    real = _fs.fsync
-
-    def fsync(fd: int) -> None:
-        path = os.readlink(f"/proc/self/fd/{fd}")
-        if path.endswith(".txt") and not blocked.is_set():
-            blocked.set()
-            assert release.wait(20), "the test never released the body's fsync"
-        synced.append(path)
-        real(fd)
-
-    monkeypatch.setattr(_fs, "fsync", fsync)
+    release, blocked, synced = _block_fsync(monkeypatch, ".txt", "body")
     history = anthropic_history(3, lines=300)
     with (
         kit.Stack(tmp_path / "sessions", budget={**BUDGET, "fsync": True}) as stack,
