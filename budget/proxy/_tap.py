@@ -162,10 +162,8 @@ def _payload(event: bytes) -> dict[str, Any] | None:
     return payload if isinstance(payload, dict) else None
 
 
-def _error_type(payload: dict[str, Any] | None) -> str | None:
+def _error_type(payload: dict[str, Any]) -> str | None:
     """The error an event reports, by its type (``"error"`` when it names none), or None."""
-    if payload is None:
-        return None
     kind_of, error = payload.get("type"), payload.get("error")
     if kind_of == "response.failed":
         # The Responses API's failed response: final, its error inside the response.
