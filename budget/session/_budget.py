@@ -257,7 +257,7 @@ class Budget:
     def note_readback(self, ref: str | None = None) -> None:
         """Count one read of hidden output the history will not show, of the result ``ref``
         names when given (a result read twice is one result needed twice)."""
-        self._turns.parts.tally.note(ref)
+        self._turns.note_readback(ref)
 
     def decision(self, call_id: str) -> Decision | None:
         """The frozen decision for the first result answering ``call_id`` (a string), if decided."""

@@ -18,6 +18,7 @@ from budget.compaction._compactor import Compactor
 from budget.compaction._resumed import FAILED
 from budget.policy import Observed
 from budget.session._records import (
+    NOTE,
     KeptEvidence,
     Noted,
     finite,
@@ -34,7 +35,7 @@ from budget.session._resumed import Reactive, header_of, reactive_of, read_ancho
 from budget.tokens._calibration import RECORD, Anchor, Calibration, restore
 from spill import Store
 
-FACTS = (RECORD, FAILED)
+FACTS = (RECORD, FAILED, NOTE)
 """Record kinds that stand on their own, whatever follows them (see :meth:`Journal.restore`)."""
 
 __all__ = ["Counters", "Journal", "Resumed"]
@@ -139,7 +140,10 @@ class Journal:
         # Compared without their sequence numbers, which only keep equal records apart.
         tail, self._tail = [unnumbered(r) for r in self._tail], []
         bare = [unnumbered(r) for r in pending]
-        again = [r for r, b in zip(pending, bare, strict=True) if b not in tail]
+        # A note the host made again is a read-back more, never the tail's one made again.
+        again = [
+            r for r, b in zip(pending, bare, strict=True) if b not in tail or r.get("t") == NOTE
+        ]
         void = [
             r["id"]
             for r in tail
@@ -215,7 +219,7 @@ class Journal:
             marks,
             evidence,
             last_request_refs(records),
-            last_noted(records),
+            last_noted(log),
         )
 
     def _restore_counters(

@@ -91,11 +91,6 @@ class Outcome:
         if self._tally.last_usage is not None:
             req["u"] = list(self._tally.last_usage)
         req["p"] = tally.observed.to_record()
-        if tally.noted != tally.noted_logged:
-            # Only when the host noted more since: a record holds every ref noted so far, and
-            # writing them on every request would grow the log by the list each time.
-            req["r"] = tally.noted_record()
-            tally.noted_logged = tally.noted
         if tally.batch_from is not None:
             req["x"] = tally.batch_from
         req.update(self._quotes.record())  # q, e and k: what the read-back evidence found

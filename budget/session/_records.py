@@ -13,6 +13,7 @@ from budget._errors import InputError
 from budget.policy import Observed
 
 __all__ = [
+    "NOTE",
     "KeptEvidence",
     "closed_records",
     "finite",
@@ -103,6 +104,10 @@ def usage_key(value: object) -> tuple[int, ...] | None:
     return None
 
 
+NOTE = "rb"
+"""The record kind of one read-back the host noted (``Budget.note_readback``), logged when it is
+noted: ``{"t": "rb", "ref": ref}`` (``ref`` None when the host named none)."""
+
 Noted = tuple[int, int, frozenset[str]]
 """The host's reported read-backs (``Budget.note_readback``): how many, how many named no ref,
 and the refs the others named (a request record's ``r``)."""
@@ -122,11 +127,30 @@ def noted_of(rec: Mapping[str, Any] | None) -> Noted:
     return noted, anonymous, frozenset(refs)
 
 
-def last_noted(records: Sequence[Mapping[str, Any]]) -> Noted:
-    """The reported read-backs of the last request record holding ``r`` (it is written when the
-    host noted more since the record before)."""
-    last = next((r for r in reversed(records) if r.get("t") == "req" and "r" in r), None)
-    return noted_of(last)
+def last_noted(log: Sequence[Mapping[str, Any]]) -> Noted:
+    """The host's reported read-backs the whole ``log`` holds: a :data:`NOTE` record for each
+    (a fact, kept whatever follows it: a read-back noted after the last request, before a
+    crash, still counts), after the last request record holding ``r`` (the tally as logs
+    written before :data:`NOTE` records held it, in the first request record after a note)."""
+    start, base = 0, noted_of(None)
+    for i in range(len(log) - 1, -1, -1):
+        if log[i].get("t") == "req" and "r" in log[i]:
+            start, base = i + 1, noted_of(log[i])
+            break
+    noted, anonymous, refs = base
+    named = set(refs)
+    for rec in log[start:]:
+        if rec.get("t") != NOTE:
+            continue
+        ref = rec.get("ref")
+        if ref is None:
+            anonymous += 1
+        elif isinstance(ref, str) and ref:
+            named.add(ref)
+        else:
+            continue  # a malformed note (another writer's): skipped, never trusted
+        noted += 1
+    return noted, anonymous, frozenset(named)
 
 
 def is_count(value: object) -> TypeGuard[int]:

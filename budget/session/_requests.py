@@ -27,7 +27,7 @@ from budget.compaction._compactor import Compactor
 from budget.formats import ANTHROPIC, FormatChoice
 from budget.session._parts import Parts
 from budget.session._pipeline import Pipeline
-from budget.session._records import timestamp
+from budget.session._records import NOTE, timestamp
 from budget.tokens._overflow import overflow_limit
 from budget.tokens._tokens import TokenizerProfile, estimate_tokens, tokenizer_profile
 from spill import FsspecStore, LocalStore, Store
@@ -182,6 +182,14 @@ class Requests:
         self.check_open()
         with self.lock:
             return self.compacting.clear()
+
+    def note_readback(self, ref: str | None) -> None:
+        """``Budget.note_readback``: count it, and log it at once (a read-back noted after the
+        last request, before a crash, counts after the restart too)."""
+        with self.lock:
+            self.check_open()
+            self.parts.tally.note(ref)
+            self.parts.journal.append([{"t": NOTE, "ref": ref}])
 
     def overflow(self, error: object) -> None:
         """``on_overflow`` for a prompt-too-long ``error`` (or None): log it, budget harder."""

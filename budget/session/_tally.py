@@ -45,11 +45,9 @@ class Tally:
     """The hidden results' refs those calls named: results read back."""
     noted_refs: set[str] = field(default_factory=set)
     """The refs the host's reports named (a report naming none counts one result of its own);
-    logged with ``noted`` in each request record's ``r``, so a resumed session counts on."""
+    each note is logged when it is made (a ``rb`` record), so a resumed session counts on."""
     noted_anonymous: int = 0
     """The host's reports that named no ref."""
-    noted_logged: int = 0
-    """``noted`` as the last request record holding ``r`` logged it."""
     batch_from: int | None = None
     """The first message this request's batch rewrites (None: no batch)."""
     verdicts: dict[str, Verdict] = field(default_factory=dict)
@@ -69,7 +67,7 @@ class Tally:
             marks=list(resumed.marks),
         )
         tally.noted, tally.noted_anonymous, refs = resumed.noted
-        tally.noted_refs, tally.noted_logged = set(refs), tally.noted
+        tally.noted_refs = set(refs)
         if resumed.counters is not None:
             tally.set(resumed.counters)
         return tally
@@ -105,10 +103,6 @@ class Tally:
         more than the read-backs: one call naming two refs is one read-back)."""
         named = len(self.readback_refs | self.noted_refs) + self.noted_anonymous
         return min(max(named, self.observed.recalled), self.readbacks())
-
-    def noted_record(self) -> list[object]:
-        """The host's reports as a request record's ``r`` holds them."""
-        return [self.noted, self.noted_anonymous, sorted(self.noted_refs)]
 
     def counters(self) -> Counters:
         """(requests, last time, last length, last history tokens) as a request record has them."""
