@@ -1,7 +1,8 @@
 """Replay of traces request by request under each strategy, and the figures of each replay.
 
-For request ``i`` of a trace the strategy gets the history ``trace.messages[:n_i]``, the usage the
-provider recorded for request ``i - 1`` (the anchor an agent would have) and the request's time.
+For request ``i`` of a trace the strategy gets the history ``trace.messages[:n_i]``, the usage
+its provider would have reported for the strategy's own copy of request ``i - 1`` (the anchor an
+agent would have: :func:`reported_usage`) and the request's time.
 Its request copy is serialized deterministically and counted by :class:`~benchmarks.cache.Segmenter`
 (canonical JSON per message, reused for message objects seen in the previous request), with the
 trace's reconstructed header (:attr:`~benchmarks.trace.Trace.header_tokens`) in its first segment,
@@ -54,13 +55,13 @@ from benchmarks import strategies
 from benchmarks._count import Counter as TokenCounter
 from benchmarks._count import counter_for
 from benchmarks.attribution import ATTRIBUTED, Attribution, Attributor
-from benchmarks.cache import CacheRules, CacheSim, Segmenter
+from benchmarks.cache import CacheResult, CacheRules, CacheSim, Segmenter
 from benchmarks.pricing import output_price, rules_for
 from benchmarks.readbacks import Quotes, ReadbackTracker
 from benchmarks.strategies._base import Strategy, StrategySession, side_calls
 from benchmarks.strategies._common import result_text, safe_name, tool_use_ids
 from benchmarks.strategies.toolbudget import ToolbudgetSession
-from benchmarks.trace import Trace, digest
+from benchmarks.trace import Trace, Usage, digest
 from budget._errors import BudgetError, ConfigError
 from budget.tokens._windows import resolve_window
 
@@ -365,6 +366,30 @@ def replay_trace(
             )
 
 
+def reported_usage(trace: Trace, i: int, last: CacheResult | None) -> Usage | None:
+    """The usage a strategy is told before request ``i``: what the provider would have reported
+    for the copy the strategy itself sent for request ``i - 1`` (``last``, the cache simulation's
+    figures of it), with the recorded answer's output tokens; None where the recording has no
+    usage for that request (its agent had none to pass) or there is no request before.
+
+    The recorded usage measures the recorded agent's own prompt: a strategy that sent less, or
+    cached otherwise, would never have seen it, and a strategy that learns from its usage (its
+    cache regime, its bill, its token calibration) must learn from the same figures the bench
+    bills it with. Anthropic reports cache writes apart; OpenAI and Google report the cached
+    tokens only, the rest as the prompt's (their automatic caching bills no write).
+    """
+    recorded = trace.requests[i - 1].usage if i else None
+    if recorded is None or last is None:
+        return recorded
+    if trace.provider == "anthropic":
+        return Usage(
+            last.uncached_tokens, last.cached_tokens, last.written_tokens, recorded.output_tokens
+        )
+    return Usage(
+        last.uncached_tokens + last.written_tokens, last.cached_tokens, 0, recorded.output_tokens
+    )
+
+
 def _replay(  # noqa: PLR0915 (one pass over the requests measures every figure)
     trace: Trace,
     name: str,
@@ -406,11 +431,12 @@ def _replay(  # noqa: PLR0915 (one pass over the requests measures every figure)
     if name in ATTRIBUTED:
         origins = {r.call_id: (len(r.text), r.round) for rs in index.by_msg.values() for r in rs}
         attributor = Attributor(origins, index.rounds_before, count, sim.rules, tracker.write_price)
+    result: CacheResult | None = None
     for i in range(total):
         request = trace.requests[i]
         history = trace.request_messages(i)
         n = len(history)
-        usage = trace.requests[i - 1].usage if i else None
+        usage = reported_usage(trace, i, result)
         started = time.perf_counter()
         out = session.prepare(history, usage=usage, now=times[i])
         spent.append(time.perf_counter() - started)

@@ -123,14 +123,8 @@ class ToolbudgetSession:
         self.budget.note_readback(decision.ref if decision is not None else None)
 
     def prepare(self, messages: Messages, *, usage: Usage | None, now: float | None) -> Messages:
-        """The Budget's request copy for ``messages``.
-
-        With compaction, the recorded usage is passed only until the first compaction: after
-        it, the recording's usage measures the original agent's full history, not the
-        compacted copy this session sent (an agent's own usage would; the replay has none).
-        """
-        if usage is not None and self.summarizer is not None and self.compactions:
-            usage = None
+        """The Budget's request copy for ``messages`` (``usage``: the replay's of this session's
+        own last copy, compacted or not: :func:`benchmarks.replay.reported_usage`)."""
         prepared = self.budget.prepare(
             messages, usage=None if usage is None else usage_dict(usage), now=now
         )

@@ -10,7 +10,7 @@ import io
 import itertools
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from rich.console import Console
@@ -373,3 +373,58 @@ def test_each_trace_runs_in_its_recorded_models_window_unless_one_is_given(
     none = [r for r in given.replays if r.strategy == "none"]
     assert all(r.overflows == sum(s > 10_000 for s in r.sizes) > 0 for r in none)
     assert all(r.overflows == 0 for r in own.replays if r.strategy == "none")
+
+
+class _Usages:
+    """A strategy that sends only each history's last message and keeps the usage it is told."""
+
+    name = "last-only"
+
+    def __init__(self) -> None:
+        self.told: list[Usage | None] = []
+
+    def open(self, trace: Trace, workdir: Path) -> _Usages:
+        return self
+
+    def prepare(self, messages: Messages, *, usage: Usage | None, now: float | None) -> Messages:
+        self.told.append(usage)
+        return list(messages[-1:])
+
+    def recover(self, call_id: str) -> str | None:
+        return None
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "openai"])
+def test_a_strategy_is_told_the_usage_of_its_own_last_copy(
+    provider: Literal["anthropic", "openai"], tmp_path: Path
+) -> None:
+    """Before each request a strategy is told what its provider would have reported for the copy
+    it sent last (the cache simulation's figures of that copy, the recorded output tokens), not
+    the recording's usage; nothing where the recording has no usage; OpenAI's usage counts
+    what was written as the prompt's."""
+    trace = replace(build([900, 40, 1200], prompts=frozenset({0})), provider=provider)
+    strategy = _Usages()
+    copies: list[Messages] = []
+    replay_trace(
+        trace, strategy, tmp_path, count=strchars, rules=OPEN,
+        on_request=lambda i, s, out: copies.append(out),
+    )  # fmt: skip
+    sim = CacheSim(provider, OPEN)
+    segmenter = Segmenter(strchars)
+    results = [
+        sim.feed(segmenter.segments(c, system=trace.system), r.timestamp)
+        for c, r in zip(copies, trace.requests, strict=True)
+    ]
+    assert strategy.told[0] is None
+    for i in range(1, len(trace.requests)):
+        recorded, last, told = trace.requests[i - 1].usage, results[i - 1], strategy.told[i]
+        if recorded is None:
+            assert told is None  # the first request and the new prompt have no recorded usage
+            continue
+        assert told is not None and told.output_tokens == recorded.output_tokens == 5
+        assert told.prompt_tokens == last.input_tokens != recorded.prompt_tokens
+        assert told.cache_read_tokens == last.cached_tokens
+        written = last.written_tokens if provider == "anthropic" else 0
+        assert told.cache_write_tokens == written
+        assert told.input_tokens == last.input_tokens - last.cached_tokens - written
+    assert [u is None for u in strategy.told] == [True, True, False, True, False]
