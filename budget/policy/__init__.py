@@ -1,7 +1,8 @@
 """The cost policy: every decision compares the expected billed tokens of its options.
 
 One narrow component: :class:`Observed` (what the session learned about itself, logged with each
-request), :func:`prices_for` (the cache regime and prices that usage shows), :func:`outlook`
+request), :func:`prices_for` (the cache regime and prices that usage shows, from the model's
+published list: :func:`price_list`), :func:`outlook`
 (the requests still expected and the window's distance), and the two decisions priced —
 :func:`spill_verdict` (a fresh result: spill or keep) and :func:`best_cut` (a batch: where it
 starts, or wait). It imports nothing of the session: passes, strategies, tests and the bench
@@ -32,8 +33,10 @@ from budget.policy._costs import (
 )
 from budget.policy._cut import LOOKBACK_BLOCKS, Item, best_cut, lookup_reach
 from budget.policy._observed import MIN_CACHEABLE_PROMPT, Observed
+from budget.policy._pricelist import ANTHROPIC, PriceList, price_list
 
 __all__ = [
+    "ANTHROPIC",
     "LOOKBACK_BLOCKS",
     "MIN_CACHEABLE_PROMPT",
     "NO_CACHE_AFTER",
@@ -43,6 +46,7 @@ __all__ = [
     "Item",
     "Observed",
     "Outlook",
+    "PriceList",
     "Prices",
     "Regime",
     "Verdict",
@@ -53,6 +57,7 @@ __all__ = [
     "fill_chance",
     "lookup_reach",
     "outlook",
+    "price_list",
     "prices_for",
     "readback_chance",
     "readback_cost",

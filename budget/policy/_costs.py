@@ -138,11 +138,18 @@ class Prices:
 
 
 def prices_for(
-    observed: Observed, *, write: float, read: float, ttl_s: float, reads_seen_needed: int = 1
+    observed: Observed,
+    *,
+    write: float,
+    read: float,
+    ttl_s: float,
+    reads_seen_needed: int = 1,
+    explicit: bool = True,
 ) -> Prices:
     """The prices the session's own usage shows: the regime, the write price, the TTL.
 
-    ``write``, ``read`` and ``ttl_s`` are the configured price list (Anthropic's by default).
+    ``write``, ``read``, ``ttl_s`` and ``explicit`` are the model's price list
+    (:func:`budget.policy.price_list`, Anthropic's when the model is not known) or the caller's.
     No usage yet: priced as cached at those prices (a trim then costs a re-write: the careful
     side). Reads seen but never a write: automatic caching, whose writes cost the base price
     (OpenAI and Google price lists). No read after :data:`NO_CACHE_AFTER` chances: uncached.
@@ -154,7 +161,7 @@ def prices_for(
         return _prices(write=w, read=read, ttl_s=ttl, regime="cached", explicit=explicit)
     if observed.chances >= NO_CACHE_AFTER:
         return _prices(write=1.0, read=1.0, ttl_s=ttl, regime="uncached", explicit=False)
-    return _prices(write=write, read=read, ttl_s=ttl, regime="unknown")
+    return _prices(write=write, read=read, ttl_s=ttl, regime="unknown", explicit=explicit)
 
 
 PAYBACK_SHARE = 0.5

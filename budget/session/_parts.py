@@ -14,6 +14,7 @@ from budget._config import BudgetConfig
 from budget._ledger import Ledger
 from budget._log import Events
 from budget.compaction._compactor import Compactor
+from budget.policy import ANTHROPIC, PriceList, price_list
 from budget.session._bodies import Bodies
 from budget.session._candidates import Candidates
 from budget.session._copies import Copies
@@ -60,6 +61,9 @@ class Parts:
     """The kept results' quotable lines and those found needed (read-back evidence)."""
     reactive: Reactive = field(default_factory=Reactive)
     """The reactive compaction schedule the log left (for compaction's turn)."""
+    prices: PriceList = ANTHROPIC
+    """The prompt-cache prices the cost policy and the bill use: the caller's, else the
+    model's published ones (``budget.policy.price_list``)."""
 
     @classmethod
     def build(
@@ -105,4 +109,7 @@ class Parts:
             candidates=candidates,
             quotes=Quotes(config, ledger, history, resumed.evidence),
             reactive=resumed.reactive,
+            prices=price_list(
+                config.model, write=config.cache_write_price, read=config.cache_read_price
+            ),
         )

@@ -46,6 +46,7 @@ class Passes:
         self._tt, self._tally, self._estimator = parts.text_tokens, parts.tally, parts.estimator
         self._history, self._copies = parts.history, parts.copies
         self._candidates, self._quotes = parts.candidates, parts.quotes
+        self._prices = parts.prices
 
     def usage_for(self, usage: Any, length: int) -> ProviderUsage | None:
         """The usage reported with this request, if it anchors this history's estimate."""
@@ -71,11 +72,9 @@ class Passes:
             # A usage we have not seen is a new successful response: the overflow streak ends.
             self._tally.last_usage = key
             self._tally.overflows = 0
-            cfg = self.config
+            pl = self._prices
             self._tally.usage_bill = (
-                u.input_tokens
-                + u.cache_read_tokens * cfg.cache_read_price
-                + u.cache_write_tokens * cfg.cache_write_price
+                u.input_tokens + u.cache_read_tokens * pl.read + u.cache_write_tokens * pl.write
             )
             self._tally.observed = self._tally.observed.after_usage(
                 prompt=u.prompt_tokens,
@@ -131,11 +130,13 @@ class Passes:
         # The usage's counts this request prices with (no count they read changes before the
         # passes run). Without a cache no result is too small to trim as it ages.
         cfg = self.config
+        listed = self._prices
         prices = prices_for(
             self._tally.observed,
-            write=cfg.cache_write_price,
-            read=cfg.cache_read_price,
+            write=listed.write,
+            read=listed.read,
             ttl_s=cfg.cache_ttl_s,
+            explicit=listed.explicit,
         )
         eligible, reclaim = self._candidates.eligible(
             self._history.current_round(),

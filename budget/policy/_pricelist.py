@@ -1,0 +1,100 @@
+"""The providers' published prompt-cache prices, by model: what the cost model prices a cache write
+and a cache read at when the caller sets neither (``cache_write_price``, ``cache_read_price``).
+
+A token kept in the prompt costs the read price on every later request, so the read price sets
+how fast hiding it pays back: GPT-4o's cached input costs five times Claude's (0.5x against 0.1x
+of the base price). A session told its model (``BudgetConfig.model``; the proxy tells it the
+request's) prices with that model's list; one that is not is priced with Anthropic's (writes
+1.25x, reads 0.1x), the careful side: a read price taken too low only leaves a saving unclaimed,
+one taken too high would trim what does not pay back.
+
+Sources (checked 2026-12-07; the benchmark's cache rules cite the same, ``benchmarks/pricing.py``):
+
+Anthropic
+    Anthropic docs, "Prompt caching" (platform.claude.com/docs/en/build-with-claude/
+    prompt-caching): 5-minute cache writes 1.25x the base input price, reads 0.1x, for every
+    Claude model; explicit breakpoints.
+OpenAI
+    OpenAI docs, "Prompt caching" (developers.openai.com/api/docs/guides/prompt-caching, June
+    2026): automatic, no write surcharge. Cached input by family (OpenAI pricing page, as
+    tabulated in the adk-model crate 0.6.0, src/openai/pricing.rs, March 2026): GPT-5 family
+    0.1x, GPT-4.1 family 0.25x, GPT-4o and o-series 0.5x.
+Google
+    Gemini API docs, "Context caching", implicit caching (ai.google.dev/gemini-api/docs/caching,
+    2026-05-07): automatic, no write surcharge; cached tokens 10% of the input price for Gemini
+    2.5 and newer, 25% for 2.0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["ANTHROPIC", "PriceList", "price_list"]
+
+
+@dataclass(frozen=True, slots=True)
+class PriceList:
+    """One model's prompt-cache prices, as multiples of its base input price."""
+
+    write: float
+    """A token written to the cache (1.0 where writes cost no surcharge)."""
+    read: float
+    """A token read from the cache."""
+    explicit: bool
+    """Explicit breakpoints (Anthropic), not automatic prefix caching (OpenAI, Google)."""
+    source: str
+    """Whose list, and why (the family and the fragment of the model name that matched)."""
+
+
+ANTHROPIC = PriceList(1.25, 0.1, explicit=True, source="anthropic")
+"""Anthropic's list: every Claude model, and any session whose model is not known."""
+
+OPENAI_READ: tuple[tuple[str, float], ...] = (
+    ("gpt-5", 0.1),
+    ("gpt-4.1", 0.25),
+    ("gpt-4o", 0.5),
+)
+"""(model-name fragment, cached-input price); the first fragment found wins."""
+
+OPENAI_REASONING: tuple[str, ...] = ("o1", "o3", "o4")
+"""The o-series (a model name starting with one of these, after any router prefix): 0.5x."""
+
+GEMINI_READ: tuple[tuple[str, float], ...] = (
+    ("gemini-2.0", 0.25),
+    ("gemini-1.5", 0.25),
+    ("gemini", 0.1),
+)
+"""(model-name fragment, cached-input price); the first found wins (2.5 and newer: 0.1x)."""
+
+
+def price_list(
+    model: str | None, *, write: float | None = None, read: float | None = None
+) -> PriceList:
+    """The prompt-cache prices of ``model`` (a name as its API or a router spells it, e.g.
+    ``claude-sonnet-4-5``, ``openai/gpt-4o-mini``, ``google/gemini-2.5-pro``): its maker's list
+    when the name tells which, Anthropic's (:data:`ANTHROPIC`) otherwise; ``write`` and ``read``,
+    where given, are the caller's own prices and replace the list's."""
+    listed = _listed(model)
+    if write is None and read is None:
+        return listed
+    return PriceList(
+        listed.write if write is None else write,
+        listed.read if read is None else read,
+        explicit=listed.explicit,
+        source=f"{listed.source}, the caller's prices",
+    )
+
+
+def _listed(model: str | None) -> PriceList:
+    name = (model or "").lower()
+    if not name or "claude" in name:
+        return ANTHROPIC
+    if "gemini" in name:
+        read = next(r for frag, r in GEMINI_READ if frag in name)
+        return PriceList(1.0, read, explicit=False, source=f"google {name}")
+    for frag, read in OPENAI_READ:
+        if frag in name:
+            return PriceList(1.0, read, explicit=False, source=f"openai {frag}")
+    if name.rsplit("/", 1)[-1].startswith(OPENAI_REASONING):
+        return PriceList(1.0, 0.5, explicit=False, source="openai o-series")
+    return ANTHROPIC
