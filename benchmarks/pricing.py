@@ -63,6 +63,7 @@ from benchmarks.trace import Trace
 __all__ = [
     "ANTHROPIC_MIN_TOKENS",
     "GEMINI_MIN_TOKENS",
+    "ONE_HOUR_TTL_S",
     "OPENAI_READ_PRICE",
     "OUTPUT_PRICE",
     "Pricing",

@@ -56,7 +56,7 @@ from benchmarks._count import Counter as TokenCounter
 from benchmarks._count import counter_for
 from benchmarks.attribution import ATTRIBUTED, Attribution, Attributor
 from benchmarks.cache import CacheResult, CacheRules, CacheSim, Segmenter
-from benchmarks.pricing import output_price, rules_for
+from benchmarks.pricing import ONE_HOUR_TTL_S, output_price, rules_for
 from benchmarks.readbacks import Quotes, ReadbackTracker
 from benchmarks.strategies._base import Strategy, StrategySession, side_calls
 from benchmarks.strategies._common import result_text, safe_name, tool_use_ids
@@ -366,11 +366,14 @@ def replay_trace(
             )
 
 
-def reported_usage(trace: Trace, i: int, last: CacheResult | None) -> Usage | None:
+def reported_usage(
+    trace: Trace, i: int, last: CacheResult | None, *, one_hour: bool = False
+) -> Usage | None:
     """The usage a strategy is told before request ``i``: what the provider would have reported
     for the copy the strategy itself sent for request ``i - 1`` (``last``, the cache simulation's
     figures of it), with the recorded answer's output tokens; None where the recording has no
     usage for that request (its agent had none to pass) or there is no request before.
+    ``one_hour``: the trace is replayed with 1-hour entries (its writes are reported as such).
 
     The recorded usage measures the recorded agent's own prompt: a strategy that sent less, or
     cached otherwise, would never have seen it, and a strategy that learns from its usage (its
@@ -382,8 +385,13 @@ def reported_usage(trace: Trace, i: int, last: CacheResult | None) -> Usage | No
     if recorded is None or last is None:
         return recorded
     if trace.provider == "anthropic":
+        written = last.written_tokens
         return Usage(
-            last.uncached_tokens, last.cached_tokens, last.written_tokens, recorded.output_tokens
+            last.uncached_tokens,
+            last.cached_tokens,
+            written,
+            recorded.output_tokens,
+            cache_write_1h_tokens=written if one_hour else 0,
         )
     return Usage(
         last.uncached_tokens + last.written_tokens, last.cached_tokens, 0, recorded.output_tokens
@@ -432,11 +440,12 @@ def _replay(  # noqa: PLR0915 (one pass over the requests measures every figure)
         origins = {r.call_id: (len(r.text), r.round) for rs in index.by_msg.values() for r in rs}
         attributor = Attributor(origins, index.rounds_before, count, sim.rules, tracker.write_price)
     result: CacheResult | None = None
+    one_hour = sim.rules.ttl is not None and sim.rules.ttl >= ONE_HOUR_TTL_S
     for i in range(total):
         request = trace.requests[i]
         history = trace.request_messages(i)
         n = len(history)
-        usage = reported_usage(trace, i, result)
+        usage = reported_usage(trace, i, result, one_hour=one_hour)
         started = time.perf_counter()
         out = session.prepare(history, usage=usage, now=times[i])
         spent.append(time.perf_counter() - started)

@@ -36,15 +36,23 @@ class Usage:
         """All prompt tokens, however they were billed."""
         return self.input_tokens + self.cache_read_tokens + self.cache_write_tokens
 
-    def as_anthropic(self) -> dict[str, int]:
+    def as_anthropic(self) -> dict[str, Any]:
         """This usage in the Anthropic response shape ``Budget.prepare`` reads (input excludes
-        the cache; the cache fields present, so read as such)."""
-        return {
+        the cache; the cache fields present, so read as such; the writes split by lifetime in
+        ``cache_creation`` when some were made for an hour)."""
+        shape: dict[str, Any] = {
             "input_tokens": self.input_tokens,
             "cache_read_input_tokens": self.cache_read_tokens,
             "cache_creation_input_tokens": self.cache_write_tokens,
             "output_tokens": self.output_tokens,
         }
+        if self.cache_write_1h_tokens:
+            long = min(self.cache_write_1h_tokens, self.cache_write_tokens)
+            shape["cache_creation"] = {
+                "ephemeral_5m_input_tokens": self.cache_write_tokens - long,
+                "ephemeral_1h_input_tokens": long,
+            }
+        return shape
 
 
 @dataclass(frozen=True, slots=True)

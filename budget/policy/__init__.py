@@ -32,7 +32,7 @@ from budget.policy._costs import (
     spill_verdict,
 )
 from budget.policy._cut import LOOKBACK_BLOCKS, Item, best_cut, lookup_reach
-from budget.policy._observed import MIN_CACHEABLE_PROMPT, Observed
+from budget.policy._observed import MIN_CACHEABLE_PROMPT, ONE_HOUR_S, Observed
 from budget.policy._pricelist import ANTHROPIC, PriceList, price_list
 
 __all__ = [
@@ -40,6 +40,7 @@ __all__ = [
     "LOOKBACK_BLOCKS",
     "MIN_CACHEABLE_PROMPT",
     "NO_CACHE_AFTER",
+    "ONE_HOUR_S",
     "READBACK_PRIORS",
     "RISK",
     "TOLERANCE",

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from budget._view import builder
-from budget.policy._observed import Observed
+from budget.policy._observed import ONE_HOUR_S, Observed
 
 __all__ = [
     "NO_CACHE_AFTER",
@@ -145,23 +145,28 @@ def prices_for(
     ttl_s: float,
     reads_seen_needed: int = 1,
     explicit: bool = True,
+    write_long: float | None = None,
 ) -> Prices:
     """The prices the session's own usage shows: the regime, the write price, the TTL.
 
-    ``write``, ``read``, ``ttl_s`` and ``explicit`` are the model's price list
+    ``write``, ``read``, ``ttl_s``, ``explicit`` and ``write_long`` (a write to an entry that
+    lives an hour; ``write`` when None) are the model's price list
     (:func:`budget.policy.price_list`, Anthropic's when the model is not known) or the caller's.
     No usage yet: priced as cached at those prices (a trim then costs a re-write: the careful
     side). Reads seen but never a write: automatic caching, whose writes cost the base price
     (OpenAI and Google price lists). No read after :data:`NO_CACHE_AFTER` chances: uncached.
+    Explicit writes made for an hour (:data:`ONE_HOUR_S` in ``observed.warm_pause_s``) cost
+    ``write_long`` and live an hour: a pause of minutes leaves their cache warm.
     """
     ttl = max(ttl_s, observed.warm_pause_s)
+    long = write if write_long is None or observed.warm_pause_s < ONE_HOUR_S else write_long
     if observed.reads >= reads_seen_needed:
         explicit = observed.writes > 0
-        w = write if explicit else 1.0
+        w = long if explicit else 1.0
         return _prices(write=w, read=read, ttl_s=ttl, regime="cached", explicit=explicit)
     if observed.chances >= NO_CACHE_AFTER:
         return _prices(write=1.0, read=1.0, ttl_s=ttl, regime="uncached", explicit=False)
-    return _prices(write=write, read=read, ttl_s=ttl, regime="unknown", explicit=explicit)
+    return _prices(write=long, read=read, ttl_s=ttl, regime="unknown", explicit=explicit)
 
 
 PAYBACK_SHARE = 0.5

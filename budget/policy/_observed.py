@@ -15,7 +15,11 @@ from typing import Any
 
 from budget._view import builder
 
-__all__ = ["Observed"]
+__all__ = ["ONE_HOUR_S", "Observed"]
+
+ONE_HOUR_S = 3_600.0
+"""The lifetime of an entry written for an hour (Anthropic docs, "Prompt caching": 5-minute and
+1-hour cache writes, the 1-hour ones billed 2x the base input price)."""
 
 MIN_CACHEABLE_PROMPT = 4_096
 """Prompts at least this long count as chances for a cache read. Anthropic's minimum cacheable
@@ -39,7 +43,8 @@ class Observed:
     """Usages showing cache writes (explicit caching, priced as a write: Anthropic)."""
     warm_pause_s: float = 0.0
     """The longest pause after which the usage still showed a cache read (a TTL at least that
-    long: 1-hour cache writes, a provider's longer retention)."""
+    long: 1-hour cache writes, a provider's longer retention), and at least
+    :data:`ONE_HOUR_S` once a usage showed most of its cache writes made for an hour."""
     hidden: int = 0
     """Results hidden so far (spilled or trimmed)."""
     readbacks: int = 0
@@ -74,9 +79,17 @@ class Observed:
     ``readbacks`` only, as a needed result's later parts add to ``episodes``."""
 
     def after_usage(
-        self, *, prompt: int, cache_read: int, cache_write: int, answered: int, ttl_s: float
+        self,
+        *,
+        prompt: int,
+        cache_read: int,
+        cache_write: int,
+        answered: int,
+        ttl_s: float,
+        cache_write_1h: int = 0,
     ) -> Observed:
-        """These counts after one reported usage, of the ``answered``-th request (1-based)."""
+        """These counts after one reported usage, of the ``answered``-th request (1-based);
+        ``cache_write_1h``: of ``cache_write``, the tokens written for an hour."""
         pause_s = self.gap_s
         warm_window = pause_s is None or pause_s < ttl_s
         # The first request has no cache to read: its usage is no chance for a read.
@@ -84,6 +97,9 @@ class Observed:
         pause = self.warm_pause_s
         if cache_read > 0 and pause_s is not None:
             pause = max(pause, pause_s)
+        if cache_write_1h * 2 > cache_write:
+            # Entries written for an hour live an hour (Anthropic's 1-hour cache writes).
+            pause = max(pause, ONE_HOUR_S)
         return replace(
             self,
             chances=self.chances + chance,

@@ -12,8 +12,8 @@ Sources (checked 2026-12-07; the benchmark's cache rules cite the same, ``benchm
 
 Anthropic
     Anthropic docs, "Prompt caching" (platform.claude.com/docs/en/build-with-claude/
-    prompt-caching): 5-minute cache writes 1.25x the base input price, reads 0.1x, for every
-    Claude model; explicit breakpoints.
+    prompt-caching): 5-minute cache writes 1.25x the base input price, 1-hour writes 2x, reads
+    0.1x, for every Claude model; explicit breakpoints.
 OpenAI
     OpenAI docs, "Prompt caching" (developers.openai.com/api/docs/guides/prompt-caching, June
     2026): automatic, no write surcharge. Cached input by family (OpenAI pricing page, as
@@ -40,13 +40,24 @@ class PriceList:
     """A token written to the cache (1.0 where writes cost no surcharge)."""
     read: float
     """A token read from the cache."""
+    write_long: float
+    """A token written to an entry that lives an hour (Anthropic: 2x; ``write`` elsewhere)."""
     explicit: bool
     """Explicit breakpoints (Anthropic), not automatic prefix caching (OpenAI, Google)."""
     source: str
     """Whose list, and why (the family and the fragment of the model name that matched)."""
 
+    def bill(self, uncached: int, read: int, written: int, written_1h: int = 0) -> float:
+        """A usage's billed tokens at these prices (``written_1h`` of ``written`` for an hour)."""
+        return (
+            uncached
+            + read * self.read
+            + (written - written_1h) * self.write
+            + (written_1h * self.write_long)
+        )
 
-ANTHROPIC = PriceList(1.25, 0.1, explicit=True, source="anthropic")
+
+ANTHROPIC = PriceList(1.25, 0.1, 2.0, explicit=True, source="anthropic")
 """Anthropic's list: every Claude model, and any session whose model is not known."""
 
 OPENAI_READ: tuple[tuple[str, float], ...] = (
@@ -77,9 +88,11 @@ def price_list(
     listed = _listed(model)
     if write is None and read is None:
         return listed
+    # The caller's write price is theirs for every write: they know what their entries cost.
     return PriceList(
         listed.write if write is None else write,
         listed.read if read is None else read,
+        listed.write_long if write is None else write,
         explicit=listed.explicit,
         source=f"{listed.source}, the caller's prices",
     )
@@ -91,10 +104,10 @@ def _listed(model: str | None) -> PriceList:
         return ANTHROPIC
     if "gemini" in name:
         read = next(r for frag, r in GEMINI_READ if frag in name)
-        return PriceList(1.0, read, explicit=False, source=f"google {name}")
+        return PriceList(1.0, read, 1.0, explicit=False, source=f"google {name}")
     for frag, read in OPENAI_READ:
         if frag in name:
-            return PriceList(1.0, read, explicit=False, source=f"openai {frag}")
+            return PriceList(1.0, read, 1.0, explicit=False, source=f"openai {frag}")
     if name.rsplit("/", 1)[-1].startswith(OPENAI_REASONING):
-        return PriceList(1.0, 0.5, explicit=False, source="openai o-series")
+        return PriceList(1.0, 0.5, 1.0, explicit=False, source="openai o-series")
     return ANTHROPIC

@@ -72,9 +72,8 @@ class Passes:
             # A usage we have not seen is a new successful response: the overflow streak ends.
             self._tally.last_usage = key
             self._tally.overflows = 0
-            pl = self._prices
-            self._tally.usage_bill = (
-                u.input_tokens + u.cache_read_tokens * pl.read + u.cache_write_tokens * pl.write
+            self._tally.usage_bill = self._prices.bill(
+                u.input_tokens, u.cache_read_tokens, u.cache_write_tokens, u.cache_write_1h_tokens
             )
             self._tally.observed = self._tally.observed.after_usage(
                 prompt=u.prompt_tokens,
@@ -82,6 +81,7 @@ class Passes:
                 cache_write=u.cache_write_tokens,
                 answered=self._tally.requests,
                 ttl_s=self.config.cache_ttl_s,
+                cache_write_1h=u.cache_write_1h_tokens,
             )
         return u
 
@@ -129,14 +129,14 @@ class Passes:
         frozen = self._group_frozen_chars(turn.fresh)
         # The usage's counts this request prices with (no count they read changes before the
         # passes run). Without a cache no result is too small to trim as it ages.
-        cfg = self.config
-        listed = self._prices
+        cfg, listed = self.config, self._prices
         prices = prices_for(
             self._tally.observed,
             write=listed.write,
             read=listed.read,
             ttl_s=cfg.cache_ttl_s,
             explicit=listed.explicit,
+            write_long=listed.write_long,
         )
         eligible, reclaim = self._candidates.eligible(
             self._history.current_round(),

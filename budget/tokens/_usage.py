@@ -3,7 +3,9 @@
 Providers report prompt usage in different shapes:
 
 * Anthropic Messages: ``input_tokens`` counts only the uncached part of the prompt;
-  ``cache_read_input_tokens`` and ``cache_creation_input_tokens`` come on top.
+  ``cache_read_input_tokens`` and ``cache_creation_input_tokens`` come on top, the latter split
+  by the entries' lifetime in ``cache_creation`` (``ephemeral_5m_input_tokens``,
+  ``ephemeral_1h_input_tokens``).
 * OpenAI Chat Completions: ``prompt_tokens`` is the whole prompt, of which
   ``prompt_tokens_details.cached_tokens`` were read from the cache (and, where reported,
   ``cache_write_tokens`` written to it); ``completion_tokens`` is the answer.
@@ -47,6 +49,9 @@ class ProviderUsage(BaseModel):
     cache_write_tokens: int = Field(default=0, ge=0, le=MAX_TOKENS)
     output_tokens: int = Field(default=0, ge=0, le=MAX_TOKENS)
     """The answer's tokens, reasoning included."""
+    cache_write_1h_tokens: int = Field(default=0, ge=0, le=MAX_TOKENS)
+    """Of ``cache_write_tokens``, those written to entries that live an hour (Anthropic's
+    ``cache_creation.ephemeral_1h_input_tokens``: billed 2x the base price, not 1.25x)."""
 
     @property
     def prompt_tokens(self) -> int:
@@ -143,12 +148,7 @@ def normalize_usage(usage: Mapping[str, Any] | object | None) -> ProviderUsage |
         )
     if _has(fields, "input_tokens"):
         if _has(fields, *_ANTHROPIC_CACHE):  # Anthropic: input excludes the cached parts
-            return ProviderUsage(
-                input_tokens=_count(fields, "input_tokens"),
-                cache_read_tokens=_count(fields, "cache_read_input_tokens"),
-                cache_write_tokens=_count(fields, "cache_creation_input_tokens"),
-                output_tokens=_count(fields, "output_tokens"),
-            )
+            return _anthropic(fields)
         details = _fields(fields.get("input_tokens_details"))  # Responses: input includes them
         return _split(
             _count(fields, "input_tokens"),
@@ -171,6 +171,20 @@ def normalize_usage(usage: Mapping[str, Any] | object | None) -> ProviderUsage |
     raise InputError(
         f"usage has no token counts this library knows (expected one of {known}); "
         f"its fields: {', '.join(sorted(map(str, fields))[:8]) or 'none'}"
+    )
+
+
+def _anthropic(fields: Mapping[str, Any]) -> ProviderUsage:
+    """An Anthropic usage: ``input_tokens`` without the cache's reads and writes, the writes
+    split by their entries' lifetime in ``cache_creation``."""
+    written = _count(fields, "cache_creation_input_tokens")
+    by_ttl = _fields(fields.get("cache_creation"))
+    return ProviderUsage(
+        input_tokens=_count(fields, "input_tokens"),
+        cache_read_tokens=_count(fields, "cache_read_input_tokens"),
+        cache_write_tokens=written,
+        output_tokens=_count(fields, "output_tokens"),
+        cache_write_1h_tokens=min(_count(by_ttl, "ephemeral_1h_input_tokens"), written),
     )
 
 

@@ -428,3 +428,25 @@ def test_a_strategy_is_told_the_usage_of_its_own_last_copy(
         assert told.cache_write_tokens == written
         assert told.input_tokens == last.input_tokens - last.cached_tokens - written
     assert [u is None for u in strategy.told] == [True, True, False, True, False]
+
+
+def test_a_trace_replayed_with_one_hour_entries_reports_its_writes_as_such(tmp_path: Path) -> None:
+    """Under 1-hour entries (the rules of a recording that wrote mostly for an hour) every write
+    the strategy is told of was made for an hour, in the Anthropic shape's ``cache_creation``;
+    under 5-minute entries none was, and the shape has no breakdown."""
+    trace = build([900, 40, 1200])
+    told: dict[str, list[Usage]] = {}
+    for name, ttl in (("1h", 3_600.0), ("5m", 300.0)):
+        strategy = _Usages()
+        rules = CacheRules(min_tokens=0, ttl=ttl, lookback=None)
+        replay_trace(trace, strategy, tmp_path / name, count=strchars, rules=rules)
+        told[name] = [u for u in strategy.told if u is not None]
+    assert told["1h"] and all(u.cache_write_1h_tokens == u.cache_write_tokens for u in told["1h"])
+    written = told["1h"][0].cache_write_tokens
+    assert written > 0
+    assert told["1h"][0].as_anthropic()["cache_creation"] == {
+        "ephemeral_5m_input_tokens": 0,
+        "ephemeral_1h_input_tokens": written,
+    }
+    assert all(u.cache_write_1h_tokens == 0 for u in told["5m"])
+    assert "cache_creation" not in told["5m"][0].as_anthropic()

@@ -1,5 +1,6 @@
-"""The providers' published prompt-cache prices by model (``budget.policy.price_list``), and a
-session told its model pricing with them unless the caller set prices of its own."""
+"""The providers' published prompt-cache prices by model (``budget.policy.price_list``), a
+session told its model pricing with them unless the caller set prices of its own, and writes
+made for an hour (Anthropic's 1-hour entries: 2x, and a cache warm for an hour)."""
 
 from __future__ import annotations
 
@@ -52,7 +53,7 @@ def test_a_model_whose_maker_the_name_does_not_tell_is_priced_as_anthropic(
 def test_the_callers_prices_replace_the_lists() -> None:
     """A write or read price the caller set wins over the list; the other stays the list's."""
     assert price_list("gpt-4o", read=0.1) == PriceList(
-        1.0, 0.1, explicit=False, source="openai gpt-4o, the caller's prices"
+        1.0, 0.1, 1.0, explicit=False, source="openai gpt-4o, the caller's prices"
     )
     assert price_list(None, write=2.0).write == 2.0
     assert price_list(None, write=2.0).read == 0.1
@@ -84,3 +85,83 @@ def test_a_session_prices_with_its_models_list_unless_the_caller_set_prices(
     assert gpt == pytest.approx(1.0 + 0.5 * n)
     own, _ = _saving_per_hidden_token(tmp_path / "d", model="gpt-4o", cache_read_price=0.1)
     assert own == pytest.approx(1.0 + 0.1 * n)
+
+
+def _usage(written: int, one_hour: int | None) -> dict[str, Any]:
+    """An Anthropic usage writing ``written`` tokens, ``one_hour`` of them for an hour (None:
+    no ``cache_creation`` breakdown, as older API versions answer)."""
+    usage: dict[str, Any] = {
+        "input_tokens": 10,
+        "cache_read_input_tokens": 0,
+        "cache_creation_input_tokens": written,
+        "output_tokens": 40,
+    }
+    if one_hour is not None:
+        usage["cache_creation"] = {
+            "ephemeral_5m_input_tokens": written - one_hour,
+            "ephemeral_1h_input_tokens": one_hour,
+        }
+    return usage
+
+
+def test_anthropic_usage_tells_the_writes_made_for_an_hour() -> None:
+    """``cache_creation.ephemeral_1h_input_tokens`` is read (never above the writes); without
+    the breakdown none is; a count that is not one is refused."""
+    from budget import BudgetError
+    from budget.tokens._usage import normalize_usage
+
+    def one_hour(usage: dict[str, Any]) -> int:
+        got = normalize_usage(usage)
+        assert got is not None
+        return got.cache_write_1h_tokens
+
+    assert one_hour(_usage(9_000, 9_000)) == 9_000
+    assert one_hour(_usage(9_000, 1_000)) == 1_000
+    assert one_hour(_usage(9_000, None)) == 0
+    assert one_hour({**_usage(100, None), "cache_creation": {"ephemeral_1h_input_tokens": 500}}) == 100
+    with pytest.raises(BudgetError, match="ephemeral_1h_input_tokens"):
+        one_hour({**_usage(100, None), "cache_creation": {"ephemeral_1h_input_tokens": -1}})
+
+
+def test_writes_made_for_an_hour_cost_twice_and_keep_the_cache_warm_an_hour() -> None:
+    """A usage writing mostly for an hour: explicit writes priced at the list's 2x and a TTL of
+    an hour; mostly for 5 minutes, or automatic caching: the list's write price, 300 s."""
+    from budget.policy import ONE_HOUR_S, Observed, prices_for
+
+    listed = price_list("claude-opus-4-7")
+    cfg: dict[str, Any] = {
+        "write": listed.write, "read": listed.read, "ttl_s": 300.0,
+        "write_long": listed.write_long,
+    }  # fmt: skip
+
+    def seen(written: int, one_hour: int, reads: int = 1) -> Observed:
+        return Observed(chances=1, reads=reads).after_usage(
+            prompt=20_000, cache_read=0, cache_write=written, answered=1, ttl_s=300.0,
+            cache_write_1h=one_hour,
+        )  # fmt: skip
+
+    long = prices_for(seen(9_000, 6_000), **cfg)
+    assert long.ttl_s == ONE_HOUR_S == 3_600.0
+    assert (long.regime, long.write, long.explicit) == ("cached", 2.0, True)
+    short = prices_for(seen(9_000, 4_000), **cfg)
+    assert (short.ttl_s, short.write) == (300.0, 1.25)
+    # Before any read: priced as cached (the careful side), at the hour's write price.
+    assert prices_for(seen(9_000, 9_000, reads=0), **cfg).write == 2.0
+    # Automatic caching (no write ever reported) writes at the base price however long it keeps.
+    automatic = Observed(chances=2, reads=2, warm_pause_s=ONE_HOUR_S)
+    assert prices_for(automatic, **cfg).write == 1.0
+    assert listed.bill(10, 1_000, 9_000, 6_000) == 10 + 100 + 3_000 * 1.25 + 6_000 * 2.0
+
+
+def test_a_pause_of_minutes_is_no_cold_cache_when_the_writes_live_an_hour(tmp_path: Path) -> None:
+    """Nine rounds of 12,000 characters, then a 10-minute pause: with 5-minute writes the cache
+    is cold and a free batch trims the old rounds; with 1-hour writes it is still warm (an hour
+    not over), so no cold-cache batch runs."""
+    msgs = conversation([["".join(chr(97 + r) * 59 + "\n" for _ in range(200))] for r in range(9)])
+    reasons = {}
+    for name, one_hour in (("5m", 0), ("1h", 20_000)):
+        with Budget.open(tmp_path / name, BudgetConfig(fsync=False)) as session:
+            session.prepare(msgs[:-2], now=0)
+            req = session.prepare(msgs, usage=_usage(20_000, one_hour), now=600)
+            reasons[name] = req.report.staleness_reason if req.report.staleness_ran else None
+    assert reasons == {"5m": "cold_cache", "1h": None}
