@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchmarks.pricing import rules_for
 from benchmarks.strategies._base import Declaration, Messages, SideCall
 from benchmarks.trace import Trace, Usage
 from budget import Budget, BudgetConfig, Report, summarizers
@@ -194,10 +195,19 @@ def _configure_compact(*, read_tool: bool = False, **overrides: Any) -> Toolbudg
 
 def _open(settings: ToolbudgetSettings, trace: Trace, workdir: Path) -> ToolbudgetSession:
     """A Budget session in ``workdir/session``, told the trace's model as an adopter would
-    (it picks the tokenizer family of the estimates; the window stays as configured)."""
+    (it picks the tokenizer family of the estimates and the published cache prices; the window
+    stays as configured). A trace whose model is not known is billed at its provider's
+    prices (:func:`benchmarks.pricing.rules_for`): an adopter knows what their provider charges,
+    and sets them (``cache_read_price``, ``cache_write_price``) where the library cannot tell."""
     config = settings.budget
     if config.model is None and trace.model:
         config = config.model_copy(update={"model": trace.model})
+    elif config.model is None and config.cache_read_price is None:
+        rules = rules_for(trace)
+        write = rules.write_price if trace.provider == "anthropic" else 1.0
+        config = config.model_copy(
+            update={"cache_read_price": rules.read_price, "cache_write_price": write}
+        )
     summarizer = RecordingSummarizer() if settings.compact else None
     return ToolbudgetSession(
         config,

@@ -693,3 +693,25 @@ def test_replay_priced_by_cache_sim_shows_prefix_break_of_masking(tmp_path: Path
     third = priced("swe-agent-0.7", n=1)[2]
     assert replace(third, billed_tokens=0.0) == CacheResult(1131, 1024, 107, 0, 0.0, True)
     assert third.billed_tokens == pytest.approx(236.15)
+
+
+@pytest.mark.parametrize(
+    ("provider", "model", "prices"),
+    [
+        ("openai", None, (1.0, 0.5)),
+        ("anthropic", None, (1.25, 0.1)),
+        ("openai", "gpt-4.1-mini", (None, None)),
+    ],
+)
+def test_toolbudget_is_priced_as_its_trace_is_billed(
+    provider: str, model: str | None, prices: tuple[float | None, float | None], tmp_path: Path
+) -> None:
+    """A trace whose model is known tells the session its model (the library's price list
+    prices it); one whose model is not is billed at its provider's prices, which the session is
+    given as an adopter sets their provider's (OpenAI's unknown model: 0.5x reads, no write
+    surcharge)."""
+    trace = replace(mixed_trace(), provider=provider, model=model)
+    session = strategies.get("toolbudget", fsync=False).open(trace, tmp_path)
+    config = session.budget.config  # type: ignore[attr-defined]
+    assert (config.cache_write_price, config.cache_read_price) == prices
+    assert config.model == model
