@@ -49,6 +49,7 @@ from budget.proxy._routes import (
 )
 from budget.proxy._settings import ProxySettings
 from budget.proxy._tap import Tap, understood
+from budget.proxy._upstream import Upstream
 from budget.tokens._overflow import is_context_overflow
 
 __all__ = ["ERROR_READ_BYTES", "create_app"]
@@ -81,16 +82,12 @@ class Proxy:
         self.bodies = Bodies(idle_s=settings.idle_close_s)
         self.working = 0
         """Requests being budgeted and responses being relayed (see :meth:`_alone`)."""
-        self.client: httpx.AsyncClient | None = None
+        self.upstream: Upstream | None = None
 
     @asynccontextmanager
     async def lifespan(self, _app: Starlette) -> AsyncIterator[None]:
-        # The SDKs' own request timeout, 10 minutes (anthropic/_constants.py, openai/_constants.py),
-        # between two bytes of a response: a long answer streams for longer than that in total.
-        timeout = httpx.Timeout(600.0, connect=30.0)
-        limits = httpx.Limits(max_connections=None, max_keepalive_connections=64)
-        async with httpx.AsyncClient(timeout=timeout, limits=limits, trust_env=False) as client:
-            self.client = client
+        async with Upstream() as upstream:
+            self.upstream = upstream
             try:
                 yield
             finally:
@@ -223,9 +220,9 @@ class Proxy:
         slot: Slot | None,
         api: Api | None,
     ) -> Response:
-        assert self.client is not None, "the proxy's lifespan has not started"
+        assert self.upstream is not None, "the proxy's lifespan has not started"
         try:
-            req = self.client.build_request(method, url, headers=headers, content=content)
+            req = self.upstream.request(method, url, headers, content)
         except Exception as exc:  # a request httpx cannot write (an invalid URL): nothing sent
             if slot is not None:
                 self.pool.release(slot)
@@ -236,7 +233,7 @@ class Proxy:
             slot.busy += 1
             slot.syncing = self._spawn(self._sync(slot))
         try:
-            resp = await self.client.send(req, stream=True)
+            resp = await self.upstream.send(req)
         except BaseException as exc:
             if slot is not None:
                 self.pool.release(slot)

@@ -30,7 +30,8 @@ def test_a_small_run_measures_every_figure() -> None:
     the first byte and the memory, with times that are real (positive, direct under proxied
     for the whole streamed answer's last byte at 20 ms between events); ``against`` (here this
     checkout again) adds a second proxy's latency and first byte from the same loops; the
-    latency has its floor (the stand-in against itself)."""
+    latency has its floor (the stand-in against itself), the first byte its control (the same
+    bodies non-streamed after an idle pause)."""
     for name in ("starlette", "uvicorn", "httpx"):
         require_module(name, extra="proxy")
     from benchmarks.proxy import render, run
@@ -43,6 +44,7 @@ def test_a_small_run_measures_every_figure() -> None:
     assert first["last_byte_median_ms_direct"] >= 3 * 20.0
     assert first["last_byte_median_ms_proxy"] >= 3 * 20.0
     assert first["last_byte_median_ms_against"] >= 3 * 20.0
+    assert all(first[f"paused_median_ms_{s}"] > 0 for s in ("direct", "proxy", "against"))
     assert isinstance(latency["floor_p99_ms"], float)
     assert len(result["memory"]["rss_mib_every_100"]) == 1
     assert len(result["memory_same"]["rss_mib_every_100"]) == 1

@@ -5,14 +5,20 @@ from __future__ import annotations
 
 import logging
 import stat
+from pathlib import Path
 from typing import Any
 
 import httpx
 import orjson
 import pytest
 import structlog
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
 
-from budget.proxy import ProxySettings
+from benchmarks.standin import Served
+from budget.proxy import ProxySettings, create_app
 from tests.proxy._kit import Stack, anthropic_history
 
 _SECRETS = ("sk-ant-api03-SECRETSECRET", "sk-proj-OPENAISECRET", "sk-ant-oat01-OAUTHSECRET")
@@ -104,3 +110,28 @@ def test_the_command_says_its_loopback_default_and_refuses_a_bad_upstream(
     )
     assert bad.exit_code == 2
     assert "anthropic_upstream must be an http(s) URL" in bad.output
+
+
+def test_an_upstream_cookie_never_goes_with_a_later_request(tmp_path: Path) -> None:
+    """An upstream answering with ``Set-Cookie`` (Cloudflare's ``__cf_bm`` on the model APIs)
+    gets no cookie back with the next request, another agent's: each request carries the
+    headers its agent sent, nothing the proxy kept."""
+    cookies: list[str | None] = []
+
+    async def answer(request: Request) -> Response:
+        cookies.append(request.headers.get("cookie"))
+        response = Response(b"{}", media_type="application/json")
+        response.set_cookie("__cf_bm", "agent-a")
+        return response
+
+    routes = [Route("/{path:path}", answer, methods=["GET", "POST"])]
+    with Served(Starlette(routes=routes)) as up:
+        settings = ProxySettings(
+            root=tmp_path / "s", anthropic_upstream=up.url, openai_upstream=up.url
+        )
+        with Served(create_app(settings)) as proxy:
+            for agent in ("a", "b"):
+                with httpx.Client() as client:  # a client of its own: no jar of the agents'
+                    got = client.get(f"{proxy.url}/v1/models", headers={"x-api-key": agent})
+                    assert got.headers.get("set-cookie", "").startswith("__cf_bm=agent-a")
+    assert cookies == [None, None]
