@@ -118,7 +118,9 @@ def test_anthropic_usage_tells_the_writes_made_for_an_hour() -> None:
     assert one_hour(_usage(9_000, 9_000)) == 9_000
     assert one_hour(_usage(9_000, 1_000)) == 1_000
     assert one_hour(_usage(9_000, None)) == 0
-    assert one_hour({**_usage(100, None), "cache_creation": {"ephemeral_1h_input_tokens": 500}}) == 100
+    assert (
+        one_hour({**_usage(100, None), "cache_creation": {"ephemeral_1h_input_tokens": 500}}) == 100
+    )
     with pytest.raises(BudgetError, match="ephemeral_1h_input_tokens"):
         one_hour({**_usage(100, None), "cache_creation": {"ephemeral_1h_input_tokens": -1}})
 
