@@ -13,7 +13,7 @@ import pkgutil
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -704,7 +704,10 @@ def test_replay_priced_by_cache_sim_shows_prefix_break_of_masking(tmp_path: Path
     ],
 )
 def test_toolbudget_is_priced_as_its_trace_is_billed(
-    provider: str, model: str | None, prices: tuple[float | None, float | None], tmp_path: Path
+    provider: Literal["anthropic", "openai"],
+    model: str | None,
+    prices: tuple[float | None, float | None],
+    tmp_path: Path,
 ) -> None:
     """A trace whose model is known tells the session its model (the library's price list
     prices it); one whose model is not is billed at its provider's prices, which the session is
