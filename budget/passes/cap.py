@@ -13,7 +13,7 @@ from budget._config import BudgetConfig
 from budget._ledger import Decision
 from budget._view import ToolResult
 from budget.passes._context import PassContext, spill
-from budget.policy import Verdict, allowance, spill_verdict
+from budget.policy import Verdict, allowance, spill_verdict, stale_trim_after
 
 __all__ = ["ENVELOPE_FRAME_CHARS", "cap", "weigh", "weighed"]
 
@@ -61,17 +61,22 @@ def weigh(ctx: PassContext, result: ToolResult) -> Verdict | None:
         return None
     tokens = ctx.text_tokens(result.text)
     per_char = tokens / chars
+    envelope = round((cfg.preview_chars + ENVELOPE_FRAME_CHARS) * per_char)
     verdict = spill_verdict(
         costs.prices,
         costs.look,
         costs.observed,
         tokens=tokens,
-        envelope_tokens=round((cfg.preview_chars + ENVELOPE_FRAME_CHARS) * per_char),
+        envelope_tokens=envelope,
         is_error=result.is_error,
         page_tokens=round(min(chars, cfg.read_page_chars) * per_char),
         allowance=allowance(costs.observed, cfg.promise_tolerance),
         kind=costs.kind(result.tool),
         max_breach=cfg.promise_risk,
+        # Kept, it would be trimmed once stale where that pays back soon: the alternative.
+        trim_after=stale_trim_after(
+            costs.prices, costs.look, tokens - envelope, cfg.protect_rounds
+        ),
     )
     costs.verdicts[result.call_id] = verdict
     return verdict

@@ -31,7 +31,7 @@ from budget.policy._costs import (
     readbacks_per_need,
     spill_verdict,
 )
-from budget.policy._cut import LOOKBACK_BLOCKS, Item, best_cut, lookup_reach
+from budget.policy._cut import LOOKBACK_BLOCKS, Item, best_cut, lookup_reach, stale_trim_after
 from budget.policy._observed import MIN_CACHEABLE_PROMPT, ONE_HOUR_S, Observed
 from budget.policy._pricelist import ANTHROPIC, PriceList, price_list
 
@@ -64,4 +64,5 @@ __all__ = [
     "readback_cost",
     "readbacks_per_need",
     "spill_verdict",
+    "stale_trim_after",
 ]

@@ -390,6 +390,7 @@ def spill_verdict(
     allowance: float = math.inf,
     kind: tuple[int, int, int] = (0, 0, 0),
     max_breach: float = RISK,
+    trim_after: float = math.inf,
 ) -> Verdict:
     """Spill a fresh result (``tokens``) to its envelope, or keep it whole.
 
@@ -400,10 +401,12 @@ def spill_verdict(
     case is that read-back on the next request and then the end of the session, less the write
     spilling saves now: spilled only when :func:`allowance` (``allowance``) covers it, or when
     the chance of that read-back before the carried saving has paid the shortfall back is at
-    most ``max_breach`` (:data:`RISK` by default).
+    most ``max_breach`` (:data:`RISK` by default). Its carried saving runs until ``trim_after``
+    requests at most, when the staleness pass would trim it if kept
+    (:func:`budget.policy.stale_trim_after`; kept for good by default).
     """
     hidden = max(tokens - envelope_tokens, 0)
-    saving = hidden * (prices.new + prices.carry * look.requests)
+    saving = hidden * (prices.new + prices.carry * min(look.requests, trim_after))
     # The agent has seen none of it but the preview: when it needs it, it reads it from the
     # start, a page of the read-back tool at a time (the first page, at most all of it).
     chance = readback_chance(observed, fresh=True, is_error=is_error, kind=kind[:2])

@@ -3,7 +3,9 @@
 Every eligible result is a possible cut; a batch trims it and every eligible result after it
 (they are re-written anyway). Each cut is priced as :mod:`budget.policy._costs` prices every
 decision: the carried tokens saved over the requests still expected, the window risk removed,
-against the cache re-write and the read-back risk; the best positive one runs.
+against the cache re-write and the read-back risk; the best positive one runs. When the staleness
+pass would trim a result kept whole (:func:`stale_trim_after`) is what a spill at first sight is
+weighed against.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from budget.policy._costs import (
 )
 from budget.policy._observed import Observed
 
-__all__ = ["LOOKBACK_BLOCKS", "Item", "best_cut", "lookup_reach"]
+__all__ = ["LOOKBACK_BLOCKS", "Item", "best_cut", "lookup_reach", "stale_trim_after"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +64,25 @@ def lookup_reach(messages: Sequence[Any], before: Callable[[int], int]) -> int:
         if blocks > LOOKBACK_BLOCKS:
             return before(i + 1)
     return 0
+
+
+def stale_trim_after(prices: Prices, look: Outlook, hidden: float, rounds: int) -> float:
+    """Requests after which the staleness pass would trim a result kept whole, at the earliest:
+    once it has left the ``rounds`` protected rounds (a round a request), as soon as trimming it
+    alone pays back the re-write from its carried saving. Its re-write is what the session adds
+    over those rounds (``look.growth`` a request), written anew less the read a keep pays;
+    the saving ``hidden`` tokens at the carry price a request.
+
+    What a spill at first sight saves over keeping the result is carried only until then: from
+    that trim on both show a stub. Where trims pay back fast (a high read price, no cache at all)
+    that is soon after the protected rounds; at Claude's 0.1x it is far past the horizon. A
+    batch trims more than this one result and pays back sooner: the estimate errs late, on the
+    side of the spill (the rule before it: kept for good)."""
+    if hidden <= 0 or prices.carry <= 0:
+        return math.inf
+    keep = prices.carry if prices.regime == "uncached" else prices.read
+    rewrite = max(prices.new - keep, 0.0) * look.growth * rounds
+    return rounds + rewrite / (hidden * prices.carry)
 
 
 def best_cut(

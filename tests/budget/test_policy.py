@@ -30,6 +30,7 @@ from budget.policy import (
     readback_cost,
     readbacks_per_need,
     spill_verdict,
+    stale_trim_after,
 )
 from tests.strategies import conversation
 
@@ -203,6 +204,36 @@ def test_a_fresh_10k_token_result_is_spilled_and_a_3k_one_kept() -> None:
     )  # fmt: skip
     assert (small.choice, small.saving, small.readback_risk) == ("keep", 5_287.5, 5_875.0)
     assert small.net == pytest.approx(-587.5, abs=0.01)
+
+
+def test_a_kept_result_would_be_trimmed_once_stale_as_soon_as_that_pays_back() -> None:
+    """5 protected rounds, 5,000 tokens added a request, 3,000 hidden: at 1.25 / 0.1 trimming it
+    alone re-writes 1.15 x 25,000 = 28,750 for 300 a request, 95.83 requests after the 5; at
+    OpenAI's 1.0 / 0.5 (GPT-4o) 0.5 x 25,000 = 12,500 for 1,500: 8.33 after; without a cache
+    nothing is re-written: 5. Nothing hidden, or nothing carried: never."""
+    grows = Outlook(made=20, tokens=50_000, window=FAR, growth=5_000.0, requests=10.0)
+    gpt4o = Prices(write=1.0, read=0.5, ttl_s=300.0, regime="cached", explicit=False)
+    assert stale_trim_after(ANTHROPIC, grows, 3_000, 5) == pytest.approx(5 + 28_750 / 300)
+    assert stale_trim_after(gpt4o, grows, 3_000, 5) == pytest.approx(5 + 12_500 / 1_500)
+    assert stale_trim_after(NONE, grows, 3_000, 5) == 5.0
+    free = Prices(write=1.25, read=0.0, ttl_s=300.0, regime="cached", explicit=True)
+    assert stale_trim_after(ANTHROPIC, grows, 0, 5) == stale_trim_after(free, grows, 9, 5)
+    assert stale_trim_after(free, grows, 9, 5) == math.inf
+
+
+def test_a_spills_saving_is_carried_only_until_the_stale_trim() -> None:
+    """The 10,000-token result above, kept, would be trimmed after 3 requests: its spill saves
+    9,350 x (1.25 + 0.1 x 3) = 14,492.5 (not 21,037.5 over all 10); the read-back risk is the
+    same 8,125: net 6,367.5, still a spill. After 1 request: 9,350 x 1.35 = 12,622.5."""
+    kw: dict[str, Any] = {
+        "tokens": 10_000, "envelope_tokens": 650, "is_error": False, "page_tokens": 5_000,
+    }  # fmt: skip
+    soon = spill_verdict(ANTHROPIC, look(10), Observed(), trim_after=3.0, **kw)
+    assert soon.saving == pytest.approx(14_492.5) and soon.readback_risk == 8_125.0
+    assert soon.choice == "spill" and soon.net == pytest.approx(6_367.5, abs=0.01)
+    sooner = spill_verdict(ANTHROPIC, look(10), Observed(), trim_after=1.0, **kw)
+    assert sooner.saving == pytest.approx(12_622.5)
+    assert spill_verdict(ANTHROPIC, look(10), Observed(), **kw).saving == 21_037.5
 
 
 def test_a_spill_is_kept_until_the_bank_or_the_sessions_age_covers_its_read_back() -> None:

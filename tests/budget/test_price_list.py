@@ -167,3 +167,25 @@ def test_a_pause_of_minutes_is_no_cold_cache_when_the_writes_live_an_hour(tmp_pa
             req = session.prepare(msgs, usage=_usage(20_000, one_hour), now=600)
             reasons[name] = req.report.staleness_reason if req.report.staleness_ran else None
     assert reasons == {"5m": "cold_cache", "1h": None}
+
+
+def test_a_session_spills_for_the_requests_until_the_stale_trim(tmp_path: Path) -> None:
+    """A result kept whole would be trimmed once it leaves the protected rounds, as soon as that
+    pays back (``stale_trim_after``): after 30 rounds of short outputs, one of 9,960 characters
+    is priced as carried for fewer requests than the session expects to make, and for fewer
+    still at GPT-4o's 0.5x reads than at Claude's 0.1x (its re-write pays back sooner)."""
+    text = "".join(f"{i:05d} " + "y" * 53 + "\n" for i in range(166))
+    msgs = conversation([[f"ok {r} " + "z" * 400] for r in range(30)] + [[text]])
+    carried = {}
+    for model in ("gpt-4o", "claude-sonnet-4-5"):
+        with Budget.open(tmp_path / model, BudgetConfig(fsync=False, model=model)) as session:
+            for end in range(3, len(msgs) + 1, 2):
+                req = session.prepare(msgs[:end], now=float(end))
+        verdict = next(d.cost for d in req.report.decisions if d.call_id == "call_30_0")
+        assert verdict is not None and verdict.reclaim_tokens > 0
+        listed = price_list(model)
+        # saving = hidden x (write + read x requests carried): the requests carried.
+        n = (verdict.saving / verdict.reclaim_tokens - listed.write) / listed.read
+        carried[model] = n
+        assert 5 < n < verdict.expected_requests
+    assert carried["gpt-4o"] < carried["claude-sonnet-4-5"]
