@@ -24,8 +24,9 @@ OpenAI (:data:`OPENAI_READ_PRICE`)
     OpenAI docs, "Prompt caching" (developers.openai.com/api/docs/guides/prompt-caching, June
     2026): automatic for prompts of 1,024 tokens or more, cache hits in 128-token increments, no
     write surcharge. Cached-input price by family (OpenAI pricing page, as tabulated in the
-    adk-model crate 0.6.0, src/openai/pricing.rs, March 2026): GPT-5 family 0.1x, GPT-4.1 family
-    0.25x, GPT-4o and o-series 0.5x.
+    adk-model crate 0.6.0, src/openai/pricing.rs, March 2026; o3 and o4-mini as priced since June
+    2025, $2.00 / $0.50 and $1.10 / $0.275): GPT-5 family 0.1x, GPT-4.1, o3 and o4-mini 0.25x,
+    GPT-4o, o1 and o3-mini 0.5x.
 
 Google Gemini (:data:`GEMINI_MIN_TOKENS`)
     Gemini API docs, "Context caching", implicit caching (ai.google.dev/gemini-api/docs/caching,
@@ -88,9 +89,10 @@ OPENAI_READ_PRICE: tuple[tuple[str, float], ...] = (
     ("gpt-5", 0.1),
     ("gpt-4.1", 0.25),
     ("gpt-4o", 0.5),
+    ("o3-mini", 0.5),
     ("o1", 0.5),
-    ("o3", 0.5),
-    ("o4", 0.5),
+    ("o3", 0.25),
+    ("o4", 0.25),
 )
 """(model-name fragment, cache-read price as a multiple of the input price); 0.5 otherwise."""
 

@@ -367,13 +367,19 @@ def replay_trace(
 
 
 def reported_usage(
-    trace: Trace, i: int, last: CacheResult | None, *, one_hour: bool = False
+    trace: Trace,
+    i: int,
+    last: CacheResult | None,
+    *,
+    one_hour: bool = False,
+    window: int | None = None,
 ) -> Usage | None:
     """The usage a strategy is told before request ``i``: what the provider would have reported
     for the copy the strategy itself sent for request ``i - 1`` (``last``, the cache simulation's
     figures of it), with the recorded answer's output tokens; None where the recording has no
     usage for that request (its agent had none to pass) or there is no request before.
     ``one_hour``: the trace is replayed with 1-hour entries (its writes are reported as such).
+    A copy larger than ``window`` was refused by the provider: no usage came for it.
 
     The recorded usage measures the recorded agent's own prompt: a strategy that sent less, or
     cached otherwise, would never have seen it, and a strategy that learns from its usage (its
@@ -384,6 +390,8 @@ def reported_usage(
     recorded = trace.requests[i - 1].usage if i else None
     if recorded is None or last is None:
         return recorded
+    if window is not None and last.input_tokens > window:
+        return None
     if trace.provider == "anthropic":
         written = last.written_tokens
         return Usage(
@@ -445,7 +453,7 @@ def _replay(  # noqa: PLR0915 (one pass over the requests measures every figure)
         request = trace.requests[i]
         history = trace.request_messages(i)
         n = len(history)
-        usage = reported_usage(trace, i, result, one_hour=one_hour)
+        usage = reported_usage(trace, i, result, one_hour=one_hour, window=window)
         started = time.perf_counter()
         out = session.prepare(history, usage=usage, now=times[i])
         spent.append(time.perf_counter() - started)

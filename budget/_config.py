@@ -131,13 +131,14 @@ class BudgetConfig(BaseSettings):
     cache_write_price: Annotated[float, Field(gt=0)] | None = None
     """A cache write, x the base input price. None: the published price of ``model``
     (``budget.policy.price_list``: Anthropic's 1.25 for 5-minute writes, 1.0 for OpenAI's and
-    Google's automatic caching), Anthropic's when the model is not known. Once the usage shows
+    Google's automatic caching), Anthropic's when the model is not known. A price set here sets
+    the 1-hour write's in the list's proportion (Anthropic's 1.25 : 2). Once the usage shows
     cache reads but never a write (automatic caching) the cost policy prices writes at the base
     price instead."""
     cache_read_price: Annotated[float, Field(ge=0)] | None = None
     """A cache read, x the base input price. None: the published price of ``model``
-    (``budget.policy.price_list``: Claude 0.1, GPT-5 0.1, GPT-4.1 0.25, GPT-4o and o-series 0.5,
-    Gemini 2.5 and newer 0.1), Anthropic's 0.1 when the model is not known."""
+    (``budget.policy.price_list``: Claude 0.1, GPT-5 0.1, GPT-4.1, o3 and o4-mini 0.25, GPT-4o,
+    o1 and o3-mini 0.5, Gemini 2.5 and newer 0.1), Anthropic's 0.1 when the model is not known."""
     promise_tolerance: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0.005
     """What a session may be billed above sending everything, as a share of its bill: a decision
     that can lose is taken when the savings banked plus this share cover its worst case, or when

@@ -21,8 +21,8 @@ The model, request by request:
    and the trace's later messages are appended to it (the compaction is destructive: nothing is
    recoverable).
 
-Deviations: tokens are the library's estimate, not the last usage plus an estimate (the replay's
-recorded usage is the original agent's, not this strategy's); the extractive summarizer never
+Deviations: tokens are the library's estimate, not the last usage plus an estimate (the usage
+the replay reports is of this strategy's own copies now, but this peer keeps its estimate); the extractive summarizer never
 fails, so the breaker never opens; session-memory compaction, microcompact and the multi-level
 percentage thresholds of some builds are not modelled; Claude Code's tool-result budget is the
 ``claude-code`` strategy's, not applied here (this one is compaction alone).

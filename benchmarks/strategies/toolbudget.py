@@ -2,8 +2,9 @@
 
 Each trace gets its own session directory under the replay's ``workdir`` (a real
 :class:`spill.LocalStore`: bodies and the decision log on disk, with the default ``fsync``), so the
-time per request includes what an agent would pay. The replay passes the recorded usage of the
-previous request as the usage anchor and the request's time as ``now``.
+time per request includes what an agent would pay. The replay passes the usage of the session's
+own previous copy (:func:`benchmarks.replay.reported_usage`) as the usage anchor and the
+request's time as ``now``.
 
 ``recover(call_id)`` reads back through the decision's ref with :meth:`Budget.read`, the same path
 the read-back tool uses.
@@ -27,11 +28,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks.pricing import rules_for
+from benchmarks.pricing import family_of, rules_for
 from benchmarks.strategies._base import Declaration, Messages, SideCall
 from benchmarks.trace import Trace, Usage
 from budget import Budget, BudgetConfig, Report, summarizers
 from budget.compaction._transcript import render_transcript
+from budget.policy import price_list
 from spill import LocalStore
 
 __all__ = [
@@ -49,8 +51,9 @@ SHOWN_DIR = "/home/user/.toolbudget/sessions/session"
 ``shown_dir`` so that runs are byte-identical wherever the replay's ``workdir`` is)."""
 
 
-def usage_dict(usage: Usage) -> dict[str, int]:
-    """A recorded usage in the Anthropic shape ``Budget.prepare`` reads (input excludes cache)."""
+def usage_dict(usage: Usage) -> dict[str, Any]:
+    """A usage in the Anthropic shape ``Budget.prepare`` reads (input excludes the cache; the
+    writes split by lifetime in ``cache_creation`` when some were made for an hour)."""
     return usage.as_anthropic()
 
 
@@ -196,18 +199,22 @@ def _configure_compact(*, read_tool: bool = False, **overrides: Any) -> Toolbudg
 def _open(settings: ToolbudgetSettings, trace: Trace, workdir: Path) -> ToolbudgetSession:
     """A Budget session in ``workdir/session``, told the trace's model as an adopter would
     (it picks the tokenizer family of the estimates and the published cache prices; the window
-    stays as configured). A trace whose model is not known is billed at its provider's
-    prices (:func:`benchmarks.pricing.rules_for`): an adopter knows what their provider charges,
-    and sets them (``cache_read_price``, ``cache_write_price``) where the library cannot tell."""
+    stays as configured). Where the library's price list does not know the model (no model, or
+    one it does not list) the trace is billed at its provider's prices
+    (:func:`benchmarks.pricing.rules_for`), and the session is given them where the settings
+    leave them open: an adopter knows what their provider charges, and sets it
+    (``cache_read_price``, ``cache_write_price``) where the library cannot tell."""
     config = settings.budget
     if config.model is None and trace.model:
         config = config.model_copy(update={"model": trace.model})
-    elif config.model is None and config.cache_read_price is None:
+    if not price_list(config.model).known:
         rules = rules_for(trace)
-        write = rules.write_price if trace.provider == "anthropic" else 1.0
-        config = config.model_copy(
-            update={"cache_read_price": rules.read_price, "cache_write_price": write}
-        )
+        billed = {
+            "cache_read_price": rules.read_price,
+            "cache_write_price": rules.write_price if family_of(trace) == "anthropic" else 1.0,
+        }
+        unset = {k: v for k, v in billed.items() if getattr(config, k) is None}
+        config = config.model_copy(update=unset)
     summarizer = RecordingSummarizer() if settings.compact else None
     return ToolbudgetSession(
         config,

@@ -33,10 +33,10 @@ from budget.policy._costs import (
 )
 from budget.policy._cut import LOOKBACK_BLOCKS, Item, best_cut, lookup_reach, stale_trim_after
 from budget.policy._observed import MIN_CACHEABLE_PROMPT, ONE_HOUR_S, Observed
-from budget.policy._pricelist import ANTHROPIC, PriceList, price_list
+from budget.policy._pricelist import ANTHROPIC_PRICES, PriceList, price_list
 
 __all__ = [
-    "ANTHROPIC",
+    "ANTHROPIC_PRICES",
     "LOOKBACK_BLOCKS",
     "MIN_CACHEABLE_PROMPT",
     "NO_CACHE_AFTER",

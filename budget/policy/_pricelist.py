@@ -6,7 +6,8 @@ how fast hiding it pays back: GPT-4o's cached input costs five times Claude's (0
 of the base price). A session told its model (``BudgetConfig.model``; the proxy tells it the
 request's) prices with that model's list; one that is not is priced with Anthropic's (writes
 1.25x, reads 0.1x), the careful side: a read price taken too low only leaves a saving unclaimed,
-one taken too high would trim what does not pay back.
+one taken too high would trim what does not pay back. A caller's own prices win; a caller's
+write price sets the 1-hour one in the list's proportion (Anthropic's 1.25 : 2).
 
 Sources (checked 2026-12-07; the benchmark's cache rules cite the same, ``benchmarks/pricing.py``):
 
@@ -17,8 +18,10 @@ Anthropic
 OpenAI
     OpenAI docs, "Prompt caching" (developers.openai.com/api/docs/guides/prompt-caching, June
     2026): automatic, no write surcharge. Cached input by family (OpenAI pricing page, as
-    tabulated in the adk-model crate 0.6.0, src/openai/pricing.rs, March 2026): GPT-5 family
-    0.1x, GPT-4.1 family 0.25x, GPT-4o and o-series 0.5x.
+    tabulated in the adk-model crate 0.6.0, src/openai/pricing.rs, March 2026; o3 and o4-mini
+    as priced since June 2025: $2.00 / $0.50 and $1.10 / $0.275 a million input tokens): GPT-5
+    family 0.1x, GPT-4.1, o3 and o4-mini 0.25x, GPT-4o, o1 and o3-mini 0.5x. Another OpenAI model
+    caches automatically too, at a price not listed here: 0.1x, the careful side.
 Google
     Gemini API docs, "Context caching", implicit caching (ai.google.dev/gemini-api/docs/caching,
     2026-05-07): automatic, no write surcharge; cached tokens 10% of the input price for Gemini
@@ -29,7 +32,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["ANTHROPIC", "PriceList", "price_list"]
+__all__ = ["ANTHROPIC_PRICES", "PriceList", "price_list"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +49,9 @@ class PriceList:
     """Explicit breakpoints (Anthropic), not automatic prefix caching (OpenAI, Google)."""
     source: str
     """Whose list, and why (the family and the fragment of the model name that matched)."""
+    known: bool = True
+    """Whether the model's own price was found (False: its family's careful default, or
+    Anthropic's for a model whose maker the name does not tell)."""
 
     def bill(self, uncached: int, read: int, written: int, written_1h: int = 0) -> float:
         """A usage's billed tokens at these prices (``written_1h`` of ``written`` for an hour)."""
@@ -57,8 +63,8 @@ class PriceList:
         )
 
 
-ANTHROPIC = PriceList(1.25, 0.1, 2.0, explicit=True, source="anthropic")
-"""Anthropic's list: every Claude model, and any session whose model is not known."""
+ANTHROPIC_PRICES = PriceList(1.25, 0.1, 2.0, explicit=True, source="anthropic")
+"""Anthropic's list: every Claude model (and, ``known`` False, any model not recognised)."""
 
 OPENAI_READ: tuple[tuple[str, float], ...] = (
     ("gpt-5", 0.1),
@@ -67,8 +73,13 @@ OPENAI_READ: tuple[tuple[str, float], ...] = (
 )
 """(model-name fragment, cached-input price); the first fragment found wins."""
 
-OPENAI_REASONING: tuple[str, ...] = ("o1", "o3", "o4")
-"""The o-series (a model name starting with one of these, after any router prefix): 0.5x."""
+OPENAI_REASONING: tuple[tuple[str, float], ...] = (
+    ("o3-mini", 0.5),
+    ("o1", 0.5),
+    ("o3", 0.25),
+    ("o4", 0.25),
+)
+"""(start of the model name after any router prefix, cached-input price); the first wins."""
 
 GEMINI_READ: tuple[tuple[str, float], ...] = (
     ("gemini-2.0", 0.25),
@@ -83,31 +94,36 @@ def price_list(
 ) -> PriceList:
     """The prompt-cache prices of ``model`` (a name as its API or a router spells it, e.g.
     ``claude-sonnet-4-5``, ``openai/gpt-4o-mini``, ``google/gemini-2.5-pro``): its maker's list
-    when the name tells which, Anthropic's (:data:`ANTHROPIC`) otherwise; ``write`` and ``read``,
-    where given, are the caller's own prices and replace the list's."""
+    when the name tells which, Anthropic's (:data:`ANTHROPIC_PRICES`) otherwise; ``write`` and
+    ``read``, where given, are the caller's own prices and replace the list's (the 1-hour write
+    then in the list's proportion to its write)."""
     listed = _listed(model)
     if write is None and read is None:
         return listed
-    # The caller's write price is theirs for every write: they know what their entries cost.
     return PriceList(
         listed.write if write is None else write,
         listed.read if read is None else read,
-        listed.write_long if write is None else write,
+        listed.write_long if write is None else write * listed.write_long / listed.write,
         explicit=listed.explicit,
         source=f"{listed.source}, the caller's prices",
+        known=listed.known,
     )
 
 
 def _listed(model: str | None) -> PriceList:
     name = (model or "").lower()
-    if not name or "claude" in name:
-        return ANTHROPIC
+    if "claude" in name:
+        return ANTHROPIC_PRICES
     if "gemini" in name:
-        read = next(r for frag, r in GEMINI_READ if frag in name)
-        return PriceList(1.0, read, 1.0, explicit=False, source=f"google {name}")
+        frag, read = next((f, r) for f, r in GEMINI_READ if f in name)
+        return PriceList(1.0, read, 1.0, explicit=False, source=f"google {frag}")
     for frag, read in OPENAI_READ:
         if frag in name:
             return PriceList(1.0, read, 1.0, explicit=False, source=f"openai {frag}")
-    if name.rsplit("/", 1)[-1].startswith(OPENAI_REASONING):
-        return PriceList(1.0, 0.5, 1.0, explicit=False, source="openai o-series")
-    return ANTHROPIC
+    last = name.rsplit("/", 1)[-1]
+    for start, read in OPENAI_REASONING:
+        if last.startswith(start):
+            return PriceList(1.0, read, 1.0, explicit=False, source=f"openai {start}")
+    if "gpt" in name:
+        return PriceList(1.0, 0.1, 1.0, explicit=False, source="openai, not listed", known=False)
+    return PriceList(1.25, 0.1, 2.0, explicit=True, source="not known: anthropic", known=False)

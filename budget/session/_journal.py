@@ -1,8 +1,9 @@
 """The session's durable record: the decision log it appends to and restores from, its metadata.
 
-Every append ends with a request or overflow record, which closes the records before it; what a
-crash cut off after the last closing record is left to the retry (``void`` withdraws what the
-retry did not make again). Each record gets a sequence number once, when first queued.
+A request's append ends with its request or overflow record, which closes the records before it;
+what a crash cut off after the last closing record is left to the retry (``void`` withdraws what
+the retry did not make again). A fact (a read-back the host noted) is appended on its own and
+closed by the next request's record. Each record gets a sequence number once, when first queued.
 """
 
 from __future__ import annotations
@@ -106,7 +107,9 @@ class Journal:
         resumed session shows what this one showed. Until then the decisions live in memory.
         """
         pending = [*self._unlogged, *records]
-        if self._tail:
+        # The retry of the request a crash cut off settles its tail: not a fact appended before
+        # it (a note), which would withdraw decisions the retry then writes again.
+        if self._tail and any(r.get("t") in ("req", "ovf") for r in pending):
             pending = self._settle_tail(pending)
         # Every record gets its sequence number once, when first queued: a record that may
         # legitimately repeat (a second overflow streak, a retry's request record) stays a

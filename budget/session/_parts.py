@@ -14,7 +14,7 @@ from budget._config import BudgetConfig
 from budget._ledger import Ledger
 from budget._log import Events
 from budget.compaction._compactor import Compactor
-from budget.policy import ANTHROPIC, PriceList, price_list
+from budget.policy import ANTHROPIC_PRICES, PriceList, price_list
 from budget.session._bodies import Bodies
 from budget.session._candidates import Candidates
 from budget.session._copies import Copies
@@ -61,7 +61,7 @@ class Parts:
     """The kept results' quotable lines and those found needed (read-back evidence)."""
     reactive: Reactive = field(default_factory=Reactive)
     """The reactive compaction schedule the log left (for compaction's turn)."""
-    prices: PriceList = ANTHROPIC
+    prices: PriceList = ANTHROPIC_PRICES
     """The prompt-cache prices the cost policy and the bill use: the caller's, else the
     model's published ones (``budget.policy.price_list``)."""
 

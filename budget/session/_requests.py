@@ -188,8 +188,12 @@ class Requests:
         last request, before a crash, counts after the restart too)."""
         with self.lock:
             self.check_open()
-            self.parts.tally.note(ref)
+            tally = self.parts.tally
+            tally.check_ref(ref)
+            # Logged first: a note another writer's lock refused (SessionLocked) is not counted
+            # here, so a host that notes it again counts it once.
             self.parts.journal.append([{"t": NOTE, "ref": ref}])
+            tally.note(ref)
 
     def overflow(self, error: object) -> None:
         """``on_overflow`` for a prompt-too-long ``error`` (or None): log it, budget harder."""

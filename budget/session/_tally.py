@@ -83,10 +83,15 @@ class Tally:
             self.readback_ids.update(cid for cid, _ in named)
             self.readback_refs.update(ref for _, ref in named)
 
-    def note(self, ref: str | None) -> None:
-        """Count one read-back the host reported, of the result ``ref`` (None: unnamed)."""
+    @staticmethod
+    def check_ref(ref: object) -> None:
+        """Raise InputError unless ``ref`` names a result (a non-empty string) or is None."""
         if ref is not None and (not isinstance(ref, str) or not ref):
             raise InputError(f"ref must be a hidden result's ref (a string), not {ref!r:.80}")
+
+    def note(self, ref: str | None) -> None:
+        """Count one read-back the host reported, of the result ``ref`` (None: unnamed)."""
+        self.check_ref(ref)
         self.noted += 1
         if ref is None:
             self.noted_anonymous += 1

@@ -450,3 +450,24 @@ def test_a_trace_replayed_with_one_hour_entries_reports_its_writes_as_such(tmp_p
     }
     assert all(u.cache_write_1h_tokens == 0 for u in told["5m"])
     assert "cache_creation" not in told["5m"][0].as_anthropic()
+
+
+def test_no_usage_is_told_after_a_copy_the_window_refused(tmp_path: Path) -> None:
+    """A copy larger than the window was refused by the provider: the strategy is told no usage
+    for it, and the usage of every copy that fitted."""
+    trace = build([900, 40, 1200, 30])
+    strategy = _Usages()
+    copies: list[Messages] = []
+    replay_trace(
+        trace, strategy, tmp_path, count=strchars, rules=OPEN, window=1_000,
+        on_request=lambda i, s, out: copies.append(out),
+    )  # fmt: skip
+    segmenter, sim = Segmenter(strchars), CacheSim("anthropic", OPEN)
+    sizes = [
+        sim.feed(segmenter.segments(c, system=trace.system), None).input_tokens for c in copies
+    ]
+    over = [size > 1_000 for size in sizes]
+    assert any(over) and not all(over)
+    for i in range(1, len(copies)):
+        if trace.requests[i - 1].usage is not None:
+            assert (strategy.told[i] is None) == over[i - 1]

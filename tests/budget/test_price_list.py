@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from budget import Budget, BudgetConfig
-from budget.policy import ANTHROPIC, PriceList, price_list
+from budget.policy import ANTHROPIC_PRICES, PriceList, price_list
 from tests.strategies import conversation
 
 
@@ -25,7 +25,10 @@ from tests.strategies import conversation
         ("openai/gpt-4o-mini", 1.0, 0.5, False),
         ("gpt-4o-2024-08-06", 1.0, 0.5, False),
         ("o3-mini", 1.0, 0.5, False),
-        ("openrouter/o4-mini", 1.0, 0.5, False),
+        ("o1-preview", 1.0, 0.5, False),
+        ("o3", 1.0, 0.25, False),
+        ("openrouter/o4-mini", 1.0, 0.25, False),
+        ("openai/o4-mini-high", 1.0, 0.25, False),
         ("google/gemini-3-pro-preview", 1.0, 0.1, False),
         ("gemini-2.5-flash", 1.0, 0.1, False),
         ("gemini-2.0-flash", 1.0, 0.25, False),
@@ -45,18 +48,27 @@ def test_each_makers_list_by_model_name(
 def test_a_model_whose_maker_the_name_does_not_tell_is_priced_as_anthropic(
     model: str | None,
 ) -> None:
-    """Unknown: Anthropic's list, the careful side (a read price taken too low leaves a saving
-    unclaimed; one taken too high would trim what never pays back)."""
-    assert price_list(model) is ANTHROPIC
+    """Unknown: Anthropic's prices, the careful side (a read price taken too low leaves a saving
+    unclaimed; one taken too high would trim what never pays back), marked as not known; an
+    unlisted OpenAI model caches automatically at the careful 0.1x."""
+    got = price_list(model)
+    assert (got.write, got.read, got.write_long, got.explicit) == (1.25, 0.1, 2.0, True)
+    assert not got.known and ANTHROPIC_PRICES.known
+    other = price_list("gpt-3.5-turbo")
+    assert (other.write, other.read, other.explicit, other.known) == (1.0, 0.1, False, False)
 
 
 def test_the_callers_prices_replace_the_lists() -> None:
-    """A write or read price the caller set wins over the list; the other stays the list's."""
+    """A write or read price the caller set wins over the list; the other stays the list's; a
+    write price sets the 1-hour write in the list's proportion."""
     assert price_list("gpt-4o", read=0.1) == PriceList(
         1.0, 0.1, 1.0, explicit=False, source="openai gpt-4o, the caller's prices"
     )
     assert price_list(None, write=2.0).write == 2.0
     assert price_list(None, write=2.0).read == 0.1
+    # The 1-hour write in the list's proportion: 1.25 stays 2.0 (the old default written out).
+    assert price_list("claude-opus-4-7", write=1.25).write_long == 2.0
+    assert price_list("claude-opus-4-7", write=2.5).write_long == 4.0
 
 
 def _saving_per_hidden_token(tmp_path: Path, **cfg: Any) -> tuple[float, float]:

@@ -414,6 +414,43 @@ def test_a_request_cut_off_mid_append_is_made_again_the_same_way(tmp_path: Path,
     assert not [e for e in logs if e["event"] == "toolbudget.log.tail_dropped"]
 
 
+def _bare(line: bytes) -> dict[str, Any]:
+    """A log line's record without its sequence number and checksum fields."""
+    return {k: v for k, v in json.loads(line).items() if k not in ("s", "crc", "v")}
+
+
+def test_a_note_before_the_retry_leaves_the_cut_off_tail_to_it(tmp_path: Path) -> None:
+    """A read-back the host notes after the restart, before the cut-off request is made again,
+    is appended on its own and settles nothing: the retry still finds its logged trims in the
+    tail and writes none of those it makes again a second time (withdrawing only one it now
+    makes otherwise: the note changed the read-back rate), and shows the copies of a session
+    that never stopped and noted the same read-back at the same point."""
+    path, msgs, steps = cut_off(tmp_path, 3)
+    with Budget.open(tmp_path / "ref", FAST) as ref:
+        for s in steps[:13]:
+            ref.prepare(msgs[: s.length], usage=s.usage, now=s.now)
+        ref.note_readback()
+        expected = [
+            digest(ref.prepare(msgs[: s.length], usage=s.usage, now=s.now).messages)
+            for s in steps[13:16]
+        ]
+    with capture_logs(), Budget.open(path, FAST) as b:
+        b.note_readback()
+        got = [
+            digest(b.prepare(msgs[: s.length], usage=s.usage, now=s.now).messages)
+            for s in steps[13:16]
+        ]
+    assert got == expected
+    lines = (path / "decisions.jsonl").read_bytes().splitlines()
+    torn = next(k for k, line in enumerate(lines) if not line.endswith(b"}"))
+    bare = [_bare(x) for x in lines[torn - 3 : torn]]
+    after = [_bare(x) for x in lines[torn + 1 :]]
+    assert all(r["t"] == "d" for r in bare) and after[0] == {"t": "rb", "ref": None}
+    assert not [r for r in bare if r in after]  # no tail decision written twice
+    voided = [i for r in after if r["t"] == "void" for i in r["ids"]]
+    assert len(voided) < len(bare)
+
+
 def test_cut_off_decisions_the_retry_does_not_make_are_withdrawn(tmp_path: Path) -> None:
     """When the retry runs warm (no batch), the trims the cut-off attempt logged are withdrawn
     by a void record: no later resume shows them (they would have been closed by the retry's
