@@ -218,6 +218,9 @@ def first_byte(
     """Time to the first and the last streamed byte, direct and proxied (and through the proxy
     at ``against``, in the same loop), over a conversation."""
     history = conversation(rounds, tag="ttfb")
+    # The control's own conversation: each of its calls is a new round for the proxy, as the
+    # streamed one's is (the streamed call's history sent again would be budgeted as a retry).
+    control = conversation(rounds, tag="ttfb-control")
     sides = [("direct", direct), ("proxy", proxy)]
     if against is not None:
         sides.append(("against", against))
@@ -231,7 +234,7 @@ def first_byte(
             first, last = _first_byte(client, url, body, delay)
             firsts[side].append(first)
             lasts[side].append(last)
-            paused[side].append(_after_pause(client, url, _body(history[:upto]), delay))
+            paused[side].append(_after_pause(client, url, _body(control[:upto]), delay))
     return {
         "rounds": rounds,
         "chunk_delay_ms": _ms(delay),
@@ -243,7 +246,7 @@ def first_byte(
 
 
 def _after_pause(client: httpx.Client, url: str, body: bytes, delay: float) -> float:
-    """A non-streamed call of the same conversation after the machine sat idle as long as a
+    """A non-streamed call of a conversation as long after the machine sat idle as long as a
     stream's pause between events (and as long again after it, so the next streamed call starts
     from the same idle as the others): the first byte's control. A call after an idle pause pays
     for every process and thread waking up again, ~0.7 ms more direct and ~0.8 ms more through
