@@ -64,7 +64,7 @@ class PriceList:
 
 
 ANTHROPIC_PRICES = PriceList(1.25, 0.1, 2.0, explicit=True, source="anthropic")
-"""Anthropic's list: every Claude model (and, ``known`` False, any model not recognised)."""
+"""Anthropic's list: every Claude model (a model not recognised is priced alike, ``known`` False)."""
 
 OPENAI_READ: tuple[tuple[str, float], ...] = (
     ("gpt-5", 0.1),
