@@ -30,7 +30,7 @@ Google
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 __all__ = ["ANTHROPIC_PRICES", "PriceList", "price_list"]
 
@@ -65,6 +65,9 @@ class PriceList:
 
 ANTHROPIC_PRICES = PriceList(1.25, 0.1, 2.0, explicit=True, source="anthropic")
 """Anthropic's list: every Claude model (a model not recognised is priced alike, ``known`` False)."""
+
+UNKNOWN = replace(ANTHROPIC_PRICES, source="not known: anthropic", known=False)
+"""A model whose maker the name does not tell: Anthropic's prices, the careful side."""
 
 OPENAI_READ: tuple[tuple[str, float], ...] = (
     ("gpt-5", 0.1),
@@ -126,4 +129,4 @@ def _listed(model: str | None) -> PriceList:
             return PriceList(1.0, read, 1.0, explicit=False, source=f"openai {start}")
     if "gpt" in name:
         return PriceList(1.0, 0.1, 1.0, explicit=False, source="openai, not listed", known=False)
-    return PriceList(1.25, 0.1, 2.0, explicit=True, source="not known: anthropic", known=False)
+    return UNKNOWN

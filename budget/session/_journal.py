@@ -19,6 +19,7 @@ from budget.compaction._compactor import Compactor
 from budget.compaction._resumed import FAILED
 from budget.policy import Observed
 from budget.session._records import (
+    CLOSING,
     NOTE,
     KeptEvidence,
     Noted,
@@ -109,7 +110,7 @@ class Journal:
         pending = [*self._unlogged, *records]
         # The retry of the request a crash cut off settles its tail: not a fact appended before
         # it (a note), which would withdraw decisions the retry then writes again.
-        if self._tail and any(r.get("t") in ("req", "ovf") for r in pending):
+        if self._tail and any(r.get("t") in CLOSING for r in pending):
             pending = self._settle_tail(pending)
         # Every record gets its sequence number once, when first queued: a record that may
         # legitimately repeat (a second overflow streak, a retry's request record) stays a

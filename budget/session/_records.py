@@ -13,6 +13,7 @@ from budget._errors import InputError
 from budget.policy import Observed
 
 __all__ = [
+    "CLOSING",
     "NOTE",
     "KeptEvidence",
     "closed_records",
@@ -31,6 +32,11 @@ __all__ = [
 ]
 
 
+CLOSING = ("req", "ovf")
+"""The record kinds that close the records before them: a request's and an overflow's (what a
+crash cut off after the last of them is left to the retry)."""
+
+
 def split_log(
     log: list[dict[str, Any]],
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
@@ -44,7 +50,7 @@ def split_log(
         return records, [rec for rec in records if rec.get("t") == "d"], unclosed
     # Nothing withdrawn (nearly every log): the records up to the last closing one.
     end = len(log)
-    while end and kinds[end - 1] not in ("req", "ovf"):
+    while end and kinds[end - 1] not in CLOSING:
         end -= 1
     records = log[:end]
     decisions = [rec for rec, kind in zip(records, kinds, strict=False) if kind == "d"]
@@ -84,7 +90,7 @@ def closed_records(
                 unclosed = [r for r in unclosed if r.get("t") != "d" or r.get("id") not in ids]
             continue
         unclosed.append(rec)
-        if kind in ("req", "ovf"):  # a tuple: any value compares, even an unhashable one
+        if kind in CLOSING:  # a tuple: any value compares, even an unhashable one
             records += unclosed
             unclosed = []
     return records, unclosed

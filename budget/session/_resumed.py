@@ -26,6 +26,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from budget.session._records import CLOSING
 from budget.tokens._calibration import Anchor
 from budget.tokens._usage import ProviderUsage
 
@@ -85,7 +86,7 @@ def reactive_of(records: Sequence[Mapping[str, Any]]) -> Reactive:
     due: bool | None = None
     for rec in reversed(records):
         kind = rec.get("t")
-        if kind not in ("req", "ovf"):
+        if kind not in CLOSING:
             continue
         scheduled = kind == "ovf" and rec.get("rc") is True
         if due is None:
