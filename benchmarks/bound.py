@@ -32,7 +32,7 @@ from collections.abc import Callable
 from typing import Any
 
 from benchmarks.cache import CacheRules, Segmenter
-from benchmarks.pricing import rules_for
+from benchmarks.pricing import billed_write_price, rules_for
 from benchmarks.strategies._common import result_text, tool_use_ids
 from benchmarks.trace import Trace
 from budget import BudgetConfig
@@ -76,7 +76,7 @@ def bound_billed(
 ) -> float:
     """The bound's billed tokens (base-price equivalents) on ``trace``."""
     rules = rules if rules is not None else rules_for(trace)
-    write = rules.write_price if trace.provider == "anthropic" else 1.0
+    write = billed_write_price(trace, rules)
     starts, round_of = _rounds(trace)
     header = (
         Segmenter(count)

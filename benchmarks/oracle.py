@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.cache import CacheRules, Segmenter
-from benchmarks.pricing import rules_for
+from benchmarks.pricing import billed_write_price, rules_for
 from benchmarks.readbacks import PAGE_CHARS, Quotes, quotable_lines
 from benchmarks.replay import Replay, replay_trace
 from benchmarks.strategies._base import Messages
@@ -422,7 +422,7 @@ def plan_trace(
     if not ends:
         return OraclePlan()
     cold = _cold(trace, rules)
-    write = rules.write_price if trace.provider == "anthropic" else 1.0
+    write = billed_write_price(trace, rules)
     read = rules.read_price if rules.enabled else 1.0
     write = write if rules.enabled else 1.0
     messages = list(trace.messages)

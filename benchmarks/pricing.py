@@ -68,6 +68,7 @@ __all__ = [
     "OPENAI_READ_PRICE",
     "OUTPUT_PRICE",
     "Pricing",
+    "billed_write_price",
     "family_of",
     "output_price",
     "pricing_for",
@@ -201,6 +202,13 @@ def pricing_for(trace: Trace) -> Pricing:
 def rules_for(trace: Trace) -> CacheRules:
     """The :class:`CacheRules` of ``trace`` (see :func:`pricing_for`)."""
     return pricing_for(trace).rules
+
+
+def billed_write_price(trace: Trace, rules: CacheRules) -> float:
+    """What a cache write of ``trace`` is billed at: ``rules``' write price on Anthropic's API
+    (explicit writes), the base price on OpenAI's and Google's (automatic caching bills no
+    write surcharge), as the cache simulation of its provider bills it."""
+    return rules.write_price if trace.provider == "anthropic" else 1.0
 
 
 def output_price(trace: Trace) -> float:

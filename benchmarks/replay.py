@@ -56,7 +56,7 @@ from benchmarks._count import Counter as TokenCounter
 from benchmarks._count import counter_for
 from benchmarks.attribution import ATTRIBUTED, Attribution, Attributor
 from benchmarks.cache import CacheResult, CacheRules, CacheSim, Segmenter
-from benchmarks.pricing import ONE_HOUR_TTL_S, output_price, rules_for
+from benchmarks.pricing import ONE_HOUR_TTL_S, billed_write_price, output_price, rules_for
 from benchmarks.readbacks import Quotes, ReadbackTracker
 from benchmarks.strategies._base import Strategy, StrategySession, side_calls
 from benchmarks.strategies._common import result_text, safe_name, tool_use_ids
@@ -424,7 +424,7 @@ def _replay(  # noqa: PLR0915 (one pass over the requests measures every figure)
         quotes,
         count,
         read_price=sim.rules.read_price,
-        write_price=sim.rules.write_price if trace.provider == "anthropic" else 1.0,
+        write_price=billed_write_price(trace, sim.rules),
     )
     tools = list(getattr(session, "tools", ()))
     times = clock(trace)

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks.pricing import family_of, rules_for
+from benchmarks.pricing import billed_write_price, rules_for
 from benchmarks.strategies._base import Declaration, Messages, SideCall
 from benchmarks.trace import Trace, Usage
 from budget import Budget, BudgetConfig, Report, summarizers
@@ -211,7 +211,7 @@ def _open(settings: ToolbudgetSettings, trace: Trace, workdir: Path) -> Toolbudg
         rules = rules_for(trace)
         billed = {
             "cache_read_price": rules.read_price,
-            "cache_write_price": rules.write_price if family_of(trace) == "anthropic" else 1.0,
+            "cache_write_price": billed_write_price(trace, rules),
         }
         unset = {k: v for k, v in billed.items() if getattr(config, k) is None}
         config = config.model_copy(update=unset)
