@@ -138,6 +138,15 @@ class Journal:
             return
         self._unlogged = []
 
+    def append_fact(self, record: Mapping[str, Any]) -> None:
+        """:meth:`append` one fact a host reported (a note): refused by another writer's lock
+        (SessionLocked), it leaves the queue, since the host told so may report it again."""
+        try:
+            self.append([record])
+        except SessionLocked:
+            self._unlogged = self._unlogged[:-1]
+            raise
+
     def _settle_tail(self, pending: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
         """The first append after a request a crash cut off: the decisions made again are in
         the log already (this append's record closes them); the others are withdrawn."""

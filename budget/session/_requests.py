@@ -190,9 +190,9 @@ class Requests:
             self.check_open()
             tally = self.parts.tally
             tally.check_ref(ref)
-            # Logged first: a note another writer's lock refused (SessionLocked) is not counted
-            # here, so a host that notes it again counts it once.
-            self.parts.journal.append([{"t": NOTE, "ref": ref}])
+            # Logged first: a note another writer's lock refused (SessionLocked) is neither
+            # counted nor left queued, so a host that notes it again counts it once.
+            self.parts.journal.append_fact({"t": NOTE, "ref": ref})
             tally.note(ref)
 
     def overflow(self, error: object) -> None:

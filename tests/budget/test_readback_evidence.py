@@ -17,8 +17,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from budget import Budget, BudgetConfig, BudgetError
+from budget._errors import SessionLocked
 from budget.formats._common import call_facts
-from spill import ref_for
+from spill import LocalStore, ref_for
 
 BIG = "\n".join(f"line {i}: " + "x" * 70 for i in range(1_000))  # ~78k chars: over the cap
 """A result over the 50,000-character cap: spilled at first sight whatever the policy says."""
@@ -368,3 +369,45 @@ def test_a_note_on_a_closed_session_is_refused(tmp_path: Path) -> None:
     session.close()
     with pytest.raises(BudgetError, match="closed"):
         session.note_readback()
+
+
+class _LockedOnce(LocalStore):
+    """A store whose next log append, once armed, is refused as if another writer held it."""
+
+    armed = False
+
+    def append_log(self, records: Any) -> None:
+        if self.armed:
+            self.armed = False
+            raise SessionLocked("another writer holds the session (test)")
+        super().append_log(records)
+
+
+def test_a_note_another_writers_lock_refused_is_not_logged_when_noted_again(
+    tmp_path: Path,
+) -> None:
+    """A note refused with SessionLocked is neither counted nor left queued: noted again, the log
+    holds it once, and the live and the reopened session count one read-back."""
+    ref = ref_for(BIG)
+    store = _LockedOnce(tmp_path / "s")
+    session = Budget(store)
+    history = _spilled_history()
+    try:
+        session.prepare(history, now=1.0)
+        store.armed = True
+        with pytest.raises(SessionLocked):
+            session.note_readback(ref)
+        session.note_readback(ref)
+        history = [*history, _call("c2", "Bash", {"command": "ls"}), _result("c2", "")]
+        session.prepare(history, now=2.0)
+    finally:
+        session.close()
+    assert _notes(tmp_path / "s") == [ref]
+    assert _readbacks(tmp_path / "s") == [0, 1]
+    reopened = Budget.open(tmp_path / "s")
+    try:
+        history = [*history, _call("c3", "Bash", {"command": "pwd"}), _result("c3", "/")]
+        reopened.prepare(history, now=3.0)
+    finally:
+        reopened.close()
+    assert _readbacks(tmp_path / "s") == [0, 1, 1]
