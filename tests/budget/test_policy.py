@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import math
@@ -131,6 +132,25 @@ def test_usage_counts_chances_reads_writes_and_warm_pauses() -> None:
 def test_what_the_session_learned_survives_its_log_record(seen: Observed) -> None:
     """The request record's ``p`` gives back every count (a resumed session decides alike)."""
     assert Observed.from_record(seen.to_record()) == seen
+
+
+def test_the_updates_change_only_the_fields_they_name() -> None:
+    """``now``, ``banked`` and ``after_request`` (one constructor call on the record's values)
+    give ``replace``'s value: every other count is kept."""
+    seen = Observed(
+        requests=1, chances=2, reads=3, writes=4, warm_pause_s=5.0, hidden=6, readbacks=7,
+        first_tokens=8, gap_s=9.0, bank=10.0, billed=11.0, pending_bill=12.0, exposed=13,
+        needed=14, episodes=15, recalled=16,
+    )  # fmt: skip
+    assert seen.now(requests=20, readbacks=21, recalled=22) == dataclasses.replace(
+        seen, requests=20, readbacks=21, recalled=22
+    )
+    assert seen.banked(bank=-1.0, billed=2.0, readbacks=3, pending=4.0, recalled=5) == (
+        dataclasses.replace(seen, bank=-1.0, billed=2.0, readbacks=3, pending_bill=4.0, recalled=5)
+    )
+    assert seen.after_request(gap_s=None, hidden=2) == dataclasses.replace(
+        seen, gap_s=None, hidden=seen.hidden + 2
+    )
 
 
 def test_a_damaged_record_is_no_observation() -> None:
