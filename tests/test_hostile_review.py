@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from budget import Budget, BudgetError, InputError, SessionReader, ToolPolicy
+from budget import Budget, BudgetError, ConfigError, InputError, SessionReader, ToolPolicy
 from budget.cli import app
 from tests._ci import require_module
 
@@ -92,3 +92,14 @@ def test_a_head_only_preview_is_named_head(tmp_path: Path) -> None:
         env = session.spill_output(out, tool="bash")
     assert "line 2999 " not in env  # the head only
     assert "preview: head_tail" not in env
+
+
+def test_langchain_middleware_without_a_session_or_root_says_neither_was_given() -> None:
+    """ToolBudgetMiddleware() with neither a session nor root= says so, not 'not both'."""
+    require_module("langchain", "langchain")
+    from budget.integrations.langchain import ToolBudgetMiddleware
+
+    with pytest.raises(ConfigError) as info:
+        ToolBudgetMiddleware()
+    assert "not both" not in str(info.value)
+    assert "neither" in str(info.value)
