@@ -37,7 +37,8 @@ class ReadOnlyStore(StoreBase):
     def __init__(self, path: str | os.PathLike[str]) -> None:
         raw = os.fspath(path) if isinstance(path, str | os.PathLike) else None
         if not isinstance(raw, str) or not raw or "\0" in raw:
-            raise StoreError(f"session path must be a non-empty str path, got {raw!r}")
+            got = repr(raw) if isinstance(raw, str) else type(path).__name__
+            raise StoreError(f"session path must be a non-empty str path, got {got}")
         self._path = os.path.abspath(raw)
         try:
             self._dir_fd = _fs.open_fd(self._path, _DIR_FLAGS)

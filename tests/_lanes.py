@@ -92,6 +92,7 @@ SDK_MODULES: Final = frozenset(
         "tests/integrations/test_pydantic_ai.py",
         "tests/integrations/test_pydantic_ai_compaction.py",
         "tests/proxy/test_proxy_sdks.py",
+        "tests/test_hostile_review.py",
     }
 )
 """The test modules some test of which imports one of :data:`SDK_PACKAGES` (directly, through a

@@ -267,7 +267,8 @@ class ToolBudgetMiddleware(AgentMiddleware):
     ) -> None:
         super().__init__()
         if (session is None) == (root is None):
-            raise ConfigError("ToolBudgetMiddleware needs either a session or root=, not both")
+            given = "both were given" if session is not None else "neither was given"
+            raise ConfigError(f"ToolBudgetMiddleware needs either a session or root=: {given}")
         if session is not None and config is not None:
             raise ConfigError("ToolBudgetMiddleware: config= applies to root= sessions only")
         self.session = None if session is None else require_session(session, "ToolBudgetMiddleware")

@@ -41,7 +41,7 @@ from anyio import to_thread
 
 from budget import Budget
 from budget._config import BudgetConfig
-from budget._errors import BudgetError, ConfigError
+from budget._errors import BudgetError, ConfigError, StoreError
 from budget._log import get_logger
 from spill import LocalStore
 
@@ -97,7 +97,10 @@ class Pool:
         self._slots: dict[str, Slot] = {}
         self._opening: dict[str, asyncio.Lock] = {}
         self._log = get_logger("toolbudget")
-        root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        try:
+            root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except OSError as exc:  # a file there, no permission: one error line, not a traceback
+            raise StoreError(f"cannot use {root} as the proxy's session root: {exc}") from None
 
     def _config(self, model: object) -> BudgetConfig:
         settings = dict(self._settings)

@@ -88,6 +88,8 @@ class Requests:
         text_tokens: Callable[[str], int] | None,
     ) -> Requests:
         """The turns of a session over ``store``, its parts resumed from its decision log."""
+        if discover_window is not None and not callable(discover_window):
+            raise InputError(f"discover_window must be a callable, not {discover_window!r:.80}")
         # The model's tokenizer family sets text density and framing for every estimate.
         profile = tokenizer_profile(config.model)
         parts = Parts.build(config, store, log, profile, compactor, discover_window, text_tokens)
