@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from budget.previews import Earlier, Shaped, line_delta, shape_preview, span_text
+from budget.previews import PREVIEW_VERSION, Earlier, Shaped, line_delta, shape_preview, span_text
 from budget.previews._shapes import WINDOW_CHARS
 
 __all__ = [
@@ -173,10 +173,11 @@ def envelope(
             earlier=earlier,
             newlines=newlines,
             split=split,
+            version=version,
         )
         hint = _read_hint(ref, read_tool, json_path=shape.shape == "json")
         out = [first, hint] if path is None else [first, hint, f"File: {path}"]
-        return "\n".join([*out, _marker(shape), shape.body])
+        return "\n".join([*out, _marker(shape, version=version), shape.body])
     out = [first, _read_hint(ref, read_tool)]
     if path is not None:
         out.append(f"File: {path}")
@@ -231,9 +232,10 @@ _MIN_ROOM = 200
 """Below this many characters left by a delta, the output's own preview is not added."""
 
 
-def _marker(shape: Shaped, *, then: bool = False) -> str:
+def _marker(shape: Shaped, *, then: bool = False, version: int = PREVIEW_VERSION) -> str:
     """The line naming a preview's shape and what it leaves out (``then``: the second marker
-    of a delta preview, introducing the output's own preview)."""
+    of a delta preview, introducing the output's own preview); from ``version`` 2 with the
+    count of the lines left out, and of their characters where the shape counts them."""
     what = shape.shape if not shape.note else f"{shape.shape} ({shape.note})"
     if then:
         what = f"then this output's own preview, {what}"
@@ -248,6 +250,11 @@ def _marker(shape: Shaped, *, then: bool = False) -> str:
     if len(ranges) > _MARKER_RANGES:
         more = len(ranges) - _MARKER_RANGES
         left += f" and {_n(more, 'more range')} (every block below is numbered)"
+    if version >= 2:
+        counts = [_n(sum(b - a + 1 for a, b in ranges), "line")]
+        if shape.left_chars is not None:
+            counts.append(_n(shape.left_chars, "character"))
+        left += f" ({', '.join(counts)})"
     return f"--- preview: {what}; left out: lines {left} ---"
 
 
@@ -265,11 +272,13 @@ def preview_shape(
     earlier: Earlier | None = None,
     newlines: int | None = None,
     split: list[str] | None = None,
+    version: int = PREVIEW_VERSION,
 ) -> Shaped:
-    """The version-1 preview of ``text``: a body of at most ``chars`` characters (its block
-    headers included; the marker line, like version 0's marker lines, is not). ``newlines``:
-    ``text.count("\\n")`` when the caller has counted (the one pass over a whole output);
-    ``split``: ``text.split("\\n")`` when it has split (handed on to the shape's detectors)."""
+    """The preview of ``text`` (version 1 and later): a body of at most ``chars`` characters (its
+    block headers included; the marker line, like version 0's marker lines, is not).
+    ``newlines``: ``text.count("\\n")`` when the caller has counted (the one pass over a whole
+    output); ``split``: ``text.split("\\n")`` when it has split (handed on to the shape's
+    detectors). From ``version`` 2 a preview without a tail is named ``head``."""
     nl = text.count("\n") if newlines is None else newlines
     delta = _delta(text, chars // _DELTA_SHARE, earlier) if earlier is not None else None
     room = chars if delta is None else chars - len(delta.body) - _AND_THEN_CHARS
@@ -281,12 +290,13 @@ def preview_shape(
         else None
     )
     if got is None:
-        got = _head_tail(text, room, tail_share, nl)
+        got = _head_tail(text, room, tail_share, nl, version)
     if delta is None:
         return got
     # The change first, then what the output itself shows in the room the diff leaves: the
     # earlier output was itself only previewed, so the diff alone may not say enough.
-    return Shaped("delta", f"{delta.body}\n{_marker(got, then=True)}\n{got.body}", (), delta.note)
+    then = _marker(got, then=True, version=version)
+    return Shaped("delta", f"{delta.body}\n{then}\n{got.body}", (), delta.note)
 
 
 def _delta(text: str, chars: int, earlier: Earlier) -> Shaped | None:
@@ -307,14 +317,18 @@ def _delta(text: str, chars: int, earlier: Earlier) -> Shaped | None:
     return Shaped("delta", body, (), note) if len(body) <= chars else None
 
 
-def _head_tail(text: str, budget: int, tail_share: float, newlines: int) -> Shaped:
-    """Today's head and tail (:func:`make_preview`), in numbered blocks."""
+def _head_tail(
+    text: str, budget: int, tail_share: float, newlines: int, version: int = PREVIEW_VERSION
+) -> Shaped:
+    """Today's head and tail (:func:`make_preview`), in numbered blocks; from ``version`` 2 named
+    ``head`` when there is no tail to show (``tail_share`` 0: Claude Code's shape)."""
     p = make_preview(text, budget, tail_share=tail_share, newlines=newlines)
     total = newlines + (0 if text.endswith("\n") or not text else 1)
+    name = "head" if version >= 2 and tail_share <= 0 else "head_tail"
     if not text:  # no line to number ("lines 1–0" before; an empty output is never spilled)
-        return Shaped("head_tail", "", ())
+        return Shaped(name, "", ())
     if not p.tail and len(p.head) == len(text):
-        return Shaped("head_tail", _block(1, total, p.head), ())
+        return Shaped(name, _block(1, total, p.head), ())
     head_whole = p.head.endswith("\n")
     tail_whole = not p.tail or text[-len(p.tail) - 1] == "\n"
     parts: list[str] = []
@@ -323,7 +337,8 @@ def _head_tail(text: str, budget: int, tail_share: float, newlines: int) -> Shap
         left_end = p.tail_start_line - 1 if p.tail else total
         if p.tail:
             parts.append(_block(p.tail_start_line, total, p.tail))
-        return Shaped("head_tail", "\n".join(parts), ((p.head_lines + 1, left_end),))
+        left_chars = len(text) - len(p.head) - len(p.tail)
+        return Shaped(name, "\n".join(parts), ((p.head_lines + 1, left_end),), "", left_chars)
     # Cut inside a line (one overlong line): character positions say what is shown.
     parts.append(f"--- characters 1–{len(p.head):,} ---")
     parts.append(p.head)
@@ -332,7 +347,7 @@ def _head_tail(text: str, budget: int, tail_share: float, newlines: int) -> Shap
         parts.append(f"--- characters {start:,}–{len(text):,} ---")
         parts.append(p.tail.removesuffix("\n"))
     left = f"characters {len(p.head) + 1:,}–{len(text) - len(p.tail):,} left out"
-    return Shaped("head_tail", "\n".join(parts), (), left)
+    return Shaped(name, "\n".join(parts), (), left)
 
 
 def _block(a: int, b: int, body: str) -> str:

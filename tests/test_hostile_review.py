@@ -68,10 +68,6 @@ def test_proxy_with_a_root_that_is_a_file_is_one_error_line(tmp_path: Path) -> N
     assert str(root) in result.output
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the version-1 head_tail marker lists the lines left out but not their characters",
-)
 def test_a_head_tail_envelope_says_how_many_characters_it_leaves_out(tmp_path: Path) -> None:
     """SPEC 4: the preview gives the count of omitted lines and characters between head and tail."""
     out = "\n".join(f"line {i} " + "abc" * 10 for i in range(3000))
@@ -81,9 +77,6 @@ def test_a_head_tail_envelope_says_how_many_characters_it_leaves_out(tmp_path: P
     assert re.search(r"[\d,]+ characters?\)? (?:omitted|left out)|left out: [^\n]*characters", env)
 
 
-@pytest.mark.xfail(
-    strict=True, reason="a head-only preview's marker line names its shape 'head_tail'"
-)
 def test_a_head_only_preview_is_named_head(tmp_path: Path) -> None:
     """SPEC 4 (the shape is named): preview="head" shows the head only and must not call itself
     head_tail."""

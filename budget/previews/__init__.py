@@ -1,9 +1,10 @@
 """Previews shaped by their content: errors first, JSON skeletons, tables, diffs, re-run deltas.
 
 A spilled result is shown as an envelope whose preview is what the model works from. Version 0
-(the envelopes of logs written before shapes existed) is a head and a tail by lines; version 1
-(:data:`PREVIEW_VERSION`) picks the shape from the content (:func:`detect`) and says, on one
-marker line, which shape it is and which line ranges it leaves out. Every choice is a pure
+(the envelopes of logs written before shapes existed) is a head and a tail by lines; from
+version 1 the shape is picked from the content (:func:`detect`) and one marker line says which
+shape it is and which line ranges it leaves out (from version 2, :data:`PREVIEW_VERSION`, how
+many lines and characters too). Every choice is a pure
 function of the text and the settings, and the version is frozen in each spill decision, so a
 resumed session shows the same bytes as the session that made them.
 """
@@ -36,10 +37,14 @@ __all__ = [
     "span_text",
 ]
 
-PREVIEW_VERSION: Final = 1
-"""The preview shapes' version, recorded in each spill decision (``pv``; absent: version 0)."""
-SHAPES: Final = ("errors", "json", "ndjson", "table", "diff", "delta", "head_tail")
-"""Every shape a version-1 preview can take."""
+PREVIEW_VERSION: Final = 2
+"""The preview shapes' version, recorded in each spill decision (``pv``; absent: version 0).
+Version 2 says on the marker line how many lines (and, for a head and a tail, characters) it
+leaves out, and names a head-only preview ``head`` (the envelope's contract: "the count of
+omitted lines and characters", "the shape is named"); version 1 listed the ranges alone and
+called a head-only preview ``head_tail``."""
+SHAPES: Final = ("errors", "json", "ndjson", "table", "diff", "delta", "head_tail", "head")
+"""Every shape a preview can take (``head`` from version 2)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,6 +31,9 @@ class Shaped:
     left_out: tuple[tuple[int, int], ...]
     note: str = ""
     """What else the shape says about the text (a row count, a record count, the earlier ref)."""
+    left_chars: int | None = None
+    """Characters the preview leaves out, where the shape counts them (a head and a tail: all
+    that lies between them); None where it does not."""
 
 
 def span_text(ranges: Iterable[tuple[int, int]]) -> str:

@@ -90,15 +90,16 @@ def test_the_default_preview_is_66_head_and_66_tail_lines_of_15_characters(tmp_p
 
     3,334 lines of 15 characters = 50,010 characters is not errors, JSON, a table or a diff: its
     preview is head + tail. The head keeps lines 1-66, the tail lines 3,269-3,334, and lines
-    67-3,268 are left out, as the marker line says (it and the block headers are not counted in
-    the 2,000, as version 0's marker lines were not).
+    67-3,268 are left out, as the marker line says with their count: 3,202 lines of 50,010 - 2 x
+    990 = 48,030 characters (it and the block headers are not counted in the 2,000, as version
+    0's marker lines were not).
     """
     text = big(3_334)
     with Budget.open(tmp_path / "s") as b:
         env = shown(b.prepare(conversation([[text]]), now=0), "call_0_0")
     markers = [line for line in env.splitlines() if line.startswith("--- ")]
     assert markers == [
-        "--- preview: head_tail; left out: lines 67–3,268 ---",
+        "--- preview: head_tail; left out: lines 67–3,268 (3,202 lines, 48,030 characters) ---",
         "--- lines 1–66 ---",
         "--- lines 3,269–3,334 ---",
     ]
@@ -109,7 +110,8 @@ def test_the_default_preview_is_66_head_and_66_tail_lines_of_15_characters(tmp_p
 
 
 def test_an_error_results_preview_gives_three_quarters_to_the_tail(tmp_path: Path) -> None:
-    """Error tail share 0.75: 500 head characters hold 33 lines (495), the 1,500 tail exactly 100."""
+    """Error tail share 0.75: 500 head characters hold 33 lines (495), the 1,500 tail exactly 100;
+    the 3,201 lines between them, 50,010 - 495 - 1,500 = 48,015 characters, are left out."""
     text = big(3_334)
     msgs = [
         {"role": "user", "content": "Run the tests."},
@@ -120,7 +122,7 @@ def test_an_error_results_preview_gives_three_quarters_to_the_tail(tmp_path: Pat
         env = shown(b.prepare(msgs, now=0), "e")
     markers = [line for line in env.splitlines() if line.startswith("--- ")]
     assert markers == [
-        "--- preview: head_tail; left out: lines 34–3,234 ---",
+        "--- preview: head_tail; left out: lines 34–3,234 (3,201 lines, 48,015 characters) ---",
         "--- lines 1–33 ---",
         "--- lines 3,235–3,334 ---",
     ]

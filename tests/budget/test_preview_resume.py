@@ -8,6 +8,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from budget import Budget
 from budget._ledger import Ledger
 from budget.previews import PREVIEW_VERSION
@@ -88,3 +90,36 @@ def test_the_ledger_takes_the_version_of_its_first_spill() -> None:
     assert (old.preview_version, new.preview_version) == (0, 1)
     assert none.preview_version == PREVIEW_VERSION
     assert old.get("a") is not None and old.get("a").preview == 0  # type: ignore[union-attr]
+
+
+def test_a_version_1_session_goes_on_with_version_1_markers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A session whose first spill was logged at version 1 (the ranges alone on the marker line)
+    spills its next result, after a resume on this code, with version 1's marker too; a new
+    session gets version 2's counts."""
+    line = "\n".join(f"out line {i:05d}" for i in range(3_000))
+
+    def history(n: int) -> list[dict[str, Any]]:
+        msgs: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
+        for i in range(n):
+            msgs += [
+                {"role": "assistant", "content": [
+                    {"type": "tool_use", "id": f"c{i}", "name": "bash", "input": {"i": i}}]},
+                {"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": f"c{i}", "content": f"{i}\n{line}"}]},
+            ]  # fmt: skip
+        return msgs
+
+    with monkeypatch.context() as patched:
+        patched.setattr("budget._ledger.PREVIEW_VERSION", 1)
+        with Budget.open(tmp_path / "v1", {"result_cap": 5_000}) as b:
+            first = _contents(b.prepare(history(1), now=1).messages)
+    with Budget.open(tmp_path / "v1", {"result_cap": 5_000}) as b:
+        both = _contents(b.prepare(history(2), now=2).messages)
+    with Budget.open(tmp_path / "v2", {"result_cap": 5_000}) as b:
+        fresh = _contents(b.prepare(history(2), now=2).messages)
+    markers = [next(x for x in text.split("\n") if x.startswith("--- preview")) for text in both]
+    assert both[0] == first[0]
+    assert markers == ["--- preview: head_tail; left out: lines 68–2,935 ---"] * 2
+    assert all("(2,868 lines, " in text for text in fresh)

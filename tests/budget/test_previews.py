@@ -481,7 +481,7 @@ def test_the_head_tail_and_head_settings_turn_shapes_off(tmp_path: Path) -> None
         {**base, "preview_shape": "head_tail"}
     )
     head = shown({**base, "preview_shape": "head"})
-    assert "--- preview: head_tail; left out: lines " in head and summary[-1] not in head
+    assert "--- preview: head; left out: lines " in head and summary[-1] not in head
     per_tool = {**base, "preview_shape": "head_tail", "tools": {"bash": ToolPolicy(preview="auto")}}
     assert "--- preview: errors" in shown(per_tool)
 

@@ -11,7 +11,7 @@ import orjson
 
 from budget import Budget
 from budget.formats._common import call_key
-from budget.previews import apply_delta
+from budget.previews import PREVIEW_VERSION, apply_delta
 
 RUN = "".join(f"tests/test_mod.py::test_{i:04d} PASSED\n" for i in range(300))
 RERUN = RUN.replace("test_0150 PASSED", "test_0150 FAILED")
@@ -63,10 +63,10 @@ def test_a_rerun_is_previewed_as_its_diff_against_the_stored_earlier_result(tmp_
         )
         assert apply_delta(b.read(first.ref), diff) == RERUN
         assert b.read(second.ref) == RERUN
-        assert second.preview == 1
+        assert second.preview == PREVIEW_VERSION
     log = (tmp_path / "s" / "decisions.jsonl").read_bytes().splitlines()
     spills = [orjson.loads(x) for x in log if b'"spilled"' in x]
-    assert spills and all(rec.get("pv") == 1 for rec in spills)
+    assert spills and all(rec.get("pv") == PREVIEW_VERSION for rec in spills)
 
 
 def test_no_delta_against_a_result_the_store_does_not_hold(tmp_path: Path) -> None:

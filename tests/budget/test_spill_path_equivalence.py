@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from budget import Budget, BudgetConfig
 from budget._envelope import _label, _marker, _n, _read_hint, _v0_preview, envelope, preview_shape
-from budget.previews import Earlier
+from budget.previews import PREVIEW_VERSION, Earlier
 from budget.previews._detect import (
     _ANYWHERE,
     _COMPILER,
@@ -108,10 +108,11 @@ def _old_envelope(
             shaped=shaped,
             earlier=earlier,
             newlines=newlines,
+            version=version,
         )
         hint = _read_hint(ref, read_tool, json_path=shape.shape == "json")
         out = [first, hint] if path is None else [first, hint, f"File: {path}"]
-        return "\n".join([*out, _marker(shape), shape.body])
+        return "\n".join([*out, _marker(shape, version=version), shape.body])
     out = [first, _read_hint(ref, read_tool)]
     if path is not None:
         out.append(f"File: {path}")
@@ -126,7 +127,7 @@ _REF = "0123456789abcdef0123456789abcdef"
     _TEXTS,
     st.integers(50, 2_000),
     st.sampled_from([0.0, 0.5, 0.75]),
-    st.sampled_from([0, 1]),
+    st.sampled_from([0, 1, 2]),
     st.booleans(),
     st.sampled_from([None, "x\n", "line\n" * 40]),
 )
@@ -191,6 +192,6 @@ def test_a_session_shows_the_envelopes_the_replaced_code_made(tmp_path: Path) ->
             preview_chars=cfg.preview_chars,
             tail_share=cfg.tail_share,
             read_tool=cfg.read_tool_name,
-            version=1,
+            version=PREVIEW_VERSION,
         )
         assert old in shown
