@@ -196,6 +196,7 @@ class Proxy:
             syncing = slot.syncing
             if syncing is not None and not syncing.done():
                 await asyncio.wait((syncing,))
+            self.pool.save_usage(slot)  # the last answer's, if its fsync's end has not yet
             work = partial(copy_body, slot, parsed, history, raw, self._clock())
             out, report = work() if self._alone() else await to_thread.run_sync(work)
         self._log.info(
@@ -331,13 +332,12 @@ class Proxy:
                 cut = ("upstream broke off", type(exc).__name__)
                 raise
             cut = None  # anything raised from here on is not the stream's
-            # Every byte is relayed: what is left (the usage's sidecar, see Pool.keep_usage) is no
-            # work for the event loop, and the agent's next request is still its only work.
+            # Every byte is relayed: what is left (the usage, see Pool.note_usage) is no work
+            # for the event loop, and the agent's next request is still its only work.
             self.working -= 1
             relaying = False
             if slot is not None and tap is not None:
-                later = "content-length" in resp.headers
-                await self._settle(slot, tap, resp.status_code, later=later)
+                await self._settle(slot, tap, resp.status_code)
         finally:
             if relaying:
                 self.working -= 1
@@ -360,9 +360,9 @@ class Proxy:
         else:
             self._log.warning("toolbudget.proxy.stream_cut", **fields)
 
-    async def _settle(self, slot: Slot, tap: Tap, status: int, *, later: bool = False) -> None:
-        """What the answer's tap read goes to the session: its usage (its sidecar written after
-        the response if ``later``), or a prompt-too-long as the session's overflow."""
+    async def _settle(self, slot: Slot, tap: Tap, status: int) -> None:
+        """What the answer's tap read goes to the session: its usage, or a prompt-too-long as
+        the session's overflow."""
         tap.close()
         if tap.stream_error is not None:
             # The upstream failed the answer after its first bytes (overloaded, an API error):
@@ -380,15 +380,7 @@ class Proxy:
         if tap.usage is not None and usage is None:
             self._log.info("toolbudget.proxy.usage_unread", session=slot.key, reason="not a usage")
         if usage is not None:
-            slot.usage = usage  # the next request's, at once
-            if not later:
-                await self.pool.keep_usage(slot, usage)
-                return
-            # The agent holds every byte already (a content-length answer): the sidecar is written
-            # after the response ends, which frees the agent's connection for its next request
-            # (prepared after the write all the same: Pool.keep_usage holds the session's lock).
-            slot.busy += 1
-            self._spawn(self.pool.keep_usage(slot, usage, release=True))
+            self.pool.note_usage(slot, usage)
         elif status in OVERFLOW_STATUSES and is_context_overflow(tap.error_body):
             async with slot.lock:
                 try:
