@@ -31,7 +31,6 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from budget._errors import BudgetError
 from budget._log import get_logger
 from budget.proxy._encode import NumberRewritten
 from budget.proxy._incremental import INLINE_BYTES, Bodies, Parsed
@@ -231,8 +230,7 @@ class Proxy:
             return gateway_error(api, type(exc).__name__)
         if slot is not None:
             # The log's fsync runs while the request goes upstream, never before it.
-            slot.busy += 1
-            slot.syncing = self._spawn(self._sync(slot))
+            slot.syncing = self._spawn(self.pool.synced(slot, self.pool.sync_soon(slot)))
         try:
             resp = await self.upstream.send(req)
         except BaseException as exc:
@@ -392,18 +390,6 @@ class Proxy:
                         error=type(exc).__name__,
                     )
             self._log.warning("toolbudget.proxy.overflow", session=slot.key)
-
-    async def _sync(self, slot: Slot) -> None:
-        """fsync what the request just forwarded logged (the durability note of
-        :mod:`budget.proxy._pool`); a failure is an event, the next request retries it."""
-        try:
-            await to_thread.run_sync(slot.sync)
-        except (BudgetError, OSError) as exc:
-            self._log.error(
-                "toolbudget.proxy.sync_failed", session=slot.key, error=type(exc).__name__
-            )
-        finally:
-            self.pool.release(slot)
 
     def _alone(self) -> bool:
         """Whether the request at hand is the proxy's only work in flight: then the event loop

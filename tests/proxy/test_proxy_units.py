@@ -188,3 +188,46 @@ def test_a_pools_usage_waits_for_its_fsync_and_a_shorter_one_covers_the_longer(
         await pool.close()
 
     asyncio.run(run())
+
+
+def test_a_requests_fsyncs_start_in_a_sync_thread_at_once_and_a_failure_is_an_event(
+    tmp_path: Any,
+) -> None:
+    """``sync_soon`` hands the session's fsyncs to a sync thread before the event loop turns
+    again (the session held busy); ``synced`` releases it, a failed sync a ``sync_failed``
+    event; closing the pool stops its threads."""
+    import asyncio
+    import threading
+
+    import structlog
+
+    _proxy()
+    from budget.proxy._pool import Pool
+    from spill._errors import StoreError
+
+    async def run() -> None:
+        pool = Pool(tmp_path, {})
+        slot = await pool.get("s", "anthropic", "claude-sonnet-4-5")
+        ran, go = threading.Event(), threading.Event()
+        where: list[str] = []
+
+        def sync() -> None:
+            where.append(threading.current_thread().name)
+            ran.set()
+            go.wait(10)
+            raise StoreError("injected")
+
+        slot.sync = sync  # type: ignore[method-assign]
+        syncing = pool.sync_soon(slot)
+        assert ran.wait(10), "the sync waited for the event loop"
+        assert slot.busy == 2
+        go.set()
+        with structlog.testing.capture_logs() as events:
+            await pool.synced(slot, syncing)
+        assert where[0].startswith("toolbudget-sync")
+        assert [e["event"] for e in events] == ["toolbudget.proxy.sync_failed"]
+        assert slot.busy == 1
+        pool.release(slot)
+        await pool.close()
+
+    asyncio.run(run())
