@@ -96,9 +96,13 @@ def _process(
     cmd: list[str], pattern: str, sources: Path = _REPO
 ) -> Iterator[tuple[subprocess.Popen[str], str]]:
     """A child (of the checkout at ``sources``) printing its URL on stderr's first line; killed
-    at the end."""
+    at the end.
+
+    It runs in ``sources``: ``python -c`` and ``-m`` put the current directory first on the
+    import path, ahead of ``PYTHONPATH``, so a child started from this checkout ran this
+    checkout's code whatever ``sources`` said (``--against`` compared a proxy with itself)."""
     env = {**os.environ, "PYTHONPATH": str(sources)}
-    child = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env=env)
+    child = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env=env, cwd=sources)
     try:
         assert child.stderr is not None
         line = child.stderr.readline()

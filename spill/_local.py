@@ -53,6 +53,7 @@ from spill._sessiondir import (
     decode_meta,
     encode_meta,
 )
+from spill._sidecars import Sidecars
 from spill._store import (
     LogRecord,
     PutResult,
@@ -87,8 +88,10 @@ class LocalStore(StoreBase):
 
     The store holds its parts: the open session directory (:class:`spill._sessiondir.SessionDir`:
     names, descriptors, lock, single-name file operations) and the bodies
-    (:class:`spill._bodies.Bodies`: their total against the quota, the packs, the group commit);
-    its own state is the mutex every call takes and whether it is closed.
+    (:class:`spill._bodies.Bodies`: their total against the quota, the packs, the group commit)
+    and the sidecars (:class:`spill._sidecars.Sidecars`);
+    its own state is the mutex every call takes (but :meth:`overwrite_sidecar`) and whether it
+    is closed.
 
     Args:
         path: the session directory.
@@ -129,6 +132,7 @@ class LocalStore(StoreBase):
         self._log_unsynced = False  # an append's records written, their fsync put off
         self._dir = SessionDir(os.path.abspath(raw), bool(fsync))
         self._bodies = Bodies(self._dir, quota_bytes, self._pack_min)
+        self._sidecars = Sidecars(self._dir)
         try:
             self._dir.open(timeout)
         except BaseException:
@@ -377,20 +381,11 @@ class LocalStore(StoreBase):
         """The bytes of sidecar ``name`` (one of ``SIDECAR_NAMES``); None if there is none.
 
         The reader validates what it gets: a sidecar is written without fsync, so after a crash
-        it may be torn, empty or older than the log.
+        it may be torn, empty or older than the log (``spill._sidecars``).
         """
-        _check_sidecar(name)
         with self._mutex:
             self._check_open()
-            try:
-                fd = _fs.open_fd(name, READ_FLAGS, dir_fd=self._dir.dir_fd)
-            except FileNotFoundError:
-                return None
-            except OSError as exc:
-                raise self._dir.store_error(
-                    f"open {name}", exc, name=name, parent_fd=self._dir.dir_fd
-                ) from exc
-            return self._dir.read_regular(fd, name)
+            return self._sidecars.read(name)
 
     def write_sidecar(self, name: str, data: bytes) -> None:
         """Replace sidecar ``name`` (one of ``SIDECAR_NAMES``) by ``data`` (temp file, rename).
@@ -398,12 +393,17 @@ class LocalStore(StoreBase):
         Not fsync'd: a sidecar is a cache its reader checks, never a decision's dependency, so
         it is not worth a journal commit on the request path.
         """
-        _check_sidecar(name)
-        if not isinstance(data, bytes):
-            raise StoreError(f"a sidecar is bytes, got {type(data).__name__}")
         with self._mutex:
             self._check_open()
-            self._dir.write_atomic(self._dir.dir_fd, name, data, name, sync=False)
+            self._sidecars.replace(name, data)
+
+    def overwrite_sidecar(self, name: str, data: bytes) -> None:
+        """Write ``data`` over the first bytes of sidecar ``name`` in place, in one ``write()``:
+        no rename, no fsync, and without the store's mutex, so a :meth:`sync` holding it for its
+        fsyncs in another thread does not hold this up. Bytes shorter than the file leave its
+        tail, and a power loss may tear them: the reader's format must tell (``spill._sidecars``).
+        """
+        self._sidecars.overwrite(name, data)
 
     def write_meta(self, meta: Mapping[str, Any]) -> None:
         """Replace the session metadata atomically (temp file, fsync, rename)."""
@@ -418,6 +418,7 @@ class LocalStore(StoreBase):
             if self._closed:
                 return
             self._closed = True
+            self._sidecars.close()
             try:
                 self._sync()
             finally:
@@ -442,8 +443,3 @@ class LocalStore(StoreBase):
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
         return f"LocalStore({self._dir.path!r}, {state})"
-
-
-def _check_sidecar(name: str) -> None:
-    if name not in SIDECAR_NAMES:
-        raise StoreError(f"{name!r} is not a sidecar name; known: {sorted(SIDECAR_NAMES)}")

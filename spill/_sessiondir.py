@@ -43,10 +43,11 @@ BODIES_NAME: Final = "bodies"
 TMP_PREFIX: Final = ".tmp-"
 BODY_SUFFIX: Final = ".txt"
 SIDECAR_NAMES: Final = frozenset({"estimates.bin", "proxy_usage.json"})
-"""The only names :meth:`LocalStore.write_sidecar` writes, each checked by its reader, so a torn
-or stale one costs time only: caches derived from the history (``budget.tokens._estimates_cache``)
-and the usage the last response reported, kept by ``toolbudget proxy`` for the session's next
-request (``budget.proxy._pool``; a torn one is read as no usage)."""
+"""The only names :meth:`LocalStore.write_sidecar` and ``overwrite_sidecar`` write, each checked
+by its reader, so a torn or stale one costs time only: caches derived from the history
+(``budget.tokens._estimates_cache``) and the usage the last response reported, kept by
+``toolbudget proxy`` for the session's next request (``budget.proxy._pool``; a torn one is read
+as no usage)."""
 
 DIR_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY
 READ_FLAGS: Final = os.O_RDONLY | os.O_NONBLOCK  # a FIFO planted as a body must not block us

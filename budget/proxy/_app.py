@@ -31,7 +31,6 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from budget._errors import BudgetError
 from budget._log import get_logger
 from budget.proxy._encode import NumberRewritten
 from budget.proxy._incremental import INLINE_BYTES, Bodies, Parsed
@@ -196,6 +195,7 @@ class Proxy:
             syncing = slot.syncing
             if syncing is not None and not syncing.done():
                 await asyncio.wait((syncing,))
+            self.pool.save_usage(slot)  # the last answer's, if its fsync's end has not yet
             work = partial(copy_body, slot, parsed, history, raw, self._clock())
             out, report = work() if self._alone() else await to_thread.run_sync(work)
         self._log.info(
@@ -230,8 +230,7 @@ class Proxy:
             return gateway_error(api, type(exc).__name__)
         if slot is not None:
             # The log's fsync runs while the request goes upstream, never before it.
-            slot.busy += 1
-            slot.syncing = self._spawn(self._sync(slot))
+            slot.syncing = self._spawn(self.pool.synced(slot, self.pool.sync_soon(slot)))
         try:
             resp = await self.upstream.send(req)
         except BaseException as exc:
@@ -331,13 +330,12 @@ class Proxy:
                 cut = ("upstream broke off", type(exc).__name__)
                 raise
             cut = None  # anything raised from here on is not the stream's
-            # Every byte is relayed: what is left (the usage's sidecar, see Pool.keep_usage) is no
-            # work for the event loop, and the agent's next request is still its only work.
+            # Every byte is relayed: what is left (the usage, see Pool.note_usage) is no work
+            # for the event loop, and the agent's next request is still its only work.
             self.working -= 1
             relaying = False
             if slot is not None and tap is not None:
-                later = "content-length" in resp.headers
-                await self._settle(slot, tap, resp.status_code, later=later)
+                await self._settle(slot, tap, resp.status_code)
         finally:
             if relaying:
                 self.working -= 1
@@ -360,9 +358,9 @@ class Proxy:
         else:
             self._log.warning("toolbudget.proxy.stream_cut", **fields)
 
-    async def _settle(self, slot: Slot, tap: Tap, status: int, *, later: bool = False) -> None:
-        """What the answer's tap read goes to the session: its usage (its sidecar written after
-        the response if ``later``), or a prompt-too-long as the session's overflow."""
+    async def _settle(self, slot: Slot, tap: Tap, status: int) -> None:
+        """What the answer's tap read goes to the session: its usage, or a prompt-too-long as
+        the session's overflow."""
         tap.close()
         if tap.stream_error is not None:
             # The upstream failed the answer after its first bytes (overloaded, an API error):
@@ -380,15 +378,7 @@ class Proxy:
         if tap.usage is not None and usage is None:
             self._log.info("toolbudget.proxy.usage_unread", session=slot.key, reason="not a usage")
         if usage is not None:
-            slot.usage = usage  # the next request's, at once
-            if not later:
-                await self.pool.keep_usage(slot, usage)
-                return
-            # The agent holds every byte already (a content-length answer): the sidecar is written
-            # after the response ends, which frees the agent's connection for its next request
-            # (prepared after the write all the same: Pool.keep_usage holds the session's lock).
-            slot.busy += 1
-            self._spawn(self.pool.keep_usage(slot, usage, release=True))
+            self.pool.note_usage(slot, usage)
         elif status in OVERFLOW_STATUSES and is_context_overflow(tap.error_body):
             async with slot.lock:
                 try:
@@ -400,18 +390,6 @@ class Proxy:
                         error=type(exc).__name__,
                     )
             self._log.warning("toolbudget.proxy.overflow", session=slot.key)
-
-    async def _sync(self, slot: Slot) -> None:
-        """fsync what the request just forwarded logged (the durability note of
-        :mod:`budget.proxy._pool`); a failure is an event, the next request retries it."""
-        try:
-            await to_thread.run_sync(slot.sync)
-        except (BudgetError, OSError) as exc:
-            self._log.error(
-                "toolbudget.proxy.sync_failed", session=slot.key, error=type(exc).__name__
-            )
-        finally:
-            self.pool.release(slot)
 
     def _alone(self) -> bool:
         """Whether the request at hand is the proxy's only work in flight: then the event loop

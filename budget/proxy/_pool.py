@@ -16,11 +16,13 @@ durable. What a power loss or an OS crash in those milliseconds can take is the 
 writes: its decisions (decided afresh on resume) or, where the filesystem kept its log lines
 and not a body they point to, that body (the resumed copies are the same, and the resumed
 session puts the body back from the text the agent sends again before a copy names it:
-``budget.session._bodies.Bodies.restore_missing``). The usage sidecar is written, not
-fsync'd, once the request's fsync is done and before the session's next request is prepared
-(:meth:`Pool.keep_usage`): a streamed answer's last byte waits for it, an answer with a
-content-length (the agent's once its bytes are relayed) does not. After a power loss a torn
-one is read as no usage.
+``budget.session._bodies.Bodies.restore_missing``). The usage sidecar is
+written, not fsync'd, in the event loop, once the request's fsync is done and before the
+session's next request is prepared (:meth:`Pool.note_usage`): in place, one ``write()`` of a few
+hundred bytes, without the store's mutex (:meth:`spill.LocalStore.overwrite_sidecar`), so no
+answer and no next request waits for a worker thread or a rename (issue 33). It holds the usage
+with its checksum, padded with spaces to the longest one written before: after a power loss a
+torn one is read as no usage.
 
 Sessions idle for ``idle_close_s`` are closed (their lock released, so ``toolbudget gc`` can
 collect them) when others are opened; at most ``max_open`` stay open.
@@ -32,11 +34,13 @@ import asyncio
 import os
 import time
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
 import orjson
+import xxhash
 from anyio import to_thread
 
 from budget import Budget
@@ -56,6 +60,8 @@ USAGE_META: Final = "proxy_usage"
 there is no sidecar, so a session it left resumes the same)."""
 USAGE_SIDECAR: Final = "proxy_usage.json"
 """The sidecar holding the last response's usage."""
+SYNC_THREADS: Final = 8
+"""Sessions' fsyncs made at once, each in a thread of the pool's own (:meth:`Pool.sync_soon`)."""
 
 
 @dataclass(eq=False)
@@ -73,6 +79,10 @@ class Slot:
     """Requests of this session in flight (a busy session is never closed)."""
     syncing: asyncio.Task[None] | None = None
     """The fsyncs of the session's last forwarded request (:meth:`sync` in a worker thread)."""
+    unsaved: Mapping[str, Any] | None = None
+    """An answer's usage waiting for its request's fsync to be written to the sidecar."""
+    usage_bytes: int = 0
+    """The sidecar's length: a shorter usage is padded to it (its tail would be left behind)."""
 
     def sync(self) -> None:
         """fsync what the session's requests wrote and did not sync yet (in a worker thread)."""
@@ -96,6 +106,7 @@ class Pool:
         self._idle_close_s = idle_close_s
         self._slots: dict[str, Slot] = {}
         self._opening: dict[str, asyncio.Lock] = {}
+        self._syncer: ThreadPoolExecutor | None = None
         self._log = get_logger("toolbudget")
         try:
             root.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -128,7 +139,8 @@ class Pool:
                     config = self._config(model)
                     path = self.root / key
                     budget, store = await to_thread.run_sync(_open, path, config, fmt)
-                    slot = Slot(key, budget, store, usage=_saved_usage(store))
+                    usage, size = _saved_usage(store)
+                    slot = Slot(key, budget, store, usage=usage, usage_bytes=size)
                     # Busy before the idle ones are closed: the session just opened for this
                     # request is never among them (it was, once max_open others were busy).
                     slot.busy += 1
@@ -146,36 +158,56 @@ class Pool:
         slot.busy -= 1
         slot.used_at = time.monotonic()
 
-    async def keep_usage(
-        self, slot: Slot, usage: Mapping[str, Any], *, release: bool = False
-    ) -> None:
-        """:meth:`save_usage` in a worker thread once the session's last fsync is done, under the
-        session's lock (its next request is prepared after it); ``release``: the slot too.
+    def sync_soon(self, slot: Slot) -> asyncio.Future[None]:
+        """The fsyncs of what the session's request wrote (:meth:`Slot.sync`), handed to a sync
+        thread now, not from a task at the event loop's next turn: the thread starts while the
+        request goes upstream (anyio's ``to_thread`` started it ~0.6 ms later at the median at
+        800 rounds, and the session's next request waits for the end). Held busy until
+        :meth:`synced`."""
+        if self._syncer is None:
+            self._syncer = ThreadPoolExecutor(SYNC_THREADS, thread_name_prefix="toolbudget-sync")
+        slot.busy += 1
+        return asyncio.get_running_loop().run_in_executor(self._syncer, slot.sync)
 
-        The sidecar's write takes the store's lock, which the fsync holds while it runs, and its
-        rename stalls for ms behind other jobs' disk I/O: in the event loop, either held up every
-        request meanwhile, the agent's next one among them (8-25 ms at the p99 of 800 rounds on
-        a loaded machine, issue 33)."""
+    async def synced(self, slot: Slot, syncing: asyncio.Future[None]) -> None:
+        """Wait for :meth:`sync_soon`'s fsyncs (the durability note); a failure is an event,
+        the next request retries it."""
         try:
-            async with slot.lock:
-                syncing = slot.syncing
-                if syncing is not None and not syncing.done():
-                    await asyncio.wait((syncing,))
-                await to_thread.run_sync(self.save_usage, slot, usage)
+            await syncing
+        except (BudgetError, OSError) as exc:
+            self._log.error(
+                "toolbudget.proxy.sync_failed", session=slot.key, error=type(exc).__name__
+            )
         finally:
-            if release:
-                self.release(slot)
+            self.release(slot)
 
-    def save_usage(self, slot: Slot, usage: Mapping[str, Any]) -> None:
-        """Keep ``usage`` for the session's next request, in memory and in its sidecar: a write
-        and a rename of a few hundred bytes, no fsync (the module's durability note)."""
+    def note_usage(self, slot: Slot, usage: Mapping[str, Any]) -> None:
+        """Keep ``usage`` for the session's next request: in memory at once, in its sidecar once
+        the session's last fsync is done (now, or as that fsync's task ends, in the event loop;
+        the next request's :meth:`save_usage` writes it first if it comes before)."""
         slot.usage = dict(usage)
+        slot.unsaved = slot.usage
+        syncing = slot.syncing
+        if syncing is None or syncing.done():
+            self.save_usage(slot)
+        else:
+            syncing.add_done_callback(lambda _: self.save_usage(slot))
+
+    def save_usage(self, slot: Slot) -> None:
+        """Write the session's unsaved usage to its sidecar, if any: a few hundred bytes in
+        place, no rename, no fsync, no lock a worker thread holds (the module's note)."""
+        usage, slot.unsaved = slot.unsaved, None
+        if usage is None:
+            return
+        data = _encode_usage(usage).ljust(slot.usage_bytes)
         try:
-            slot.store.write_sidecar(USAGE_SIDECAR, orjson.dumps(slot.usage))
+            slot.store.overwrite_sidecar(USAGE_SIDECAR, data)
         except (BudgetError, OSError) as exc:
             self._log.error(
                 "toolbudget.proxy.usage_not_saved", session=slot.key, error=type(exc).__name__
             )
+            return
+        slot.usage_bytes = max(slot.usage_bytes, len(data))
 
     async def _close_idle(self) -> None:
         now = time.monotonic()
@@ -194,6 +226,7 @@ class Pool:
 
     async def _close(self, slot: Slot) -> None:
         self._slots.pop(slot.key, None)
+        self.save_usage(slot)  # its fsync is done: closing waits for nothing in flight
         try:
             await to_thread.run_sync(slot.budget.close)
         except (BudgetError, OSError) as exc:
@@ -205,6 +238,9 @@ class Pool:
         """Close every open session (the proxy is shutting down)."""
         for slot in list(self._slots.values()):
             await self._close(slot)
+        if self._syncer is not None:
+            self._syncer.shutdown()
+            self._syncer = None
 
     def __len__(self) -> int:
         return len(self._slots)
@@ -227,14 +263,43 @@ def _open(path: Path, config: BudgetConfig, fmt: str) -> tuple[Budget, LocalStor
         raise
 
 
-def _saved_usage(store: LocalStore) -> dict[str, Any] | None:
-    """The usage the session's last response reported, as a proxy saved it; None if unknown."""
+def _encode_usage(usage: Mapping[str, Any]) -> bytes:
+    """The sidecar's bytes for ``usage``: the usage with the checksum of its encoding."""
+    encoded = orjson.dumps(usage)
+    check = xxhash.xxh3_64_hexdigest(encoded).encode()
+    return b'{"usage":' + encoded + b',"xxh3":"' + check + b'"}'
+
+
+def _decode_usage(data: bytes) -> dict[str, Any] | None:
+    """The usage a sidecar holds; None if it is torn (its checksum fails, or no JSON). A
+    sidecar without a checksum is a proxy's from before the sidecar was written in place (by
+    a rename: whole or absent), the usage itself."""
+    saved = orjson.loads(data)  # the padding is JSON's trailing whitespace
+    if not isinstance(saved, dict):
+        return None
+    if "xxh3" not in saved:
+        return saved
+    usage = saved.get("usage")
+    if not isinstance(usage, dict):
+        return None
+    encoded = orjson.dumps(usage)
+    return usage if xxhash.xxh3_64_hexdigest(encoded) == saved["xxh3"] else None
+
+
+def _saved_usage(store: LocalStore) -> tuple[dict[str, Any] | None, int]:
+    """The usage the session's last response reported, as a proxy saved it (None if unknown),
+    and the sidecar's length (a torn one's too: the next usage must cover all of it)."""
     try:
         data = store.read_sidecar(USAGE_SIDECAR)
-        saved = orjson.loads(data) if data is not None else store.read_meta().get(USAGE_META)
-    except (BudgetError, OSError, orjson.JSONDecodeError):
-        return None  # a torn sidecar (a power loss before its write reached the disk)
-    return saved if isinstance(saved, dict) else None
+        saved = store.read_meta().get(USAGE_META) if data is None else None
+    except (BudgetError, OSError):
+        return None, 0
+    if data is None:
+        return (saved if isinstance(saved, dict) else None), 0
+    try:
+        return _decode_usage(data), len(data)
+    except orjson.JSONDecodeError:
+        return None, len(data)  # torn: a power loss before its write reached the disk
 
 
 def session_root(root: str | os.PathLike[str]) -> Path:

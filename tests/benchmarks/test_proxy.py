@@ -51,6 +51,21 @@ def test_a_small_run_measures_every_figure() -> None:
     assert "added median" in render(result)
 
 
+def test_a_child_of_another_checkout_imports_that_checkouts_code(tmp_path: Path) -> None:
+    """A child started for ``--against DIR`` imports ``budget`` from DIR, not from the checkout
+    the benchmark runs in (``python -c`` puts the current directory ahead of ``PYTHONPATH``)."""
+    import sys
+
+    from benchmarks.proxy import _process
+
+    (tmp_path / "budget").mkdir()
+    (tmp_path / "budget" / "__init__.py").write_text("")
+    code = "import sys, time, budget; print('at', budget.__file__, file=sys.stderr, flush=True)"
+    cmd = [sys.executable, "-c", code + "; time.sleep(60)"]
+    with _process(cmd, r"at (\S+)", tmp_path) as (_, where):
+        assert Path(where) == tmp_path / "budget" / "__init__.py"
+
+
 def test_the_standin_process_runs_without_the_cyclic_collector_unless_asked(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -32,9 +32,11 @@ def _sessions(root: Path) -> list[Path]:
 def _meta_usage(session: Path) -> Any:
     """The usage the proxy saved in the session's usage sidecar, once it has."""
 
+    from budget.proxy._pool import _decode_usage
+
     def saved() -> Any:
         path = session / "proxy_usage.json"
-        return orjson.loads(path.read_bytes()) if path.exists() else None
+        return _decode_usage(path.read_bytes()) if path.exists() else None
 
     return eventually(saved)
 

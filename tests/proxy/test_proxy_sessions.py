@@ -220,6 +220,7 @@ def test_a_restarted_proxy_feeds_the_next_request_the_usage_the_last_answer_repo
     after the restart is prepared with that usage, as in an uninterrupted library session (the
     usage decides here: it puts the context under pressure)."""
     from benchmarks.standin import Served, StandIn
+    from budget.proxy._pool import _decode_usage
     from tests.proxy._kit import eventually
 
     root = tmp_path / "sessions"
@@ -230,7 +231,7 @@ def test_a_restarted_proxy_feeds_the_next_request_the_usage_the_last_answer_repo
     def saved() -> bool:
         sessions = [p for p in root.iterdir() if p.is_dir()]
         path = sessions[0] / "proxy_usage.json"
-        return path.exists() and orjson.loads(path.read_bytes()) == _HEAVY
+        return path.exists() and _decode_usage(path.read_bytes()) == _HEAVY
 
     with Served(standin.app()) as up:
         for part in (steps[:3], steps[3:]):

@@ -123,3 +123,111 @@ def test_a_gzipped_json_body_is_read_and_an_unknown_coding_is_not() -> None:
     brotli.feed(b"\x0b\x02\x80")
     brotli.close()
     assert brotli.usage is None and brotli.unreadable == "content-encoding br"
+
+
+_USAGE = {"input_tokens": 123_456, "cache_read_input_tokens": 99_000, "output_tokens": 42}
+
+
+def test_the_usage_sidecar_reads_back_whole_and_a_torn_one_as_no_usage() -> None:
+    """The usage as written (padded with spaces or not) reads back; bytes changed by a torn
+    write fail the checksum and read as no usage; an older proxy's sidecar (the usage alone,
+    written by a rename) reads as that usage."""
+    _proxy()
+    from budget.proxy._pool import _decode_usage, _encode_usage
+
+    data = _encode_usage(_USAGE)
+    assert _decode_usage(data) == _USAGE
+    assert _decode_usage(data.ljust(len(data) + 40)) == _USAGE
+    torn = data.replace(b"123456", b"999999")
+    assert orjson.loads(torn)["usage"]["input_tokens"] == 999_999
+    assert _decode_usage(torn) is None
+    assert _decode_usage(orjson.dumps({"input_tokens": 7})) == {"input_tokens": 7}
+    assert _decode_usage(b"[1]") is None
+
+
+def test_a_pools_usage_waits_for_its_fsync_and_a_shorter_one_covers_the_longer(
+    tmp_path: Any,
+) -> None:
+    """An answer's usage is in memory at once and in the sidecar once its request's fsync task
+    is done (or when the next request writes it first); a shorter usage after a longer one is
+    padded over it; a reopened pool reads the last one, and a torn sidecar as no usage whose
+    length the next write still covers."""
+    import asyncio
+
+    _proxy()
+    from budget.proxy._pool import USAGE_SIDECAR, Pool
+
+    async def run() -> None:
+        pool = Pool(tmp_path, {})
+        slot = await pool.get("s", "anthropic", "claude-sonnet-4-5")
+        sidecar = tmp_path / "s" / USAGE_SIDECAR
+        gate = asyncio.Event()
+        slot.syncing = asyncio.create_task(gate.wait())  # type: ignore[arg-type]
+        pool.note_usage(slot, _USAGE)
+        assert slot.usage == _USAGE and not sidecar.exists()
+        gate.set()
+        await slot.syncing
+        await asyncio.sleep(0)  # the task's done callbacks
+        assert sidecar.exists()
+        long = sidecar.stat().st_size
+        pool.note_usage(slot, {"input_tokens": 1})
+        assert sidecar.stat().st_size == long
+        pool.release(slot)
+        await pool.close()
+        sidecar.write_bytes(b'{"usage":{"input_tokens":1},"xx' + b" " * 200)
+        pool = Pool(tmp_path, {})
+        slot = await pool.get("s", "anthropic", "claude-sonnet-4-5")
+        assert slot.usage is None
+        pool.note_usage(slot, {"input_tokens": 2})
+        pool.release(slot)
+        await pool.close()
+        pool = Pool(tmp_path, {})
+        slot = await pool.get("s", "anthropic", "claude-sonnet-4-5")
+        assert slot.usage == {"input_tokens": 2}
+        pool.release(slot)
+        await pool.close()
+
+    asyncio.run(run())
+
+
+def test_a_requests_fsyncs_start_in_a_sync_thread_at_once_and_a_failure_is_an_event(
+    tmp_path: Any,
+) -> None:
+    """``sync_soon`` hands the session's fsyncs to a sync thread before the event loop turns
+    again (the session held busy); ``synced`` releases it, a failed sync a ``sync_failed``
+    event; closing the pool stops its threads."""
+    import asyncio
+    import threading
+
+    import structlog
+
+    _proxy()
+    from budget.proxy._pool import Pool
+    from spill._errors import StoreError
+
+    async def run() -> None:
+        pool = Pool(tmp_path, {})
+        slot = await pool.get("s", "anthropic", "claude-sonnet-4-5")
+        ran, go = threading.Event(), threading.Event()
+        where: list[str] = []
+
+        def sync() -> None:
+            where.append(threading.current_thread().name)
+            ran.set()
+            go.wait(10)
+            raise StoreError("injected")
+
+        slot.sync = sync  # type: ignore[method-assign]
+        syncing = pool.sync_soon(slot)
+        assert ran.wait(10), "the sync waited for the event loop"
+        assert slot.busy == 2
+        go.set()
+        with structlog.testing.capture_logs() as events:
+            await pool.synced(slot, syncing)
+        assert where[0].startswith("toolbudget-sync")
+        assert [e["event"] for e in events] == ["toolbudget.proxy.sync_failed"]
+        assert slot.busy == 1
+        pool.release(slot)
+        await pool.close()
+
+    asyncio.run(run())
