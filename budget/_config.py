@@ -45,7 +45,9 @@ class ToolPolicy(BaseModel):
             raise ConfigError(_describe(exc)) from None
 
     cap: PositiveInt | None = None
-    """Characters above which this tool's results are spilled (None: the session's cap)."""
+    """Characters above which this tool's results are spilled (None: the session's cap); one
+    at or under the session's ``preview_chars`` acts as ``preview_chars + 1`` (an envelope never
+    outgrows the output it replaces)."""
     exempt: bool = False
     """Never spill or trim this tool's results (the read-back tool is always exempt)."""
     preview: PreviewShape | None = None
