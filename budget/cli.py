@@ -411,6 +411,13 @@ def _check_arguments(json_path: Path | None, plots: Path | None, traces: Path | 
     if plots is not None:
         if plots.exists() and not plots.is_dir():
             _fail(f"--plots {plots} is a file; name a directory for the PNG charts")
+        # Created if missing: where it would be made must be a directory that takes new files,
+        # or the charts fail after the whole replay.
+        base = next(p for p in (plots, *plots.parents) if p.exists())
+        if not base.is_dir():
+            _fail(f"--plots {plots}: {base} is a file, not a directory")
+        if not os.access(base, os.W_OK | os.X_OK):
+            _fail(f"--plots {plots}: cannot write in {base}")
         try:
             import matplotlib  # noqa: F401, PLC0415
         except ImportError:

@@ -163,14 +163,15 @@ def _traces(tmp_path: Path) -> Path:
 def test_bench_refuses_unwritable_outputs_before_the_replay(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """--plots naming a file, --plots without matplotlib, --json into a missing directory: one
-    error line and exit 2 before any trace is replayed."""
+    """--plots naming a file or under one, --plots without matplotlib, --json into a missing
+    directory: one error line and exit 2 before any trace is replayed."""
     traces = _traces(tmp_path)
     a_file = tmp_path / "taken.png"
     a_file.write_bytes(b"x")
     base = ["bench", "--traces", str(traces), "--strategies", "toolbudget"]
     cases = {
         "is a file": [*base, "--plots", str(a_file)],
+        "is a file, not a directory": [*base, "--plots", str(a_file / "charts")],
         "no directory": [*base, "--json", str(tmp_path / "nope" / "dir" / "r.json")],
     }
     for expected, args in cases.items():
