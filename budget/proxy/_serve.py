@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import socket
 from collections.abc import Callable
 
 import uvicorn
 
+from budget._errors import ConfigError
 from budget._log import get_logger
 from budget.proxy._app import create_app
 from budget.proxy._limits import raise_fd_limit
@@ -22,6 +24,7 @@ def serve(settings: ProxySettings, *, on_ready: Callable[[int], None] | None = N
     The soft limit on open files is raised to the hard one first (macOS starts processes at
     256): the app keeps as many sessions open as the limit then leaves room for."""
     raise_fd_limit()
+    listening = _listen(settings.host, settings.port)
     if not settings.loopback:
         get_logger("toolbudget").warning(
             "toolbudget.proxy.not_loopback",
@@ -48,11 +51,11 @@ def serve(settings: ProxySettings, *, on_ready: Callable[[int], None] | None = N
     gc.freeze()
     server = uvicorn.Server(config)
     if on_ready is None:
-        server.run()
+        server.run(sockets=[listening])
         return
 
     async def run() -> None:
-        task = asyncio.create_task(server.serve())
+        task = asyncio.create_task(server.serve(sockets=[listening]))
         while not server.started:
             if task.done():
                 await task
@@ -62,3 +65,13 @@ def serve(settings: ProxySettings, *, on_ready: Callable[[int], None] | None = N
         await task
 
     asyncio.run(run())
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """A socket listening on ``host``:``port``, bound before uvicorn starts: a host that does not
+    resolve or a port in use is one ConfigError (uvicorn's own bind exits with a traceback)."""
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        return socket.create_server((host, port), family=family)
+    except OSError as exc:  # socket.gaierror included
+        raise ConfigError(f"toolbudget proxy cannot listen on {host}:{port}: {exc}") from None

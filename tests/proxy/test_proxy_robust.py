@@ -298,3 +298,24 @@ def test_prepare_runs_in_the_event_loop_only_while_nothing_else_is_in_flight(
                 pass
     # The first two were alone (the streamed one too, before its answer came); the third not.
     assert in_loop == [True, True, False]
+
+
+def test_a_port_in_use_or_a_host_that_does_not_resolve_is_one_error_line(tmp_path: Path) -> None:
+    """``toolbudget proxy`` on a port another socket holds, or on a host no name resolves,
+    exits 2 with one ``error:`` line naming the address, not uvicorn's SystemExit traceback."""
+    import socket
+
+    from typer.testing import CliRunner
+
+    from budget.cli import app
+
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        busy = CliRunner().invoke(app, ["proxy", "--root", str(tmp_path), "--port", str(port)])
+    nowhere = CliRunner().invoke(
+        app, ["proxy", "--root", str(tmp_path), "--host", "no-such-host.invalid", "--port", "0"]
+    )
+    for result, address in ((busy, f"127.0.0.1:{port}"), (nowhere, "no-such-host.invalid:0")):
+        assert result.exit_code == 2, result.output
+        assert result.stderr.count("\n") == 1 and result.stderr.startswith("error: ")
+        assert address in result.stderr and "Traceback" not in result.output
