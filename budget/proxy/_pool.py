@@ -274,7 +274,10 @@ def _decode_usage(data: bytes) -> dict[str, Any] | None:
     """The usage a sidecar holds; None if it is torn (its checksum fails, or no JSON). A
     sidecar without a checksum is a proxy's from before the sidecar was written in place (by
     a rename: whole or absent), the usage itself."""
-    saved = orjson.loads(data)  # the padding is JSON's trailing whitespace
+    try:
+        saved = orjson.loads(data)  # the padding is JSON's trailing whitespace
+    except orjson.JSONDecodeError:
+        return None  # torn, or empty: created and not yet written
     if not isinstance(saved, dict):
         return None
     if "xxh3" not in saved:
@@ -296,10 +299,7 @@ def _saved_usage(store: LocalStore) -> tuple[dict[str, Any] | None, int]:
         return None, 0
     if data is None:
         return (saved if isinstance(saved, dict) else None), 0
-    try:
-        return _decode_usage(data), len(data)
-    except orjson.JSONDecodeError:
-        return None, len(data)  # torn: a power loss before its write reached the disk
+    return _decode_usage(data), len(data)  # torn (a power loss mid-write): no usage
 
 
 def session_root(root: str | os.PathLike[str]) -> Path:

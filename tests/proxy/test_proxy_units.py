@@ -130,8 +130,9 @@ _USAGE = {"input_tokens": 123_456, "cache_read_input_tokens": 99_000, "output_to
 
 def test_the_usage_sidecar_reads_back_whole_and_a_torn_one_as_no_usage() -> None:
     """The usage as written (padded with spaces or not) reads back; bytes changed by a torn
-    write fail the checksum and read as no usage; an older proxy's sidecar (the usage alone,
-    written by a rename) reads as that usage."""
+    write fail the checksum, and a file cut short or created and not yet written is no JSON:
+    each reads as no usage; an older proxy's sidecar (the usage alone, written by a rename)
+    reads as that usage."""
     _proxy()
     from budget.proxy._pool import _decode_usage, _encode_usage
 
@@ -143,6 +144,7 @@ def test_the_usage_sidecar_reads_back_whole_and_a_torn_one_as_no_usage() -> None
     assert _decode_usage(torn) is None
     assert _decode_usage(orjson.dumps({"input_tokens": 7})) == {"input_tokens": 7}
     assert _decode_usage(b"[1]") is None
+    assert _decode_usage(b"") is None and _decode_usage(data[: len(data) // 2]) is None
 
 
 def test_a_pools_usage_waits_for_its_fsync_and_a_shorter_one_covers_the_longer(
