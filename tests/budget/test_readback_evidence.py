@@ -65,6 +65,16 @@ def _run(path: Path, follow_ups: list[list[dict[str, Any]]], **cfg: Any) -> Budg
     return session
 
 
+def _one_more_request_after_a_restart(path: Path, history: list[dict[str, Any]]) -> None:
+    """Reopen the session at ``path`` and prepare ``history`` with one more round."""
+    reopened = Budget.open(path)
+    try:
+        more = [*history, _call("c3", "Bash", {"command": "pwd"}), _result("c3", "/")]
+        reopened.prepare(more, now=3.0)
+    finally:
+        reopened.close()
+
+
 def test_call_facts_find_a_ref_in_a_path_and_in_a_read_tool_input() -> None:
     """A 32-hex ref standing alone is found in a command, a file path and a ``ref`` field."""
     ref = ref_for("some output")
@@ -143,12 +153,7 @@ def test_a_noted_readback_counts_and_survives_a_restart(tmp_path: Path) -> None:
     finally:
         session.close()
     assert _readbacks(tmp_path / "s") == [0, 1]
-    reopened = Budget.open(tmp_path / "s")
-    try:
-        history = [*history, _call("c3", "Bash", {"command": "pwd"}), _result("c3", "/")]
-        reopened.prepare(history, now=3.0)
-    finally:
-        reopened.close()
+    _one_more_request_after_a_restart(tmp_path / "s", history)
     assert _readbacks(tmp_path / "s") == [0, 1, 1]
 
 
@@ -404,10 +409,5 @@ def test_a_note_another_writers_lock_refused_is_not_logged_when_noted_again(
         session.close()
     assert _notes(tmp_path / "s") == [ref]
     assert _readbacks(tmp_path / "s") == [0, 1]
-    reopened = Budget.open(tmp_path / "s")
-    try:
-        history = [*history, _call("c3", "Bash", {"command": "pwd"}), _result("c3", "/")]
-        reopened.prepare(history, now=3.0)
-    finally:
-        reopened.close()
+    _one_more_request_after_a_restart(tmp_path / "s", history)
     assert _readbacks(tmp_path / "s") == [0, 1, 1]
