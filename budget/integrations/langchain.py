@@ -51,7 +51,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 from budget._config import BudgetConfig, build_config
 from budget._errors import ConfigError, InputError
 from budget._readback import read_tool_definition
-from budget._report import Report
+from budget._report import Prepared, Report
 from budget._view import EMPTY_SCAN, Call, Format, RawResult, Scanned
 from budget.compaction._transcript import render_transcript
 from budget.formats._common import call_facts
@@ -365,6 +365,22 @@ class ToolBudgetMiddleware(AgentMiddleware):
             prepared = session.prepare(messages, usage=_last_usage(messages), format=LANGCHAIN)
         finally:
             self._model.reset(token)
+        return self._sent(request, prepared)
+
+    async def _abudget(self, request: ModelRequest, session: Budget) -> ModelRequest:
+        """:meth:`_budget` for the async agent: ``aprepare`` budgets in a worker thread and
+        awaits an async summarizer on this loop (the sync ``prepare`` refuses one)."""
+        messages = request.messages
+        token = self._model.set(request.model)
+        try:
+            prepared = await session.aprepare(
+                messages, usage=_last_usage(messages), format=LANGCHAIN
+            )
+        finally:
+            self._model.reset(token)
+        return self._sent(request, prepared)
+
+    def _sent(self, request: ModelRequest, prepared: Prepared) -> ModelRequest:
         self.last_report = prepared.report
         return request.override(messages=[self._native(m) for m in prepared.messages])
 
@@ -402,10 +418,11 @@ class ToolBudgetMiddleware(AgentMiddleware):
         request: ModelRequest,
         handler: Callable[[ModelRequest], Awaitable[ModelResponse]],
     ) -> ModelResponse:
-        """The async form: budgeting (it may write spilled bodies) runs in a worker thread."""
+        """The async form: budgeting (it may write spilled bodies) runs in a worker thread; an
+        async summarizer is awaited on the loop."""
         session = await asyncio.to_thread(self._current)  # opening a session is file I/O
         while True:
-            budgeted = await asyncio.to_thread(self._budget, request, session)
+            budgeted = await self._abudget(request, session)
             try:
                 return await handler(budgeted)
             except Exception as exc:
