@@ -29,6 +29,7 @@ from budget.compaction._compaction import (
     Tail,
     anchor_of,
     attachments,
+    carry_over,
     drop_oldest_rounds,
     project,
     resolve_anchor,
@@ -329,12 +330,10 @@ class Compactor:
             note=cfg.compact_constraint_chars > 0 and not carried,
         )
         if carried and self.checkpoint is not None:
-            # The user's constraints were carried by the last summary message: the early user
-            # messages they came from are summarized, and read from the view now they would be
-            # lines of the summary message itself. The tools called accumulate.
             old = self.checkpoint
-            extra = Attachments(
-                old.constraints, extra.files, tuple(dict.fromkeys((*old.tools, *extra.tools)))
+            last = Attachments(old.constraints, old.files, old.tools)
+            extra = carry_over(
+                view, fmt, extra, last, files=cfg.compact_files, file_chars=lim.file_chars
             )
         return extra
 
