@@ -268,3 +268,19 @@ def test_a_second_compaction_keeps_the_file_snapshots_no_later_read_replaced(
         first = b.prepare(msgs).messages[0]["content"]
     assert '<file path="src/parser.py"' in first
     assert "def parse():" in first
+
+
+def test_a_caller_marking_its_copys_summary_message_changes_no_later_copy(tmp_path: Path) -> None:
+    """A caller adding a cache_control breakpoint to (or editing) the summary message of its
+    request copy changes neither the next copy nor makes it differ from a resumed session's."""
+    cfg = SESSION.model_copy(update={"compaction": "manual"})
+    msgs = history(12)
+    with Budget.open(tmp_path / "s", cfg, summarizer=Counting()) as b:
+        assert b.compact(msgs)
+        first = b.prepare(msgs)
+        sent = _bytes(first)
+        first.messages[0]["cache_control"] = {"type": "ephemeral"}
+        first.messages[0]["content"] = "edited by the caller"
+        assert _bytes(b.prepare(msgs)) == sent
+    with Budget.open(tmp_path / "s", cfg) as resumed:
+        assert _bytes(resumed.prepare(msgs)) == sent
