@@ -247,7 +247,12 @@ def test_a_second_compaction_carries_the_users_constraints_not_the_summary_lines
 
 
 def _read_round(i: int, path: str, text: str) -> list[dict[str, Any]]:
-    call = {"type": "tool_use", "id": f"toolu_read_{i}", "name": "read_file", "input": {"path": path}}
+    call = {
+        "type": "tool_use",
+        "id": f"toolu_read_{i}",
+        "name": "read_file",
+        "input": {"path": path},
+    }
     result = {"type": "tool_result", "tool_use_id": f"toolu_read_{i}", "content": text}
     return [{"role": "assistant", "content": [call]}, {"role": "user", "content": [result]}]
 
