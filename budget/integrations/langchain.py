@@ -285,7 +285,7 @@ class ToolBudgetMiddleware(AgentMiddleware):
         """The model of the call being budgeted (``"agent"``): a context variable, not a thread
         local, since the summarizer runs in a thread of its own under ``compact_timeout_s``
         (with the budgeting call's context)."""
-        self._summaries: dict[int, tuple[dict[str, Any], HumanMessage]] = {}
+        self._summaries: dict[str, HumanMessage] = {}
         self._summarizer = self._summarizer_for(summarizer)
         if self.session is not None:
             attach_summarizer(self.session, self._summarizer, "ToolBudgetMiddleware")
@@ -389,14 +389,15 @@ class ToolBudgetMiddleware(AgentMiddleware):
         while the checkpoint holds, so the copy's prefix stays the same."""
         if not _is_summary(message):
             return message
+        text = message["content"]
         with self._lock:
-            known = self._summaries.get(id(message))
-            if known is None or known[0] is not message:
+            # By its text: the session hands each copy a summary dict of its own.
+            known = self._summaries.get(text)
+            if known is None:
                 if len(self._summaries) >= 64:
                     self._summaries.clear()  # one per checkpoint: old ones are not sent again
-                known = (message, HumanMessage(content=message["content"]))
-                self._summaries[id(message)] = known
-            return known[1]
+                known = self._summaries[text] = HumanMessage(content=text)
+            return known
 
     def wrap_model_call(
         self,

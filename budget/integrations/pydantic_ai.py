@@ -126,18 +126,19 @@ def _is_summary(message: object) -> bool:
     )
 
 
-def _native(summaries: dict[int, tuple[dict[str, Any], ModelRequest]], message: Any) -> Any:
+def _native(summaries: dict[str, ModelRequest], message: Any) -> Any:
     """``message``, or for compaction's summary the ModelRequest showing it: the same object
-    while the checkpoint holds (``summaries`` keeps them), so the copy's prefix stays the same."""
+    while the checkpoint holds (``summaries`` keeps them by text: the session hands each copy a
+    summary dict of its own), so the copy's prefix stays the same."""
     if not _is_summary(message):
         return message
-    known = summaries.get(id(message))
-    if known is None or known[0] is not message:
+    text = message["content"]
+    known = summaries.get(text)
+    if known is None:
         if len(summaries) >= 64:
             summaries.clear()  # one per checkpoint: old ones are not sent again
-        known = (message, ModelRequest(parts=[UserPromptPart(content=message["content"])]))
-        summaries[id(message)] = known
-    return known[1]
+        known = summaries[text] = ModelRequest(parts=[UserPromptPart(content=text)])
+    return known
 
 
 PYDANTIC_AI = PydanticAIFormat()
@@ -188,7 +189,7 @@ class ToolBudgetCapability(AbstractCapability[Any]):
     summarizer: Callable[[Sequence[Any]], Any] | None = None
     last_report: Report | None = field(default=None, init=False, compare=False)
     """The report of the last request budgeted."""
-    _summaries: dict[int, tuple[dict[str, Any], ModelRequest]] = field(
+    _summaries: dict[str, ModelRequest] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
 
@@ -234,7 +235,7 @@ class _HistoryProcessor:
         # id(copy) -> (copy, original): ProcessHistory writes our copies into the run's history,
         # and budgeting a copy again would re-decide results from their envelopes.
         self._originals: dict[int, tuple[ModelMessage, ModelMessage]] = {}
-        self._summaries: dict[int, tuple[dict[str, Any], ModelRequest]] = {}
+        self._summaries: dict[str, ModelRequest] = {}
 
     def _original(self, message: ModelMessage) -> ModelMessage:
         hit = self._originals.get(id(message))
