@@ -143,15 +143,19 @@ def _check_in_place(f: TraceFile, target: Path) -> None:
 def _download(f: TraceFile, target: Path, base_url: str) -> tuple[int, int]:
     """Fetch ``f`` into ``target`` through ``target.part``; (bytes received, byte resumed at)."""
     part = target.with_name(target.name + ".part")
-    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise TraceFetchError(f"cannot make {target.parent}: {exc.strerror or exc}") from None
     have = part.stat().st_size if part.exists() else 0
     if have >= f.bytes:  # a complete (or overlong) leftover: check it rather than ask for more
         have = 0 if have > f.bytes else have
     url = f.url(base_url)
     received = 0
     if have < f.bytes:
-        request = urllib.request.Request(url, headers={"Range": f"bytes={have}-"} if have else {})
+        headers = {"Range": f"bytes={have}-"} if have else {}
         try:
+            request = urllib.request.Request(url, headers=headers)  # ValueError: not a URL
             with urllib.request.urlopen(request, timeout=_TIMEOUT_S) as response:
                 if have and response.status != 206:  # the whole file came back: start over
                     have = 0

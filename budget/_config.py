@@ -174,7 +174,8 @@ class BudgetConfig(BaseSettings):
     # consecutive failures.
     compaction: CompactionMode = "off"
     """``"auto"``: ``prepare`` compacts when the request nears the window; ``"manual"``: only
-    ``Budget.compact()`` does; ``"off"``: never."""
+    ``Budget.compact()`` and the third prompt-too-long error in a row do; ``"off"``: neither
+    automatic nor reactive compaction (an explicit ``Budget.compact()`` still compacts)."""
     compact_reserve_tokens: PositiveInt = 20_000
     """Window tokens kept for the summary call's output (Claude Code: min(max output, 20k))."""
     compact_margin_tokens: Annotated[int, Field(ge=0)] = 13_000

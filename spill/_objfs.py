@@ -85,6 +85,10 @@ def filesystem(url: str, storage_options: Mapping[str, Any]) -> tuple[Any, str]:
             cls = _s3_class()
             fs, root = cls(**options), cls._strip_protocol(url)
         else:
+            if protocol in ("file", "local"):
+                # A directory tree, not an object store: an object's directories are made as it
+                # is written (else every write of a new session fails).
+                options.setdefault("auto_mkdir", True)
             fs, root = fsspec.core.url_to_fs(url, **options)
     except ImportError as exc:
         raise ConfigError(

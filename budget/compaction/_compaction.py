@@ -26,6 +26,7 @@ __all__ = [
     "Tail",
     "anchor_of",
     "attachments",
+    "carry_over",
     "constraints_note",
     "drop_oldest_rounds",
     "extract_constraints",
@@ -201,6 +202,15 @@ def file_snapshots(
     """
     if files == 0 or file_chars == 0:
         return ()
+    latest = _latest_reads(messages, fmt)
+    before = sorted(
+        ((i, path, text) for path, (i, text) in latest.items() if i < start), reverse=True
+    )
+    return tuple((path, text[:file_chars]) for _, path, text in before[:files])
+
+
+def _latest_reads(messages: Sequence[Any], fmt: Format) -> dict[str, tuple[int, str]]:
+    """Per path read (and answered by a result that is not an error): where, and its text."""
     reads: dict[str, str] = {}
     for message in messages:
         for call_id, tool, args in _calls_with_args(message):
@@ -213,10 +223,35 @@ def file_snapshots(
             path = reads.get(r.call_id)
             if path is not None and not r.is_error:
                 latest[path] = (i, r.text)
-    before = sorted(
-        ((i, path, text) for path, (i, text) in latest.items() if i < start), reverse=True
+    return latest
+
+
+def carry_over(
+    view: Sequence[Any],
+    fmt: Format,
+    new: Attachments,
+    old: Attachments,
+    *,
+    files: int,
+    file_chars: int,
+) -> Attachments:
+    """The attachments of a checkpoint made over a compacted ``view``, ``new`` those read from
+    it, ``old`` the last checkpoint's. The user's constraints are the last checkpoint's (the
+    early user messages they came from are summarized; read from the view now, they would be
+    lines of the summary message itself). The tools called accumulate. The file snapshots are
+    those the view read before its tail (most recent first), then those the last checkpoint
+    carried that the view does not read again: read before everything in the view, they are
+    still among the most recently read. At most ``files``, each cut to ``file_chars``."""
+    again = _latest_reads(view, fmt)
+    kept = [
+        *new.files,
+        *((path, text[:file_chars]) for path, text in old.files if path not in again),
+    ]
+    return Attachments(
+        old.constraints,
+        tuple(kept[:files]) if file_chars else (),
+        tuple(dict.fromkeys((*old.tools, *new.tools))),
     )
-    return tuple((path, text[:file_chars]) for _, path, text in before[:files])
 
 
 def tool_names(messages: Sequence[Any]) -> tuple[str, ...]:

@@ -12,16 +12,15 @@ calling the summarizer again (SPEC §11.7).
 
 from __future__ import annotations
 
-import contextvars
 import inspect
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from budget._config import BudgetConfig
-from budget._errors import InputError, SummaryTimeout, SummaryTooLong
+from budget._errors import InputError, SummaryTooLong
 from budget._report import Prepared
 from budget._view import Format
+from budget.compaction._bounded import within
 from budget.compaction._checkpoint import Checkpoint
 from budget.compaction._compact_limits import Limits, check_summary_size, limits, summary_start
 from budget.compaction._compaction import (
@@ -29,6 +28,7 @@ from budget.compaction._compaction import (
     Tail,
     anchor_of,
     attachments,
+    carry_over,
     drop_oldest_rounds,
     project,
     resolve_anchor,
@@ -49,36 +49,6 @@ SUMMARY_RETRIES = 3
 it summarized (whole rounds), before the compaction counts as failed (SPEC §11.6). Claude Code
 retries as often (``MAX_PTL_RETRIES = 3`` in ``src/services/compact/compact.ts``, read from the
 public reconstructions of the 2.1.x bundle, e.g. NanmiCoder/cc-haha)."""
-
-
-def _within(summarizer: Callable[[Sequence[Any]], Any], part: list[Any], timeout: float) -> Any:
-    """``summarizer(part)`` in a daemon thread, given ``timeout`` seconds.
-
-    A thread, not a signal: ``prepare`` may run in any thread, and a hung summarizer must not
-    keep the process from exiting (daemon). One past its time is abandoned, not stopped (Python
-    cannot stop a thread); whatever it returns later is dropped.
-    """
-    box: list[Any] = []
-    errors: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            box.append(summarizer(part))
-        except BaseException as exc:  # handed to the caller's thread
-            errors.append(exc)
-
-    # The caller's context variables go with it (a framework's current model, a trace).
-    context = contextvars.copy_context()
-    thread = threading.Thread(
-        target=context.run, args=(run,), name="toolbudget-summarizer", daemon=True
-    )
-    thread.start()
-    thread.join(timeout)
-    if thread.is_alive():
-        raise SummaryTimeout(f"the summarizer did not return within {timeout:g} s")
-    if errors:
-        raise errors[0]
-    return box[0]
 
 
 class Compactor:
@@ -192,12 +162,17 @@ class Compactor:
         return max(report.tokens_after, sent + self.header) > threshold
 
     def reported(self, prepared: Prepared) -> Prepared:
-        """``prepared`` with its report saying a compaction ran, once per compaction."""
+        """``prepared`` with its report saying a compaction ran, once per compaction, and its
+        summary message a dict of its own: a caller marking its copy (a ``cache_control``
+        breakpoint) changes no later copy, which a resumed session would not send."""
+        sent, cp = prepared.messages, self.checkpoint
+        if cp is not None and cp.head < len(sent) and sent[cp.head] is self._message:
+            sent = [*sent[: cp.head], dict(sent[cp.head]), *sent[cp.head + 1 :]]
         if self._unreported is None:
-            return prepared
+            return prepared if sent is prepared.messages else Prepared(sent, prepared.report)
         update = {"compacted": True, "summarized_tokens": self._unreported}
         self._unreported = None
-        return Prepared(prepared.messages, prepared.report.model_copy(update=update))
+        return Prepared(sent, prepared.report.model_copy(update=update))
 
     def clear(self, append: Append) -> bool:
         """Drop the checkpoint: the next request shows the full history. False if none held."""
@@ -329,12 +304,10 @@ class Compactor:
             note=cfg.compact_constraint_chars > 0 and not carried,
         )
         if carried and self.checkpoint is not None:
-            # The user's constraints were carried by the last summary message: the early user
-            # messages they came from are summarized, and read from the view now they would be
-            # lines of the summary message itself. The tools called accumulate.
             old = self.checkpoint
-            extra = Attachments(
-                old.constraints, extra.files, tuple(dict.fromkeys((*old.tools, *extra.tools)))
+            last = Attachments(old.constraints, old.files, old.tools)
+            extra = carry_over(
+                view, fmt, extra, last, files=cfg.compact_files, file_chars=lim.file_chars
             )
         return extra
 
@@ -404,7 +377,7 @@ class Compactor:
         summarizer = self.summarizer
         assert summarizer is not None  # checked by compact()
         timeout = self.config.compact_timeout_s
-        summary = summarizer(part) if timeout is None else _within(summarizer, part, timeout)
+        summary = summarizer(part) if timeout is None else within(summarizer, part, timeout)
         if inspect.isawaitable(summary):
             close = getattr(summary, "close", None)
             if close is not None:

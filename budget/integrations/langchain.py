@@ -51,7 +51,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 from budget._config import BudgetConfig, build_config
 from budget._errors import ConfigError, InputError
 from budget._readback import read_tool_definition
-from budget._report import Report
+from budget._report import Prepared, Report
 from budget._view import EMPTY_SCAN, Call, Format, RawResult, Scanned
 from budget.compaction._transcript import render_transcript
 from budget.formats._common import call_facts
@@ -285,7 +285,7 @@ class ToolBudgetMiddleware(AgentMiddleware):
         """The model of the call being budgeted (``"agent"``): a context variable, not a thread
         local, since the summarizer runs in a thread of its own under ``compact_timeout_s``
         (with the budgeting call's context)."""
-        self._summaries: dict[int, tuple[dict[str, Any], HumanMessage]] = {}
+        self._summaries: dict[str, HumanMessage] = {}
         self._summarizer = self._summarizer_for(summarizer)
         if self.session is not None:
             attach_summarizer(self.session, self._summarizer, "ToolBudgetMiddleware")
@@ -365,6 +365,22 @@ class ToolBudgetMiddleware(AgentMiddleware):
             prepared = session.prepare(messages, usage=_last_usage(messages), format=LANGCHAIN)
         finally:
             self._model.reset(token)
+        return self._sent(request, prepared)
+
+    async def _abudget(self, request: ModelRequest, session: Budget) -> ModelRequest:
+        """:meth:`_budget` for the async agent: ``aprepare`` budgets in a worker thread and
+        awaits an async summarizer on this loop (the sync ``prepare`` refuses one)."""
+        messages = request.messages
+        token = self._model.set(request.model)
+        try:
+            prepared = await session.aprepare(
+                messages, usage=_last_usage(messages), format=LANGCHAIN
+            )
+        finally:
+            self._model.reset(token)
+        return self._sent(request, prepared)
+
+    def _sent(self, request: ModelRequest, prepared: Prepared) -> ModelRequest:
         self.last_report = prepared.report
         return request.override(messages=[self._native(m) for m in prepared.messages])
 
@@ -373,14 +389,15 @@ class ToolBudgetMiddleware(AgentMiddleware):
         while the checkpoint holds, so the copy's prefix stays the same."""
         if not _is_summary(message):
             return message
+        text = message["content"]
         with self._lock:
-            known = self._summaries.get(id(message))
-            if known is None or known[0] is not message:
+            # By its text: the session hands each copy a summary dict of its own.
+            known = self._summaries.get(text)
+            if known is None:
                 if len(self._summaries) >= 64:
                     self._summaries.clear()  # one per checkpoint: old ones are not sent again
-                known = (message, HumanMessage(content=message["content"]))
-                self._summaries[id(message)] = known
-            return known[1]
+                known = self._summaries[text] = HumanMessage(content=text)
+            return known
 
     def wrap_model_call(
         self,
@@ -402,10 +419,11 @@ class ToolBudgetMiddleware(AgentMiddleware):
         request: ModelRequest,
         handler: Callable[[ModelRequest], Awaitable[ModelResponse]],
     ) -> ModelResponse:
-        """The async form: budgeting (it may write spilled bodies) runs in a worker thread."""
+        """The async form: budgeting (it may write spilled bodies) runs in a worker thread; an
+        async summarizer is awaited on the loop."""
         session = await asyncio.to_thread(self._current)  # opening a session is file I/O
         while True:
-            budgeted = await asyncio.to_thread(self._budget, request, session)
+            budgeted = await self._abudget(request, session)
             try:
                 return await handler(budgeted)
             except Exception as exc:

@@ -126,6 +126,21 @@ def _is_summary(message: object) -> bool:
     )
 
 
+def _native(summaries: dict[str, ModelRequest], message: Any) -> Any:
+    """``message``, or for compaction's summary the ModelRequest showing it: the same object
+    while the checkpoint holds (``summaries`` keeps them by text: the session hands each copy a
+    summary dict of its own), so the copy's prefix stays the same."""
+    if not _is_summary(message):
+        return message
+    text = message["content"]
+    known = summaries.get(text)
+    if known is None:
+        if len(summaries) >= 64:
+            summaries.clear()  # one per checkpoint: old ones are not sent again
+        known = summaries[text] = ModelRequest(parts=[UserPromptPart(content=text)])
+    return known
+
+
 PYDANTIC_AI = PydanticAIFormat()
 """The pydantic-ai message format (the capability and the processor name it on every request)."""
 
@@ -174,7 +189,7 @@ class ToolBudgetCapability(AbstractCapability[Any]):
     summarizer: Callable[[Sequence[Any]], Any] | None = None
     last_report: Report | None = field(default=None, init=False, compare=False)
     """The report of the last request budgeted."""
-    _summaries: dict[int, tuple[dict[str, Any], ModelRequest]] = field(
+    _summaries: dict[str, ModelRequest] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
 
@@ -200,17 +215,8 @@ class ToolBudgetCapability(AbstractCapability[Any]):
         return request_context
 
     def _native(self, message: Any) -> Any:
-        """``message``, or for compaction's summary the ModelRequest showing it: the same object
-        while the checkpoint holds, so the copy's prefix stays the same."""
-        if not _is_summary(message):
-            return message
-        known = self._summaries.get(id(message))
-        if known is None or known[0] is not message:
-            if len(self._summaries) >= 64:
-                self._summaries.clear()  # one per checkpoint: old ones are not sent again
-            known = (message, ModelRequest(parts=[UserPromptPart(content=message["content"])]))
-            self._summaries[id(message)] = known
-        return known[1]
+        """``message``, or for compaction's summary the ModelRequest showing it."""
+        return _native(self._summaries, message)
 
     async def on_model_request_error(
         self, ctx: RunContext[Any], *, request_context: ModelRequestContext, error: Exception
@@ -229,6 +235,7 @@ class _HistoryProcessor:
         # id(copy) -> (copy, original): ProcessHistory writes our copies into the run's history,
         # and budgeting a copy again would re-decide results from their envelopes.
         self._originals: dict[int, tuple[ModelMessage, ModelMessage]] = {}
+        self._summaries: dict[str, ModelRequest] = {}
 
     def _original(self, message: ModelMessage) -> ModelMessage:
         hit = self._originals.get(id(message))
@@ -236,10 +243,18 @@ class _HistoryProcessor:
 
     def __call__(self, messages: list[ModelMessage]) -> list[ModelMessage]:
         restored = [self._original(m) for m in messages]
-        out: list[ModelMessage] = self._session.prepare(
+        sent = self._session.prepare(
             restored, usage=_last_usage(restored), format=PYDANTIC_AI
         ).messages
-        self._originals = {id(o): (o, m) for o, m in zip(out, restored, strict=True) if o is not m}
+        out: list[ModelMessage] = [_native(self._summaries, m) for m in sent]
+        # A compacted copy is a summary in place of a prefix: the rest pairs from the end. The
+        # summary maps to no original (a resent summary is before the retained tail: dropped).
+        self._originals = {}
+        for raw, o, m in zip(reversed(sent), reversed(out), reversed(restored), strict=False):
+            if _is_summary(raw):
+                break
+            if o is not m:
+                self._originals[id(o)] = (o, m)
         return out
 
 

@@ -180,3 +180,18 @@ def test_a_file_that_is_not_the_listed_one_is_refused_and_not_kept(
     assert code == 2
     assert "move it away to fetch it again" in err
     assert (dest / first.local).read_text() == "my own notes\n"
+
+
+@pytest.mark.parametrize("case", ["source", "directory"])
+def test_a_source_that_is_no_url_or_a_directory_that_cannot_be_made_is_one_error_line(
+    tmp_path: Path, case: str
+) -> None:
+    """``--source`` that is no URL, or a DIRECTORY below a file, is an ``error:`` line and exit
+    code 2, not a ValueError or NotADirectoryError traceback."""
+    (tmp_path / "a-file").write_text("x")
+    dest = tmp_path / ("traces" if case == "source" else "a-file/traces")
+    source = "not a url" if case == "source" else "http://127.0.0.1:9"
+    done = run_toolbudget(["traces", "fetch", str(dest), "--source", source], cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("error: ")
+    assert "Traceback" not in done.stderr

@@ -244,3 +244,48 @@ def test_a_second_compaction_carries_the_users_constraints_not_the_summary_lines
     constraints = first.split("<user-constraints")[1].split("</user-constraints>")[0]
     assert "Fix the parser." in constraints and "Never edit tests/." in constraints
     assert "compacted" not in constraints
+
+
+def _read_round(i: int, path: str, text: str) -> list[dict[str, Any]]:
+    call = {
+        "type": "tool_use",
+        "id": f"toolu_read_{i}",
+        "name": "read_file",
+        "input": {"path": path},
+    }
+    result = {"type": "tool_result", "tool_use_id": f"toolu_read_{i}", "content": text}
+    return [{"role": "assistant", "content": [call]}, {"role": "user", "content": [result]}]
+
+
+def test_a_second_compaction_keeps_the_file_snapshots_no_later_read_replaced(
+    tmp_path: Path,
+) -> None:
+    """A file snapshot the first checkpoint carried stays after a second compaction when no later
+    read of it (or of other files) came in between: it is still among the most recently read."""
+    cfg = SESSION.model_copy(update={"compaction": "manual"})
+    msgs = [*history(12)[:1], *_read_round(0, "src/parser.py", "def parse():\n    pass\n")]
+    msgs += history(12)[1:]
+    with Budget.open(tmp_path / "s", cfg, summarizer=Counting()) as b:
+        assert b.compact(msgs)
+        assert '<file path="src/parser.py"' in b.prepare(msgs).messages[0]["content"]
+        msgs = [*msgs, *history(24)[25:]]
+        assert b.compact(msgs)
+        first = b.prepare(msgs).messages[0]["content"]
+    assert '<file path="src/parser.py"' in first
+    assert "def parse():" in first
+
+
+def test_a_caller_marking_its_copys_summary_message_changes_no_later_copy(tmp_path: Path) -> None:
+    """A caller adding a cache_control breakpoint to (or editing) the summary message of its
+    request copy changes neither the next copy nor makes it differ from a resumed session's."""
+    cfg = SESSION.model_copy(update={"compaction": "manual"})
+    msgs = history(12)
+    with Budget.open(tmp_path / "s", cfg, summarizer=Counting()) as b:
+        assert b.compact(msgs)
+        first = b.prepare(msgs)
+        sent = _bytes(first)
+        first.messages[0]["cache_control"] = {"type": "ephemeral"}
+        first.messages[0]["content"] = "edited by the caller"
+        assert _bytes(b.prepare(msgs)) == sent
+    with Budget.open(tmp_path / "s", cfg) as resumed:
+        assert _bytes(resumed.prepare(msgs)) == sent

@@ -102,3 +102,33 @@ def test_third_refusal_compacts_and_the_run_goes_on(tmp_path: Path) -> None:
     assert model.summaries
     assert state["messages"][-1].text == "done"
     assert len(state["messages"]) == 1 + 2 * ROUNDS + 1
+
+
+def test_async_agent_compacts_with_an_async_summarizer(tmp_path: Path) -> None:
+    """An async summarizer given to the middleware is awaited by an ainvoke'd agent (the docs: a
+    callable, sync or async), instead of an InputError telling the caller to use aprepare()."""
+    from langchain.agents import create_agent
+    from langchain_core.messages import HumanMessage
+
+    from budget.integrations.langchain import ToolBudgetMiddleware
+    from tests.integrations._langchain_compaction_kit import CONFIG, WorkingModel, run
+
+    calls: list[int] = []
+    extractive = summarizers.extractive()
+
+    async def summarize(messages: Any) -> str:
+        await asyncio.sleep(0)
+        calls.append(len(messages))
+        text = extractive(messages)
+        assert isinstance(text, str)
+        return text
+
+    model = WorkingModel()
+    with Budget.open(tmp_path / "s", CONFIG) as session:
+        middleware = ToolBudgetMiddleware(session, summarizer=summarize)
+        agent = create_agent(model, tools=[run], middleware=[middleware])
+        task = HumanMessage("Fix the parser.\nNever edit tests/.")
+        state = asyncio.run(agent.ainvoke({"messages": [task]}, {"recursion_limit": 200}))
+    assert calls
+    assert any("<summary>" in str(sent[0].content) for sent in model.received)
+    assert len(state["messages"]) > min(len(sent) for sent in model.received)

@@ -55,3 +55,25 @@ def test_capability_compacts_with_an_async_summarizer(tmp_path: Path) -> None:
     ]
     assert len(returns) == ROUNDS
     assert len(compacted[-1]) < len(result.all_messages())
+
+
+def test_history_processor_of_a_compacting_session_sends_the_summary(tmp_path: Path) -> None:
+    """The history processor of a session that compacts (ProcessHistory) sends the summary as a
+    user prompt and the run finishes, instead of a ValueError from pairing a shorter copy."""
+    from pydantic_ai import Agent
+    from pydantic_ai.capabilities import ProcessHistory
+    from pydantic_ai.models.function import FunctionModel
+
+    from budget.integrations.pydantic_ai import toolbudget_history_processor
+    from tests.integrations._pydantic_ai_compaction_kit import CONFIG, Worker, first_prompt, run
+
+    worker = Worker()
+    with Budget.open(tmp_path / "s", CONFIG, summarizer=summarizers.extractive()) as session:
+        processor = ProcessHistory(toolbudget_history_processor(session))
+        agent = Agent(FunctionModel(worker), tools=[run], capabilities=[processor])
+        result = asyncio.run(agent.run("Fix the parser.\nNever edit tests/."))
+
+    assert result.output == "done"
+    compacted = [msgs for msgs in worker.received if "<summary>" in first_prompt(msgs)]
+    assert compacted
+    assert "Never edit tests/." in first_prompt(compacted[-1])

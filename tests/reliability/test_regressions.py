@@ -491,3 +491,26 @@ def test_a_request_refused_as_bad_input_does_not_fix_the_sessions_format(tmp_pat
         assert session.prepare(anthropic).report.format == "anthropic"
     with Budget.open(tmp_path / "s") as resumed:
         assert resumed.prepare(anthropic).report.format == "anthropic"
+
+
+def test_a_file_url_session_spills_logs_and_resumes(tmp_path: Path) -> None:
+    """Budget.open("file://...") (the docs: any fsspec URL) writes its bodies and log and resumes
+    them, instead of a session whose every write fails because no directory is made."""
+    require_module("fsspec", "s3")
+    url = (tmp_path / "sessions" / "s1").as_uri()
+    big = "line of a big tool output\n" * 4000
+    msgs = [
+        {"role": "user", "content": "go"},
+        assistant(("t1", "bash")),
+        results(("t1", big)),
+    ]
+    with Budget.open(url) as session:
+        assert isinstance(session.store, FsspecStore)
+        first = session.prepare(msgs)
+        decision = session.decision("t1")
+        assert decision is not None and decision.kind == "spilled"
+    with Budget.open(url) as again:
+        resumed = again.decision("t1")
+        assert resumed is not None and resumed.kind == "spilled"
+        assert again.prepare(msgs).messages == first.messages
+        assert again.read(first.report.decisions[0].ref or "") == big
