@@ -31,6 +31,7 @@ __all__ = [
     "drop_oldest_rounds",
     "extract_constraints",
     "file_snapshots",
+    "paired_start",
     "pinned_head",
     "project",
     "render_transcript",
@@ -258,6 +259,19 @@ def tool_names(messages: Sequence[Any]) -> tuple[str, ...]:
     """The names of the tools ``messages`` call, in order of first use, each once."""
     names = (tool for m in messages for _, tool, _ in _calls_with_args(m))
     return tuple(dict.fromkeys(n for n in names if n and n != "None"))
+
+
+def paired_start(messages: Sequence[Any], fmt: Format, start: int, end: int) -> int:
+    """The first message from ``start`` on whose part ``messages[i:end]`` holds no result of a
+    call made before it (``end`` when none): the summarizer's transcript never opens on a result
+    whose call it does not show (a provider refuses such a request, and the summary would fail)."""
+    answered = _answered_calls([scan_at(fmt, messages, i) for i in range(end)])
+    first, earliest = end, end
+    for i in range(end - 1, start - 1, -1):
+        earliest = min(earliest, answered[i])
+        if earliest >= i:
+            first = i
+    return first
 
 
 def drop_oldest_rounds(

@@ -30,6 +30,7 @@ from budget.compaction._compaction import (
     attachments,
     carry_over,
     drop_oldest_rounds,
+    paired_start,
     project,
     resolve_anchor,
     summary_message,
@@ -206,7 +207,7 @@ class Compactor:
         decided, a spilled output as its envelope and ref), not the caller's raw outputs, which
         it would never fit. The summary request itself must fit: what is summarized is cut from
         the oldest end to ``window - compact_reserve_tokens - margin`` (the manual margin for a
-        manual call).
+        manual call), and never opens on a result whose call was cut (:func:`paired_start`).
         """
         if self.summarizer is None:
             raise InputError("compaction needs a summarizer: Budget.open(..., summarizer=...)")
@@ -216,7 +217,8 @@ class Compactor:
         if not self._worth_it(view is not messages, tail, lim, manual):
             return False
         sent = as_sent(view)
-        first_summarized = summary_start(sent, tail, tokens, lim.room)
+        room_from = summary_start(sent, tail, tokens, lim.room)
+        first_summarized = paired_start(sent, fmt, room_from, tail.start)
         if not self._fits(first_summarized, tail, manual):
             return False
         extra = self._attachments(view is not messages, view, fmt, tail, lim, keep)

@@ -23,7 +23,12 @@ from structlog.testing import capture_logs
 
 from budget import Budget, BudgetConfig, ConfigError, estimate_tokens, get_format, summarizers
 from budget._view import scan_at
-from budget.compaction._compaction import drop_oldest_rounds, render_transcript, tail_start
+from budget.compaction._compaction import (
+    drop_oldest_rounds,
+    paired_start,
+    render_transcript,
+    tail_start,
+)
 from budget.compaction._compactor import limits
 from tests.budget.test_compaction import SESSION, conversations_in
 from tests.compaction import Counting, history
@@ -284,6 +289,72 @@ def test_dropping_oldest_rounds_never_leaves_an_orphan_result(
         rest = msgs[cut:]
         answered = {r.call_id for i in range(len(rest)) for r in scan_at(f, rest, i).results}
         assert not answered & dropped
+
+
+class Recording:
+    """The extractive summarizer, keeping every part it was given."""
+
+    def __init__(self) -> None:
+        self.parts: list[list[Any]] = []
+
+    def __call__(self, messages: Sequence[Any]) -> str:
+        self.parts.append(list(messages))
+        text = summarizers.extractive()(messages)
+        assert isinstance(text, str)
+        return text
+
+
+def test_a_call_too_big_for_the_summary_request_takes_its_result_out_too(tmp_path: Path) -> None:
+    """A write whose input alone overflows the summary request's room is left out of it, and
+    its result with it: the summarizer's part opens on the next round, not on a result of a call
+    it never sees (a raw transcript a provider would refuse)."""
+    rest = history(6)
+    write = {
+        "role": "assistant",
+        "content": [
+            {
+                "type": "tool_use",
+                "id": "w1",
+                "name": "write_file",
+                "input": {"path": "a.py", "content": "x = 1\n" * 4_000},
+            }
+        ],
+    }
+    done = {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "w1", "content": "ok"}]}  # fmt: skip
+    summarize = Recording()
+    with Budget.open(tmp_path / "s", SESSION, summarizer=summarize) as b:
+        assert b.compact([rest[0], write, done, *rest[1:]]) is True
+    (part,) = summarize.parts
+    assert part[0]["role"] == "assistant" and part[0] is not write
+    assert all(b.get("tool_use_id") != "w1" for m in part for b in _blocks(m))
+
+
+def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
+    content = message.get("content")
+    return [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+
+
+@pytest.mark.parametrize("fmt", ["anthropic", "openai_chat", "openai_responses"])
+@settings(max_examples=25, deadline=None)
+@given(data=st.data())
+def test_the_summarized_part_never_opens_on_an_orphan_result(fmt: str, data: st.DataObject) -> None:
+    """Wherever the summarizer's room cuts the prefix, the part it is given starts at the first
+    message at or after the cut that answers no call made before it: none of its results
+    answers a call it does not show, and a cut already clean stays where it is."""
+    msgs = data.draw(conversations_in(fmt))
+    f = get_format(fmt)
+    end = data.draw(st.integers(0, len(msgs)))
+    start = data.draw(st.integers(0, end))
+    first = paired_start(msgs, f, start, end)
+    assert start <= first <= end
+    part = msgs[first:end]
+    before = {c.call_id for i in range(first) for c in scan_at(f, msgs, i).calls}
+    shown = {c.call_id for i in range(len(part)) for c in scan_at(f, part, i).calls}
+    answered = {r.call_id for i in range(len(part)) for r in scan_at(f, part, i).results}
+    assert not (answered - shown) & before
+    clean = paired_start(msgs, f, first, end)
+    assert clean == first
 
 
 def _json(messages: list[Any]) -> list[bytes]:
