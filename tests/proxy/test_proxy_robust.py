@@ -319,3 +319,32 @@ def test_a_port_in_use_or_a_host_that_does_not_resolve_is_one_error_line(tmp_pat
         assert result.exit_code == 2, result.output
         assert result.stderr.count("\n") == 1 and result.stderr.startswith("error: ")
         assert address in result.stderr and "Traceback" not in result.output
+
+
+def test_connections_the_proxys_listener_accepts_send_without_delay() -> None:
+    """asyncio sets TCP_NODELAY on a connection the proxy's own listener accepts (its socket
+    says IPPROTO_TCP): without it an answer written in two parts waited 40 ms for the agent's
+    delayed ACK, every request."""
+    import asyncio
+    import socket
+
+    from budget.proxy._serve import _listen
+
+    async def accepted_nodelay() -> int:
+        seen: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+        class Probe(asyncio.Protocol):
+            def connection_made(self, transport: asyncio.BaseTransport) -> None:
+                sock = transport.get_extra_info("socket")
+                seen.set_result(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+                transport.close()
+
+        listener = _listen("127.0.0.1", 0)
+        server = await asyncio.get_running_loop().create_server(Probe, sock=listener)
+        async with server:
+            _, writer = await asyncio.open_connection(*listener.getsockname()[:2])
+            value = await asyncio.wait_for(seen, 10)
+            writer.close()
+        return value
+
+    assert asyncio.run(accepted_nodelay()) != 0
