@@ -51,11 +51,11 @@ def serve(settings: ProxySettings, *, on_ready: Callable[[int], None] | None = N
     gc.freeze()
     server = uvicorn.Server(config)
     if on_ready is None:
-        server.run(sockets=[listening])
+        server.run(sockets=listening)
         return
 
     async def run() -> None:
-        task = asyncio.create_task(server.serve(sockets=[listening]))
+        task = asyncio.create_task(server.serve(sockets=listening))
         while not server.started:
             if task.done():
                 await task
@@ -67,24 +67,38 @@ def serve(settings: ProxySettings, *, on_ready: Callable[[int], None] | None = N
     asyncio.run(run())
 
 
-def _listen(host: str, port: int) -> socket.socket:
-    """A socket listening on ``host``:``port``, bound before uvicorn starts: a host that does not
-    resolve or a port in use is one ConfigError (uvicorn's own bind exits with a traceback).
+def _listen(host: str, port: int) -> list[socket.socket]:
+    """Sockets listening on ``host``:``port``, one per address it resolves to (``localhost``:
+    127.0.0.1 and ::1, as asyncio's own ``create_server`` binds), bound before uvicorn starts: a
+    host that does not resolve or a port in use is one ConfigError (uvicorn's own bind exits
+    with a traceback).
 
-    Made from the address's own protocol (IPPROTO_TCP), as asyncio makes its listeners:
+    Each is made from its address's own protocol (IPPROTO_TCP), as asyncio makes its listeners:
     asyncio sets TCP_NODELAY on an accepted connection only when its listener says TCP, and
     ``socket.create_server``'s says 0. Without it every answer sent in two writes waited for
     the client's delayed ACK: 40 ms a request (the proxy bench's hop alone)."""
+    where = f"{host}:{port}"
     try:
-        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
-        sock = socket.socket(family, kind, proto)
-    except OSError as exc:  # socket.gaierror included
-        raise ConfigError(f"toolbudget proxy cannot listen on {host}:{port}: {exc}") from None
+        infos = dict.fromkeys(
+            (family, kind, proto, address)
+            for family, kind, proto, _, address in socket.getaddrinfo(
+                host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+            )
+        )
+    except OSError as exc:  # socket.gaierror
+        raise ConfigError(f"toolbudget proxy cannot listen on {where}: {exc}") from None
+    made: list[socket.socket] = []
     try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(address)
-        sock.listen()
+        for family, kind, proto, address in infos:
+            sock = socket.socket(family, kind, proto)
+            made.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:  # beside an IPv4 socket on the same port, as asyncio
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            sock.bind(address)
+            sock.listen()
     except OSError as exc:
-        sock.close()
-        raise ConfigError(f"toolbudget proxy cannot listen on {host}:{port}: {exc}") from None
-    return sock
+        for sock in made:
+            sock.close()
+        raise ConfigError(f"toolbudget proxy cannot listen on {where}: {exc}") from None
+    return made

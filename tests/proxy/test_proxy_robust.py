@@ -339,7 +339,7 @@ def test_connections_the_proxys_listener_accepts_send_without_delay() -> None:
                 seen.set_result(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
                 transport.close()
 
-        listener = _listen("127.0.0.1", 0)
+        (listener,) = _listen("127.0.0.1", 0)
         server = await asyncio.get_running_loop().create_server(Probe, sock=listener)
         async with server:
             _, writer = await asyncio.open_connection(*listener.getsockname()[:2])
@@ -348,3 +348,31 @@ def test_connections_the_proxys_listener_accepts_send_without_delay() -> None:
         return value
 
     assert asyncio.run(accepted_nodelay()) != 0
+
+
+def test_a_host_naming_two_addresses_is_listened_on_at_both(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A host that resolves to 127.0.0.1 and ::1 (``localhost`` on many machines) gets a TCP
+    listener on each, as uvicorn's own bind made: an agent reaching either one connects."""
+    import socket
+
+    from budget.proxy._serve import _listen
+
+    real = socket.getaddrinfo
+    both = [
+        *real("127.0.0.1", 0, type=socket.SOCK_STREAM),
+        *real("::1", 0, type=socket.SOCK_STREAM),
+    ]
+    monkeypatch.setattr(socket, "getaddrinfo", lambda *args, **kwargs: both)
+    listeners = _listen("localhost", 0)
+    monkeypatch.undo()  # the connections below resolve their own addresses
+    try:
+        assert [s.family for s in listeners] == [socket.AF_INET, socket.AF_INET6]
+        assert all(s.proto == socket.IPPROTO_TCP for s in listeners)
+        for s in listeners:
+            with socket.create_connection(s.getsockname()[:2], timeout=10):
+                pass
+    finally:
+        for s in listeners:
+            s.close()
