@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from budget import Budget, ConfigError, summarizers
-from tests.compaction import ROUNDS
+from tests.compaction import ROUNDS, AsyncCounting
 
 pytestmark = pytest.mark.usefixtures("needs_langchain")
 
@@ -113,15 +113,7 @@ def test_async_agent_compacts_with_an_async_summarizer(tmp_path: Path) -> None:
     from budget.integrations.langchain import ToolBudgetMiddleware
     from tests.integrations._langchain_compaction_kit import CONFIG, WorkingModel, run
 
-    calls: list[int] = []
-    extractive = summarizers.extractive()
-
-    async def summarize(messages: Any) -> str:
-        await asyncio.sleep(0)
-        calls.append(len(messages))
-        text = extractive(messages)
-        assert isinstance(text, str)
-        return text
+    summarize = AsyncCounting()
 
     model = WorkingModel()
     with Budget.open(tmp_path / "s", CONFIG) as session:
@@ -129,6 +121,6 @@ def test_async_agent_compacts_with_an_async_summarizer(tmp_path: Path) -> None:
         agent = create_agent(model, tools=[run], middleware=[middleware])
         task = HumanMessage("Fix the parser.\nNever edit tests/.")
         state = asyncio.run(agent.ainvoke({"messages": [task]}, {"recursion_limit": 200}))
-    assert calls
+    assert summarize.calls
     assert any("<summary>" in str(sent[0].content) for sent in model.received)
     assert len(state["messages"]) > min(len(sent) for sent in model.received)

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from budget import Budget, summarizers
-from tests.compaction import ROUNDS
+from budget import Budget
+from tests.compaction import ROUNDS, AsyncCounting
 
 pytestmark = pytest.mark.usefixtures("needs_openai_agents")
 
@@ -22,15 +20,7 @@ def test_runner_compacts_with_an_async_summarizer(tmp_path: Path) -> None:
     from budget.integrations.openai_agents import toolbudget_input_filter
     from tests.integrations._openai_agents_compaction_kit import CONFIG, WorkingModel, run
 
-    calls: list[int] = []
-    extractive = summarizers.extractive()
-
-    async def summarize(messages: Sequence[Any]) -> str:
-        await asyncio.sleep(0)
-        calls.append(len(messages))
-        text = extractive(messages)
-        assert isinstance(text, str)
-        return text
+    summarize = AsyncCounting()
 
     model = WorkingModel()
     with Budget.open(tmp_path / "s", CONFIG) as session:
@@ -41,7 +31,7 @@ def test_runner_compacts_with_an_async_summarizer(tmp_path: Path) -> None:
         result = asyncio.run(Runner.run(agent, task, run_config=config, max_turns=100))
 
     assert result.final_output == "done"
-    assert calls
+    assert summarize.calls
     compacted = [items for items in model.received if "<summary>" in str(items[0]["content"])]
     assert compacted
     first = compacted[-1][0]
