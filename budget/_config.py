@@ -256,11 +256,13 @@ class BudgetConfig(BaseSettings):
         return self.tools.get(tool, _DEFAULT_POLICY)
 
     def cap_for(self, tool: str) -> int | None:
-        """Characters above which ``tool``'s results are spilled; None when exempt."""
+        """Characters above which ``tool``'s results are spilled; None when exempt. A tool's cap
+        at or under ``preview_chars`` is ``preview_chars + 1``: an envelope never outgrows the
+        output it replaces (``result_cap`` is refused under it when built)."""
         p = self.policy(tool)
         if p.exempt:
             return None
-        return p.cap if p.cap is not None else self.result_cap
+        return max(p.cap, self.preview_chars + 1) if p.cap is not None else self.result_cap
 
 
 _DEFAULT_POLICY = ToolPolicy()

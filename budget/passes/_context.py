@@ -119,7 +119,8 @@ class PassContext:
         return min(self.config.group_budget, self.staleness.window * GROUP_CHARS_PER_WINDOW_TOKEN)
 
     def cap_for(self, tool: str) -> int | None:
-        """The (possibly halved) cap for ``tool``; None when the tool is exempt."""
+        """The (possibly halved) cap for ``tool``; None when the tool is exempt. Halved, it is
+        still above ``preview_chars`` (as ``BudgetConfig.cap_for`` keeps it)."""
         cap = self.config.cap_for(tool)
         if cap is None:
             return None

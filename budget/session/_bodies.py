@@ -48,8 +48,6 @@ class Bodies:
         ``tool``'s cap) its envelope, the body stored first (under ``lock``, the session's); a
         failed spill returns ``text`` itself."""
         limit = self._config.cap_for(tool)
-        if limit is not None:  # as the cap pass clamps it: an envelope never outgrows its text
-            limit = max(limit, self._config.preview_chars + 1)
         if limit is None or len(text) <= limit or self.envelope_ref(text) is not None:
             return text
         ref = ref_for(text)
