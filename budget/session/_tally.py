@@ -90,8 +90,8 @@ class Tally:
             raise InputError(f"ref must be a hidden result's ref (a string), not {ref!r:.80}")
 
     def note(self, ref: str | None) -> None:
-        """Count one read-back the host reported, of the result ``ref`` (None: unnamed)."""
-        self.check_ref(ref)
+        """Count one read-back the host reported, of the result ``ref`` (None: unnamed; checked
+        by :meth:`check_ref` before the note was logged)."""
         self.noted += 1
         if ref is None:
             self.noted_anonymous += 1
