@@ -4,6 +4,7 @@ are 0700; the proxy listens on loopback unless told otherwise."""
 from __future__ import annotations
 
 import logging
+import os
 import stat
 from pathlib import Path
 from typing import Any
@@ -135,3 +136,19 @@ def test_an_upstream_cookie_never_goes_with_a_later_request(tmp_path: Path) -> N
                     got = client.get(f"{proxy.url}/v1/models", headers={"x-api-key": agent})
                     assert got.headers.get("set-cookie", "").startswith("__cf_bm=agent-a")
     assert cookies == [None, None]
+
+
+@pytest.mark.parametrize("umask", [0o000, 0o277])
+def test_the_root_and_its_missing_parents_are_created_0700_whatever_the_umask(
+    tmp_path: Path, umask: int
+) -> None:
+    """A session root whose parents are missing is created 0700 with each parent, as
+    ``Budget.open`` creates a session's parents, under a umask of 000 or 277."""
+    root = tmp_path / "a" / "b" / "root"
+    old = os.umask(umask)
+    try:
+        create_app(ProxySettings(root=root))
+    finally:
+        os.umask(old)
+    for path in (tmp_path / "a", tmp_path / "a" / "b", root):
+        assert oct(stat.S_IMODE(path.stat().st_mode)) == oct(0o700), path
