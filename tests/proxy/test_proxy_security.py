@@ -152,3 +152,19 @@ def test_the_root_and_its_missing_parents_are_created_0700_whatever_the_umask(
         os.umask(old)
     for path in (tmp_path / "a", tmp_path / "a" / "b", root):
         assert oct(stat.S_IMODE(path.stat().st_mode)) == oct(0o700), path
+
+
+def test_the_command_refuses_an_empty_root_as_gc_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, structlog_restored: None
+) -> None:
+    """``toolbudget proxy --root "$UNSET"`` is one ``error:`` line and exit 2, not sessions
+    written into the current directory (``toolbudget gc`` refuses the same root)."""
+    from typer.testing import CliRunner
+
+    from budget.cli import app
+
+    monkeypatch.chdir(tmp_path)
+    got = CliRunner().invoke(app, ["proxy", "--root", "", "--port", "0"])
+    assert got.exit_code == 2, got.output
+    assert got.output.startswith("error: ") and "current directory" in got.output
+    assert list(tmp_path.iterdir()) == []
