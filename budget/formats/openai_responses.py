@@ -1,12 +1,17 @@
-"""OpenAI Responses API input items: ``function_call`` / ``custom_tool_call`` items and their outputs.
+"""OpenAI Responses API input items: ``function_call`` / ``custom_tool_call`` /
+``local_shell_call`` items and their outputs.
 
 Each item of the input list is one "message" here. A run of call items (possibly interleaved with
 ``reasoning`` items) after any other item is one assistant turn: it opens a round, and the outputs
-answering its calls are its group. A ``function_call_output`` or ``custom_tool_call_output`` item
-holds one result (slot 0): its ``output`` is a string, or a list of ``input_text`` /
-``input_image`` / ``input_file`` parts whose text parts are replaced and whose other parts are kept.
-Messages (``{role, content}`` or ``{"type": "message", ...}``) and every other item (reasoning,
-web searches, built-in tool calls...) go out untouched.
+answering its calls are its group. A ``function_call_output``, ``custom_tool_call_output`` or
+``local_shell_call_output`` item holds one result (slot 0): its ``output`` is a string, or a list
+of ``input_text`` / ``input_image`` / ``input_file`` parts whose text parts are replaced and whose
+other parts are kept. Messages (``{role, content}`` or ``{"type": "message", ...}``) and every
+other item (reasoning, web searches, other built-in tool calls...) go out untouched.
+
+The local shell tool's call names its call by ``call_id``, or by its ``id`` where it has none (as
+Codex CLI reads it); its answer is a ``function_call_output`` with that ``call_id`` (Codex CLI's)
+or a ``local_shell_call_output`` whose ``id`` is that call id (the API reference's).
 """
 
 from __future__ import annotations
@@ -30,8 +35,13 @@ from budget.formats._shapes import ShapedFormat, require_fit
 
 __all__ = ["CALL_TYPES", "OPENAI_RESPONSES", "OUTPUT_TYPES", "OpenAIResponsesFormat"]
 
-CALL_TYPES = frozenset({"function_call", "custom_tool_call"})
-OUTPUT_TYPES = frozenset({"function_call_output", "custom_tool_call_output"})
+CALL_TYPES = frozenset({"function_call", "custom_tool_call", "local_shell_call"})
+OUTPUT_TYPES = frozenset(
+    {"function_call_output", "custom_tool_call_output", "local_shell_call_output"}
+)
+_LOCAL_SHELL = "local_shell"
+"""The tool name a ``local_shell_call`` is counted under (the item carries none: the API's tool
+type is its name)."""
 _NEUTRAL = "reasoning"
 """Items that may sit between the calls of one turn without ending it."""
 
@@ -55,6 +65,11 @@ class OpenAIResponsesFormat(ShapedFormat):
         kind = field(message, "type")
         if kind is not None and not isinstance(kind, str):  # a list or dict is unhashable too
             raise InputError(f"{where}.type must be a string, not {type_name(kind)}")
+        if kind == "local_shell_call":
+            key = "call_id" if field(message, "call_id") is not None else "id"
+            call_id = require_str(field(message, key), f"{where}.{key}")
+            facts = call_facts(_LOCAL_SHELL, field(message, "action"))
+            return Scanned(calls=(Call(call_id, _LOCAL_SHELL, *facts),), opens_round=True)
         if kind in CALL_TYPES:
             call_id = require_str(field(message, "call_id"), f"{where}.call_id")
             name = field(message, "name")
@@ -65,7 +80,8 @@ class OpenAIResponsesFormat(ShapedFormat):
                 calls=(Call(call_id, name, *call_facts(name, arguments)),), opens_round=True
             )
         if kind in OUTPUT_TYPES:
-            call_id = require_str(field(message, "call_id"), f"{where}.call_id")
+            key = "id" if kind == "local_shell_call_output" else "call_id"
+            call_id = require_str(field(message, key), f"{where}.{key}")
             output = field(message, "output")
             if output is not None and not isinstance(output, str | list | tuple):
                 raise InputError(

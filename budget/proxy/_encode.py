@@ -13,14 +13,16 @@ is thus kept as written, unless it sits in a replaced message: then the copy can
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from collections.abc import Sequence
-from itertools import compress
+from itertools import compress, islice
 from operator import is_not
 from typing import Any, Final
 
 import orjson
 
 from budget.proxy._incremental import Parsed, string_end
+from budget.proxy._sent import Sent
 
 __all__ = ["NumberRewritten", "encode", "numbers_exact"]
 
@@ -58,7 +60,11 @@ def numbers_exact(raw: bytes, start: int, end: int) -> bool:
 def encode(parsed: Parsed, copy: Sequence[Any]) -> bytes:
     """The bytes of ``parsed``'s body with ``copy`` as its history: the agent's bytes, the
     messages of ``copy`` that are not ``parsed.history``'s (at the same index) swapped for their
-    encoding. :class:`NumberRewritten` if that would rewrite a number the agent wrote."""
+    encoding. :class:`NumberRewritten` if that would rewrite a number the agent wrote.
+
+    The messages the last body's copy had, on the same bytes, are its bytes again (decisions
+    are frozen: a conversation's copy changes in its last messages only, but for a batch): they
+    are taken from it whole, and only the messages after them are swapped one by one."""
     name, body, history = parsed.name, parsed.body, parsed.history
     raw = parsed.raw
     if not parsed.indexed or history is None or len(copy) != len(history):
@@ -72,19 +78,45 @@ def encode(parsed: Parsed, copy: Sequence[Any]) -> bytes:
     starts, ends, own, numbers = parsed.starts, parsed.ends, parsed.own, parsed.numbers
     view = memoryview(raw)
     old, encoded = parsed.encoded, dict[int, tuple[Any, bytes]]()
+    same = _same(parsed, copy)
     pieces: list[bytes | memoryview] = []
-    at = 0
-    for i in replaced:
+    done, shifts, at, shift = list[int](), list[int](), 0, 0
+    if same:
+        sent = parsed.sent
+        assert sent is not None  # _same found messages in it
+        r = bisect_left(sent.replaced, same)
+        done, shifts = sent.replaced[:r], sent.shifts[:r]
+        at = ends[same - 1]
+        shift = shifts[-1] if shifts else 0
+        pieces.append(memoryview(sent.out)[: at + shift])
+    for i in replaced[bisect_left(replaced, same) :]:
         if numbers[i] == 0:  # checked once per message: the next bodies carry the flag over
             numbers[i] = 1 if own[i] or numbers_exact(raw, starts[i], ends[i]) else 2
         if numbers[i] == 2:
             raise NumberRewritten
         pieces.append(view[at : starts[i]])
-        pieces.append(_encoded(copy[i], old, encoded))
+        enc = _encoded(copy[i], old, encoded)
+        pieces.append(enc)
+        shift += len(enc) - (ends[i] - starts[i])
+        done.append(i)
+        shifts.append(shift)
         at = ends[i]
     pieces.append(view[at:])
     parsed.encoded = encoded
-    return b"".join(pieces)
+    out = b"".join(pieces) if done else raw
+    parsed.sent = Sent(raw, list(copy), out, done, shifts)
+    return out
+
+
+def _same(parsed: Parsed, copy: Sequence[Any]) -> int:
+    """How many messages the copy starts with that the last body's copy had, on the same bytes
+    (``parsed.sent``: carried from the body ``parsed`` reused messages of)."""
+    sent = parsed.sent
+    if sent is None:
+        return 0
+    limit = min(parsed.reused, len(sent.copy), len(copy))
+    differs = list(map(is_not, islice(copy, limit), islice(sent.copy, limit)))
+    return differs.index(True) if True in differs else limit
 
 
 def _encoded(

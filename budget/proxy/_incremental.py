@@ -27,13 +27,15 @@ from typing import Any, Final
 
 import orjson
 
+from budget.proxy._sent import Sent
+
 __all__ = ["INLINE_BYTES", "MAX_BYTES", "MAX_STATES", "Bodies", "Parsed", "string_end"]
 
 MAX_STATES: Final = 64
 """Bodies kept to parse the next request of their conversation against (least recently used
 dropped first): more than the conversations an agent runs at once."""
 MAX_BYTES: Final = 256 * 1024 * 1024
-"""And at most this many bytes of them in all."""
+"""And at most this many bytes of them in all (each holds the copy last sent beside it, uncounted)."""
 _FINGERPRINT: Final = 1024
 """A body's first bytes index the kept ones: the next request of a conversation starts with the
 same (its model, its first message), and a miss only costs a full parse."""
@@ -158,6 +160,8 @@ class Parsed:
     beside it, so an id is never reused while its entry lives)."""
     reused: int = 0
     """Messages taken from the previous body (0: parsed whole)."""
+    sent: Sent | None = None
+    """This body's request copy as last encoded (before: the previous body's, if made from it)."""
 
     @property
     def indexed(self) -> bool:
@@ -310,6 +314,7 @@ def _extend(prev: Parsed, raw: bytes, k: int) -> Parsed | None:
     parsed.own, parsed.numbers = own, numbers
     parsed.head, parsed.tail, parsed.reused = prev.head, tail, k
     parsed.encoded = prev.encoded
+    parsed.sent = prev.sent if prev.sent is not None and prev.sent.raw is prev.raw else None
     return parsed
 
 

@@ -195,6 +195,54 @@ def test_sdk_items_are_read_and_passed_through(tmp_path: Path) -> None:
         assert req.messages[6] is items[6]
 
 
+def shell(call_id: str | None, item_id: str, command: str) -> dict[str, Any]:
+    """A local shell call as the Responses API returns it (``call_id`` may be absent)."""
+    item: dict[str, Any] = {
+        "type": "local_shell_call",
+        "id": item_id,
+        "status": "completed",
+        "action": {"type": "exec", "command": ["bash", "-lc", command], "env": {}},
+    }
+    if call_id is not None:
+        item["call_id"] = call_id
+    return item
+
+
+def test_local_shell_calls_are_paired_and_budgeted_as_codex_answers_them(tmp_path: Path) -> None:
+    """A local shell call answered by a function_call_output (Codex CLI's) or by a
+    local_shell_call_output naming it by id (the API reference's), by its call_id or by its id
+    where it has none: both outputs are the call's result, spilled when big, read back exactly."""
+    items = [
+        {"role": "user", "content": "Fix CI"},
+        shell("call_a", "lsh_a", "cat build.log"),
+        output("call_a", big(200, "log")),
+        shell(None, "lsh_b", "cat test.log"),
+        {"type": "local_shell_call_output", "id": "lsh_b", "output": big(180, "test")},
+        shell("call_c", "lsh_c", "git status"),
+        {"type": "local_shell_call_output", "id": "call_c", "output": "clean"},
+    ]
+    pristine = copy.deepcopy(items)
+    with Budget.open(tmp_path / "s", SMALL) as b:
+        req = b.prepare(items, now=0)
+        assert items == pristine
+        decisions = {d.call_id: (d.kind, d.tool) for d in req.report.decisions}
+        assert decisions == {
+            "call_a": ("spilled", "local_shell"),
+            "lsh_b": ("spilled", "local_shell"),
+            "call_c": ("kept", "local_shell"),
+        }
+        for i in (2, 4):
+            sent = req.messages[i]
+            assert sent["output"].startswith("[toolbudget] Output of local_shell was too large")
+            assert {k: v for k, v in sent.items() if k != "output"} == {
+                k: v for k, v in items[i].items() if k != "output"
+            }
+            assert b.read(ref_for(items[i]["output"])) == items[i]["output"]
+        assert [req.messages[i] is items[i] for i in (0, 1, 3, 5, 6)] == [True] * 5
+    scans = [OPENAI_RESPONSES.scan_in(items, i).opens_round for i in range(len(items))]
+    assert [i for i, opens in enumerate(scans) if opens] == [1, 3, 5]
+
+
 @pytest.mark.parametrize(
     ("items", "needle"),
     [
@@ -204,6 +252,8 @@ def test_sdk_items_are_read_and_passed_through(tmp_path: Path) -> None:
         ([call("c"), output("c", 5)], "messages[1].output must be a string or a list"),
         ([call("c"), output("c", [{"type": "input_text"}])], "messages[1].output[0].text"),
         ([{"content": "hi"}], "messages[0] has neither a type nor a role"),
+        ([{"type": "local_shell_call", "action": {}}], "messages[0].id must be a non-empty"),
+        ([{"type": "local_shell_call_output", "output": "x"}], "messages[0].id must be a non-"),
     ],
 )
 def test_malformed_items_are_named(tmp_path: Path, items: Any, needle: str) -> None:

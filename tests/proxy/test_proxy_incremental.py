@@ -193,8 +193,8 @@ def _spliced(parsed: Parsed, copy: list[Any]) -> bytes | None:
 @given(st.data())
 def test_a_copy_is_the_agents_bytes_with_the_replaced_messages_swapped(data: st.DataObject) -> None:
     """The copy's encoding is the agent's bytes with each replaced message swapped for orjson's
-    bytes of its replacement, whichever messages it replaced, request after request (the
-    replaced ones cached); a replaced message holding a number orjson writes otherwise refuses
+    bytes of its replacement, whichever messages it replaced or replaced anew, request after
+    request (the replaced ones cached); a replaced message holding a number orjson writes otherwise refuses
     the copy."""
     encode_as = data.draw(st.sampled_from(_ENCODERS))
     bodies = Bodies()
@@ -209,8 +209,9 @@ def test_a_copy_is_the_agents_bytes_with_the_replaced_messages_swapped(data: st.
         if parsed is not None and parsed.history is not None:
             history = parsed.history
             for i in data.draw(st.sets(st.integers(0, max(len(history) - 1, 0)), max_size=3)):
-                if i < len(history):
-                    replaced.setdefault(i, data.draw(_MESSAGE.filter(_orjson_writes)))
+                if i < len(history) and (i not in replaced or data.draw(st.booleans())):
+                    # A new replacement, or one re-made (another object, as after a compaction).
+                    replaced[i] = data.draw(_MESSAGE.filter(_orjson_writes))
             copy = [replaced.get(i, m) for i, m in enumerate(history)]
             want = _spliced(parsed, copy)
             if want is None:
