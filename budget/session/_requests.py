@@ -192,6 +192,10 @@ class Requests:
             self.check_open()
             tally = self.parts.tally
             tally.check_ref(ref)
+            if ref is not None and ref not in self.parts.ledger.hidden_refs():
+                # The policy learns its read-back rate from these: a ref of no hidden result (a
+                # typo, another session's) would teach it that this session's spills come back.
+                raise InputError(f"ref {ref!r:.80} names no result this session has hidden")
             # Logged first: a note another writer's lock refused (SessionLocked) is neither
             # counted nor left queued, so a host that notes it again counts it once.
             self.parts.journal.append_fact({"t": NOTE, "ref": ref})

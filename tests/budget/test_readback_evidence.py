@@ -186,7 +186,8 @@ def test_noted_readbacks_of_one_ref_are_one_result_and_unnamed_ones_each_their_o
     tmp_path: Path,
 ) -> None:
     """``note_readback(ref)`` twice for one result counts one result read back; two without a
-    ref count two (nothing says they were the same); a ref that is not a string is refused."""
+    ref count two (nothing says they were the same); a ref that is not a string, or names no
+    result the session hid, is refused."""
     session = _run(tmp_path / "s", [])
     ref = ref_for(BIG)
     try:
@@ -202,6 +203,8 @@ def test_noted_readbacks_of_one_ref_are_one_result_and_unnamed_ones_each_their_o
             session.note_readback(7)  # type: ignore[arg-type]
         with pytest.raises(BudgetError, match="ref must be"):
             session.note_readback("")
+        with pytest.raises(BudgetError, match="names no result this session has hidden"):
+            session.note_readback(ref_for("a result this session never saw"))
     finally:
         session.close()
     assert _readbacks(tmp_path / "s") == [0, 2, 4]
