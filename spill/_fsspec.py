@@ -94,6 +94,30 @@ def _clock(now: object) -> float:
         return math.inf if now > 0 else -math.inf
 
 
+def _private_local_root(objects: ObjectSession) -> None:
+    """A local session's directory (``file://``) made 0700 if it is new, as a plain path's is
+    (:mod:`spill._sessiondir`): fsspec makes an object's directories as the umask says (0755
+    mostly), which would leave the spilled outputs readable by every user of the machine. An
+    existing directory is left as it is; an object store has no directories to protect."""
+    if "file" not in _protocols(objects.fs):
+        return
+    root = objects.root
+    if os.path.lexists(root):
+        return
+    try:
+        os.makedirs(root, mode=0o700)
+        os.chmod(root, 0o700)  # mode is masked by the umask
+    except FileExistsError:
+        return  # made meanwhile, by another writer: theirs
+    except OSError as exc:
+        raise StoreError(f"cannot create session directory {root}: {exc}") from exc
+
+
+def _protocols(fs: Any) -> tuple[str, ...]:
+    protocol = getattr(fs, "protocol", ())
+    return (protocol,) if isinstance(protocol, str) else tuple(protocol)
+
+
 class FsspecStore(StoreBase):
     """A session at an fsspec URL: ``s3://bucket/sessions/abc``, ``gs://...``, ``memory://...``.
 
@@ -131,6 +155,7 @@ class FsspecStore(StoreBase):
         self._closed = True
         url = url.rstrip("/")
         self._objects = ObjectSession(url, *filesystem(url, storage_options))
+        _private_local_root(self._objects)
         # Listed before the cache is made: a missing bucket refuses the open and leaves nothing.
         self._log = ObjectLog(self._objects)
         self._cache = ReadCache(url, cache_dir)

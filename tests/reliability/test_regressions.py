@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -491,6 +493,26 @@ def test_a_request_refused_as_bad_input_does_not_fix_the_sessions_format(tmp_pat
         assert session.prepare(anthropic).report.format == "anthropic"
     with Budget.open(tmp_path / "s") as resumed:
         assert resumed.prepare(anthropic).report.format == "anthropic"
+
+
+def test_a_file_url_session_directory_is_private_whatever_the_umask(tmp_path: Path) -> None:
+    """A new file:// session's directory is made 0700 (as a plain path's is) under a umask of
+    022, where fsspec alone made it 0755 and its spilled outputs readable by every user."""
+    require_module("fsspec", "s3")
+    url = (tmp_path / "sessions" / "s1").as_uri()
+    old = os.umask(0o022)
+    try:
+        with Budget.open(url) as session:
+            session.prepare(
+                [
+                    {"role": "user", "content": "go"},
+                    assistant(("t1", "bash")),
+                    results(("t1", "a line of output\n" * 4000)),
+                ]
+            )
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "sessions" / "s1").stat().st_mode) == 0o700
 
 
 def test_a_file_url_session_spills_logs_and_resumes(tmp_path: Path) -> None:
