@@ -10,6 +10,7 @@ session directory and gc root themselves, so no symlink inside a session is ever
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 from typing import Final
@@ -21,6 +22,7 @@ __all__ = [
     "fsync",
     "listdir",
     "lock",
+    "make_dirs",
     "mkdir",
     "open_fd",
     "read",
@@ -147,6 +149,31 @@ def mkdir(path: str, mode: int = 0o700, *, dir_fd: int | None = None) -> None:
     """
     os.mkdir(path, mode, dir_fd=dir_fd)
     os.chmod(path, mode, dir_fd=dir_fd)
+
+
+def make_dirs(path: str) -> bool:
+    """``path`` and its missing parents, each made 0700 whatever the umask (:func:`mkdir`), as a
+    session's directory and its parents are; existing ones are left as they are (one made
+    meanwhile by another process too). True if ``path`` itself was made here; FileExistsError
+    if something other than a directory is there."""
+    missing: list[str] = []
+    probe = path
+    while not os.path.lexists(probe):
+        missing.append(probe)
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            break
+        probe = parent
+    made = False
+    for directory in reversed(missing):
+        try:
+            mkdir(directory)
+        except FileExistsError:
+            continue
+        made = directory == path
+    if not os.path.isdir(path):
+        raise FileExistsError(errno.EEXIST, "exists and is not a directory", path)
+    return made
 
 
 def lock(fd: int) -> None:

@@ -52,6 +52,7 @@ from typing import Any, Final, TypeVar
 import xxhash
 
 from spill._errors import ConfigError, QuotaExceeded, RefError, StoreError
+from spill._fs import make_dirs
 from spill._log import decode_log, encode_records
 from spill._objcache import ReadCache
 from spill._objfs import BODIES_NAME, LOG_DIR, META_NAME, URL_RE, ObjectSession, filesystem
@@ -101,16 +102,10 @@ def _private_local_root(objects: ObjectSession) -> None:
     existing directory is left as it is; an object store has no directories to protect."""
     if "file" not in _protocols(objects.fs):
         return
-    root = objects.root
-    if os.path.lexists(root):
-        return
     try:
-        os.makedirs(root, mode=0o700)
-        os.chmod(root, 0o700)  # mode is masked by the umask
-    except FileExistsError:
-        return  # made meanwhile, by another writer: theirs
+        make_dirs(objects.root)
     except OSError as exc:
-        raise StoreError(f"cannot create session directory {root}: {exc}") from exc
+        raise StoreError(f"cannot create session directory {objects.root}: {exc}") from exc
 
 
 def _protocols(fs: Any) -> tuple[str, ...]:

@@ -48,6 +48,7 @@ from budget._config import BudgetConfig
 from budget._errors import BudgetError, ConfigError, StoreError
 from budget._log import get_logger
 from spill import LocalStore
+from spill._fs import make_dirs
 
 __all__ = ["Pool", "Slot"]
 
@@ -89,23 +90,6 @@ class Slot:
         self.store.sync()
 
 
-def _make_root(root: Path) -> None:
-    """``root`` and its missing parents, each created 0700 whatever the umask (as
-    ``Budget.open`` creates a session's parents); existing ones are left as they are."""
-    missing: list[Path] = []
-    probe = root
-    while not os.path.lexists(probe) and probe.parent != probe:
-        missing.append(probe)
-        probe = probe.parent
-    for directory in reversed(missing):
-        try:
-            directory.mkdir(mode=0o700)
-        except FileExistsError:
-            continue
-        directory.chmod(0o700)
-    root.mkdir(mode=0o700, exist_ok=True)  # a file there: FileExistsError
-
-
 class Pool:
     """Open sessions by key under ``root``."""
 
@@ -126,7 +110,8 @@ class Pool:
         self._syncer: ThreadPoolExecutor | None = None
         self._log = get_logger("toolbudget")
         try:
-            _make_root(root)
+            # Each missing directory 0700 whatever the umask, as Budget.open makes a session's.
+            make_dirs(str(root))
         except OSError as exc:  # a file there, no permission: one error line, not a traceback
             raise StoreError(f"cannot use {root} as the proxy's session root: {exc}") from None
 
