@@ -255,9 +255,8 @@ class Budget:
         return self._reader.result(tool_input)
 
     def note_readback(self, ref: str | None = None) -> None:
-        """Count one read of hidden output the history will not show, of the result ``ref``
-        names when given (a result read twice is one result needed twice). InputError if ``ref``
-        names no result this session has hidden (spilled or trimmed)."""
+        """Count one read of hidden output the history will not show, of the result ``ref`` names
+        (read twice: needed twice); InputError if it names no result this session has hidden."""
         self._turns.note_readback(ref)
 
     def decision(self, call_id: str) -> Decision | None:
