@@ -11,7 +11,8 @@ other item (reasoning, web searches, other built-in tool calls...) go out untouc
 
 The local shell tool's call names its call by ``call_id``, or by its ``id`` where it has none (as
 Codex CLI reads it); its answer is a ``function_call_output`` with that ``call_id`` (Codex CLI's)
-or a ``local_shell_call_output`` whose ``id`` is that call id (the API reference's).
+or a ``local_shell_call_output`` naming it by ``call_id`` (OpenAI's guide, the Vercel AI SDK) or,
+where it has none, by ``id`` (the API reference's).
 """
 
 from __future__ import annotations
@@ -66,8 +67,7 @@ class OpenAIResponsesFormat(ShapedFormat):
         if kind is not None and not isinstance(kind, str):  # a list or dict is unhashable too
             raise InputError(f"{where}.type must be a string, not {type_name(kind)}")
         if kind == "local_shell_call":
-            key = "call_id" if field(message, "call_id") is not None else "id"
-            call_id = require_str(field(message, key), f"{where}.{key}")
+            call_id = _shell_call_id(message, where)
             facts = call_facts(_LOCAL_SHELL, field(message, "action"))
             return Scanned(calls=(Call(call_id, _LOCAL_SHELL, *facts),), opens_round=True)
         if kind in CALL_TYPES:
@@ -80,8 +80,10 @@ class OpenAIResponsesFormat(ShapedFormat):
                 calls=(Call(call_id, name, *call_facts(name, arguments)),), opens_round=True
             )
         if kind in OUTPUT_TYPES:
-            key = "id" if kind == "local_shell_call_output" else "call_id"
-            call_id = require_str(field(message, key), f"{where}.{key}")
+            if kind == "local_shell_call_output":
+                call_id = _shell_call_id(message, where)
+            else:
+                call_id = require_str(field(message, "call_id"), f"{where}.call_id")
             output = field(message, "output")
             if output is not None and not isinstance(output, str | list | tuple):
                 raise InputError(
@@ -129,6 +131,14 @@ class OpenAIResponsesFormat(ShapedFormat):
             "parameters": dict(parameters),
             "strict": False,
         }
+
+
+def _shell_call_id(message: Any, where: str) -> str:
+    """The call id of a local shell call or of its output: its ``call_id``, else its ``id``. The
+    API reference's output names the call by ``id``; OpenAI's own local shell guide and the
+    Vercel AI SDK answer by ``call_id`` (an ``id`` beside it, if any, is then the item's own)."""
+    key = "call_id" if field(message, "call_id") is not None else "id"
+    return require_str(field(message, key), f"{where}.{key}")
 
 
 OPENAI_RESPONSES = OpenAIResponsesFormat()

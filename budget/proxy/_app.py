@@ -27,7 +27,7 @@ from typing import Any, Final
 import httpx
 from anyio import to_thread
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
@@ -126,7 +126,10 @@ class Proxy:
         ]
         if api is None:
             return await self._forward(request.method, url, headers, request.stream(), None, None)
-        raw = await request.body()
+        try:
+            raw = await request.body()
+        except ClientDisconnect:
+            return self._hung_up()
         self.working += 1
         try:
             content, slot = await self._budget(api, request.headers, raw)
@@ -236,6 +239,8 @@ class Proxy:
         except BaseException as exc:
             if slot is not None:
                 self.pool.release(slot)
+            if isinstance(exc, ClientDisconnect):  # mid-body: the upstream had a part of it
+                return self._hung_up()
             if not isinstance(exc, httpx.HTTPError):
                 raise
             self._log.error("toolbudget.proxy.upstream_failed", error=type(exc).__name__)
@@ -344,6 +349,12 @@ class Proxy:
             await resp.aclose()
             if slot is not None:
                 self.pool.release(slot)
+
+    def _hung_up(self) -> Response:
+        """The agent hung up before its request's body was whole: an interrupted turn (its
+        ``stream_cut`` event), not the application's error; the answer goes to no one."""
+        self._cut(None, "client disconnected")
+        return Response(status_code=400)
 
     def _cut(self, slot: Slot | None, reason: str, error: str | None = None) -> None:
         """The ``stream_cut`` event: info when the agent hung up (its choice: an interrupted

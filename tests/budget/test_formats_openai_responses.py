@@ -243,6 +243,23 @@ def test_local_shell_calls_are_paired_and_budgeted_as_codex_answers_them(tmp_pat
     assert [i for i, opens in enumerate(scans) if opens] == [1, 3, 5]
 
 
+def test_a_local_shell_output_naming_its_call_by_call_id_is_its_result(tmp_path: Path) -> None:
+    """A local_shell_call_output naming its call by call_id (OpenAI's local shell guide, the
+    Vercel AI SDK; an item id of its own beside it or not) is that call's result, not an error."""
+    items = [
+        {"role": "user", "content": "Fix CI"},
+        shell("call_a", "lsh_a", "cat build.log"),
+        {"type": "local_shell_call_output", "call_id": "call_a", "output": big(200, "log")},
+        shell("call_b", "lsh_b", "git status"),
+        {"type": "local_shell_call_output", "id": "lso_b", "call_id": "call_b", "output": "ok"},
+    ]
+    with Budget.open(tmp_path / "s", SMALL) as b:
+        req = b.prepare(items, now=0)
+        decisions = {d.call_id: d.kind for d in req.report.decisions}
+        assert decisions == {"call_a": "spilled", "call_b": "kept"}
+        assert b.read(ref_for(items[2]["output"])) == items[2]["output"]
+
+
 @pytest.mark.parametrize(
     ("items", "needle"),
     [

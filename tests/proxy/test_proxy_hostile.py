@@ -3,6 +3,9 @@ reach the upstream as sent, and the proxy never answers one with its own failure
 
 from __future__ import annotations
 
+import logging
+import socket
+import traceback
 from collections.abc import MutableMapping
 from pathlib import Path
 from typing import Any
@@ -117,3 +120,46 @@ def test_a_session_opened_while_max_open_others_are_busy_stays_usable(
     assert not [e for e in closed if str(e["path"]).endswith("anthropic-h-b")]
     sent = orjson.loads(standin.bodies("/v1/messages")[-1])["messages"]
     assert sent[4]["content"][0]["content"].startswith("[toolbudget] Output of Bash")
+
+
+class _Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+def _raised_in_proxy(record: logging.LogRecord) -> bool:
+    """Whether ``record`` is a traceback through the proxy's code (the stand-in's are not)."""
+    if not record.exc_info or record.exc_info[2] is None:
+        return False
+    return any("budget/proxy" in f.filename for f in traceback.extract_tb(record.exc_info[2]))
+
+
+@pytest.mark.parametrize("path", ["/v1/messages", "/v1/files"])
+def test_an_agent_hanging_up_mid_body_is_an_event_not_an_application_error(
+    kit: Any, stack: Stack, path: str, structlog_defaults: None
+) -> None:
+    """An agent hanging up before its request's body is whole (budgeted, or streamed upstream)
+    is a ``stream_cut`` event (client disconnected), not an uncaught exception's traceback; the
+    proxy serves on."""
+    head = f"POST {path} HTTP/1.1\r\nHost: x\r\nx-api-key: k\r\nContent-Length: 1000\r\n\r\n"
+    handler = _Records()
+    logging.getLogger("uvicorn.error").addHandler(handler)
+    try:
+        with structlog.testing.capture_logs() as events:
+            with socket.create_connection(("127.0.0.1", int(stack.url.rsplit(":", 1)[1]))) as sock:
+                sock.sendall(head.encode() + b'{"model": "m", "messa')
+                kit.eventually(lambda: stack.upstream.received or path == "/v1/messages", 1.0)
+            cuts = kit.eventually(
+                lambda: [e for e in events if e["event"] == "toolbudget.proxy.stream_cut"]
+            )
+            body = orjson.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]})
+            answer = httpx.post(f"{stack.url}/v1/messages", content=body, headers=_ANTHROPIC)
+    finally:
+        logging.getLogger("uvicorn.error").removeHandler(handler)
+    assert [(e["reason"], e["log_level"]) for e in cuts] == [("client disconnected", "info")]
+    assert not [r for r in handler.records if _raised_in_proxy(r)]
+    assert answer.status_code == 200
