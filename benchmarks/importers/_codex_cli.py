@@ -4,7 +4,10 @@
 (reasoning, assistant message, function and custom tool calls, web searches) up to the
 ``token_count`` event that closes it with ``last_token_usage``, or, in rollouts without
 ``token_count`` events, up to the next tool output or user turn (each answer to new input is a
-request, with no usage recorded). Encrypted reasoning is skipped, and
+request, with no usage recorded). A ``local_shell_call`` (the built-in shell tool: no name, an
+``action`` for its arguments) is a call of ``local_shell``, as toolbudget's Responses format counts
+it; Codex CLI answers it with a ``function_call_output`` naming its ``call_id``, the API with a
+``local_shell_call_output``. Encrypted reasoning is skipped, and
 so are web searches: the provider ran them inside the response, and their results are not in the
 recording.
 """
@@ -29,9 +32,11 @@ from benchmarks.trace import Trace
 
 FORMAT = "codex-cli"
 
-_OUTPUT_ITEMS = frozenset(
-    {"reasoning", "function_call", "custom_tool_call", "web_search_call", "local_shell_call"}
-)
+_OUTPUT_ITEMS = frozenset({"reasoning", "function_call", "custom_tool_call", "web_search_call"})
+_LOCAL_SHELL = "local_shell"
+"""The tool name of a ``local_shell_call`` (the item has none; budget/formats/openai_responses.py
+counts it under the same name)."""
+_SHELL_OUTPUT = "local_shell_call_output"
 
 
 def _message_text(content: Any) -> str:
@@ -49,6 +54,38 @@ def _output_text(output: Any) -> str:
     if isinstance(output, list):
         return _message_text(output)
     return ""
+
+
+def _shell_id(payload: dict[str, Any]) -> str:
+    """The id a local shell call or its output names the call by: ``call_id``, else ``id``."""
+    return str(payload.get("call_id") or payload.get("id"))
+
+
+def _call_block(item: Any, payload: dict[str, Any]) -> Block:
+    """The ``tool_use`` block of a function, custom tool or local shell call item."""
+    if item == "local_shell_call":
+        action = payload.get("action")
+        # A call like any other: left out, its output would be text for an unknown call, a result
+        # no strategy could budget, and the session replayed as if it called no tool.
+        arguments = action if isinstance(action, dict) else {"input": action}
+        return {
+            "type": "tool_use",
+            "id": _shell_id(payload),
+            "name": _LOCAL_SHELL,
+            "input": arguments,
+        }
+    # Custom tools take free text (apply_patch's patch), never a JSON object.
+    arguments = (
+        parse_arguments(payload.get("arguments"))
+        if item == "function_call"
+        else {"input": str(payload.get("input", ""))}
+    )
+    return {
+        "type": "tool_use",
+        "id": str(payload.get("call_id")),
+        "name": str(payload.get("name")),
+        "input": arguments,
+    }
 
 
 def load(path: Path, root: Path) -> list[Trace]:
@@ -126,27 +163,16 @@ def load(path: Path, root: Path) -> list[Trace]:
                     builder.user(text_blocks(text))
                 else:
                     raise fail(path, f"line {n}: message role {role!r}")
-            elif item in ("function_call", "custom_tool_call"):
-                # Custom tools take free text (apply_patch's patch), never a JSON object.
-                arguments = (
-                    parse_arguments(payload.get("arguments"))
-                    if item == "function_call"
-                    else {"input": str(payload.get("input", ""))}
-                )
-                block: Block = {
-                    "type": "tool_use",
-                    "id": str(payload.get("call_id")),
-                    "name": str(payload.get("name")),
-                    "input": arguments,
-                }
-                builder.assistant(open_call(stamp), [block])
-            elif item in ("function_call_output", "custom_tool_call_output"):
+            elif item in ("function_call", "custom_tool_call", "local_shell_call"):
+                builder.assistant(open_call(stamp), [_call_block(item, payload)])
+            elif item in ("function_call_output", "custom_tool_call_output", _SHELL_OUTPUT):
                 close_call()
+                call = _shell_id(payload) if item == _SHELL_OUTPUT else str(payload.get("call_id"))
                 builder.user(
                     [
                         {
                             "type": "tool_result",
-                            "tool_use_id": str(payload.get("call_id")),
+                            "tool_use_id": call,
                             "content": text_blocks(_output_text(payload.get("output"))),
                         }
                     ]
