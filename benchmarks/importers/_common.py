@@ -59,15 +59,16 @@ def read_jsonl(path: Path) -> list[Any]:
     """
     data = without_bom(path.read_bytes())
     torn_allowed = not data.rstrip(b" \t\r").endswith(b"\n")
-    raw = [line for line in data.splitlines() if line.strip()]
+    # Numbered as in the file (blank lines counted), so the error names the line an editor shows.
+    raw = [(n, line) for n, line in enumerate(data.splitlines(), start=1) if line.strip()]
     out: list[Any] = []
-    for i, line in enumerate(raw):
+    for i, (n, line) in enumerate(raw):
         try:
             out.append(loads(line))
         except orjson.JSONDecodeError as exc:
             if i == len(raw) - 1 and i > 0 and torn_allowed:
                 break
-            raise fail(path, f"line {i + 1} is not valid JSON ({exc})") from exc
+            raise fail(path, f"line {n} is not valid JSON ({exc})") from exc
     return out
 
 

@@ -57,10 +57,18 @@ def _sniff_jsonl(path: Path) -> tuple[str | None, str]:
     heads: list[Any] = []
     with path.open("rb") as handle:
         for k, line in enumerate(handle):
-            if line.strip():
+            if not line.strip():
+                continue
+            try:
                 heads.append(loads(without_bom(line) if k == 0 else line))
-                if len(heads) >= _SNIFF_LINES:
+            except orjson.JSONDecodeError as exc:
+                if heads:
+                    # The lines before it say the format; the loader then drops a torn last line
+                    # (a short session cut mid-write is still scored) or names this one.
                     break
+                return None, f"line {k + 1} is not valid JSON ({exc})"
+            if len(heads) >= _SNIFF_LINES:
+                break
     if not heads:
         return None, "empty file"
     objects = [h for h in heads if isinstance(h, dict)]

@@ -73,3 +73,45 @@ def test_codex_local_shell_calls_are_tool_calls_with_their_results(tmp_path: Pat
     ]
     assert len(trace.requests) == 4
     assert "import_notes" not in trace.meta
+
+
+def _claude_session(calls: int, sid: str = "7e570000-0000") -> list[dict[str, Any]]:
+    """A Claude Code session of ``calls`` tool calls and a closing answer, one line per turn."""
+    lines: list[dict[str, Any]] = []
+
+    def add(kind: str, message: dict[str, Any]) -> None:
+        uuid = f"u{len(lines)}"
+        parent = lines[-1]["uuid"] if lines else None
+        line = {"type": kind, "uuid": uuid, "parentUuid": parent, "sessionId": sid}
+        lines.append({**line, "isSidechain": False, "message": message})
+
+    usage = {"input_tokens": 3, "cache_read_input_tokens": 50, "output_tokens": 2}
+    add("user", {"role": "user", "content": "go"})
+    for i in range(calls):
+        use = {"type": "tool_use", "id": f"t{i}", "name": "Bash", "input": {"command": "ls"}}
+        add("assistant", {"role": "assistant", "id": f"m{i}", "content": [use], "usage": usage})
+        result = {"type": "tool_result", "tool_use_id": f"t{i}", "content": f"out {i}"}
+        add("user", {"role": "user", "content": [result]})
+    end = [{"type": "text", "text": "done"}]
+    add("assistant", {"role": "assistant", "id": "m-end", "content": end, "usage": usage})
+    return lines
+
+
+def test_a_short_session_cut_mid_write_is_scored_without_its_torn_line(tmp_path: Path) -> None:
+    """A session of fewer lines than the format check reads, its last line torn, still loads."""
+    body = "".join(json.dumps(line) + "\n" for line in _claude_session(3))
+    (tmp_path / "torn.jsonl").write_text(body + '{"type": "assistant", "mess', encoding="utf-8")
+    traces, skipped = load_dir(tmp_path)
+    assert skipped == []
+    assert [len(t.requests) for t in traces] == [4]
+
+
+def test_a_corrupt_line_is_named_by_its_line_number_in_the_file(tmp_path: Path) -> None:
+    """A bad line among the first ones is named by the number an editor shows, blank lines counted."""
+    lines = [json.dumps(line) for line in _claude_session(3)]
+    lines[4] = lines[4][:30]
+    (tmp_path / "bad.jsonl").write_text("\n\n".join(lines) + "\n", encoding="utf-8")
+    traces, skipped = load_dir(tmp_path)
+    assert traces == []
+    assert [s.path for s in skipped] == ["bad.jsonl"]
+    assert f"{tmp_path / 'bad.jsonl'}: line 9 is not valid JSON" in skipped[0].reason
