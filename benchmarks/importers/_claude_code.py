@@ -5,8 +5,10 @@ recent versions run tools while the answer still streams, so tool results interl
 blocks of their own response; merging by ``message.id`` and placing each result after its call
 rebuilds the request sequence. The thread is followed from the last line back through
 ``parentUuid``; parallel calls hang results off sibling lines, which are pulled back in through
-their shared ``message.id``. A ``compact_boundary`` restarts the history: each stretch between
-boundaries becomes its own trace (a request can only see a prefix of one trace's messages).
+their shared ``message.id``; a parent missing from the file (a line lost) with model responses
+before it is an error, not a session replayed as its tail. A ``compact_boundary`` restarts the
+history: each stretch between boundaries becomes its own trace (a request can only see a prefix of
+one trace's messages).
 """
 
 from __future__ import annotations
@@ -88,9 +90,10 @@ def _thread(lines: list[dict[str, Any]], path: Path) -> list[int]:
 
     spine: set[int] = set()
     cur: int | None = candidates[-1]
+    first, parent = candidates[-1], None
     while cur is not None and cur not in spine:
         spine.add(cur)
-        line = lines[cur]
+        first, line = cur, lines[cur]
         parent = line.get("parentUuid")
         if parent is None and _is_boundary(line):
             parent = line.get("logicalParentUuid")
@@ -102,6 +105,8 @@ def _thread(lines: list[dict[str, Any]], path: Path) -> list[int]:
     responses = {_message_id(lines[i]) for i in chosen if lines[i].get("type") == "assistant"} - {
         None
     }
+    if isinstance(parent, str) and parent not in by_uuid:
+        _refuse_broken_thread(lines, candidates, responses, (first, parent), path)
     for i in candidates:
         if lines[i].get("type") == "assistant" and _message_id(lines[i]) in responses:
             chosen.add(i)
@@ -119,6 +124,33 @@ def _thread(lines: list[dict[str, Any]], path: Path) -> list[int]:
             chosen.add(i)
             answered.update(results)
     return sorted(chosen)
+
+
+def _refuse_broken_thread(
+    lines: list[dict[str, Any]],
+    candidates: list[int],
+    responses: set[Any],
+    broken: tuple[int, str],
+    path: Path,
+) -> None:
+    """Fail when the thread stops at a parent missing from the file (a line lost or cut out)
+    while model responses before that line are on no branch of it: scored, the session would
+    replay as its tail alone, far shorter than the one recorded. ``broken`` is the thread's
+    first line and the parent it names."""
+    first, parent = broken
+    lost = {
+        _message_id(lines[i])
+        for i in candidates
+        if i < first
+        and lines[i].get("type") == "assistant"
+        and (lines[i].get("message") or {}).get("model") != "<synthetic>"
+    } - responses
+    if lost:
+        raise fail(
+            path,
+            f"line {first + 1}'s parent {parent!r:.60} is not in the file: the thread breaks "
+            f"there, and the {len(lost)} model response(s) before it would be left out",
+        )
 
 
 def _content(line: dict[str, Any]) -> list[Any]:

@@ -115,3 +115,16 @@ def test_a_corrupt_line_is_named_by_its_line_number_in_the_file(tmp_path: Path) 
     assert traces == []
     assert [s.path for s in skipped] == ["bad.jsonl"]
     assert f"{tmp_path / 'bad.jsonl'}: line 9 is not valid JSON" in skipped[0].reason
+
+
+def test_a_session_whose_thread_breaks_is_named_not_scored_as_its_tail(tmp_path: Path) -> None:
+    """A line missing mid-session breaks the parent chain: the file is skipped with why, not
+    replayed as the few requests after the break."""
+    lines = _claude_session(12)
+    del lines[10]  # a tool result: the next answer's parent is no longer in the file
+    _lines(tmp_path / "broken.jsonl", lines)
+    traces, skipped = load_dir(tmp_path)
+    assert traces == []
+    assert [s.path for s in skipped] == ["broken.jsonl"]
+    assert "line 11's parent 'u10' is not in the file" in skipped[0].reason
+    assert "the 5 model response(s) before it would be left out" in skipped[0].reason
