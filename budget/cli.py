@@ -408,6 +408,10 @@ def _check_arguments(json_path: Path | None, plots: Path | None, traces: Path | 
         if not json_path.parent.is_dir():
             # Refused rather than created: a typo in the path should not leave directories behind.
             _fail(f"--json {json_path}: no directory {json_path.parent} (create it first)")
+        # As --plots: a file or directory that takes no write would fail after the whole replay.
+        where = json_path if json_path.exists() else json_path.parent
+        if not os.access(where, os.W_OK):
+            _fail(f"--json {json_path}: cannot write {where}")
     if plots is not None:
         if plots.exists() and not plots.is_dir():
             _fail(f"--plots {plots} is a file; name a directory for the PNG charts")
