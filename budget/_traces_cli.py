@@ -6,6 +6,7 @@ imports the benchmarks): ``import budget.cli`` loads no benchmark code.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated, NoReturn
 
@@ -45,6 +46,13 @@ def traces_fetch(
     """
     from benchmarks.fetch import BASE_URL, fetch_traces  # noqa: PLC0415
 
+    if os.path.normpath(directory) == ".":
+        # Path("") is Path("."): an unset variable would fill the current directory with 29 files
+        # (toolbudget gc and proxy refuse the same path).
+        _fail(
+            f"directory {str(directory)!r} is the current directory as an unset variable names "
+            "it; name the directory for the traces by its path (e.g. traces, or $PWD)"
+        )
     if directory.exists() and not directory.is_dir():
         _fail(f"{directory} is a file; name a directory for the traces")
     try:

@@ -11,7 +11,17 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+from typer.testing import CliRunner
+
 from benchmarks.importers import load_dir, load_file
+from budget.cli import app
+from tests._entry import run_toolbudget
+
+
+@pytest.fixture(autouse=True)
+def _structlog_restored(structlog_restored: None) -> None:
+    """The CLI configures structlog on the runner's stderr, closed after the call: undo it."""
 
 
 def _lines(path: Path, lines: list[dict[str, Any]]) -> Path:
@@ -128,3 +138,24 @@ def test_a_session_whose_thread_breaks_is_named_not_scored_as_its_tail(tmp_path:
     assert [s.path for s in skipped] == ["broken.jsonl"]
     assert "line 11's parent 'u10' is not in the file" in skipped[0].reason
     assert "the 5 model response(s) before it would be left out" in skipped[0].reason
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc")
+def test_a_json_path_that_takes_no_write_is_refused_before_the_replay(tmp_path: Path) -> None:
+    """--json in an existing directory that takes no new file is one error line before the replay."""
+    _lines(tmp_path / "traces" / "s.jsonl", _claude_session(3))
+    args = ["bench", "--traces", str(tmp_path / "traces"), "--strategies", "none"]
+    result = CliRunner().invoke(app, [*args, "--json", "/proc/self/r.json"])
+    assert result.exit_code == 2, result.output
+    assert result.stderr == "error: --json /proc/self/r.json: cannot write /proc/self\n"
+    assert "All traces" not in result.stdout
+
+
+def test_traces_fetch_into_an_unset_variable_writes_nothing_here(tmp_path: Path) -> None:
+    """``toolbudget traces fetch ""`` (an unset variable) is refused, not a download into the
+    current directory."""
+    done = run_toolbudget(["traces", "fetch", "", "--source", "http://127.0.0.1:9"], cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.startswith("error: directory '.' is the current directory as an unset")
+    assert done.stderr.count("\n") == 1
+    assert list(tmp_path.iterdir()) == []
