@@ -146,20 +146,40 @@ def _ignored(rel: Path) -> bool:
     )
 
 
+def _unfollowed(path: Path) -> str | None:
+    """Why a symbolic link under the traces directory gives no trace; None for a directory or a
+    special file (a socket, a FIFO), which are passed over quietly."""
+    if not path.is_symlink():
+        return None
+    # Named, not passed over: whatever the user linked in was meant to be scored.
+    if path.is_dir():
+        return (
+            f"{path}: a symbolic link to a directory, not followed (links can loop); "
+            "pass its target to --traces"
+        )
+    return f"{path}: a broken symbolic link (its target is missing, or the links loop)"
+
+
 def load_dir(root: Path) -> tuple[list[Trace], list[Skipped]]:
     """Every trace under ``root`` (recursively), sorted by path then name, and the files skipped.
 
     Hidden files, READMEs and ``*.meta.json`` sidecars are not traces and are passed over quietly;
-    any other file that yields no trace is listed in the skipped files with the reason, and so is
-    each trace that :func:`shrunk` refuses. Kept traces carry their reconstructed header.
+    any other file that yields no trace is listed in the skipped files with the reason, and so are
+    each trace that :func:`shrunk` refuses and each symbolic link that is broken or names a
+    directory (not followed). Kept traces carry their reconstructed header.
     """
     if not root.is_dir():
         raise InputError(f"traces directory {root} does not exist or is not a directory")
     traces: list[Trace] = []
     skipped: list[Skipped] = []
-    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+    for path in sorted(root.rglob("*")):
         rel = path.relative_to(root)
         if _ignored(rel):
+            continue
+        if not path.is_file():
+            why = _unfollowed(path)
+            if why is not None:
+                skipped.append(Skipped(rel.as_posix(), why))
             continue
         try:
             found = load_file(path, root)

@@ -159,3 +159,21 @@ def test_traces_fetch_into_an_unset_variable_writes_nothing_here(tmp_path: Path)
     assert done.stderr.startswith("error: directory '.' is the current directory as an unset")
     assert done.stderr.count("\n") == 1
     assert list(tmp_path.iterdir()) == []
+
+
+def test_symbolic_links_that_give_no_trace_are_named(tmp_path: Path) -> None:
+    """A broken link, a link loop and a link to a directory are each named as skipped, not
+    passed over in silence, and the real trace beside them is scored."""
+    root = tmp_path / "traces"
+    _lines(root / "real" / "s.jsonl", _claude_session(3))
+    (root / "gone.jsonl").symlink_to("nowhere.jsonl")
+    (root / "loop.jsonl").symlink_to("loop.jsonl")
+    (root / "more").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    _lines(tmp_path / "elsewhere" / "t.jsonl", _claude_session(2))
+    traces, skipped = load_dir(root)
+    assert [t.path for t in traces] == ["real/s.jsonl"]
+    reasons = {s.path: s.reason for s in skipped}
+    assert sorted(reasons) == ["gone.jsonl", "loop.jsonl", "more"]
+    assert "a broken symbolic link" in reasons["gone.jsonl"]
+    assert "a broken symbolic link" in reasons["loop.jsonl"]
+    assert "a symbolic link to a directory, not followed" in reasons["more"]
