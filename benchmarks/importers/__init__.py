@@ -123,8 +123,12 @@ def shrunk(trace: Trace) -> str | None:
         for b in m.get("content") or ()
         if isinstance(b, dict) and b.get("type") == "tool_use"
     )
+    found = f"{requests} request{'' if requests == 1 else 's'} found"
+    if requests <= 1 and calls == 0:
+        # A single model call: a whole session of its own, with no tool result to budget.
+        return f"{trace.name}: {found} and no tool call: nothing to budget, so it is not scored"
     if requests <= 1:
-        why = f"{requests} request{'' if requests == 1 else 's'} found"
+        why = found
     elif calls > CALLS_PER_REQUEST_MAX * requests:
         why = f"only {requests} requests for {calls} tool calls"
     else:

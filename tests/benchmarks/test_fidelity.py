@@ -433,7 +433,8 @@ def test_openhands_pair_schema_without_tool_call_metadata(tmp_path: Path) -> Non
 
 
 def test_shrunk_traces_are_skipped_with_their_reason(tmp_path: Path) -> None:
-    """One request, or 12 calls in 2 requests, is listed as skipped and never scored."""
+    """One request (nothing to budget), or 12 calls in 2 requests (boundaries not recognized), is
+    listed as skipped with why and never scored."""
     single = [_text("user", "go"), _text("assistant", "ok")]
     calls = [{"type": "tool_use", "id": f"c{i}", "name": "t", "input": {}} for i in range(12)]
     results = [{"type": "tool_result", "tool_use_id": f"c{i}", "content": "r"} for i in range(12)]
@@ -456,7 +457,7 @@ def test_shrunk_traces_are_skipped_with_their_reason(tmp_path: Path) -> None:
     assert [t.path for t in traces] == ["fine.json"]
     reasons = {s.path: s.reason for s in skipped}
     assert set(reasons) == {"single.json", "merged.json"}
-    assert "1 request found" in reasons["single.json"]
+    assert "1 request found and no tool call: nothing to budget" in reasons["single.json"]
     assert "only 2 requests for 12 tool calls" in reasons["merged.json"]
     assert all(isinstance(s, Skipped) and "not scored" in s.reason for s in skipped)
 
