@@ -355,6 +355,38 @@ def test_a_root_the_proxy_cannot_write_is_one_error_line(tmp_path: Path) -> None
     )
 
 
+def test_a_second_proxy_on_a_served_root_is_one_error_line(tmp_path: Path) -> None:
+    """A second ``toolbudget proxy`` on the root another one serves exits 2 with one ``error:``
+    line, rather than serving and passing through every conversation the first holds."""
+    import os
+    import signal
+    import subprocess
+
+    from tests._entry import entry_point
+
+    command = [str(entry_point()), "proxy", "--root", str(tmp_path), "--port", "0"]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    with subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env) as first:
+        try:
+            assert first.stderr is not None
+            assert first.stderr.readline().startswith("toolbudget proxy on http://127.0.0.1:")
+            with subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env) as second:
+                try:
+                    _, stderr = second.communicate(timeout=30)
+                except subprocess.TimeoutExpired:
+                    second.kill()
+                    second.communicate()
+                    pytest.fail("a second proxy served the root the first one serves")
+        finally:
+            first.send_signal(signal.SIGTERM)
+            first.communicate(timeout=30)
+    assert second.returncode == 2, stderr
+    assert stderr == (
+        f"error: another toolbudget proxy serves {tmp_path}: stop it, or give this one another "
+        "--root\n"
+    )
+
+
 def test_connections_the_proxys_listener_accepts_send_without_delay() -> None:
     """asyncio sets TCP_NODELAY on a connection the proxy's own listener accepts (its socket
     says IPPROTO_TCP): without it an answer written in two parts waited 40 ms for the agent's
