@@ -136,3 +136,15 @@ def test_headline_figures_match_the_benchmark_page() -> None:
     assert ours and between, "docs/index.md no longer states the headline figure"
     assert float(ours.group(1)) == billed["toolbudget"]
     assert (float(between.group(1)), float(between.group(2))) == (min(others), max(others))
+
+
+def test_pip_install_commands_name_what_can_be_installed() -> None:
+    """No pip command in README or the docs installs ``toolbudget[...]`` by name: no index has it."""
+    by_name = re.compile(r"pip install '?toolbudget\[[^\]]*\]'?(?!\s*@)")
+    found = [
+        f"{page.relative_to(ROOT)}: {line.strip()}"
+        for page in [README, *sorted(DOCS.rglob("*.md"))]
+        for line in page.read_text(encoding="utf-8").splitlines()
+        if by_name.search(line) and "error:" not in line  # a quoted error message names the extra
+    ]
+    assert found == []

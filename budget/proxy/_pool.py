@@ -114,6 +114,11 @@ class Pool:
             make_dirs(str(root))
         except OSError as exc:  # a file there, no permission: one error line, not a traceback
             raise StoreError(f"cannot use {root} as the proxy's session root: {exc}") from None
+        if not os.access(root, os.W_OK | os.X_OK):
+            # Else the proxy would serve, passing every request through unbudgeted.
+            raise StoreError(
+                f"cannot use {root} as the proxy's session root: no permission to write in it"
+            )
 
     def _config(self, model: object) -> BudgetConfig:
         settings = dict(self._settings)

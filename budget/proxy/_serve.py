@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import os
 import socket
 from collections.abc import Callable
+from pathlib import Path
 
 import uvicorn
+from starlette.applications import Starlette
 
-from budget._errors import ConfigError
+from budget._errors import ConfigError, StoreError
 from budget._log import get_logger
 from budget.proxy._app import create_app
 from budget.proxy._limits import raise_fd_limit
 from budget.proxy._settings import ProxySettings
+from spill import _fs
 
 __all__ = ["serve"]
 
@@ -31,8 +35,38 @@ def serve(settings: ProxySettings, *, on_ready: Callable[[int], None] | None = N
             host=settings.host,
             note="API keys pass through this proxy: anyone who can reach it can use them",
         )
+    app = create_app(settings)  # makes the root
+    held = _hold_root(settings.root)
+    try:
+        _run(settings, app, listening, on_ready)
+    finally:
+        os.close(held)
+
+
+def _hold_root(root: Path) -> int:
+    """A descriptor of the session root holding an exclusive flock while the proxy serves: a
+    second proxy on the same root would find each conversation's session locked by the first and
+    pass its requests through unbudgeted."""
+    fd = os.open(root, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        _fs.lock(fd)
+    except BlockingIOError:
+        os.close(fd)
+        raise StoreError(
+            f"another toolbudget proxy serves {root}: stop it, or give this one another --root"
+        ) from None
+    return fd
+
+
+def _run(
+    settings: ProxySettings,
+    app: Starlette,
+    listening: list[socket.socket],
+    on_ready: Callable[[int], None] | None,
+) -> None:
+    """uvicorn serving ``app`` on ``listening`` until interrupted."""
     config = uvicorn.Config(
-        create_app(settings),
+        app,
         host=settings.host,
         port=settings.port,
         # uvicorn's own access log would print every path; the proxy's events say what matters.

@@ -102,3 +102,16 @@ def test_builtin_set_shows_spills_and_a_staleness_batch(
     assert sum(r.notes["spilled"] for r in ours_all) > 0
     assert all(r.recoverable_chars == r.replaced_chars for r in ours_all)
     assert sum(r.billed_tokens for r in ours_all) < sum(r.billed_tokens for r in none_all)
+
+
+def test_readme_says_what_the_builtin_sessions_quote(builtin: list[Trace]) -> None:
+    """README describes the built-in sessions' quotes as they are: one session quotes, the
+    others never do, so the bench's note for traces quoting nothing is not printed for them."""
+    from benchmarks.readbacks import Quotes
+
+    quoting = [t.name for t in builtin if any(Quotes(t).events)]
+    assert quoting == ["builtin/fix-tests"]
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    section = " ".join(readme.split("\n## Two commands\n", 1)[1].split("\n## ", 1)[0].split())
+    assert "never quotes" not in section and "says so under its table" not in section
+    assert "only the session fixing a project edits code it read" in section

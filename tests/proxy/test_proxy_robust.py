@@ -321,6 +321,72 @@ def test_a_port_in_use_or_a_host_that_does_not_resolve_is_one_error_line(tmp_pat
         assert address in result.stderr and "Traceback" not in result.output
 
 
+def test_a_root_the_proxy_cannot_write_is_one_error_line(tmp_path: Path) -> None:
+    """``toolbudget proxy`` on a root it may not write in exits 2 with one ``error:`` line, rather
+    than serving and passing every request through unbudgeted."""
+    import os
+    import shutil
+    import subprocess
+
+    from tests._entry import entry_point
+
+    root = tmp_path / "sessions"
+    root.mkdir(mode=0o500)
+    command = [str(entry_point()), "proxy", "--root", str(root), "--port", "0"]
+    if os.geteuid() == 0:
+        # Root ignores mode bits: dropping every capability (CAP_DAC_OVERRIDE among them) makes
+        # the kernel check them as for any user.
+        setpriv = shutil.which("setpriv")
+        if setpriv is None:
+            pytest.skip("running as root without setpriv(1): cannot drop CAP_DAC_OVERRIDE")
+        command = [setpriv, "--bounding-set=-all", "--inh-caps=-all", *command]
+    repo = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(repo)}
+    with subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env) as proxy:
+        try:
+            _, stderr = proxy.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proxy.kill()
+            proxy.communicate()
+            pytest.fail("the proxy served a session root it cannot write in")
+    assert proxy.returncode == 2, stderr
+    assert stderr == (
+        f"error: cannot use {root} as the proxy's session root: no permission to write in it\n"
+    )
+
+
+def test_a_second_proxy_on_a_served_root_is_one_error_line(tmp_path: Path) -> None:
+    """A second ``toolbudget proxy`` on the root another one serves exits 2 with one ``error:``
+    line, rather than serving and passing through every conversation the first holds."""
+    import os
+    import signal
+    import subprocess
+
+    from tests._entry import entry_point
+
+    command = [str(entry_point()), "proxy", "--root", str(tmp_path), "--port", "0"]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    with subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env) as first:
+        try:
+            assert first.stderr is not None
+            assert first.stderr.readline().startswith("toolbudget proxy on http://127.0.0.1:")
+            with subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env) as second:
+                try:
+                    _, stderr = second.communicate(timeout=30)
+                except subprocess.TimeoutExpired:
+                    second.kill()
+                    second.communicate()
+                    pytest.fail("a second proxy served the root the first one serves")
+        finally:
+            first.send_signal(signal.SIGTERM)
+            first.communicate(timeout=30)
+    assert second.returncode == 2, stderr
+    assert stderr == (
+        f"error: another toolbudget proxy serves {tmp_path}: stop it, or give this one another "
+        "--root\n"
+    )
+
+
 def test_connections_the_proxys_listener_accepts_send_without_delay() -> None:
     """asyncio sets TCP_NODELAY on a connection the proxy's own listener accepts (its socket
     says IPPROTO_TCP): without it an answer written in two parts waited 40 ms for the agent's
