@@ -13,6 +13,12 @@ The local shell tool's call names its call by ``call_id``, or by its ``id`` wher
 Codex CLI reads it); its answer is a ``function_call_output`` with that ``call_id`` (Codex CLI's)
 or a ``local_shell_call_output`` naming it by ``call_id`` (OpenAI's guide, the Vercel AI SDK) or,
 where it has none, by ``id`` (the API reference's).
+
+The shell tool's ``shell_call`` is answered by a ``shell_call_output`` whose ``output`` is a list of
+chunks, each a ``stdout``, a ``stderr`` and the ``outcome`` of a command: its text is the chunks'
+non-empty streams in order, joined by newlines (as a part list's texts are), an error when a
+command exited non-zero or timed out. Rewritten, the first chunk's ``stdout`` shows the new text
+and every other stream is emptied; each chunk keeps its outcome (the exit codes stay visible).
 """
 
 from __future__ import annotations
@@ -30,19 +36,22 @@ from budget.formats._common import (
     parts_text,
     replace_sole_result,
     require_str,
+    to_dict,
     type_name,
 )
 from budget.formats._shapes import ShapedFormat, require_fit
 
 __all__ = ["CALL_TYPES", "OPENAI_RESPONSES", "OUTPUT_TYPES", "OpenAIResponsesFormat"]
 
-CALL_TYPES = frozenset({"function_call", "custom_tool_call", "local_shell_call"})
+CALL_TYPES = frozenset({"function_call", "custom_tool_call", "local_shell_call", "shell_call"})
 OUTPUT_TYPES = frozenset(
     {"function_call_output", "custom_tool_call_output", "local_shell_call_output"}
 )
-_LOCAL_SHELL = "local_shell"
-"""The tool name a ``local_shell_call`` is counted under (the item carries none: the API's tool
-type is its name)."""
+_SHELL_OUTPUT = "shell_call_output"
+"""The shell tool's output: a list of chunks (see the module), not a string or a part list."""
+_LOCAL_SHELL, _SHELL = "local_shell", "shell"
+"""The tool names a ``local_shell_call`` and a ``shell_call`` are counted under (the items carry
+none: the API's tool type is their name)."""
 _NEUTRAL = "reasoning"
 """Items that may sit between the calls of one turn without ending it."""
 
@@ -70,6 +79,19 @@ class OpenAIResponsesFormat(ShapedFormat):
             call_id = _shell_call_id(message, where)
             facts = call_facts(_LOCAL_SHELL, field(message, "action"))
             return Scanned(calls=(Call(call_id, _LOCAL_SHELL, *facts),), opens_round=True)
+        if kind == "shell_call":
+            call_id = require_str(field(message, "call_id"), f"{where}.call_id")
+            facts = call_facts(_SHELL, field(message, "action"))
+            return Scanned(calls=(Call(call_id, _SHELL, *facts),), opens_round=True)
+        if kind == _SHELL_OUTPUT:
+            call_id = require_str(field(message, "call_id"), f"{where}.call_id")
+            output = field(message, "output")
+            text, failed = _shell_text(output, f"{where}.output")
+            if not output:
+                # No chunk to show a text in (each carries its command's outcome, which the API
+                # requires and toolbudget cannot make up): the item goes out as it is.
+                return EMPTY_SCAN
+            return Scanned(results=(RawResult(call_id, 0, text, failed, 0),))
         if kind in CALL_TYPES:
             call_id = require_str(field(message, "call_id"), f"{where}.call_id")
             name = field(message, "name")
@@ -117,6 +139,10 @@ class OpenAIResponsesFormat(ShapedFormat):
 
     def rewrite(self, message: Any, texts: Mapping[int, str]) -> Any:
         """A new output item showing ``texts[0]``, its output keeping its shape."""
+        if field(message, "type") == _SHELL_OUTPUT and 0 in texts:
+            out = to_dict(message)
+            out["output"] = _shell_chunks(out.get("output"), texts[0])
+            return out
         return replace_sole_result(message, texts, "output", "input_text")
 
     def tool_definition(
@@ -131,6 +157,43 @@ class OpenAIResponsesFormat(ShapedFormat):
             "parameters": dict(parameters),
             "strict": False,
         }
+
+
+def _shell_text(output: object, where: str) -> tuple[str, bool]:
+    """A shell call output's text (its chunks' non-empty ``stdout`` and ``stderr``, in order,
+    joined by newlines) and whether a command failed: an ``exit`` outcome with a non-zero code,
+    a ``timeout``, or the Agents SDK's raw ``"failure"``."""
+    if output is None:
+        return "", False
+    if not isinstance(output, list | tuple):
+        raise InputError(f"{where} must be a list of output chunks, not {type_name(output)}")
+    texts: list[str] = []
+    failed = False
+    for i, chunk in enumerate(output):
+        if not is_record(chunk):
+            raise InputError(f"{where}[{i}] must be a dict (stdout, stderr, outcome)")
+        for stream in ("stdout", "stderr"):
+            value = field(chunk, stream)
+            if value is not None and not isinstance(value, str):
+                raise InputError(f"{where}[{i}].{stream} must be a string, not {type_name(value)}")
+            if value:
+                texts.append(value)
+        outcome = field(chunk, "outcome")
+        kind = field(outcome, "type") if is_record(outcome) else outcome
+        code = field(outcome, "exit_code") if is_record(outcome) else None
+        failed = failed or kind in ("timeout", "failure") or (kind == "exit" and code != 0)
+    return "\n".join(texts), failed
+
+
+def _shell_chunks(output: object, text: str) -> list[dict[str, Any]]:
+    """The chunks of a shell call output (at least one: see ``scan``) showing ``text``: the first
+    chunk's ``stdout``, every other stream emptied, each chunk's outcome and other fields kept."""
+    assert isinstance(output, list | tuple) and output
+    chunks = [to_dict(c) for c in output]
+    for chunk in chunks:
+        chunk["stdout"], chunk["stderr"] = "", ""
+    chunks[0]["stdout"] = text
+    return chunks
 
 
 def _shell_call_id(message: Any, where: str) -> str:

@@ -260,6 +260,63 @@ def test_a_local_shell_output_naming_its_call_by_call_id_is_its_result(tmp_path:
         assert b.read(ref_for(items[2]["output"])) == items[2]["output"]
 
 
+def shell_output(call_id: str, *chunks: tuple[str, str, int]) -> dict[str, Any]:
+    """A shell tool call's output: one chunk per (stdout, stderr, exit code)."""
+    return {
+        "type": "shell_call_output",
+        "call_id": call_id,
+        "max_output_length": 100_000,
+        "output": [
+            {"stdout": out, "stderr": err, "outcome": {"type": "exit", "exit_code": code}}
+            for out, err, code in chunks
+        ],
+    }
+
+
+def test_shell_tool_outputs_are_budgeted_in_their_chunks(tmp_path: Path) -> None:
+    """A shell_call_output's chunks are its text (their streams, in order, joined by newlines):
+    spilled when big into the first chunk's stdout, every other stream emptied, each chunk's
+    outcome and the item's other fields kept; the text reads back exactly."""
+    log, warning = big(200, "pytest"), "DeprecationWarning: x\n"
+    items = [
+        {"role": "user", "content": "Run the tests"},
+        {"type": "shell_call", "call_id": "sh_a", "action": {"commands": ["pytest", "ls"]}},
+        shell_output("sh_a", (log, warning, 1), ("", "", 0)),
+        {"type": "shell_call", "call_id": "sh_b", "action": {"commands": ["git status"]}},
+        shell_output("sh_b", ("clean", "", 0)),
+    ]
+    pristine = copy.deepcopy(items)
+    with Budget.open(tmp_path / "s", SMALL) as b:
+        req = b.prepare(items, now=0)
+        assert items == pristine
+        decisions = {d.call_id: (d.kind, d.tool) for d in req.report.decisions}
+        assert decisions == {"sh_a": ("spilled", "shell"), "sh_b": ("kept", "shell")}
+        sent = req.messages[2]
+        first, second = sent["output"]
+        assert first["stdout"].startswith("[toolbudget] Output of shell was too large")
+        assert (first["stderr"], first["outcome"]) == ("", {"type": "exit", "exit_code": 1})
+        assert second == {"stdout": "", "stderr": "", "outcome": {"type": "exit", "exit_code": 0}}
+        assert (sent["call_id"], sent["max_output_length"]) == ("sh_a", 100_000)
+        assert b.read(ref_for(log + "\n" + warning)) == log + "\n" + warning
+        assert [req.messages[i] is items[i] for i in (0, 1, 3, 4)] == [True] * 4
+    scans = [OPENAI_RESPONSES.scan_in(items, i).opens_round for i in range(len(items))]
+    assert [i for i, opens in enumerate(scans) if opens] == [1, 3]
+
+
+def test_a_shell_output_without_chunks_goes_out_as_it_is(tmp_path: Path) -> None:
+    """A shell_call_output with no chunk has nowhere to show a text (each chunk carries an
+    outcome the API requires): it is no result to decide, and goes out as the caller's object."""
+    items = [
+        {"role": "user", "content": "go"},
+        {"type": "shell_call", "call_id": "sh_a", "action": {"commands": ["true"]}},
+        {"type": "shell_call_output", "call_id": "sh_a", "output": []},
+    ]
+    with Budget.open(tmp_path / "s", SMALL) as b:
+        req = b.prepare(items, now=0)
+    assert req.messages[2] is items[2]
+    assert req.report.decisions == ()
+
+
 @pytest.mark.parametrize(
     ("items", "needle"),
     [
@@ -271,6 +328,14 @@ def test_a_local_shell_output_naming_its_call_by_call_id_is_its_result(tmp_path:
         ([{"content": "hi"}], "messages[0] has neither a type nor a role"),
         ([{"type": "local_shell_call", "action": {}}], "messages[0].id must be a non-empty"),
         ([{"type": "local_shell_call_output", "output": "x"}], "messages[0].id must be a non-"),
+        (
+            [{"type": "shell_call_output", "call_id": "c", "output": "x"}],
+            "messages[0].output must be a list of output chunks",
+        ),
+        (
+            [{"type": "shell_call_output", "call_id": "c", "output": [{"stdout": 5}]}],
+            "messages[0].output[0].stdout must be a string",
+        ),
     ],
 )
 def test_malformed_items_are_named(tmp_path: Path, items: Any, needle: str) -> None:
