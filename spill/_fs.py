@@ -151,11 +151,11 @@ def mkdir(path: str, mode: int = 0o700, *, dir_fd: int | None = None) -> None:
     os.chmod(path, mode, dir_fd=dir_fd)
 
 
-def make_dirs(path: str) -> bool:
+def make_dirs(path: str) -> None:
     """``path`` and its missing parents, each made 0700 whatever the umask (:func:`mkdir`), as a
     session's directory and its parents are; existing ones are left as they are (one made
-    meanwhile by another process too). True if ``path`` itself was made here; FileExistsError
-    if something other than a directory is there."""
+    meanwhile by another process too). FileExistsError if something other than a directory is
+    there."""
     missing: list[str] = []
     probe = path
     while not os.path.lexists(probe):
@@ -164,16 +164,13 @@ def make_dirs(path: str) -> bool:
         if parent == probe:
             break
         probe = parent
-    made = False
     for directory in reversed(missing):
         try:
             mkdir(directory)
         except FileExistsError:
             continue
-        made = directory == path
     if not os.path.isdir(path):
         raise FileExistsError(errno.EEXIST, "exists and is not a directory", path)
-    return made
 
 
 def lock(fd: int) -> None:
