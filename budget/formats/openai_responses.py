@@ -1,5 +1,5 @@
 """OpenAI Responses API input items: ``function_call`` / ``custom_tool_call`` /
-``local_shell_call`` items and their outputs.
+``local_shell_call`` / ``shell_call`` items and their outputs.
 
 Each item of the input list is one "message" here. A run of call items (possibly interleaved with
 ``reasoning`` items) after any other item is one assistant turn: it opens a round, and the outputs
