@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from agents import ModelResponse, function_tool
+from agents import ModelResponse, Usage, function_tool
 
 from tests.integrations._agentkit import (
     PAGE_LIMIT,
@@ -62,3 +62,28 @@ class ReadingModel(RecordingModel):
                 args = {"ref": ref, "offset": PAGE_OFFSET, "limit": PAGE_LIMIT}
                 return self.call("toolbudget_read", args, "call_back_1")
         return self.answer("done")
+
+
+class ShellModel(RecordingModel):
+    """A model that runs one shell command through the SDK's ShellTool, then answers."""
+
+    def reply(self, items: list[Any]) -> ModelResponse:
+        """Call the shell once (a ``shell_call`` item), then answer once its output is back."""
+        from openai.types.responses import ResponseFunctionShellToolCall
+
+        if any(isinstance(i, dict) and i.get("type") == "shell_call_output" for i in items):
+            return self.answer("done")
+        call = ResponseFunctionShellToolCall.model_validate(
+            {
+                "id": "sh_1",
+                "call_id": "call_shell_1",
+                "type": "shell_call",
+                "status": "completed",
+                "action": {
+                    "commands": ["pytest -q"],
+                    "timeout_ms": None,
+                    "max_output_length": None,
+                },
+            }
+        )
+        return ModelResponse(output=[call], usage=Usage(requests=1), response_id=None)

@@ -65,6 +65,38 @@ def test_runner_sees_envelope_and_reads_back(big_file: tuple[Path, str], tmp_pat
         assert budgeting.last_report.spilled == 1
 
 
+def test_a_shell_tool_output_is_budgeted_in_a_runner_loop(tmp_path: Path) -> None:
+    """The SDK's ShellTool runs a command whose output is big: the model's next input holds its
+    shell_call_output with the envelope in its first chunk and the outcome kept, and the run's
+    own items hold the full output, which the session reads back exactly."""
+    from agents import Agent, RunConfig, Runner, ShellTool
+
+    from budget.integrations.openai_agents import toolbudget_input_filter
+    from tests.integrations._openai_agents_kit import ShellModel
+
+    log = "".join(f"tests/test_{i}.py::test_case PASSED\n" for i in range(3_000))
+    with Budget.open(tmp_path / "session") as session:
+        model = ShellModel()
+        shell = ShellTool(executor=lambda request: log)
+        agent = Agent(name="runner", model=model, tools=[shell])
+        config = RunConfig(
+            call_model_input_filter=toolbudget_input_filter(session), tracing_disabled=True
+        )
+        result = asyncio.run(Runner.run(agent, "Run the tests.", run_config=config))
+
+        assert result.final_output == "done"
+        (sent,) = [i for i in model.received[1] if i.get("type") == "shell_call_output"]
+        (chunk,) = sent["output"]
+        assert chunk["stdout"].startswith("[toolbudget] Output of shell was too large")
+        assert chunk["stderr"] == ""
+        assert "outcome" in chunk
+        decision = session.decision("call_shell_1")
+        assert decision is not None and decision.kind == "spilled" and decision.ref is not None
+        assert session.read(decision.ref) == log
+        (stored,) = [i for i in result.to_input_list() if i.get("type") == "shell_call_output"]
+        assert stored["output"][0]["stdout"] == log
+
+
 def test_read_tool_rejects_bad_arguments(big_file: tuple[Path, str]) -> None:
     """The function tool pages exact lines, and answers bad JSON or a bad ref with an error text."""
     from budget.integrations.openai_agents import session_read_tool
