@@ -93,7 +93,8 @@ def test_a_shell_tool_output_is_budgeted_in_a_runner_loop(tmp_path: Path) -> Non
         decision = session.decision("call_shell_1")
         assert decision is not None and decision.kind == "spilled" and decision.ref is not None
         assert session.read(decision.ref) == log
-        (stored,) = [i for i in result.to_input_list() if i.get("type") == "shell_call_output"]
+        items: list[Any] = result.to_input_list()  # TypedDicts: read as plain dicts
+        (stored,) = [i for i in items if i.get("type") == "shell_call_output"]
         assert stored["output"][0]["stdout"] == log
 
 
