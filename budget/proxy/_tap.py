@@ -119,7 +119,11 @@ class Tap:
     def _events(self) -> None:
         buf = self._buf
         if b"\r" in buf:  # SSE allows CRLF and CR line ends: one form to split on
-            buf[:] = buf.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+            # A CR ending the buffer may be a CRLF's first half, its LF in the next chunk: kept
+            # until then (as an LF now, the LF after it would end the event mid-way).
+            held = b"\r" if buf.endswith(b"\r") else b""
+            body = buf[: len(buf) - len(held)]
+            buf[:] = body.replace(b"\r\n", b"\n").replace(b"\r", b"\n") + held
         start = 0
         while (end := buf.find(b"\n\n", start)) >= 0:
             event = buf[start:end]

@@ -88,24 +88,41 @@ def _tap(content_type: str, encoding: str = "", status: int = 200) -> Any:
 
 
 def _anthropic_stream(newline: bytes) -> bytes:
+    """Anthropic's usage events; the message_delta's JSON over two ``data:`` lines, as SSE allows
+    (a reader joins them with a newline)."""
     start = {"type": "message_start", "message": {"usage": {"input_tokens": 9, "output_tokens": 1}}}
-    delta = {"type": "message_delta", "usage": {"output_tokens": 42}}
-    events = [("message_start", start), ("ping", {"type": "ping"}), ("message_delta", delta)]
+    delta = b'{"type": "message_delta",' + newline + b'data: "usage": {"output_tokens": 42}}'
+    events = [
+        (b"message_start", orjson.dumps(start)),
+        (b"ping", orjson.dumps({"type": "ping"})),
+        (b"message_delta", delta),
+    ]
     return b"".join(
-        b"event: " + name.encode() + newline + b"data: " + orjson.dumps(data) + newline + newline
-        for name, data in events
+        b"event: " + name + newline + b"data: " + data + newline + newline for name, data in events
     )
 
 
 @given(st.sampled_from([b"\n", b"\r\n"]), st.lists(st.integers(0, 400), max_size=8))
 def test_a_streams_usage_is_read_whatever_the_chunks(newline: bytes, cuts: list[int]) -> None:
     """Anthropic's message_start and message_delta usages merge in order, however the stream is
-    cut into chunks and whichever line ends it uses."""
+    cut into chunks (a CRLF too, between its CR and its LF) and whichever line ends it uses."""
     data = _anthropic_stream(newline)
     tap = _tap("text/event-stream")
     bounds = sorted({0, len(data), *(c % (len(data) + 1) for c in cuts)})
     for a, b in itertools.pairwise(bounds):
         tap.feed(data[a:b])
+    tap.close()
+    assert tap.usage == {"input_tokens": 9, "output_tokens": 42}
+
+
+def test_a_crlf_cut_between_its_cr_and_its_lf_is_one_line_end() -> None:
+    """A chunk ending in the CR of a CRLF, the next starting with its LF, ends one line, not two
+    (an empty line would end the event there, its JSON cut in half, its usage lost)."""
+    data = _anthropic_stream(b"\r\n")
+    cut = data.index(b'message_delta",\r\n') + len(b'message_delta",\r')
+    tap = _tap("text/event-stream")
+    tap.feed(data[:cut])
+    tap.feed(data[cut:])
     tap.close()
     assert tap.usage == {"input_tokens": 9, "output_tokens": 42}
 
