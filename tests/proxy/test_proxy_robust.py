@@ -4,6 +4,7 @@ pass through; an unreachable upstream is a 502 in the API's own error shape."""
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import MutableMapping
 from pathlib import Path
 from typing import Any
@@ -326,7 +327,6 @@ def test_a_root_the_proxy_cannot_write_is_one_error_line(tmp_path: Path) -> None
     than serving and passing every request through unbudgeted."""
     import os
     import shutil
-    import subprocess
 
     from tests._entry import entry_point
 
@@ -343,16 +343,22 @@ def test_a_root_the_proxy_cannot_write_is_one_error_line(tmp_path: Path) -> None
     repo = Path(__file__).resolve().parents[2]
     env = {**os.environ, "PYTHONPATH": str(repo)}
     with subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env) as proxy:
-        try:
-            _, stderr = proxy.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            proxy.kill()
-            proxy.communicate()
-            pytest.fail("the proxy served a session root it cannot write in")
+        stderr = _exited(proxy, "the proxy served a session root it cannot write in")
     assert proxy.returncode == 2, stderr
     assert stderr == (
         f"error: cannot use {root} as the proxy's session root: no permission to write in it\n"
     )
+
+
+def _exited(proc: subprocess.Popen[str], failure: str) -> str:
+    """``proc``'s stderr once it exits by itself within 30 s; the test fails with ``failure``
+    (and the process is killed) if it is still running then."""
+    try:
+        return proc.communicate(timeout=30)[1]
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        pytest.fail(failure)
 
 
 def test_a_second_proxy_on_a_served_root_is_one_error_line(tmp_path: Path) -> None:
@@ -360,7 +366,6 @@ def test_a_second_proxy_on_a_served_root_is_one_error_line(tmp_path: Path) -> No
     line, rather than serving and passing through every conversation the first holds."""
     import os
     import signal
-    import subprocess
 
     from tests._entry import entry_point
 
@@ -371,12 +376,7 @@ def test_a_second_proxy_on_a_served_root_is_one_error_line(tmp_path: Path) -> No
             assert first.stderr is not None
             assert first.stderr.readline().startswith("toolbudget proxy on http://127.0.0.1:")
             with subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env) as second:
-                try:
-                    _, stderr = second.communicate(timeout=30)
-                except subprocess.TimeoutExpired:
-                    second.kill()
-                    second.communicate()
-                    pytest.fail("a second proxy served the root the first one serves")
+                stderr = _exited(second, "a second proxy served the root the first one serves")
         finally:
             first.send_signal(signal.SIGTERM)
             first.communicate(timeout=30)
