@@ -242,7 +242,8 @@ def responses_output(draw: st.DrawFn, kind: str, call: dict[str, Any]) -> dict[s
             output.append({"type": "input_text", "text": draw(texts)})
     if kind == "custom_tool_call":
         return {"type": "custom_tool_call_output", "call_id": cid, "output": output}
-    if kind == "local_shell_id":
+    if kind == "local_shell_id" or (kind == "local_shell_call" and draw(st.booleans())):
+        # The API reference's answer: the call's call_id (or its id, where it has none) as id.
         return {"type": "local_shell_call_output", "id": cid, "output": output}
     item: dict[str, Any] = {"type": "function_call_output", "call_id": cid, "output": output}
     if kind == "local_shell_call" and draw(st.booleans()):
@@ -274,9 +275,9 @@ def responses_call(kind: str, cid: str, tool: str) -> dict[str, Any]:
 
 @st.composite
 def responses_conversations(draw: st.DrawFn, max_rounds: int = 10) -> list[Message]:
-    """A Responses input list: rounds of 1-3 parallel calls of every kind (an assistant message
-    before them, reasoning items before and between them), answered in any order, sometimes
-    followed by an assistant and user turn."""
+    """A Responses input list: rounds of 1-3 calls of every kind (an assistant message before
+    them, reasoning items before and between them; parallel and answered in any order, or each
+    answered before the next), read-back calls, sometimes an assistant and user turn after."""
     n = draw(st.integers(1, max_rounds))
     items: list[Message] = [
         {"role": "developer", "content": "Be brief."},
@@ -309,21 +310,27 @@ def responses_conversations(draw: st.DrawFn, max_rounds: int = 10) -> list[Messa
                     "content": [{"type": "output_text", "text": "Looking.", "annotations": []}],
                 }
             )
+        outputs = []
+        for j, call in enumerate(calls):
+            if kinds[j] == "read_back":
+                lines = text.splitlines()[:20]
+                page = "".join(f"{i + 1:6d}\t{line}\n" for i, line in enumerate(lines))
+                outputs.append(
+                    {"type": "function_call_output", "call_id": call["call_id"], "output": page}
+                )
+            else:
+                outputs.append(draw(responses_output(kinds[j], call)))
+        # Parallel calls answered in any order, or one call after another, each answered before
+        # the next is made (as Codex CLI's history runs).
+        sequential = draw(st.booleans())
         for j, call in enumerate(calls):
             if draw(st.booleans()):
                 items.append({"type": "reasoning", "id": f"rs_{r}_{j}", "summary": []})
             items.append(call)
-        order = draw(st.permutations(range(k)))
-        for j in order:
-            if kinds[j] == "read_back":
-                page = "".join(
-                    f"{n + 1:6d}\t{line}\n" for n, line in enumerate(text.splitlines()[:20])
-                )
-                items.append(
-                    {"type": "function_call_output", "call_id": f"call_{r}_0", "output": page}
-                )
-            else:
-                items.append(draw(responses_output(kinds[j], calls[j])))
+            if sequential:
+                items.append(outputs[j])
+        if not sequential:
+            items += [outputs[j] for j in draw(st.permutations(range(k)))]
         if draw(st.booleans()) and draw(st.booleans()):
             items.append(
                 {
