@@ -7,13 +7,13 @@ runs, so ``toolbudget --help`` works without it.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Annotated, NoReturn
 
 import typer
 
 from budget._errors import BudgetError
+from spill._paths import refuse_current_dir
 
 __all__ = ["proxy", "with_proxy"]
 
@@ -37,13 +37,10 @@ def proxy(
     openai_upstream: Annotated[str | None, typer.Option(help="Where OpenAI requests go.")] = None,
 ) -> None:
     """Run toolbudget between an agent and its model API (docs/proxy.md; the proxy extra)."""
-    if os.path.normpath(root) == ".":
-        # Path("") is Path("."): an unset variable would put the sessions in the current
-        # directory (toolbudget gc refuses the same root).
-        _fail(
-            f"session root {str(root)!r} is the current directory as an unset variable names it; "
-            "name the directory for the sessions by its path (e.g. sessions, or $PWD)"
-        )
+    try:  # an unset variable would put the sessions in the current directory, as gc refuses
+        refuse_current_dir(root, "session root", "for the sessions", "sessions")
+    except BudgetError as exc:
+        _fail(str(exc))
     try:
         from budget.proxy._cli import run  # noqa: PLC0415
     except ImportError as exc:  # the extra is not installed

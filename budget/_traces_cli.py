@@ -6,7 +6,6 @@ imports the benchmarks): ``import budget.cli`` loads no benchmark code.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Annotated, NoReturn
 
@@ -14,6 +13,7 @@ import typer
 
 from budget._errors import BudgetError
 from budget._typer import FlagGroup
+from spill._paths import refuse_current_dir
 
 __all__ = ["traces_app"]
 
@@ -46,13 +46,10 @@ def traces_fetch(
     """
     from benchmarks.fetch import BASE_URL, fetch_traces  # noqa: PLC0415
 
-    if os.path.normpath(directory) == ".":
-        # Path("") is Path("."): an unset variable would fill the current directory with 29 files
-        # (toolbudget gc and proxy refuse the same path).
-        _fail(
-            f"directory {str(directory)!r} is the current directory as an unset variable names "
-            "it; name the directory for the traces by its path (e.g. traces, or $PWD)"
-        )
+    try:  # an unset variable would fill the current directory with 29 files
+        refuse_current_dir(directory, "directory", "for the traces", "traces")
+    except BudgetError as exc:
+        _fail(str(exc))
     if directory.exists() and not directory.is_dir():
         _fail(f"{directory} is a file; name a directory for the traces")
     try:

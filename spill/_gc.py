@@ -20,7 +20,7 @@ from typing import Final
 
 from spill import _fs
 from spill._errors import ConfigError, StoreError
-from spill._paths import checked_path
+from spill._paths import checked_path, refuse_current_dir
 from spill._sessiondir import (
     BODIES_NAME,
     LOCK_NAME,
@@ -57,12 +57,7 @@ def gc_sessions(
     if not older_than_s >= 0:
         raise ConfigError(f"older_than_s must be >= 0 seconds, got {older_than_s!r}")
     raw = checked_path(root, "gc root")
-    if os.path.normpath(raw) == ".":
-        # Path("") is Path("."): an unset variable would collect the current directory.
-        raise ConfigError(
-            f"gc root {raw!r} is the current directory as an unset variable names it; name the "
-            "directory holding the sessions by its path (e.g. sessions, or $PWD)"
-        )
+    refuse_current_dir(raw, "gc root", "holding the sessions", "sessions")
     current = time.time() if now is None else now
     root = Path(raw)
     try:

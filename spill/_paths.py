@@ -6,7 +6,7 @@ import os
 
 from spill._errors import ConfigError
 
-__all__ = ["checked_path"]
+__all__ = ["checked_path", "refuse_current_dir"]
 
 
 def checked_path(path: object, what: str) -> str:
@@ -27,3 +27,16 @@ def checked_path(path: object, what: str) -> str:
         bad = raw[exc.start : exc.end]
         raise ConfigError(f"{what} {raw!r} holds {bad!r}, which no file name can encode") from None
     return raw
+
+
+def refuse_current_dir(path: str | os.PathLike[str], what: str, purpose: str, example: str) -> None:
+    """ConfigError if ``path`` names the current directory as an unset variable does
+    (``Path("")`` is ``Path(".")``): a gc would collect it, a proxy or a traces download fill it.
+    The message names ``what`` the path is and ``purpose`` the directory serves, with an
+    ``example`` of a name to give instead."""
+    raw = os.fspath(path)
+    if os.path.normpath(raw) == ".":
+        raise ConfigError(
+            f"{what} {raw!r} is the current directory as an unset variable names it; name the "
+            f"directory {purpose} by its path (e.g. {example}, or $PWD)"
+        )
