@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from budget._errors import ConfigError
 from budget.session._budget import Budget
 from budget.tokens._overflow import is_context_overflow
 
-__all__ = ["attach_summarizer", "is_overflow", "require_session"]
+__all__ = [
+    "attach_summarizer",
+    "is_overflow",
+    "is_summary",
+    "native_summary",
+    "require_session",
+]
+
+_M = TypeVar("_M")
 
 
 def require_session(session: object, integration: str) -> Budget:
@@ -49,3 +57,29 @@ def attach_summarizer(
             "to Budget.open or to the integration"
         )
     compactor.summarizer = summarizer
+
+
+def is_summary(message: object) -> bool:
+    """Whether ``message`` is the summary message compaction projects (a user dict, in every
+    format; see ``budget.compaction._compaction.summary_message``)."""
+    return (
+        type(message) is dict
+        and message.get("role") == "user"
+        and isinstance(message.get("content"), str)
+    )
+
+
+def native_summary(summaries: dict[str, _M], message: Any, make: Callable[[str], _M]) -> Any:
+    """``message``, or for compaction's summary the framework's message showing it
+    (``make(text)``): the same object while the checkpoint holds (``summaries`` keeps them by
+    text: the session hands each copy a summary dict of its own), so the copy's prefix stays the
+    same."""
+    if not is_summary(message):
+        return message
+    text = message["content"]
+    known = summaries.get(text)
+    if known is None:
+        if len(summaries) >= 64:
+            summaries.clear()  # one per checkpoint: old ones are not sent again
+        known = summaries[text] = make(text)
+    return known

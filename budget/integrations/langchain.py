@@ -55,7 +55,13 @@ from budget._report import Prepared, Report
 from budget._view import EMPTY_SCAN, Call, Format, RawResult, Scanned
 from budget.compaction._transcript import render_transcript
 from budget.formats._common import call_facts
-from budget.integrations._common import attach_summarizer, is_overflow, require_session
+from budget.integrations._common import (
+    attach_summarizer,
+    is_overflow,
+    is_summary,
+    native_summary,
+    require_session,
+)
 from budget.session._budget import Budget
 from budget.summarizers import PROMPT
 
@@ -112,16 +118,6 @@ def _replace_text(content: object, text: str) -> str | list[Any]:
     return out
 
 
-def _is_summary(message: object) -> bool:
-    """Whether ``message`` is the summary message compaction projects (a user dict, in every
-    format; see ``budget.compaction._compaction.summary_message``)."""
-    return (
-        type(message) is dict
-        and message.get("role") == "user"
-        and isinstance(message.get("content"), str)
-    )
-
-
 class LangChainFormat(Format):
     """LangChain messages: ``AIMessage.tool_calls`` make calls, ``ToolMessage`` holds a result."""
 
@@ -130,7 +126,7 @@ class LangChainFormat(Format):
     def scan(self, index: int, message: Any) -> Scanned:
         """Validate one message and say which calls and results it holds."""
         where = f"messages[{index}]"
-        if _is_summary(message):
+        if is_summary(message):
             return EMPTY_SCAN  # compaction's summary message, made a HumanMessage on the way out
         if not isinstance(message, BaseMessage):
             raise InputError(
@@ -385,19 +381,10 @@ class ToolBudgetMiddleware(AgentMiddleware):
         return request.override(messages=[self._native(m) for m in prepared.messages])
 
     def _native(self, message: Any) -> Any:
-        """``message``, or for compaction's summary the HumanMessage showing it: the same object
-        while the checkpoint holds, so the copy's prefix stays the same."""
-        if not _is_summary(message):
-            return message
-        text = message["content"]
+        """``message``, or for compaction's summary the HumanMessage showing it (the same object
+        while the checkpoint holds: :func:`native_summary`)."""
         with self._lock:
-            # By its text: the session hands each copy a summary dict of its own.
-            known = self._summaries.get(text)
-            if known is None:
-                if len(self._summaries) >= 64:
-                    self._summaries.clear()  # one per checkpoint: old ones are not sent again
-                known = self._summaries[text] = HumanMessage(content=text)
-            return known
+            return native_summary(self._summaries, message, lambda text: HumanMessage(content=text))
 
     def wrap_model_call(
         self,

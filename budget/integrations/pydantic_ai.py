@@ -54,7 +54,13 @@ from budget._errors import InputError
 from budget._report import Report
 from budget._view import EMPTY_SCAN, Call, Format, RawResult, Scanned
 from budget.formats._common import call_facts
-from budget.integrations._common import attach_summarizer, is_overflow, require_session
+from budget.integrations._common import (
+    attach_summarizer,
+    is_overflow,
+    is_summary,
+    native_summary,
+    require_session,
+)
 from budget.session._budget import Budget
 
 __all__ = [
@@ -82,7 +88,7 @@ class PydanticAIFormat(Format):
 
     def scan(self, index: int, message: Any) -> Scanned:
         """Validate one message and say which calls and results it holds."""
-        if _is_summary(message):
+        if is_summary(message):
             return EMPTY_SCAN  # compaction's summary message, made a ModelRequest on the way out
         if isinstance(message, ModelResponse):
             calls = tuple(
@@ -116,29 +122,11 @@ class PydanticAIFormat(Format):
         return replace(message, parts=parts)
 
 
-def _is_summary(message: object) -> bool:
-    """Whether ``message`` is the summary message compaction projects (a user dict, in every
-    format; see ``budget.compaction._compaction.summary_message``)."""
-    return (
-        type(message) is dict
-        and message.get("role") == "user"
-        and isinstance(message.get("content"), str)
-    )
-
-
 def _native(summaries: dict[str, ModelRequest], message: Any) -> Any:
-    """``message``, or for compaction's summary the ModelRequest showing it: the same object
-    while the checkpoint holds (``summaries`` keeps them by text: the session hands each copy a
-    summary dict of its own), so the copy's prefix stays the same."""
-    if not _is_summary(message):
-        return message
-    text = message["content"]
-    known = summaries.get(text)
-    if known is None:
-        if len(summaries) >= 64:
-            summaries.clear()  # one per checkpoint: old ones are not sent again
-        known = summaries[text] = ModelRequest(parts=[UserPromptPart(content=text)])
-    return known
+    """``message``, or for compaction's summary the ModelRequest showing it (:func:`native_summary`)."""
+    return native_summary(
+        summaries, message, lambda text: ModelRequest(parts=[UserPromptPart(content=text)])
+    )
 
 
 PYDANTIC_AI = PydanticAIFormat()
@@ -251,7 +239,7 @@ class _HistoryProcessor:
         # summary maps to no original (a resent summary is before the retained tail: dropped).
         self._originals = {}
         for raw, o, m in zip(reversed(sent), reversed(out), reversed(restored), strict=False):
-            if _is_summary(raw):
+            if is_summary(raw):
                 break
             if o is not m:
                 self._originals[id(o)] = (o, m)
