@@ -21,19 +21,20 @@ _REPO = Path(__file__).resolve().parents[2]
 _HEADERS = {"content-type": "application/json", "x-api-key": "k", "anthropic-version": "v"}
 
 
-def _open_fds() -> int:
-    """Descriptors open in this process, sockets aside where /proc tells them apart: the proxy's
-    pool may open one more upstream connection while an answer still streams, which is not
-    what a session holds."""
+def _open_fds(under: Path) -> int:
+    """Descriptors open in this process on ``under`` and what it holds, where /proc tells what
+    each names (else every descriptor): another test's proxy closing its sessions meanwhile, or
+    this proxy's pool opening one more upstream connection, is not what a session holds."""
     proc = Path("/proc/self/fd")
     if not proc.is_dir():
         return len(os.listdir("/dev/fd"))
-    held = 0
+    root, held = str(under.resolve()), 0
     for name in os.listdir(proc):
         try:
-            held += not os.readlink(proc / name).startswith("socket:")
+            target = os.readlink(proc / name)
         except OSError:  # closed meanwhile (the listing's own descriptor among them)
             continue
+        held += target == root or target.startswith(root + os.sep)
     return held
 
 
@@ -44,13 +45,13 @@ def test_an_idle_session_holds_the_descriptors_the_proxy_counts_on(stack: Stack)
 
     with httpx.Client() as client:
         client.get(f"{stack.url}/v1/models", headers=_HEADERS)  # the connections, kept alive
-        before = _open_fds()
+        before = _open_fds(stack.root)
         for n in range(10):
             body = orjson.dumps({"model": "m", "messages": anthropic_history(1, tag=f"t{n}")})
             headers = {**_HEADERS, SESSION_HEADER: f"s{n}"}
             client.post(f"{stack.url}/v1/messages", content=body, headers=headers)
         assert len([p for p in stack.root.iterdir() if p.is_dir()]) == 10
-        held = _open_fds() - before
+        held = _open_fds(stack.root) - before
     assert held == 10 * FDS_PER_SESSION
 
 
