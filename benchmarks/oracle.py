@@ -40,7 +40,7 @@ each result at least as its preview: :mod:`benchmarks.bound`), so it is never be
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +55,7 @@ from benchmarks.strategies._common import is_error, result_text
 from benchmarks.strategies.toolbudget import SHOWN_DIR
 from benchmarks.trace import Trace, Usage
 from budget import BudgetConfig
-from budget._envelope import stub
+from budget._envelope import same_output, stub
 from budget.passes._context import spill_envelope
 from spill import ref_for
 
@@ -443,6 +443,9 @@ def plan_trace(
     stubs: dict[tuple[int, int], str] = {}
     cands: list[tuple[tuple[int, int], Candidate]] = []
     originals: dict[str, str] = {}
+    whole: dict[str, tuple[_Res, int, tuple[int, int]]] = {}
+    """Per text: the latest result shown whole with it, the request it was first sent in."""
+    at_of: dict[tuple[int, int], int] = {}
     results = _results(trace)
     for r in results:
         key = (r.msg, r.block)
@@ -452,6 +455,13 @@ def plan_trace(
             continue  # never sent, answering no call, or exempt (like the read-back tool)
         needs = quoted.get((r.msg, r.call_id), [])
         shown = r.text
+        pointer = _pointer(r, whole, seen, needs, at_of, config)
+        if pointer is not None:
+            messages[r.msg] = _with_block(messages[r.msg], r.block, pointer)
+            tokens[r.msg] = count(messages[r.msg])
+            envelopes[key] = pointer
+            originals[r.call_id] = r.text
+            continue
         if len(r.text) > (cap if spill_over is None else min(cap, spill_over)):
             env = _envelope_if_it_pays(r, messages, count, config, prices, seen, needs)
             if env is not None:
@@ -460,6 +470,8 @@ def plan_trace(
                 messages[r.msg] = _with_block(messages[r.msg], r.block, env)
                 tokens[r.msg] = count(messages[r.msg])
                 shown = env
+        if shown == r.text and r.text:
+            whole[r.text] = (r, seen, key)
         # A spilled result may be trimmed later too, as toolbudget's staleness pass does when its
         # envelope is over the floor (budget/session/_candidates.py); without a cache there is
         # no floor, as there (any result longer than its stub).
@@ -485,6 +497,9 @@ def plan_trace(
         if at < len(ends) and saved > 0:
             stubs[key] = text
             cands.append((key, Candidate(r.msg, saved, at)))
+    # Trimmed only once the quotes of the duplicates pointing to it are past too.
+    cands = [(k, replace(c, eligible_at=max(c.eligible_at, at_of.get(k, 0)))) for k, c in cands]
+    cands = [(k, c) for k, c in cands if c.eligible_at < len(ends)]
     cands.sort(key=lambda kc: (kc[1].msg, kc[0][1]))
     model = Model(
         header=header,
@@ -507,6 +522,33 @@ def plan_trace(
         stub_plan[key] = (i, stubs[key])
         originals[by_key[key].call_id] = by_key[key].text
     return OraclePlan(envelopes, stub_plan, originals, len(batches), billed, model)
+
+
+def _pointer(
+    r: _Res,
+    whole: Mapping[str, tuple[_Res, int, tuple[int, int]]],
+    seen: int,
+    needs: Sequence[tuple[int, str]],
+    at_of: dict[tuple[int, int], int],
+    config: BudgetConfig,
+) -> str | None:
+    """toolbudget's duplicate pass: the pointer replacing ``r`` when its text is that of a
+    result sent whole in an earlier request (``whole``), else None. That earlier result then
+    stays whole until ``r``'s quotes (``needs``) are past: they are its lines (``at_of``)."""
+    same = whole.get(r.text) if config.dedupe_outputs else None
+    if same is None or same[1] >= seen or config.policy(r.tool).cap is not None:
+        return None
+    ref = ref_for(r.text)
+    path = f"{SHOWN_DIR}/bodies/{ref[:2]}/{ref}.txt" if config.include_path else None
+    pointer = same_output(
+        r.text, ref=ref, tool=r.tool, same_as=same[0].call_id,
+        read_tool=config.read_tool_name, path=path,
+    )  # fmt: skip
+    if len(pointer) >= len(r.text):
+        return None
+    last = max((i for i, _ in needs), default=-1) + 1
+    at_of[same[2]] = max(at_of.get(same[2], 0), last)
+    return pointer
 
 
 def _envelope_if_it_pays(

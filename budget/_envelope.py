@@ -20,6 +20,7 @@ __all__ = [
     "envelope_ref",
     "make_preview",
     "preview_shape",
+    "same_output",
     "stub",
 ]
 
@@ -372,6 +373,22 @@ def stub(
     if not glimpse:
         return head
     return f"{head} It began: {glimpse}…"
+
+
+def same_output(
+    text: str, *, ref: str, tool: str, same_as: str, read_tool: str, path: str | None = None
+) -> str:
+    """The short text that replaces a fresh result whose output is, byte for byte, that of an
+    earlier call still shown whole: which call, the size, the ref (the text is stored too, so
+    the model reads it back should that earlier output be trimmed or compacted away later)."""
+    what = f"Output of {_label(tool)}" if tool else "Output"
+    where = f'{read_tool} {{"ref": "{ref}"}}' if path is None else f"the file {path}"
+    return (
+        f"[toolbudget] {what} is the same as the output of call {_label(same_as)} earlier in "
+        f"this conversation ({_n(len(text), 'character')}, {_n(count_lines(text), 'line')}); "
+        f"it is stored in full as ref {ref}. Read that output, or read this one back with "
+        f"{where}."
+    )
 
 
 _ENVELOPE_HEAD = re.compile(

@@ -7,11 +7,13 @@ from collections.abc import Sequence
 from budget.passes._context import Candidate, Costs, Pass, PassContext, Staleness
 from budget.passes.aggregate import aggregate
 from budget.passes.cap import cap
+from budget.passes.duplicate import duplicate
 from budget.passes.staleness import staleness
 
 __all__ = ["PIPELINE", "Candidate", "Costs", "Pass", "PassContext", "Staleness"]
 
 PIPELINE: Sequence[tuple[str, Pass]] = (
+    ("duplicate", duplicate),
     ("cap", cap),
     ("aggregate", aggregate),
     ("staleness", staleness),

@@ -27,7 +27,7 @@ def cap(ctx: PassContext) -> list[Decision]:
     out = []
     for result in ctx.fresh:
         limit = ctx.cap_for(result.tool)
-        if limit is None:
+        if limit is None or result.call_id in ctx.decided:
             continue
         if len(result.text) > limit:
             out.append(spill(ctx, result, "cap"))

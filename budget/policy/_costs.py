@@ -90,7 +90,8 @@ def breach_chance(made: int, shortfall: float, per_request: float, chance: float
         return 0.0
     if per_request <= 0:
         return chance
-    k = shortfall / per_request
+    # Requests come whole: the shortfall is paid back only once ``k`` requests have saved it.
+    k = math.ceil(shortfall / per_request)
     m = made + 1
     return chance * k / (m + k)
 

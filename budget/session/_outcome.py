@@ -73,10 +73,13 @@ class Outcome:
         tally = self._tally
         gap = None if tally.last_at is None else max(now - tally.last_at, 0.0)
         # Results hidden for the first time (a retry's, or a spilled one trimmed, count once).
+        # A duplicate hides nothing the model does not see (the read-back rate's evidence).
         hidden = sum(
             1
             for cid, d in made.items()
-            if d.needs_body and ((prev := self._ledger.get(cid)) is None or not prev.needs_body)
+            if d.needs_body
+            and d.reason != "duplicate"
+            and ((prev := self._ledger.get(cid)) is None or not prev.needs_body)
         )
         tally.observed = tally.observed.after_request(gap_s=gap, hidden=hidden)
         note_request(tally.marks, length, now, tally.batch_from)

@@ -179,6 +179,7 @@ class Passes:
             costs=costs,
             preview_version=self._ledger.preview_version,
             earlier=self._earlier,
+            same_output=partial(self._candidates.same_output, history=self._history),
         )
 
     def _earlier(self, result: ToolResult) -> Earlier | None:
@@ -245,7 +246,6 @@ class Passes:
         # Walked when the cut search asks (the sums ``before`` reads hold until the passes ran).
         walk = prices.explicit and len(eligible) > 0
         reach = partial(lookup_reach, turn.messages, before) if walk else (lambda: 0)
-
         header = max(estimate - full_out, 0)
         tally.verdicts = {}
         v, kind = tally.verdicts, self._quotes.evidence

@@ -92,7 +92,8 @@ def test_bench_on_the_builtin_set_writes_json_and_charts(tmp_path: Path) -> None
 
 
 def _anthropic_file(path: Path, n: int) -> None:
-    """A plain Anthropic message list with ``n`` rounds of a 3,000-character result."""
+    """A plain Anthropic message list with ``n`` rounds of a 3,000-character result, each its
+    own (a repeated one would be shown as a pointer to the first)."""
     messages: list[dict[str, object]] = [{"role": "user", "content": "list the files"}]
     for k in range(n):
         messages.append(
@@ -105,7 +106,11 @@ def _anthropic_file(path: Path, n: int) -> None:
             {
                 "role": "user",
                 "content": [
-                    {"type": "tool_result", "tool_use_id": f"t{k}", "content": "f\n" * 1500}
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": f"t{k}",
+                        "content": (f"{k:04d}\n" + "f\n" * 1500)[:3000],
+                    }
                 ],
             }
         )

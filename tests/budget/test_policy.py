@@ -262,9 +262,9 @@ def test_a_spill_is_kept_until_the_bank_or_the_sessions_age_covers_its_read_back
     0.1 x 42,650, plus 1.25 x 5,000, less the write it saved now, 1.25 x 7,350: 1,327.5.
 
     With nothing banked that shortfall takes 1,327.5 / 735 = 1.806 requests of carried saving
-    to pay back. At the first request (m = 1) the session ends that soon 1.806 / 2.806 of the
-    time, read back one time in two: 32% > 5%, kept. After 20 requests (m = 21): 0.5 x 1.806 /
-    22.806 = 4.0% <= 5%, spilled. An allowance of 1,327.5 covers it outright."""
+    to pay back: 2 requests, as they come whole. At the first request (m = 1) the session ends
+    that soon 2 / 3 of the time, read back one time in two: 33% > 5%, kept. After 20 requests
+    (m = 21): 0.5 x 2 / 23 = 4.3% <= 5%, spilled. An allowance of 1,327.5 covers it outright."""
 
     def spilled(tokens: int, room: float, made: int = 20) -> Any:
         at = Outlook(made=made, tokens=50_000, window=FAR, growth=1.0, requests=10)
@@ -277,8 +277,8 @@ def test_a_spill_is_kept_until_the_bank_or_the_sessions_age_covers_its_read_back
     assert (first.choice, first.covered) == ("keep", False)
     assert first.worst_case == pytest.approx(1_327.5)
     assert first.net == pytest.approx(8_412.5, abs=0.01)
-    assert breach_chance(0, 1_327.5, 735.0, 0.5) == pytest.approx(0.5 * 1.806 / 2.806, abs=1e-3)
-    assert breach_chance(20, 1_327.5, 735.0, 0.5) == pytest.approx(0.5 * 1.806 / 22.806, abs=1e-3)
+    assert breach_chance(0, 1_327.5, 735.0, 0.5) == pytest.approx(0.5 * 2 / 3)
+    assert breach_chance(20, 1_327.5, 735.0, 0.5) == pytest.approx(0.5 * 2 / 23)
     assert (spilled(8_000, 0.0).choice, spilled(8_000, 1_327.5, made=0).choice) == ("spill",) * 2
     # The 10k-token result saves more now than its read-back costs: covered with nothing banked.
     assert spilled(10_000, 0.0, made=0).choice == "spill"
@@ -336,10 +336,10 @@ def test_the_cut_search_picks_the_hand_computed_best_cut() -> None:
 def test_a_batch_is_refused_for_want_of_bank_then_taken_once_the_bank_covers_it() -> None:
     """The cut at B (net 10,400) re-writes 2,000 at worst (the session ends after this
     request) and saves 7,000 x 0.1 = 700 a request. Nothing banked, billed 200,000: an
-    allowance of 0.5% x 200,000 = 1,000, short by 1,000, paid back in 1.43 requests, which a
-    session of m = 21 fails to last 1.43 / 22.43 = 6.4% of the time (C and A: worse): over the
-    5% risk, wait, refused for want of bank. Banked 300: 300 + 0.5% x 200,300 = 1,301.5, short
-    by 698.5, 0.998 requests: 4.5%, taken."""
+    allowance of 0.5% x 200,000 = 1,000, short by 1,000, paid back in 1.43 requests: 2, as
+    requests come whole, which a session of m = 21 fails to last 2 / 23 = 8.7% of the time (C
+    and A: worse): over the 5% risk, wait, refused for want of bank. Banked 300: 300 + 0.5% x
+    200,300 = 1,301.5, short by 698.5, 0.998 requests, so 1: 1 / 22 = 4.5%, taken."""
     poor = Observed(bank=0.0, billed=200_000.0)
     assert allowance(poor) == pytest.approx(1_000)
     rich = Observed(bank=300.0, billed=200_000.0)
@@ -348,12 +348,12 @@ def test_a_batch_is_refused_for_want_of_bank_then_taken_once_the_bank_covers_it(
                  allowance=allowance(poor))  # fmt: skip
     assert (v.choice, v.cut, v.covered, v.worst_case) == ("wait", 1, False, 2_000)
     assert v.net == pytest.approx(10_400, abs=0.01)  # it would pay, on average
-    assert breach_chance(20, 1_000, 700, 1.0) == pytest.approx(1 / 0.7 / (21 + 1 / 0.7))
+    assert breach_chance(20, 1_000, 700, 1.0) == pytest.approx(2 / 23)
     t = best_cut(AUTO, look(20), rich, ITEMS, cached_end=40_000, cold=False,
                  allowance=allowance(rich))  # fmt: skip
     assert (t.choice, t.cut, t.covered, t.worst_case) == ("trim", 1, True, 2_000)
     taken = breach_chance(20, 698.5, 700, 1.0)
-    assert taken == pytest.approx(0.04536, abs=1e-4) and taken < RISK
+    assert taken == pytest.approx(1 / 22) and taken < RISK
 
 
 def test_an_uncovered_best_cut_gives_way_to_the_best_covered_one() -> None:

@@ -1,0 +1,159 @@
+"""The duplicate pass: a fresh result whose text is an earlier result's, still shown whole, is
+shown as a pointer to that earlier call, its text stored and read back exactly."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from budget import Budget, BudgetConfig
+from budget._envelope import same_output
+from spill import ref_for
+
+FILE = "".join(f"line {i:04d} of a file the agent reads twice\n" for i in range(80))
+CONFIG: dict[str, Any] = {"fsync": False, "model": "claude-sonnet-4-5"}
+
+
+def call(cid: str, tool: str = "Read") -> dict[str, Any]:
+    """An assistant message calling ``tool`` once."""
+    block = {"type": "tool_use", "id": cid, "name": tool, "input": {"path": "a.py"}}
+    return {"role": "assistant", "content": [block]}
+
+
+def result(cid: str, text: str) -> dict[str, Any]:
+    """The user message holding ``text`` as call ``cid``'s result."""
+    return {
+        "role": "user",
+        "content": [{"type": "tool_result", "tool_use_id": cid, "content": text}],
+    }
+
+
+def shown(messages: list[Any], i: int) -> str:
+    """The text message ``i``'s only tool result shows."""
+    text: str = messages[i]["content"][0]["content"]
+    return text
+
+
+def history(*outputs: str, tool: str = "Read") -> list[dict[str, Any]]:
+    """A user request and one call of ``tool`` per output, answered by it."""
+    out: list[dict[str, Any]] = [{"role": "user", "content": "read a.py"}]
+    for k, text in enumerate(outputs):
+        out += [call(f"c{k}", tool), result(f"c{k}", text)]
+    return out
+
+
+def grown(b: Budget, messages: list[dict[str, Any]]) -> list[Any]:
+    """The copies of ``messages`` prepared round by round; the last one."""
+    copy: list[Any] = []
+    for n in range(3, len(messages) + 1, 2):
+        copy = b.prepare(messages[:n], now=float(n)).messages
+    return copy
+
+
+def test_a_repeated_output_is_a_pointer_to_the_earlier_call_read_back_exactly(
+    tmp_path: Path,
+) -> None:
+    """The second read of an unchanged file shows the pointer naming the first call, spilled for
+    reason 'duplicate'; its stored text reads back byte for byte; the first stays whole."""
+    messages = history(FILE, "edited", FILE)
+    with Budget.open(tmp_path / "s", CONFIG) as b:
+        copy = grown(b, messages)
+        d, ref = b.decision("c2"), ref_for(FILE)
+        assert d is not None and (d.kind, d.reason, d.ref) == ("spilled", "duplicate", ref)
+        assert shown(copy, 6) == same_output(
+            FILE, ref=ref, tool="Read", same_as="c0", read_tool="toolbudget_read"
+        )
+        assert shown(copy, 6).startswith(
+            "[toolbudget] Output of Read is the same as the output of call c0 earlier in this "
+            "conversation (3,360 characters, 80 lines)"
+        )
+        assert shown(copy, 2) == FILE
+        assert b.read(ref) == FILE
+
+
+def test_a_resumed_session_gives_the_same_pointer(tmp_path: Path) -> None:
+    """Closed after the first read and opened again, the session points the repeat to it as
+    the session that went on does, and the same bytes again on the next request."""
+    messages = history(FILE, "x", FILE, "y")
+    with Budget.open(tmp_path / "a", CONFIG) as went_on:
+        expected = grown(went_on, messages)
+    with Budget.open(tmp_path / "b", CONFIG) as first:
+        grown(first, messages[:5])
+    with Budget.open(tmp_path / "b", CONFIG) as resumed:
+        got = [resumed.prepare(messages[:n], now=float(n)).messages for n in (7, 9)]
+    assert got[-1] == expected
+    assert got[0] == expected[:7]
+
+
+@pytest.mark.parametrize(
+    ("config", "tool"),
+    [
+        ({"dedupe_outputs": False}, "Read"),
+        ({"tools": {"Read": {"exempt": True}}}, "Read"),
+        ({"tools": {"Read": {"cap": 10_000}}}, "Read"),
+    ],
+)
+def test_no_pointer_where_the_setting_or_the_callers_own_rule_says_so(
+    tmp_path: Path, config: dict[str, Any], tool: str
+) -> None:
+    """Off, or for a tool the caller exempts or caps itself, a repeat stays whole."""
+    with Budget.open(tmp_path / "s", {**CONFIG, **config}) as b:
+        copy = grown(b, history(FILE, "x", FILE, tool=tool))
+    assert shown(copy, 6) == FILE
+
+
+def test_no_pointer_to_a_result_of_the_same_request(tmp_path: Path) -> None:
+    """Two equal results first seen in one request: neither was shown before, both stay."""
+    with Budget.open(tmp_path / "s", CONFIG) as b:
+        copy = b.prepare(history(FILE, FILE), now=0).messages
+    assert shown(copy, 2) == shown(copy, 4) == FILE
+
+
+def test_no_pointer_to_an_earlier_output_the_caller_edited_since(tmp_path: Path) -> None:
+    """The caller rewrote the first result after it was decided: the repeat of its old text
+    points to nothing the model can see, so it stays whole."""
+    messages = history(FILE, "x")
+    with Budget.open(tmp_path / "s", CONFIG) as b:
+        grown(b, messages)
+        edited = [*messages[:2], result("c0", "rewritten by the host"), *messages[3:]]
+        copy = b.prepare([*edited, call("c2"), result("c2", FILE)], now=10).messages
+    assert shown(copy, 6) == FILE
+
+
+def test_no_pointer_to_an_earlier_output_that_is_not_shown_whole(tmp_path: Path) -> None:
+    """The first output was over its cap and spilled: the repeat is not pointed to it (its
+    lines are not in view); it is spilled by the cap in turn, with its own preview."""
+    big = FILE * 20
+    with Budget.open(tmp_path / "s", {**CONFIG, "result_cap": 50_000}) as b:
+        copy = grown(b, history(big, "x", big))
+        d = b.decision("c2")
+    assert d is not None and (d.kind, d.reason) == ("spilled", "cap")
+    assert "is the same as the output" not in shown(copy, 6)
+
+
+def test_a_pointer_counts_as_no_hidden_result_for_the_readback_rate(tmp_path: Path) -> None:
+    """The read-back rate is learned over results hidden: a pointer hides nothing the model
+    does not see, so the count stays at 0 (a spill by the cap counts one)."""
+    with Budget.open(tmp_path / "s", CONFIG) as b:
+        grown(b, history(FILE, "x", FILE, "y"))
+        pointed = b._turns.pipeline._parts.tally.observed.hidden
+    with Budget.open(tmp_path / "t", {**CONFIG, "result_cap": 3_000}) as b:
+        grown(b, history(FILE, "x", FILE + "!", "y"))
+        spilled = b._turns.pipeline._parts.tally.observed.hidden
+    assert (pointed, spilled) == (0, 2)
+
+
+def test_the_pointer_is_shorter_than_what_it_replaces_or_not_made(tmp_path: Path) -> None:
+    """A repeat shorter than its pointer stays as it is."""
+    short = "ok: 3 files\n" * 5
+    with Budget.open(tmp_path / "s", CONFIG) as b:
+        copy = grown(b, history(short, "x", short))
+    assert shown(copy, 6) == short
+
+
+def test_the_setting_is_on_by_default() -> None:
+    """Duplicates are pointed to unless the caller turns it off."""
+    assert BudgetConfig().dedupe_outputs is True
+    assert BudgetConfig(dedupe_outputs=False).dedupe_outputs is False
