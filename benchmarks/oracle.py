@@ -56,7 +56,9 @@ from benchmarks.strategies.toolbudget import SHOWN_DIR
 from benchmarks.trace import Trace, Usage
 from budget import BudgetConfig
 from budget._envelope import same_output, stub
+from budget.formats._common import call_key
 from budget.passes._context import spill_envelope
+from budget.previews import line_delta
 from spill import ref_for
 
 __all__ = [
@@ -443,9 +445,7 @@ def plan_trace(
     stubs: dict[tuple[int, int], str] = {}
     cands: list[tuple[tuple[int, int], Candidate]] = []
     originals: dict[str, str] = {}
-    whole: dict[str, tuple[_Res, int, tuple[int, int]]] = {}
-    """Per text: the latest result shown whole with it, the request it was first sent in."""
-    at_of: dict[tuple[int, int], int] = {}
+    whole = _Shown(config, _call_keys(trace))
     results = _results(trace)
     for r in results:
         key = (r.msg, r.block)
@@ -455,7 +455,7 @@ def plan_trace(
             continue  # never sent, answering no call, or exempt (like the read-back tool)
         needs = quoted.get((r.msg, r.call_id), [])
         shown = r.text
-        pointer = _pointer(r, whole, seen, needs, at_of, config)
+        pointer = whole.pointer(r, seen, needs)
         if pointer is not None:
             messages[r.msg] = _with_block(messages[r.msg], r.block, pointer)
             tokens[r.msg] = count(messages[r.msg])
@@ -471,7 +471,7 @@ def plan_trace(
                 tokens[r.msg] = count(messages[r.msg])
                 shown = env
         if shown == r.text and r.text:
-            whole[r.text] = (r, seen, key)
+            whole.note(r, seen, key)
         # A spilled result may be trimmed later too, as toolbudget's staleness pass does when its
         # envelope is over the floor (budget/session/_candidates.py); without a cache there is
         # no floor, as there (any result longer than its stub).
@@ -498,7 +498,9 @@ def plan_trace(
             stubs[key] = text
             cands.append((key, Candidate(r.msg, saved, at)))
     # Trimmed only once the quotes of the duplicates pointing to it are past too.
-    cands = [(k, replace(c, eligible_at=max(c.eligible_at, at_of.get(k, 0)))) for k, c in cands]
+    cands = [
+        (k, replace(c, eligible_at=max(c.eligible_at, whole.at_of.get(k, 0)))) for k, c in cands
+    ]
     cands = [(k, c) for k, c in cands if c.eligible_at < len(ends)]
     cands.sort(key=lambda kc: (kc[1].msg, kc[0][1]))
     model = Model(
@@ -524,31 +526,63 @@ def plan_trace(
     return OraclePlan(envelopes, stub_plan, originals, len(batches), billed, model)
 
 
-def _pointer(
-    r: _Res,
-    whole: Mapping[str, tuple[_Res, int, tuple[int, int]]],
-    seen: int,
-    needs: Sequence[tuple[int, str]],
-    at_of: dict[tuple[int, int], int],
-    config: BudgetConfig,
-) -> str | None:
-    """toolbudget's duplicate pass: the pointer replacing ``r`` when its text is that of a
-    result sent whole in an earlier request (``whole``), else None. That earlier result then
-    stays whole until ``r``'s quotes (``needs``) are past: they are its lines (``at_of``)."""
-    same = whole.get(r.text) if config.dedupe_outputs else None
-    if same is None or same[1] >= seen or config.policy(r.tool).cap is not None:
-        return None
-    ref = ref_for(r.text)
-    path = f"{SHOWN_DIR}/bodies/{ref[:2]}/{ref}.txt" if config.include_path else None
-    pointer = same_output(
-        r.text, ref=ref, tool=r.tool, same_as=same[0].call_id,
-        read_tool=config.read_tool_name, path=path,
-    )  # fmt: skip
-    if len(pointer) >= len(r.text):
-        return None
-    last = max((i for i, _ in needs), default=-1) + 1
-    at_of[same[2]] = max(at_of.get(same[2], 0), last)
-    return pointer
+@dataclass(slots=True)
+class _Shown:
+    """toolbudget's duplicate pass as the oracle plays it: the results sent whole so far, by
+    text and by call (``call_keys``: each call id's ``budget.formats._common.call_key``), and
+    how long each must stay whole for the quotes of the pointers to it (``at_of``)."""
+
+    config: BudgetConfig
+    call_keys: Mapping[str, str]
+    by_text: dict[str, tuple[_Res, int, tuple[int, int]]] = field(default_factory=dict)
+    by_call: dict[str, tuple[_Res, int, tuple[int, int]]] = field(default_factory=dict)
+    at_of: dict[tuple[int, int], int] = field(default_factory=dict)
+
+    def note(self, r: _Res, seen: int, key: tuple[int, int]) -> None:
+        """``r`` (at ``key``), first sent in request ``seen``, is shown whole."""
+        self.by_text[r.text] = (r, seen, key)
+        if call := self.call_keys.get(r.call_id):
+            self.by_call[call] = (r, seen, key)
+
+    def pointer(self, r: _Res, seen: int, needs: Sequence[tuple[int, str]]) -> str | None:
+        """The pointer replacing ``r`` when it repeats, or re-runs with a diff that fits a
+        preview, a result sent whole in an earlier request, else None. That earlier result then
+        stays whole until ``r``'s quotes (``needs``) are past: they are its lines."""
+        cfg = self.config
+        if not cfg.dedupe_outputs or cfg.policy(r.tool).cap is not None:
+            return None
+        same = self.by_text.get(r.text)
+        delta = None
+        if same is None or same[1] >= seen:
+            same = self.by_call.get(self.call_keys.get(r.call_id, ""))
+            if same is None or same[1] >= seen:
+                return None
+            limit = min(cfg.preview_chars, len(r.text))
+            delta = line_delta(same[0].text, r.text, limit=limit)
+            if delta is None:
+                return None
+        ref = ref_for(r.text)
+        path = f"{SHOWN_DIR}/bodies/{ref[:2]}/{ref}.txt" if cfg.include_path else None
+        pointer = same_output(
+            r.text, ref=ref, tool=r.tool, same_as=same[0].call_id,
+            read_tool=cfg.read_tool_name, path=path, delta=delta,
+        )  # fmt: skip
+        if len(pointer) >= len(r.text):
+            return None
+        last = max((i for i, _ in needs), default=-1) + 1
+        self.at_of[same[2]] = max(self.at_of.get(same[2], 0), last)
+        return pointer
+
+
+def _call_keys(trace: Trace) -> dict[str, str]:
+    """Per tool-use id, the call's key (what a re-run repeats)."""
+    out: dict[str, str] = {}
+    for message in trace.messages:
+        content = message.get("content") if message.get("role") == "assistant" else None
+        for b in content if isinstance(content, list) else ():
+            if isinstance(b, dict) and b.get("type") == "tool_use":
+                out[str(b.get("id", ""))] = call_key(str(b.get("name", "")), b.get("input"))
+    return out
 
 
 def _envelope_if_it_pays(

@@ -33,7 +33,7 @@ from typing import Any
 from rich.table import Table
 
 from benchmarks._table import report_table
-from benchmarks.readbacks import Quotes, quotable_lines
+from benchmarks.readbacks import Quotes, quotable_lines, shown_lines
 from benchmarks.trace import Trace
 from budget._config import BudgetConfig
 from budget.formats._common import call_key
@@ -112,12 +112,7 @@ class _Case:
 
 
 def _shown(envelope: str, *, delta: bool) -> set[str]:
-    lines = quotable_lines(envelope)
-    if delta:
-        lines |= quotable_lines(
-            "\n".join(row[1:] for row in envelope.split("\n") if row.startswith("+"))
-        )
-    return lines
+    return shown_lines(envelope) if delta else quotable_lines(envelope)
 
 
 def _calls(trace: Trace) -> dict[str, tuple[str, str]]:

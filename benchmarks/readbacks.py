@@ -22,8 +22,10 @@ Visible
     agent's own earlier text or tool input, a preview), or when the page of a read-back made for
     an earlier request holds it (the agent has that page in its context: every later request
     carries it, and is billed for it; a page read back for this request's answer came after the
-    answer needed it). ``quoted_visibility`` is the share of quotes that were visible: the whole session
-    is looked at, not only the last rounds.
+    answer needed it). A unified diff's row shows its line without its ``+`` or ``-``
+    (:func:`shown_lines`: a re-run shown as its diff from an earlier output, a ``git diff``).
+    ``quoted_visibility`` is the share of quotes that were visible: the whole session is looked
+    at, not only the last rounds.
 
 Read-back
     A quote that is not visible, and not covered by an earlier read-back, costs one read-back of
@@ -46,6 +48,7 @@ tokens on the strategy's later decisions. Tokens are counted with the replay's c
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -63,6 +66,7 @@ __all__ = [
     "Readbacks",
     "answer_lines",
     "quotable_lines",
+    "shown_lines",
 ]
 
 PAGE_CHARS = 2_000
@@ -73,6 +77,21 @@ def quotable_lines(text: str) -> set[str]:
     """The stripped lines of ``text`` long enough to count as a quote (a numbered file view's
     without their line numbers): the library's rule, ``budget._quoting.quotable``."""
     return set(quotable(text))
+
+
+_HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@", re.MULTILINE)
+"""A unified diff's hunk header (``git diff``'s, and toolbudget's re-run deltas')."""
+
+
+def shown_lines(text: str) -> set[str]:
+    """The quotable lines ``text`` shows: :func:`quotable_lines`, and in a unified diff (a text
+    with a hunk header) each added or removed row's line without its ``+`` or ``-``, as a
+    numbered view's lines count without their numbers: the model reads the line there."""
+    lines = quotable_lines(text)
+    if "@@ -" in text and _HUNK.search(text):
+        rows = (r[1:] for r in text.split("\n") if r[:1] in "+-" and r[:3] not in ("+++", "---"))
+        lines |= quotable_lines("\n".join(rows))
+    return lines
 
 
 def _strings(obj: Any) -> Iterator[str]:
@@ -207,7 +226,7 @@ class ReadbackTracker:
         hit = self._memo.get(id(message))
         if hit is not None and hit[0] is message:
             return hit[1]
-        lines = quotable_lines(_message_text(message))
+        lines = shown_lines(_message_text(message))
         self._memo[id(message)] = (message, lines)
         return lines
 

@@ -96,8 +96,9 @@ class BudgetConfig(BaseSettings):
     """Let the cost policy spill a fresh result under ``result_cap`` when that costs less than
     keeping it; False: ``result_cap`` is a plain cap again (only longer results are spilled)."""
     dedupe_outputs: bool = True
-    """Show a fresh result whose text is an earlier result's, still shown whole, as a short
-    pointer to that earlier call (its text stored like a spilled one's); False: never."""
+    """Show a fresh result repeating an earlier result still shown whole, or re-running its call
+    with a diff that fits a preview, as a short pointer to that earlier call (with the diff),
+    its text stored like a spilled one's (``budget.passes.duplicate``); False: never."""
     preview_chars: PositiveInt = 2_000
     """Characters of preview in an envelope (head and tail together)."""
     preview_shape: PreviewShape = "auto"

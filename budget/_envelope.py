@@ -376,18 +376,37 @@ def stub(
 
 
 def same_output(
-    text: str, *, ref: str, tool: str, same_as: str, read_tool: str, path: str | None = None
+    text: str,
+    *,
+    ref: str,
+    tool: str,
+    same_as: str,
+    read_tool: str,
+    path: str | None = None,
+    delta: str | None = None,
 ) -> str:
-    """The short text that replaces a fresh result whose output is, byte for byte, that of an
-    earlier call still shown whole: which call, the size, the ref (the text is stored too, so
-    the model reads it back should that earlier output be trimmed or compacted away later)."""
+    """The short text that replaces a fresh result whose output is that of an earlier call still
+    shown whole (``delta`` None: byte for byte) or that output changed by the line diff
+    ``delta`` (a re-run): which call, the size, the ref (the text is stored too, so the model
+    reads it back should the earlier output be trimmed or compacted away later)."""
     what = f"Output of {_label(tool)}" if tool else "Output"
     where = f'{read_tool} {{"ref": "{ref}"}}' if path is None else f"the file {path}"
+    size = f"({_n(len(text), 'character')}, {_n(count_lines(text), 'line')})"
+    stored = f"it is stored in full as ref {ref}"
+    if delta is None:
+        return (
+            f"[toolbudget] {what} is the same as the output of call {_label(same_as)} earlier in "
+            f"this conversation {size}; {stored}. Read that output, or read this one back with "
+            f"{where}."
+        )
+    rows = delta.split("\n")
+    removed = sum(1 for row in rows if row.startswith("-"))
+    added = sum(1 for row in rows if row.startswith("+"))
     return (
-        f"[toolbudget] {what} is the same as the output of call {_label(same_as)} earlier in "
-        f"this conversation ({_n(len(text), 'character')}, {_n(count_lines(text), 'line')}); "
-        f"it is stored in full as ref {ref}. Read that output, or read this one back with "
-        f"{where}."
+        f"[toolbudget] {what} is the output of call {_label(same_as)} earlier in this "
+        f"conversation with {_n(removed, 'line')} removed and {_n(added, 'line')} added {size}; "
+        f"{stored}. Read that output with this diff applied, or read this one back with {where}."
+        f"\n--- diff against the output of call {_label(same_as)} ---\n{delta}"
     )
 
 

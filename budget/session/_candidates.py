@@ -12,25 +12,17 @@ from bisect import bisect_right
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate
-from typing import Protocol, overload
+from typing import overload
 
 from budget._config import BudgetConfig
 from budget._envelope import EMPTY_TEXT
 from budget._ledger import Decision, Ledger
 from budget._view import ToolResult
 from budget.passes import Candidate
-from budget.session._keys import call_of
+from budget.session._whole import Whole
 from budget.tokens._memo import TextTokens
 
-__all__ = ["Candidates", "Shown"]
-
-
-class Shown(Protocol):
-    """The history as :meth:`Candidates.same_output` reads it: its messages' results."""
-
-    def __len__(self) -> int: ...
-
-    def results(self, i: int) -> tuple[ToolResult, ...]: ...
+__all__ = ["Candidates"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,8 +111,8 @@ class Candidates:
         """Every candidate with tokens to reclaim: without a cache nothing re-written is lost,
         so a result is trimmed as it ages whatever its size (SPEC 3), when the trim pays."""
         self._cand_results: dict[str, ToolResult] = {}
-        self._whole: dict[str, ToolResult] = {}
-        """Per text: the latest decided result shown whole with it (what a repeat points to)."""
+        self.whole = Whole(self._ledger)
+        """The results shown whole (what the duplicate pass points a repeat to)."""
 
     def cutoff(self, current_round: int, *, overflowing: bool) -> int:
         """The newest round whose results may be trimmed."""
@@ -151,20 +143,7 @@ class Candidates:
         stay candidates (linear in the candidates not trimmed before)."""
         self._floored.drop(trimmed)
         self._all.drop(trimmed)
-        for text in [t for t, r in self._whole.items() if r.call_id in trimmed]:
-            del self._whole[text]
-
-    def same_output(self, result: ToolResult, history: Shown) -> str | None:
-        """The call id of the latest result before ``result`` that ``history`` still holds, shown
-        whole under a decision of an earlier request, with the same text; else None."""
-        src = self._whole.get(result.text)
-        if src is None or src.order >= result.order or src.msg_index >= len(history):
-            return None
-        d = self._ledger.get(src.call_id)
-        if d is None or d.kind != "kept" or d.text is not None:
-            return None
-        # The caller may have edited or dropped it since (its decision is then a new one).
-        return call_of(src.call_id) if src in history.results(src.msg_index) else None
+        self.whole.drop(trimmed)
 
     def result(self, call_id: str) -> ToolResult | None:
         """The candidate result of ``call_id``, if it is (or was) one."""
@@ -190,10 +169,7 @@ class Candidates:
                 continue
             # The decision first: most results of a resumed history are trimmed already.
             d = self.current(r)
-            if d.kind == "kept" and d.text is None and r.text:
-                held = self._whole.get(r.text)
-                if held is None or held.order < r.order:
-                    self._whole[r.text] = r
+            self.whole.note(r, d)
             if d.kind not in ("kept", "spilled") or cfg.cap_for(r.tool) is None:
                 continue
             reclaim = self._tt(d.shown(r.text)) - stub_tokens

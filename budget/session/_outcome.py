@@ -15,6 +15,7 @@ from typing import Any
 from budget._ledger import Decision
 from budget._report import DecisionReport, Prepared, Report
 from budget._view import ToolResult
+from budget.passes.duplicate import POINTERS
 from budget.passes.staleness import BATCH
 from budget.session._estimator import anchor
 from budget.session._journal import Counters
@@ -73,12 +74,12 @@ class Outcome:
         tally = self._tally
         gap = None if tally.last_at is None else max(now - tally.last_at, 0.0)
         # Results hidden for the first time (a retry's, or a spilled one trimmed, count once).
-        # A duplicate hides nothing the model does not see (the read-back rate's evidence).
+        # A pointer to an output still shown hides nothing (the read-back rate's evidence).
         hidden = sum(
             1
             for cid, d in made.items()
             if d.needs_body
-            and d.reason != "duplicate"
+            and d.reason not in POINTERS
             and ((prev := self._ledger.get(cid)) is None or not prev.needs_body)
         )
         tally.observed = tally.observed.after_request(gap_s=gap, hidden=hidden)

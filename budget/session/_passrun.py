@@ -179,7 +179,7 @@ class Passes:
             costs=costs,
             preview_version=self._ledger.preview_version,
             earlier=self._earlier,
-            same_output=partial(self._candidates.same_output, history=self._history),
+            same_output=partial(self._candidates.whole.same_output, history=self._history),
         )
 
     def _earlier(self, result: ToolResult) -> Earlier | None:

@@ -93,13 +93,15 @@ def test_bench_on_the_builtin_set_writes_json_and_charts(tmp_path: Path) -> None
 
 def _anthropic_file(path: Path, n: int) -> None:
     """A plain Anthropic message list with ``n`` rounds of a 3,000-character result, each its
-    own (a repeated one would be shown as a pointer to the first)."""
+    own, from a call of its own (a repeat or a re-run would be shown as a pointer to the first)."""
     messages: list[dict[str, object]] = [{"role": "user", "content": "list the files"}]
     for k in range(n):
         messages.append(
             {
                 "role": "assistant",
-                "content": [{"type": "tool_use", "id": f"t{k}", "name": "ls", "input": {}}],
+                "content": [
+                    {"type": "tool_use", "id": f"t{k}", "name": "ls", "input": {"dir": f"d{k}"}}
+                ],
             }
         )
         messages.append(

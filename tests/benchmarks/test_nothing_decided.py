@@ -26,7 +26,12 @@ def _chat(tmp_path: Path, outputs: list[str]) -> Trace:
         {"role": "user", "content": "Fix the bug."},
     ]
     for i, output in enumerate(outputs):
-        call = {"id": f"c{i}", "type": "function", "function": {"name": "bash", "arguments": "{}"}}
+        arguments = json.dumps({"command": f"make step{i}"})
+        call = {
+            "id": f"c{i}",
+            "type": "function",
+            "function": {"name": "bash", "arguments": arguments},
+        }
         messages.append({"role": "assistant", "content": f"Step {i}.", "tool_calls": [call]})
         messages.append({"role": "tool", "tool_call_id": f"c{i}", "content": output})
     messages.append({"role": "assistant", "content": "Done."})

@@ -13,7 +13,7 @@ import pytest
 from benchmarks import strategies
 from benchmarks.bound import bound_billed, share_of_saving
 from benchmarks.cache import CacheRules
-from benchmarks.readbacks import answer_lines, quotable_lines
+from benchmarks.readbacks import answer_lines, quotable_lines, shown_lines
 from benchmarks.replay import aggregate, replay_trace
 from benchmarks.trace import Request, Trace
 from tests._shared import SharedTraces
@@ -225,3 +225,14 @@ def test_bound_counts_the_omitted_header_and_no_cache_where_none_was_recorded() 
     assert bound_billed(_bound_trace(), chars4, rules=off, protect_rounds=1) == pytest.approx(
         1.25 * (100 + 300 + 300 + 300)
     )
+
+
+def test_a_unified_diffs_rows_show_their_lines_without_the_marker() -> None:
+    """In a text with a hunk header, an added or removed row shows its line (as a numbered
+    view's row does without its number); elsewhere a leading '-' stays part of the line."""
+    line = "def handler(request, *, timeout=30.0):"
+    diff = f"@@ -3,1 +3,1 @@\n-{line.replace('30', '10')}\n+{line}"
+    assert line in shown_lines(diff) and line.replace("30", "10") in shown_lines(diff)
+    assert line not in quotable_lines(diff)
+    assert shown_lines(f"notes:\n-{line}") == {f"-{line}"}
+    assert shown_lines(f"--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n+{line}") >= {line}

@@ -10,6 +10,7 @@ import pytest
 
 from budget import Budget, BudgetConfig
 from budget._envelope import same_output
+from budget.previews import apply_delta
 from spill import ref_for
 
 FILE = "".join(f"line {i:04d} of a file the agent reads twice\n" for i in range(80))
@@ -157,3 +158,41 @@ def test_the_setting_is_on_by_default() -> None:
     """Duplicates are pointed to unless the caller turns it off."""
     assert BudgetConfig().dedupe_outputs is True
     assert BudgetConfig(dedupe_outputs=False).dedupe_outputs is False
+
+
+RUN = "".join(f"tests/test_mod.py::test_{i:04d} PASSED\n" for i in range(100))
+RERUN = RUN.replace("test_0050 PASSED", "test_0050 FAILED")
+
+
+def test_a_rerun_is_a_pointer_with_its_diff_from_the_earlier_run(tmp_path: Path) -> None:
+    """The same command run again with one line changed: the pointer names the first run and
+    holds the diff, which applied to the first run gives the re-run exactly (reason 'rerun')."""
+    messages = history(RUN, "x", RERUN, tool="bash")
+    for m in (messages[1], messages[5]):
+        m["content"][0]["input"] = {"command": "pytest -v"}
+    with Budget.open(tmp_path / "s", CONFIG) as b:
+        copy = grown(b, messages)
+        d = b.decision("c2")
+        assert d is not None and (d.kind, d.reason, d.ref) == ("spilled", "rerun", ref_for(RERUN))
+        assert b.read(ref_for(RERUN)) == RERUN
+    text = shown(copy, 6)
+    head, diff = text.split("\n--- diff against the output of call c0 ---\n")
+    assert head.startswith(
+        "[toolbudget] Output of bash is the output of call c0 earlier in this conversation "
+        "with 1 line removed and 1 line added (3,600 characters, 100 lines)"
+    )
+    assert apply_delta(RUN, diff) == RERUN
+    assert shown(copy, 2) == RUN
+
+
+def test_no_pointer_for_a_rerun_whose_diff_is_longer_than_a_preview(tmp_path: Path) -> None:
+    """A re-run that changed more than a preview's worth of lines stays to the other passes."""
+    other = RUN.replace("PASSED", "FAILED")
+    messages = history(RUN, "x", other, tool="bash")
+    for m in (messages[1], messages[5]):
+        m["content"][0]["input"] = {"command": "pytest -v"}
+    with Budget.open(tmp_path / "s", {**CONFIG, "preview_chars": 1_000}) as b:
+        copy = grown(b, messages)
+        d = b.decision("c2")
+    assert d is not None and d.reason not in ("rerun", "duplicate")
+    assert "earlier in this conversation" not in shown(copy, 6)

@@ -420,9 +420,16 @@ def test_without_a_cache_every_aged_result_is_trimmed() -> None:
 
 
 def _rounds(n: int, chars: int) -> list[dict[str, Any]]:
-    return conversation(
+    """``n`` rounds of a build log of ``chars`` characters, each from a call of its own (the same
+    call again would be a re-run, shown as its diff from the last)."""
+    history = conversation(
         [[f"{r:03d} " + "log line of a build output\n" * (chars // 28)] for r in range(n)]
     )
+    for message in history[1::2]:
+        for block in message["content"]:
+            if block["type"] == "tool_use":
+                block["input"] = {"target": block["id"]}
+    return history
 
 
 def _drive(config: dict[str, Any], usage: dict[str, int], path: Path) -> list[Any]:

@@ -1,0 +1,78 @@
+"""Results shown whole: what a fresh result repeating one of them points to (the duplicate pass).
+
+A result decided ``kept`` with its text unchanged is in every later copy as the model read it,
+until a batch trims it or the caller edits or drops it. Indexed by text and by result key, so a
+fresh result finds the earlier one it repeats (the same text from any call) or re-runs (the
+latest whole run of the same call, ``ToolResult.call_key``) without a walk of the history.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterator
+from typing import Protocol
+
+from budget._ledger import Decision, Ledger
+from budget._view import ToolResult
+from budget.session._keys import call_of
+
+__all__ = ["History", "Whole"]
+
+
+class History(Protocol):
+    """The history as :meth:`Whole.same_output` reads it."""
+
+    def __len__(self) -> int: ...
+
+    def results(self, i: int) -> tuple[ToolResult, ...]: ...
+
+    def same_call(self, key: str, before: int) -> Iterator[str]: ...
+
+
+class Whole:
+    """The results shown whole, by text (the latest) and by result key."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        self._ledger = ledger
+        self._by_text: dict[str, ToolResult] = {}
+        self._by_key: dict[str, ToolResult] = {}
+
+    def note(self, result: ToolResult, decision: Decision) -> None:
+        """Index ``result`` if ``decision`` shows it whole."""
+        if decision.kind != "kept" or decision.text is not None or not result.text:
+            return
+        self._by_key[result.call_id] = result
+        held = self._by_text.get(result.text)
+        if held is None or held.order < result.order:
+            self._by_text[result.text] = result
+
+    def drop(self, trimmed: Collection[str]) -> None:
+        """Forget the results of ``trimmed`` (result keys): a batch trimmed them."""
+        for key in trimmed:
+            self._by_key.pop(key, None)
+        for text in [t for t, r in self._by_text.items() if r.call_id in trimmed]:
+            del self._by_text[text]
+
+    def same_output(self, result: ToolResult, history: History) -> tuple[str, str] | None:
+        """(call id, text) of the earlier result ``result`` repeats (the same text) or, failing
+        that, re-runs (the latest run of the same call shown whole), decided in an earlier
+        request and still shown whole in ``history``; else None."""
+        exact = self._by_text.get(result.text)
+        if exact is not None and self._shown(exact, result, history):
+            return call_of(exact.call_id), exact.text
+        if not result.call_key:
+            return None
+        for key in history.same_call(result.call_key, result.order):
+            run = self._by_key.get(key)
+            if run is not None and self._shown(run, result, history):
+                return call_of(key), run.text
+        return None
+
+    def _shown(self, earlier: ToolResult, result: ToolResult, history: History) -> bool:
+        """Whether ``earlier`` comes before ``result`` and ``history`` still shows it whole."""
+        if earlier.order >= result.order or earlier.msg_index >= len(history):
+            return False
+        d = self._ledger.get(earlier.call_id)
+        if d is None or d.kind != "kept" or d.text is not None:
+            return False
+        # The caller may have edited or dropped it since (its decision is then a new one).
+        return earlier in history.results(earlier.msg_index)
