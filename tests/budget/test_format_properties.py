@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -333,11 +332,6 @@ def _pair(cid: str, output: str, arguments: str = "{}") -> list[Item]:
     ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="defect: resumed after a cold-cache batch, a session whose calls named the ref of a "
-    "kept result skips a later 'pays' batch the running session makes (not fixed yet)",
-)
 def test_a_session_resumed_after_a_cold_batch_trims_as_one_that_went_on(tmp_path: Path) -> None:
     """Resumed after a cold-cache batch, a session gives the copies of one that went on (found by
     the Responses property's twin session)."""
