@@ -294,23 +294,13 @@ def grow(
             assert orjson.dumps(resumed.prepare(copy.deepcopy(hist), now=now).messages) == last
 
 
-# Read-back calls name outputs SMALL spills; under the other settings such an output may be kept,
-# and no agent can name the ref of a kept output (no envelope showed it): a session resumed after
-# such a call counts it as a read-back where the running one did not (the xfail test below).
-_RESPONSES_CASES = st.one_of(
-    st.tuples(responses_conversations(), st.just(SMALL)),
-    st.tuples(responses_conversations(read_backs=False), CONFIGS),
-)
-
-
 @PROPS
-@given(_RESPONSES_CASES, GAPS, USAGES, RESTARTS)
+@given(responses_conversations(), CONFIGS, GAPS, USAGES, RESTARTS)
 def test_responses_invariants_hold_request_after_request(
-    case: tuple[list[Item], BudgetConfig], gaps: list[float], usages: list[bool], restart: int
+    items: list[Item], cfg: BudgetConfig, gaps: list[float], usages: list[bool], restart: int
 ) -> None:
     """Responses: input untouched, pairing kept, prefixes stable, same copy again and resumed,
     replaced texts read back, shell outputs' chunks and outcomes kept."""
-    items, cfg = case
     grow(RESPONSES, cfg, items, gaps, usages, restart)
 
 
