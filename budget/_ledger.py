@@ -166,7 +166,7 @@ class Ledger:
     call id's records in log order gives what recording them one by one would have given.
     """
 
-    __slots__ = ("_by_id", "_hidden", "_on_invalid", "_pending", "_pv")
+    __slots__ = ("_by_id", "_hidden", "_on_invalid", "_pending", "_pv", "_since", "_top")
 
     def __init__(
         self,
@@ -183,6 +183,11 @@ class Ledger:
         self._hidden: Counter[str] | None = None
         """Per ref, the decisions hiding a result stored at it: built by the first
         :meth:`hidden_refs`, then kept by :meth:`record` (None until then)."""
+        self._since: dict[str, int] = {}
+        """Per ref a result was hidden at, the fewest messages of a request made since (the one
+        that hid it included): :meth:`hidden_since`. Kept by :meth:`requested`."""
+        self._top = 0
+        """The largest of ``_since``'s values: a request shorter than it lowers some."""
         for d in decisions:
             self.record(d)
 
@@ -276,6 +281,51 @@ class Ledger:
                 d.ref for d in self._by_id.values() if d.ref is not None and d.needs_body
             )
         return self._hidden.keys()
+
+    def requested(self, length: int, refs: Iterable[str]) -> None:
+        """Note a request of ``length`` messages, logged with decisions hiding results stored at
+        ``refs`` (its request record closes them): from it on, every copy shows them hidden."""
+        since = self._since
+        if length < self._top:
+            # A shorter history (compacted, or cut back): its copy too shows every result
+            # hidden so far as hidden, and the model's calls answering it come after it.
+            for ref, at in since.items():
+                if at > length:
+                    since[ref] = length
+            self._top = length
+        for ref in refs:
+            # A ref dated already keeps its date (no later than this request's, clamped above).
+            if ref not in since:
+                since[ref] = length
+                self._top = max(self._top, length)
+
+    def requested_in(self, records: Iterable[Mapping[str, Any]]) -> None:
+        """:meth:`requested` for each request record of a log's closed ``records``, with the
+        hiding decision records before it: what the live session noted, request by request.
+        Every log has them (a request record's ``m`` is its length), so logs written before
+        this was kept give it alike; a request record without a length leaves its decisions to
+        the next one's."""
+        refs: list[str] = []
+        for rec in records:
+            kind = rec.get("t")
+            if kind == "d":
+                ref = rec.get("ref")
+                if type(ref) is str and rec.get("kind") in ("spilled", "trimmed"):
+                    refs.append(ref)
+            elif kind == "req":
+                length = rec.get("m")
+                if type(length) is int and length >= 0:
+                    self.requested(length, refs)
+                    refs = []
+
+    def hidden_since(self, ref: str) -> int | None:
+        """For a result hidden now at ``ref``, the fewest messages of a request since it was
+        hidden: the first message a call the model made having seen it hidden can be (a call
+        in an earlier one came before). None when no result stored at ``ref`` is hidden, or
+        only by the request under way (noted once it is logged)."""
+        if ref not in self.hidden_refs():
+            return None
+        return self._since.get(ref)
 
     def __len__(self) -> int:
         self._fold_all()

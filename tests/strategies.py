@@ -274,13 +274,12 @@ def responses_call(kind: str, cid: str, tool: str) -> dict[str, Any]:
 
 
 @st.composite
-def responses_conversations(
-    draw: st.DrawFn, max_rounds: int = 10, read_backs: bool = True
-) -> list[Message]:
+def responses_conversations(draw: st.DrawFn, max_rounds: int = 10) -> list[Message]:
     """A Responses input list: rounds of 1-3 calls of every kind (an assistant message before
     them, reasoning items before and between them; parallel and answered in any order, or each
-    answered before the next), read-back calls (``read_backs``: of outputs over SMALL's cap, which
-    SMALL spills), sometimes an assistant and user turn after."""
+    answered before the next), read-back calls (of outputs over SMALL's cap, which SMALL spills;
+    other settings may keep such an output, trimmed or not later), sometimes an assistant and
+    user turn after."""
     n = draw(st.integers(1, max_rounds))
     items: list[Message] = [
         {"role": "developer", "content": "Be brief."},
@@ -294,7 +293,7 @@ def responses_conversations(
             for j, kind in enumerate(kinds)
         ]
         spilled = [t for t in (responses_text(i) for i in items) if len(t) > SMALL.result_cap]
-        reads_back: bool = read_backs and draw(st.booleans()) and draw(st.booleans())
+        reads_back: bool = draw(st.booleans()) and draw(st.booleans())
         if spilled and reads_back:
             # The read-back tool reading a page of an earlier output that SMALL spills.
             text = draw(st.sampled_from(spilled))

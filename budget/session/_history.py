@@ -80,8 +80,8 @@ class History:
         """Per call id, how many results answer it in the history scanned so far."""
         self.stale = False
         """The last scan met a result edited after it was decided."""
-        self.mentions: list[tuple[str, str]] = []
-        """The (call id, ref) of each ref the last scan's calls name: reads of hidden results."""
+        self.mentions: list[tuple[str, str, int]] = []
+        """The (call id, ref, message index) of each ref the last scan's calls name."""
         self._members: dict[int, dict[str, ToolResult]] = {}
         self._by_key: dict[str, list[tuple[int, str]]] = {}
         """Per call key, the (order, call id) of the results of the history answering a call
@@ -206,7 +206,7 @@ class History:
         placed: list[ToolResult] = []
         self._shown_now = {}
         self.stale = False
-        self.mentions = mentions = list[tuple[str, str]]()
+        self.mentions = mentions = list[tuple[str, str, int]]()
         # Bound once: a resume runs this loop for every message of a long history.
         scan_in = fmt.scan_in
         calls_of, members = self._calls, self._members
@@ -220,7 +220,7 @@ class History:
                 group = i
             for call in scanned.calls:
                 if call.refs:
-                    mentions.extend((call.call_id, ref) for ref in call.refs)
+                    mentions.extend((call.call_id, ref, i) for ref in call.refs)
                 made = calls_of.get(call.call_id)
                 if made is None:
                     calls_of[call.call_id] = [(call.tool, group, rnd, call.key)]

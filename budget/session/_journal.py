@@ -198,6 +198,7 @@ class Journal:
                 "toolbudget.log.record_skipped", reason="malformed calibration", records=bad
             )
         skipped = ledger.restore(decisions)
+        ledger.requested_in(records)
         if skipped:
             self._log.warning(
                 "toolbudget.log.record_skipped",

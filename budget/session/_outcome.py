@@ -83,6 +83,9 @@ class Outcome:
             and ((prev := self._ledger.get(cid)) is None or not prev.needs_body)
         )
         tally.observed = tally.observed.after_request(gap_s=gap, hidden=hidden)
+        # Dated by this request's length, as a resumed session dates them from its record.
+        hiding = (d.ref for d in made.values() if d.needs_body and d.ref is not None)
+        self._ledger.requested(length, hiding)
         note_request(tally.marks, length, now, tally.batch_from)
         self._tally.requests += 1
         if learned:

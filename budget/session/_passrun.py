@@ -93,7 +93,7 @@ class Passes:
         # now, as they would be in a session that had gone on (no-op for known candidates).
         fresh_ids = {r.call_id for r in turn.fresh}
         self._candidates.add(r for r in new_results if r.call_id not in fresh_ids)
-        self._tally.note_mentions(self._history.mentions, self._ledger.hidden_refs)
+        self._tally.note_mentions(self._history.mentions, self._ledger.hidden_since)
         # Kept results the new answers quote outside their preview (none this request decides);
         # those leaving the protected rounds (read-back evidence: ``budget.session._quotes``).
         t, last = self._tally, (self._tally.last_n, self._tally.last_f)

@@ -147,7 +147,7 @@ class Pipeline:
         """Messages ``start`` to ``end`` kept as the last request left them: their results and
         the refs their calls name, and their copies' markers, as a scan of them would give."""
         history = self._parts.history
-        mentions = [(c.call_id, ref) for i in range(start, end) for c in history.calls(i)
+        mentions = [(c.call_id, ref, i) for i in range(start, end) for c in history.calls(i)
                     for ref in c.refs]  # fmt: skip
         history.mentions[:0] = mentions
         self._parts.copies.reuse(messages, start, end)

@@ -7,7 +7,7 @@ and advances it, a retry rolls it back.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from budget._errors import InputError
@@ -73,13 +73,17 @@ class Tally:
         return tally
 
     def note_mentions(
-        self, mentions: list[tuple[str, str]], hidden: Callable[[], Collection[str]]
+        self, mentions: list[tuple[str, str, int]], since: Callable[[str], int | None]
     ) -> None:
-        """Count the calls among ``mentions`` (call id, ref) that name a ref of ``hidden()`` (the
-        refs of results hidden before: asked for only when some call names a ref)."""
-        if mentions:
-            refs = hidden()
-            named = [(cid, ref) for cid, ref in mentions if ref in refs]
+        """Count the calls among ``mentions`` (call id, ref, index of the message making it)
+        made after a copy showed the named result hidden: ``since(ref)``, the fewest messages
+        of a request since it was hidden (``Ledger.hidden_since``), is at most the message's
+        index. A call made before (the result still shown whole) is no read-back, whenever
+        it is looked at: a resumed session, which looks at every call again, counts alike."""
+        named = [
+            (cid, ref) for cid, ref, i in mentions if (at := since(ref)) is not None and at <= i
+        ]
+        if named:
             self.readback_ids.update(cid for cid, _ in named)
             self.readback_refs.update(ref for _, ref in named)
 

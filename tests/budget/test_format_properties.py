@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -295,23 +294,13 @@ def grow(
             assert orjson.dumps(resumed.prepare(copy.deepcopy(hist), now=now).messages) == last
 
 
-# Read-back calls name outputs SMALL spills; under the other settings such an output may be kept,
-# and no agent can name the ref of a kept output (no envelope showed it): a session resumed after
-# such a call counts it as a read-back where the running one did not (the xfail test below).
-_RESPONSES_CASES = st.one_of(
-    st.tuples(responses_conversations(), st.just(SMALL)),
-    st.tuples(responses_conversations(read_backs=False), CONFIGS),
-)
-
-
 @PROPS
-@given(_RESPONSES_CASES, GAPS, USAGES, RESTARTS)
+@given(responses_conversations(), CONFIGS, GAPS, USAGES, RESTARTS)
 def test_responses_invariants_hold_request_after_request(
-    case: tuple[list[Item], BudgetConfig], gaps: list[float], usages: list[bool], restart: int
+    items: list[Item], cfg: BudgetConfig, gaps: list[float], usages: list[bool], restart: int
 ) -> None:
     """Responses: input untouched, pairing kept, prefixes stable, same copy again and resumed,
     replaced texts read back, shell outputs' chunks and outcomes kept."""
-    items, cfg = case
     grow(RESPONSES, cfg, items, gaps, usages, restart)
 
 
@@ -333,11 +322,6 @@ def _pair(cid: str, output: str, arguments: str = "{}") -> list[Item]:
     ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="defect: resumed after a cold-cache batch, a session whose calls named the ref of a "
-    "kept result skips a later 'pays' batch the running session makes (not fixed yet)",
-)
 def test_a_session_resumed_after_a_cold_batch_trims_as_one_that_went_on(tmp_path: Path) -> None:
     """Resumed after a cold-cache batch, a session gives the copies of one that went on (found by
     the Responses property's twin session)."""

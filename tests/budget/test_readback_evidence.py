@@ -238,6 +238,61 @@ def test_a_trimmed_results_stub_names_its_file_where_envelopes_do(tmp_path: Path
     assert "/bodies/" in stubs[True] and "/bodies/" not in stubs[False]
 
 
+KEPT = "log line of a build output\n" * 400
+"""A result under the cap (kept whole at first), over the staleness floor (trimmed once aged)."""
+
+
+def _kept_then_trimmed(path: Path, named_at: int) -> list[dict[str, Any]]:
+    """Four requests (3, 5, 7 and 9 messages): a build's output kept, a ``ls`` round, a cold
+    cache trimming the output on the third, then the read-back tool's call reading it on the
+    fourth; the call of round ``named_at`` (2 or 3) also names the output's ref. The history."""
+    ref = ref_for(KEPT)
+    names = {"command": f"echo {ref}"}
+    history: list[dict[str, Any]] = [
+        {"role": "user", "content": "Build."},
+        _call("c1", "Bash", {"command": "make"}),
+        _result("c1", KEPT),
+        _call("c2", "Bash", names if named_at == 2 else {"command": "ls"}),
+        _result("c2", "ok"),
+        _call("c3", "Bash", names if named_at == 3 else {"command": "ls"}),
+        _result("c3", "a b"),
+        _call("c4", "toolbudget_read", {"ref": ref}),
+        _result("c4", "page"),
+    ]
+    with Budget.open(path, BudgetConfig(protect_rounds=1, fsync=False)) as session:
+        for end, now in ((3, 1.0), (5, 2.0), (7, 2_000.0), (9, 2_001.0)):
+            session.prepare(history[:end], now=now)
+            d = session.decision("c1")
+            assert d is not None and d.kind == ("trimmed" if end >= 7 else "kept")
+    return history
+
+
+def test_a_call_naming_a_kept_results_ref_is_no_readback_once_it_is_trimmed(
+    tmp_path: Path,
+) -> None:
+    """A call naming the ref of a result still kept whole (message 3), which a cold-cache batch
+    trims later (the request of 7 messages): only the read-back tool's call after it (message
+    7) is a read-back, in the session that went on and in one resumed after it (which looks at
+    every call again)."""
+    history = _kept_then_trimmed(tmp_path / "s", named_at=2)
+    assert _readbacks(tmp_path / "s") == [0, 0, 0, 1]
+    with Budget.open(tmp_path / "s") as reopened:
+        reopened.prepare(
+            [*history, _call("c5", "Bash", {"command": "pwd"}), _result("c5", "/")], now=2_002.0
+        )
+    assert _readbacks(tmp_path / "s") == [0, 0, 0, 1, 1]
+
+
+def test_a_call_the_trimming_request_held_is_no_readback_when_looked_at_again(
+    tmp_path: Path,
+) -> None:
+    """A call naming the ref in the last messages of the request that trims its result (message
+    5 of 7) came before any copy showed it hidden: the next request, which looks at those
+    messages again, does not count it; the read-back tool's call after it counts."""
+    _kept_then_trimmed(tmp_path / "s", named_at=3)
+    assert _readbacks(tmp_path / "s") == [0, 0, 0, 1]
+
+
 def _requests(path: Path) -> list[tuple[Any, Any]]:
     (log,) = list(path.rglob("*.jsonl"))
     records = [json.loads(line) for line in log.read_text().splitlines()]
