@@ -557,7 +557,7 @@ class _Shown:
             same = self.by_call.get(self.call_keys.get(r.call_id, ""))
             if same is None or same[1] >= seen:
                 return None
-            limit = min(cfg.preview_chars, len(r.text))
+            limit = min(cfg.preview_chars, len(r.text) // 2)
             delta = line_delta(same[0].text, r.text, limit=limit)
             if delta is None:
                 return None

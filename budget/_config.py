@@ -97,8 +97,8 @@ class BudgetConfig(BaseSettings):
     keeping it; False: ``result_cap`` is a plain cap again (only longer results are spilled)."""
     dedupe_outputs: bool = True
     """Show a fresh result repeating an earlier result still shown whole, or re-running its call
-    with a diff that fits a preview, as a short pointer to that earlier call (with the diff),
-    its text stored like a spilled one's (``budget.passes.duplicate``); False: never."""
+    with a diff that fits a preview and half the output, as a short pointer to that earlier call
+    (with the diff), its text stored like a spilled one's (``budget.passes.duplicate``)."""
     preview_chars: PositiveInt = 2_000
     """Characters of preview in an envelope (head and tail together)."""
     preview_shape: PreviewShape = "auto"

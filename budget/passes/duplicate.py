@@ -43,8 +43,10 @@ def duplicate(ctx: PassContext) -> list[Decision]:
         same_as, earlier = same
         delta = None
         if earlier != result.text:
-            # A diff longer than a preview would be read as hard as the output: not a pointer.
-            delta = line_delta(earlier, result.text, limit=min(cfg.preview_chars, len(result.text)))
+            # A diff longer than a preview, or than half the output, is read about as hard as
+            # the output itself: not a pointer (the envelope's delta takes half a preview so).
+            limit = min(cfg.preview_chars, len(result.text) // 2)
+            delta = line_delta(earlier, result.text, limit=limit)
             if delta is None:
                 continue
         ref = ctx.ref_for(result.text)

@@ -196,3 +196,16 @@ def test_no_pointer_for_a_rerun_whose_diff_is_longer_than_a_preview(tmp_path: Pa
         d = b.decision("c2")
     assert d is not None and d.reason not in ("rerun", "duplicate")
     assert "earlier in this conversation" not in shown(copy, 6)
+
+
+def test_no_pointer_for_a_rerun_whose_diff_takes_half_the_output(tmp_path: Path) -> None:
+    """A short re-run that changed most of its lines is shown as it is: its diff would be read
+    as hard as the output."""
+    first = "".join(f"step {i:02d}: checking the configuration file\n" for i in range(60))
+    second = first.replace("checking", "checked ", 20)  # 20 lines of 60: a diff of 2/3 of it
+    messages = history(first, "x", second, tool="bash")
+    for m in (messages[1], messages[5]):
+        m["content"][0]["input"] = {"command": "make check"}
+    with Budget.open(tmp_path / "s", CONFIG) as b:
+        copy = grown(b, messages)
+    assert shown(copy, 6) == second
