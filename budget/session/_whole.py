@@ -40,6 +40,8 @@ class Whole:
         """Index ``result`` if ``decision`` shows it whole."""
         if decision.kind != "kept" or decision.text is not None or not result.text:
             return
+        if result.extra_chars:
+            return  # its other parts (an image) are not in its text: no output to point to
         self._by_key[result.call_id] = result
         held = self._by_text.get(result.text)
         if held is None or held.order < result.order:

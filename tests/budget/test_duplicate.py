@@ -209,3 +209,24 @@ def test_no_pointer_for_a_rerun_whose_diff_takes_half_the_output(tmp_path: Path)
     with Budget.open(tmp_path / "s", CONFIG) as b:
         copy = grown(b, messages)
     assert shown(copy, 6) == second
+
+
+def test_no_pointer_where_an_image_sits_beside_the_same_text(tmp_path: Path) -> None:
+    """Two screenshots with the same caption are not the same output: a result with a non-text
+    part is never pointed, nor pointed to."""
+    image = {
+        "type": "image",
+        "source": {"type": "base64", "media_type": "image/png", "data": "iVBO"},
+    }
+    caption = "Screenshot of the settings page after the change was applied.\n" * 20
+    with_image = [{"type": "text", "text": caption}, image]
+    messages = history(caption, "x", caption)
+    messages[2]["content"][0]["content"] = with_image
+    with Budget.open(tmp_path / "a", CONFIG) as b:
+        copy = grown(b, messages)
+    assert shown(copy, 6) == caption
+    messages = history(caption, "x", caption)
+    messages[6]["content"][0]["content"] = [dict(block) for block in with_image]
+    with Budget.open(tmp_path / "b", CONFIG) as b:
+        copy = grown(b, messages)
+    assert copy[6]["content"][0]["content"] == with_image
