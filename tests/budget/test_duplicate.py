@@ -219,7 +219,7 @@ def test_no_pointer_where_an_image_sits_beside_the_same_text(tmp_path: Path) -> 
         "source": {"type": "base64", "media_type": "image/png", "data": "iVBO"},
     }
     caption = "Screenshot of the settings page after the change was applied.\n" * 20
-    with_image = [{"type": "text", "text": caption}, image]
+    with_image: list[dict[str, Any]] = [{"type": "text", "text": caption}, image]
     messages = history(caption, "x", caption)
     messages[2]["content"][0]["content"] = with_image
     with Budget.open(tmp_path / "a", CONFIG) as b:
