@@ -37,6 +37,8 @@ def duplicate(ctx: PassContext) -> list[Decision]:
     for result in ctx.fresh:
         if ctx.cap_for(result.tool) is None or cfg.policy(result.tool).cap is not None:
             continue
+        if result.extra_chars:
+            continue  # its images are not compared: not called the same output
         same = ctx.same_output(result)
         if same is None:
             continue

@@ -218,7 +218,6 @@ def _round(cid: str, tool: str, text: str) -> list[dict[str, Any]]:
     return [{"role": "assistant", "content": [block]}, result(cid, text)]
 
 
-@pytest.mark.xfail(strict=True, reason="a batch of the same request trims the pointer's target")
 def test_a_batch_of_the_same_request_does_not_trim_the_output_a_pointer_names(
     tmp_path: Path,
 ) -> None:
@@ -237,9 +236,6 @@ def test_a_batch_of_the_same_request_does_not_trim_the_output_a_pointer_names(
         assert shown(req.messages, 2) == FILE
 
 
-@pytest.mark.xfail(
-    strict=True, reason="the live index forgets a text whose latest holder is trimmed"
-)
 def test_a_repeat_gets_the_same_pointer_live_and_resumed_after_a_batch(tmp_path: Path) -> None:
     """Two equal outputs shown whole, the later one trimmed by a batch, the earlier (exempt)
     still whole: a repeat gets the same decision in the session that went on and in one resumed."""
@@ -298,7 +294,6 @@ def test_a_compaction_of_the_same_request_leaves_no_pointer_to_an_output_it_drop
     assert "the output of call call_0_0" not in shown(req.messages, len(req.messages) - 1)
 
 
-@pytest.mark.xfail(strict=True, reason="the pass compares the text only, not the images")
 def test_a_repeat_of_the_text_with_another_image_is_not_called_the_same_output(
     tmp_path: Path,
 ) -> None:
