@@ -38,7 +38,7 @@ def duplicate(ctx: PassContext) -> list[Decision]:
         if ctx.cap_for(result.tool) is None or cfg.policy(result.tool).cap is not None:
             continue
         if result.extra_chars:
-            continue  # an image or another part beside the text: the same text says nothing of it
+            continue  # its images are not compared: not called the same output
         same = ctx.same_output(result)
         if same is None:
             continue

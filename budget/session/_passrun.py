@@ -100,11 +100,11 @@ class Passes:
         self._quotes.note(new_results, turn.messages, retry=turn.retry, last=last, fresh=fresh_ids)
         t.observed = self._quotes.pooled(t.observed)
         made: dict[str, Decision] = dict(wrapped)
-        # ``decided`` is a live view: each pass sees the decisions of the passes before it.
-        ctx = self._context(turn, made)
+        ctx = self._context(turn, made)  # ``decided``: a live view of the passes' decisions
         for _name, run in PIPELINE:
             for d in run(ctx):
                 made[d.call_id] = d
+        self._candidates.whole.spare(made)  # no batch trims an output a pointer names
         for r in turn.fresh:
             if r.call_id not in made:
                 made[r.call_id] = self._candidates.default(r)

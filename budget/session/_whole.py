@@ -13,6 +13,7 @@ from typing import Protocol
 
 from budget._ledger import Decision, Ledger
 from budget._view import ToolResult
+from budget.passes.duplicate import POINTERS
 from budget.session._keys import call_of
 
 __all__ = ["History", "Whole"]
@@ -29,45 +30,64 @@ class History(Protocol):
 
 
 class Whole:
-    """The results shown whole, by text (the latest) and by result key."""
+    """The results shown whole, by text (each holder, by result key) and by result key."""
 
     def __init__(self, ledger: Ledger) -> None:
         self._ledger = ledger
-        self._by_text: dict[str, ToolResult] = {}
+        self._by_text: dict[str, dict[str, ToolResult]] = {}
+        """Per text, every result shown whole holding it: a batch trimming the latest may leave
+        an earlier one whole, as a resumed session, which notes only those, finds it."""
         self._by_key: dict[str, ToolResult] = {}
+        self._pointed: dict[str, str] = {}
+        """Per fresh result of the request under way, the result key of the output it repeats."""
 
     def note(self, result: ToolResult, decision: Decision) -> None:
         """Index ``result`` if ``decision`` shows it whole."""
         if decision.kind != "kept" or decision.text is not None or not result.text:
             return
         if result.extra_chars:
-            return  # its other parts (an image) are not in its text: no output to point to
+            return  # its images are no text: a result equal in text only is not the same
         self._by_key[result.call_id] = result
-        held = self._by_text.get(result.text)
-        if held is None or held.order < result.order:
-            self._by_text[result.text] = result
+        self._by_text.setdefault(result.text, {})[result.call_id] = result
 
     def drop(self, trimmed: Collection[str]) -> None:
         """Forget the results of ``trimmed`` (result keys): a batch trimmed them."""
         for key in trimmed:
-            self._by_key.pop(key, None)
-        for text in [t for t, r in self._by_text.items() if r.call_id in trimmed]:
-            del self._by_text[text]
+            gone = self._by_key.pop(key, None)
+            if gone is None:
+                continue
+            holders = self._by_text.get(gone.text, {})
+            holders.pop(key, None)
+            if not holders:
+                self._by_text.pop(gone.text, None)
 
     def same_output(self, result: ToolResult, history: History) -> tuple[str, str] | None:
         """(call id, text) of the earlier result ``result`` repeats (the same text) or, failing
         that, re-runs (the latest run of the same call shown whole), decided in an earlier
         request and still shown whole in ``history``; else None."""
-        exact = self._by_text.get(result.text)
-        if exact is not None and self._shown(exact, result, history):
-            return call_of(exact.call_id), exact.text
+        holders = self._by_text.get(result.text, {})
+        for exact in sorted(holders.values(), key=lambda r: r.order, reverse=True):
+            if self._shown(exact, result, history):
+                self._pointed[result.call_id] = exact.call_id
+                return call_of(exact.call_id), exact.text
         if not result.call_key:
             return None
         for key in history.same_call(result.call_key, result.order):
             run = self._by_key.get(key)
             if run is not None and self._shown(run, result, history):
+                self._pointed[result.call_id] = key
                 return call_of(key), run.text
         return None
+
+    def spare(self, made: dict[str, Decision]) -> None:
+        """Take back the trims of ``made`` (this request's decisions) of the outputs its pointers
+        name: trimmed by the same request, the pointer would name an output no copy shows. They
+        stay candidates, for a later batch."""
+        pointed, self._pointed = self._pointed, {}
+        for cid, target in pointed.items():
+            d, t = made.get(cid), made.get(target)
+            if d is not None and d.reason in POINTERS and t is not None and t.kind == "trimmed":
+                del made[target]
 
     def _shown(self, earlier: ToolResult, result: ToolResult, history: History) -> bool:
         """Whether ``earlier`` comes before ``result`` and ``history`` still shows it whole."""

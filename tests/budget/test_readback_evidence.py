@@ -219,6 +219,8 @@ def test_a_trimmed_results_stub_names_its_file_where_envelopes_do(tmp_path: Path
 
     outputs = [[f"{r:03d} " + "log line of a build output\n" * 200] for r in range(12)]
     history = conversation(outputs)
+    for r, m in enumerate(history[1::2]):  # each its own command: no output re-runs another
+        m["content"][-1]["input"] = {"command": f"make step{r}"}
     stubs: dict[bool, str] = {}
     for include_path in (True, False):
         path = tmp_path / f"s-{include_path}"
