@@ -250,3 +250,26 @@ def test_a_requests_fsyncs_start_in_a_sync_thread_at_once_and_a_failure_is_an_ev
         await pool.close()
 
     asyncio.run(run())
+
+
+def test_the_upstream_parses_each_url_once_and_keeps_a_bounded_number() -> None:
+    """A URL sent to again is parsed once (the same request bytes), and the cache of parsed URLs
+    never holds more than ``URLS_KEPT``."""
+    _proxy()
+    import httpx
+
+    from budget.proxy import _upstream
+
+    upstream = _upstream.Upstream(transport=httpx.MockTransport(lambda r: httpx.Response(200)))
+    headers = [(b"content-type", b"application/json"), (b"x-api-key", b"k")]
+    url = "http://127.0.0.1:9/v1/messages?beta=true"
+    first = upstream.request("POST", url, headers, b'{"a":1}')
+    again = upstream.request("POST", url, headers, b'{"a":1}')
+    plain = httpx.Request("POST", url, headers=headers, content=b'{"a":1}')
+    for made in (first, again):
+        assert made.url == plain.url and made.headers.raw == plain.headers.raw
+        assert made.content == plain.content
+    assert upstream._url(url) is upstream._url(url)
+    for n in range(_upstream.URLS_KEPT * 2):
+        upstream.request("GET", f"http://127.0.0.1:9/v1/files/{n}", headers, b"")
+    assert len(upstream._urls) <= _upstream.URLS_KEPT
