@@ -28,10 +28,11 @@ import httpx
 from anyio import to_thread
 from starlette.applications import Starlette
 from starlette.requests import ClientDisconnect, Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 from starlette.routing import Route
 
 from budget._log import get_logger
+from budget.proxy._asgi import ProxyApp, Relayed
 from budget.proxy._encode import NumberRewritten
 from budget.proxy._incremental import INLINE_BYTES, Bodies, Parsed
 from budget.proxy._limits import open_sessions
@@ -249,7 +250,7 @@ class Proxy:
             (k, v) for k, v in resp.headers.raw if k.decode("latin-1").lower() not in HOP_BY_HOP
         ]
         if slot is None:
-            out: Response = StreamingResponse(self._relay(resp, None, None), resp.status_code)
+            out: Response = Relayed(self._relay(resp, None, None), resp.status_code)
         elif resp.status_code in OVERFLOW_STATUSES:
             try:
                 out = await self._refused(resp, slot)
@@ -262,7 +263,7 @@ class Proxy:
                 resp.headers.get("content-encoding", ""),
                 resp.status_code,
             )
-            out = StreamingResponse(self._relay(resp, slot, tap), resp.status_code)
+            out = Relayed(self._relay(resp, slot, tap), resp.status_code)
         out.raw_headers = headers_out
         return out
 
@@ -293,7 +294,7 @@ class Proxy:
                 reason="error body too large to read",
             )
             rest = self._relay(resp, None, None, _chained(head, chunks))
-            return StreamingResponse(rest, resp.status_code)
+            return Relayed(rest, resp.status_code)
         await resp.aclose()
         raw = b"".join(head)
         try:
@@ -431,6 +432,6 @@ def create_app(settings: ProxySettings, *, clock: Callable[[], float] = time.tim
     """
     proxy = Proxy(settings, clock)
     route = Route("/{path:path}", proxy.handle, methods=METHODS)
-    app = Starlette(routes=[route], lifespan=proxy.lifespan)
+    app = ProxyApp(proxy.handle, routes=[route], lifespan=proxy.lifespan)
     app.state.proxy = proxy
     return app

@@ -163,3 +163,15 @@ def test_an_agent_hanging_up_mid_body_is_an_event_not_an_application_error(
     assert [(e["reason"], e["log_level"]) for e in cuts] == [("client disconnected", "info")]
     assert not [r for r in handler.records if _raised_in_proxy(r)]
     assert answer.status_code == 200
+
+
+def test_a_method_the_proxy_does_not_serve_is_refused_and_never_forwarded(stack: Stack) -> None:
+    """A method outside the proxy's list (TRACE) gets the app's own 405 and nothing goes
+    upstream, while a listed one on any path is forwarded (the app's fast path for its
+    requests keeps Starlette's answer for the others)."""
+    with httpx.Client() as client:
+        refused = client.request("TRACE", f"{stack.url}/v1/messages", headers=_ANTHROPIC)
+        forwarded = client.request("GET", f"{stack.url}/v1/files/f1", headers=_ANTHROPIC)
+    assert refused.status_code == 405
+    assert forwarded.status_code == 200 and forwarded.json() == {"path": "/v1/files/f1"}
+    assert [r.method for r in stack.upstream.received] == ["GET"]

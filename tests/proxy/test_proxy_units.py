@@ -6,6 +6,7 @@ import gzip
 import itertools
 import json
 import re
+from collections.abc import MutableMapping
 from types import ModuleType
 from typing import Any
 
@@ -250,3 +251,78 @@ def test_a_requests_fsyncs_start_in_a_sync_thread_at_once_and_a_failure_is_an_ev
         await pool.close()
 
     asyncio.run(run())
+
+
+def test_the_upstream_parses_each_url_once_and_keeps_a_bounded_number() -> None:
+    """A URL sent to again is parsed once (the same request bytes), and the cache of parsed URLs
+    never holds more than ``URLS_KEPT``."""
+    _proxy()
+    import httpx
+
+    from budget.proxy import _upstream
+
+    upstream = _upstream.Upstream(transport=httpx.MockTransport(lambda r: httpx.Response(200)))
+    headers = [(b"content-type", b"application/json"), (b"x-api-key", b"k")]
+    url = "http://127.0.0.1:9/v1/messages?beta=true"
+    first = upstream.request("POST", url, headers, b'{"a":1}')
+    again = upstream.request("POST", url, headers, b'{"a":1}')
+    plain = httpx.Request("POST", url, headers=headers, content=b'{"a":1}')
+    for made in (first, again):
+        assert made.url == plain.url and made.headers.raw == plain.headers.raw
+        assert made.content == plain.content
+    assert upstream._url(url) is upstream._url(url)
+    for n in range(_upstream.URLS_KEPT * 2):
+        upstream.request("GET", f"http://127.0.0.1:9/v1/files/{n}", headers, b"")
+    assert len(upstream._urls) <= _upstream.URLS_KEPT
+
+
+def test_a_relayed_answer_ends_at_a_hang_up_and_its_request_ends_normally() -> None:
+    """``Relayed`` streams every chunk then ends its listener; when the agent hangs up mid-stream
+    its relay ends at the await it waits at (its cleanup runs) and the request's task returns
+    normally, not left cancelled."""
+    import asyncio
+
+    _proxy()
+    from budget.proxy._asgi import Relayed
+
+    async def answer(cleaned: list[str], gate: asyncio.Event | None) -> Any:
+        try:
+            yield b"a"
+            if gate is not None:
+                await gate.wait()  # never set: the relay waits for the upstream here
+            yield b"b"
+        finally:
+            cleaned.append("relay")
+
+    async def run(hang_up: bool) -> tuple[list[Any], list[str], int, int]:
+        sent: list[Any] = []
+        cleaned: list[str] = []
+        first = asyncio.Event()
+        gone = asyncio.Event()
+
+        async def receive() -> dict[str, Any]:
+            await (gone.wait() if hang_up else asyncio.Event().wait())
+            return {"type": "http.disconnect"}
+
+        async def send(message: MutableMapping[str, Any]) -> None:
+            sent.append(message)
+            if message.get("body") == b"a":
+                first.set()
+                if hang_up:
+                    gone.set()
+
+        gate = asyncio.Event() if hang_up else None
+        response = Relayed(answer(cleaned, gate), 200)
+        before = len(asyncio.all_tasks())
+        await response({"type": "http"}, receive, send)
+        await asyncio.sleep(0)  # the listener's cancellation goes through
+        task = asyncio.current_task()
+        assert task is not None and first.is_set()
+        return sent, cleaned, task.cancelling(), len(asyncio.all_tasks()) - before
+
+    sent, cleaned, cancelling, left = asyncio.run(run(hang_up=False))
+    assert [m.get("body") for m in sent] == [None, b"a", b"b", b""]
+    assert sent[-1]["more_body"] is False and cleaned == ["relay"] and (cancelling, left) == (0, 0)
+    sent, cleaned, cancelling, left = asyncio.run(run(hang_up=True))
+    assert [m.get("body") for m in sent] == [None, b"a"]
+    assert cleaned == ["relay"] and (cancelling, left) == (0, 0)
