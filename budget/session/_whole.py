@@ -12,7 +12,7 @@ from collections.abc import Collection, Iterator
 from typing import Protocol
 
 from budget._ledger import Decision, Ledger
-from budget._view import ToolResult
+from budget._view import Call, ToolResult
 from budget.passes.duplicate import POINTERS
 from budget.session._keys import call_of
 
@@ -27,6 +27,8 @@ class History(Protocol):
     def results(self, i: int) -> tuple[ToolResult, ...]: ...
 
     def same_call(self, key: str, before: int) -> Iterator[str]: ...
+
+    def calls(self, i: int) -> tuple[Call, ...]: ...
 
 
 class Whole:
@@ -64,7 +66,8 @@ class Whole:
     def same_output(self, result: ToolResult, history: History) -> tuple[str, str] | None:
         """(call id, text) of the earlier result ``result`` repeats (the same text) or, failing
         that, re-runs (the latest run of the same call shown whole), decided in an earlier
-        request and still shown whole in ``history``; else None."""
+        request, still shown whole in ``history`` and the only call of its id before ``result``'s;
+        else None."""
         holders = self._by_text.get(result.text, {})
         for exact in sorted(holders.values(), key=lambda r: r.order, reverse=True):
             if self._shown(exact, result, history):
@@ -90,11 +93,22 @@ class Whole:
                 del made[target]
 
     def _shown(self, earlier: ToolResult, result: ToolResult, history: History) -> bool:
-        """Whether ``earlier`` comes before ``result`` and ``history`` still shows it whole."""
+        """Whether ``earlier`` comes before ``result``, ``history`` still shows it whole and its
+        call id names no other call before ``result``'s."""
         if earlier.order >= result.order or earlier.msg_index >= len(history):
             return False
         d = self._ledger.get(earlier.call_id)
         if d is None or d.kind != "kept" or d.text is not None:
             return False
         # The caller may have edited or dropped it since (its decision is then a new one).
-        return earlier in history.results(earlier.msg_index)
+        if earlier not in history.results(earlier.msg_index):
+            return False
+        # "The output of call X earlier" must name one call: where servers reuse ids (every
+        # turn's call call_0), the model would take the latest call X, whose output may be
+        # another one. The fresh result's own call may share the id: it is not earlier.
+        named = call_of(earlier.call_id)
+        if earlier.call_id != named:
+            return False  # not the first result answering its id: an earlier call has the id
+        own = call_of(result.call_id) == named
+        calls = range(earlier.group, min(result.msg_index, len(history)))
+        return sum(c.call_id == named for i in calls for c in history.calls(i)) - own == 1

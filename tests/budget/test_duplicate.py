@@ -123,6 +123,21 @@ def test_no_pointer_to_an_earlier_output_the_caller_edited_since(tmp_path: Path)
     assert shown(copy, 6) == FILE
 
 
+def test_no_pointer_naming_a_call_id_that_several_earlier_calls_share(tmp_path: Path) -> None:
+    """Where every call is named call_0, the repeat of the first output is not 'the output of
+    call call_0 earlier' (the latest call_0 before it answered something else); the second
+    call_0, one earlier call_0 before it, is still a re-run pointer."""
+    other = FILE.replace("line 0040", "line forty")
+    messages = [{"role": "user", "content": "read a.py"}]
+    for text in (FILE, other, FILE):
+        messages += [call("call_0"), result("call_0", text)]
+    with Budget.open(tmp_path / "s", CONFIG) as b:
+        copy = grown(b, messages)
+    assert shown(copy, 2) == FILE
+    assert shown(copy, 4).startswith("[toolbudget] Output of Read is the output of call call_0")
+    assert "the output of call call_0" not in shown(copy, 6)
+
+
 def test_no_pointer_to_an_earlier_output_that_is_not_shown_whole(tmp_path: Path) -> None:
     """The first output was over its cap and spilled: the repeat is not pointed to it (its
     lines are not in view); it is spilled by the cap in turn, with its own preview."""
