@@ -21,6 +21,7 @@ from budget._traces_cli import traces_app
 from budget._typer import FlagGroup, duration
 from spill import gc_sessions
 from spill._readonly import ReadOnlyStore
+from spill._sessiondir import LOG_NAME
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -99,6 +100,9 @@ def read(
             else:
                 chosen, _ = reader.lines(ref, offset=offset, limit=limit, grep=grep)
                 text = "".join(f"{n:>6}\t{line.removesuffix(chr(10))}\n" for n, line in chosen)
+            if not text and offset > 0 and offset >= (total := reader.lines(ref)[1]):
+                # An empty print would read as an empty output: say the offset is past its end.
+                typer.echo(f"note: --offset {offset} is past the end ({total} lines)", err=True)
     except BudgetError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
@@ -148,6 +152,8 @@ def gc(
     for path, why in skipped:
         typer.echo(f"skipped {path}: {why}", err=True)
     typer.echo(f"{len(removed)} session(s) removed, {len(skipped)} skipped")
+    if not removed and (root / LOG_NAME).is_file():  # a session's own log: not a root of them
+        typer.echo(f"note: {root} is a session directory; gc takes the one holding it", err=True)
 
 
 # ``toolbudget bench``'s options, as module-level ``Annotated`` aliases (typer's docs,

@@ -54,6 +54,17 @@ def test_read_prints_the_exact_output_or_some_lines(tmp_path: Path) -> None:
     assert grep.stdout == "  2000\trow 1999\n"  # numbered, as the read-back tool shows it
 
 
+def test_read_past_the_end_says_so_on_stderr(tmp_path: Path) -> None:
+    """An --offset past the last line prints nothing, and a note naming the output's length (an
+    empty print alone would read as an empty output); within it, no note."""
+    text = _session_with_spill(tmp_path / "s")
+    past = runner.invoke(app, ["read", str(tmp_path / "s"), ref_for(text), "--offset", "999999"])
+    assert past.exit_code == 0 and past.stdout == ""
+    assert past.stderr == "note: --offset 999999 is past the end (20000 lines)\n"
+    last = runner.invoke(app, ["read", str(tmp_path / "s"), ref_for(text), "--offset", "19999"])
+    assert (last.stdout, last.stderr) == ("row 19999\n", "")
+
+
 def test_read_refuses_bad_refs_and_missing_sessions(tmp_path: Path) -> None:
     """A bad ref or a missing session directory exits 2 with an error on stderr."""
     _session_with_spill(tmp_path / "s")
@@ -75,6 +86,19 @@ def test_gc_removes_only_old_sessions(tmp_path: Path) -> None:
     assert (tmp_path / "new").exists()
     bad = runner.invoke(app, ["gc", str(tmp_path), "--older-than", "soon"])
     assert bad.exit_code != 0
+
+
+def test_gc_on_a_session_directory_says_it_takes_the_one_holding_it(tmp_path: Path) -> None:
+    """Pointed at a session instead of the directory holding sessions, gc removes nothing and
+    says why; the session is left as it was."""
+    _session_with_spill(tmp_path / "s")
+    before = sorted(p.name for p in (tmp_path / "s").iterdir())
+    result = runner.invoke(app, ["gc", str(tmp_path / "s"), "--older-than", "0s"])
+    assert result.exit_code == 0
+    assert result.stdout == "0 session(s) removed, 0 skipped\n"
+    note = f"note: {tmp_path / 's'} is a session directory; gc takes the one holding it\n"
+    assert result.stderr == note
+    assert sorted(p.name for p in (tmp_path / "s").iterdir()) == before
 
 
 def test_gc_on_a_missing_root_is_an_error(tmp_path: Path) -> None:
