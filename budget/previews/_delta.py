@@ -98,6 +98,8 @@ def _changes(a: list[str], b: list[str]) -> list[tuple[int, int, int, int]] | No
 
 def line_delta(old: str, new: str, *, limit: int | None = None) -> str | None:
     """The hunks turning ``old`` into ``new``, one line each; None once longer than ``limit``."""
+    if limit is not None and abs(len(new) - len(old)) > limit:
+        return None  # the diff holds at least the characters one side has more of: no split
     a, b = _split_nl(old), _split_nl(new)
     if limit is not None:
         # A floor on the diff's size in one linear pass: the lines one side has more of than
