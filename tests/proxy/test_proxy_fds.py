@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -51,8 +52,20 @@ def test_an_idle_session_holds_the_descriptors_the_proxy_counts_on(stack: Stack)
             headers = {**_HEADERS, SESSION_HEADER: f"s{n}"}
             client.post(f"{stack.url}/v1/messages", content=body, headers=headers)
         assert len([p for p in stack.root.iterdir() if p.is_dir()]) == 10
-        held = _open_fds(stack.root) - before
+        held = _held(stack.root) - before
     assert held == 10 * FDS_PER_SESSION
+
+
+def _held(root: Path, samples: int = 20) -> int:
+    """The descriptors held on ``root``, as the fewest of ``samples`` counts 10 ms apart: the
+    deferred fsyncs hold a duplicate of a body's or a directory's descriptor until the sync
+    thread runs them, after the request is answered (41 against 40 under load), which an idle
+    session does not hold; a descriptor held stays in every count."""
+    counts = []
+    for _ in range(samples):
+        counts.append(_open_fds(root))
+        time.sleep(0.01)
+    return min(counts)
 
 
 _CHILD = """
