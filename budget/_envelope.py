@@ -19,6 +19,7 @@ __all__ = [
     "envelope",
     "envelope_ref",
     "make_preview",
+    "pointer_target",
     "preview_shape",
     "same_output",
     "stub",
@@ -408,6 +409,19 @@ def same_output(
         f"{stored}. Read that output with this diff applied, or read this one back with {where}."
         f"\n--- diff against the output of call {_label(same_as)} ---\n{delta}"
     )
+
+
+_POINTER_HEAD = re.compile(
+    r"\[toolbudget\] Output(?: of [^\n]*?)? is (?:the same as )?the output of call "
+    r"(?P<call>[^\n]*?) earlier in this conversation (?:with [^\n]*? )?"
+    r"\([\d,]+ characters?, [\d,]+ lines?\); "
+)
+
+
+def pointer_target(text: str) -> str | None:
+    """The call id a pointer (:func:`same_output`) names, else None."""
+    m = _POINTER_HEAD.match(text)
+    return m.group("call") if m else None
 
 
 _ENVELOPE_HEAD = re.compile(

@@ -8,11 +8,13 @@ from budget.passes._context import Candidate, Costs, Pass, PassContext, Stalenes
 from budget.passes.aggregate import aggregate
 from budget.passes.cap import cap
 from budget.passes.duplicate import duplicate
+from budget.passes.orphans import orphans
 from budget.passes.staleness import staleness
 
 __all__ = ["PIPELINE", "Candidate", "Costs", "Pass", "PassContext", "Staleness"]
 
 PIPELINE: Sequence[tuple[str, Pass]] = (
+    ("orphans", orphans),
     ("duplicate", duplicate),
     ("cap", cap),
     ("aggregate", aggregate),

@@ -108,6 +108,9 @@ class PassContext:
     """The preview shapes' version of this session (0 for a session logged before shapes)."""
     earlier: Callable[[ToolResult], Earlier | None] = lambda _result: None
     """The stored earlier result of the same call as a fresh one (tool and input), if any."""
+    orphans: Callable[[], Sequence[tuple[ToolResult, Decision]]] = lambda: ()
+    """The pointers whose earlier output is gone from a history just rebuilt, with their
+    decisions (``budget.passes.orphans``)."""
     same_output: Callable[[ToolResult], tuple[str, str] | None] = lambda _result: None
     """(call id, text) of the earlier result shown whole (decided in an earlier request) that a
     fresh one repeats (the same text), or else re-runs (the latest run of the same call)."""

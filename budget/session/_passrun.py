@@ -108,8 +108,7 @@ class Passes:
         for r in turn.fresh:
             if r.call_id not in made:
                 made[r.call_id] = self._candidates.default(r)
-        # The first message a batch rewrites: cache entries of earlier requests that hold it
-        # are of no use from now on (the request record says so, for a resumed session).
+        # The first message a batch rewrites: earlier cache entries holding it are dead now.
         rewritten = [
             c.msg_index
             for cid, d in made.items()
@@ -180,6 +179,7 @@ class Passes:
             preview_version=self._ledger.preview_version,
             earlier=self._earlier,
             same_output=partial(self._candidates.whole.same_output, history=self._history),
+            orphans=partial(self._candidates.whole.orphans, history=self._history),
         )
 
     def _earlier(self, result: ToolResult) -> Earlier | None:

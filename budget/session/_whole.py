@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterator
 from typing import Protocol
 
+from budget._envelope import pointer_target
 from budget._ledger import Decision, Ledger
 from budget._view import Call, ToolResult
 from budget.passes.duplicate import POINTERS
@@ -40,11 +41,18 @@ class Whole:
         """Per text, every result shown whole holding it: a batch trimming the latest may leave
         an earlier one whole, as a resumed session, which notes only those, finds it."""
         self._by_key: dict[str, ToolResult] = {}
+        self._rescanned: list[ToolResult] | None = []
+        """The pointers noted since this index was made (a session's first request, or one
+        after the history was rebuilt), until :meth:`orphans` asks; None once it has."""
         self._pointed: dict[str, str] = {}
         """Per fresh result of the request under way, the result key of the output it repeats."""
 
     def note(self, result: ToolResult, decision: Decision) -> None:
-        """Index ``result`` if ``decision`` shows it whole."""
+        """Index ``result`` if ``decision`` shows it whole (or keep it to check, if a pointer)."""
+        if decision.reason in POINTERS and decision.kind == "spilled":
+            if self._rescanned is not None:
+                self._rescanned.append(result)
+            return
         if decision.kind != "kept" or decision.text is not None or not result.text:
             return
         if result.extra_chars:
@@ -81,6 +89,24 @@ class Whole:
                 self._pointed[result.call_id] = key
                 return call_of(key), run.text
         return None
+
+    def orphans(self, history: History) -> list[tuple[ToolResult, Decision]]:
+        """The pointers of a history just rebuilt whose call is gone from it (the caller dropped
+        or rewrote the earlier messages: compacted its own history), with their decisions.
+
+        Asked once per index: only a rebuilt history (a new index) can have lost an output a
+        pointer names; a history that grows keeps every call it had."""
+        todo, self._rescanned = self._rescanned or [], None
+        if not todo:
+            return []
+        calls = {c.call_id for i in range(len(history)) for c in history.calls(i)}
+        out = []
+        for r in todo:
+            d = self._ledger.get(r.call_id)
+            target = pointer_target(d.text) if d is not None and d.text is not None else None
+            if d is not None and target is not None and target not in calls:
+                out.append((r, d))
+        return out
 
     def spare(self, made: dict[str, Decision]) -> None:
         """Take back the trims of ``made`` (this request's decisions) of the outputs its pointers

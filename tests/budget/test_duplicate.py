@@ -301,16 +301,12 @@ def test_a_repeat_gets_the_same_pointer_live_and_resumed_after_a_batch(tmp_path:
     assert resumed == went_on
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the pointer is decided before the request compacts; compaction then drops the output "
-    "it names, and the frozen pointer cannot be re-decided (no small fix)",
-)
 def test_a_compaction_of_the_same_request_leaves_no_pointer_to_an_output_it_dropped(
     tmp_path: Path,
 ) -> None:
     """A repeat decided in the request that compacts the history away from the output it
-    repeats names a call the copy no longer holds: it is not sent as a pointer."""
+    repeats would name a call the copy no longer holds: the budgeting of the compacted history
+    trims it to a stub (reason 'orphan'), which reads back exactly."""
     from tests.compaction import AUTO, Counting
     from tests.strategies import big, conversation
 
@@ -319,6 +315,9 @@ def test_a_compaction_of_the_same_request_leaves_no_pointer_to_an_output_it_drop
     with Budget.open(tmp_path / "s", AUTO, summarizer=Counting()) as b:
         grown(b, messages[:-2])
         req = b.prepare(messages, now=99)
+        d = b.decision("call_7_0")
+        assert d is not None and (d.kind, d.reason) == ("trimmed", "orphan")
+        assert b.read(ref_for(repeated)) == repeated
     ids = [
         blk["tool_use_id"]
         for m in req.messages
@@ -327,7 +326,9 @@ def test_a_compaction_of_the_same_request_leaves_no_pointer_to_an_output_it_drop
         if blk.get("type") == "tool_result"
     ]
     assert req.report.compacted and ids == ["call_7_0"]
-    assert "the output of call call_0_0" not in shown(req.messages, len(req.messages) - 1)
+    last = shown(req.messages, len(req.messages) - 1)
+    assert "the output of call call_0_0" not in last
+    assert last.startswith("[toolbudget] Old output")
 
 
 def test_a_repeat_of_the_text_with_another_image_is_not_called_the_same_output(
@@ -343,3 +344,41 @@ def test_a_repeat_of_the_text_with_another_image_is_not_called_the_same_output(
     with Budget.open(tmp_path / "s", CONFIG) as b:
         copy = grown(b, messages)
     assert copy[6]["content"][0]["content"][0]["text"] == FILE
+
+
+def test_a_pointer_whose_output_the_caller_dropped_is_trimmed_to_a_stub(tmp_path: Path) -> None:
+    """The caller compacts its own history, dropping the call a pointer names: the pointer moves
+    to trimmed (reason 'orphan'), a stub naming its ref, which reads back exactly; a resumed
+    session gives the same bytes."""
+    messages = history(FILE, "x", FILE, "y")
+    summary = {"role": "user", "content": "Summary of the work so far: a.py was read."}
+    dropped = [summary, *messages[3:]]  # c0 and its output gone, the pointer (c2) kept
+    with Budget.open(tmp_path / "a", CONFIG) as b:
+        grown(b, messages)
+        assert shown(b.prepare(messages, now=20).messages, 6).startswith("[toolbudget] Output")
+        copy = b.prepare(dropped, now=30).messages
+        d = b.decision("c2")
+        assert d is not None and (d.kind, d.reason, d.ref) == ("trimmed", "orphan", ref_for(FILE))
+        assert b.read(ref_for(FILE)) == FILE
+    text = shown(copy, 4)
+    assert text.startswith("[toolbudget] Old output of Read trimmed (3,360 characters, 80 lines)")
+    assert "earlier in this conversation" not in text
+    with Budget.open(tmp_path / "b", CONFIG) as first:
+        grown(first, messages)
+    with Budget.open(tmp_path / "b", CONFIG) as resumed:
+        assert resumed.prepare(dropped, now=30).messages == copy
+
+
+def test_a_pointer_whose_output_is_still_there_stays_a_pointer_after_a_rebuild(
+    tmp_path: Path,
+) -> None:
+    """The caller edits a later message (the history is rebuilt from the frozen decisions): the
+    pointer's earlier output is still there, so the pointer stays as it was."""
+    messages = history(FILE, "x", FILE, "y")
+    with Budget.open(tmp_path / "s", CONFIG) as b:
+        before = grown(b, messages)
+        edited = [*messages[:8], result("c3", "y, edited by the host")]
+        after = b.prepare(edited, now=50).messages
+        d = b.decision("c2")
+    assert d is not None and d.reason == "duplicate"
+    assert shown(after, 6) == shown(before, 6)
