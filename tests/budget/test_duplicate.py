@@ -3,15 +3,19 @@ shown as a pointer to that earlier call, its text stored and read back exactly."
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from budget import Budget, BudgetConfig
 from budget._envelope import same_output
 from budget.previews import apply_delta
 from spill import ref_for
+from tests._lanes import examples
 
 FILE = "".join(f"line {i:04d} of a file the agent reads twice\n" for i in range(80))
 CONFIG: dict[str, Any] = {"fsync": False, "model": "claude-sonnet-4-5"}
@@ -382,3 +386,49 @@ def test_a_pointer_whose_output_is_still_there_stays_a_pointer_after_a_rebuild(
         d = b.decision("c2")
     assert d is not None and d.reason == "duplicate"
     assert shown(after, 6) == shown(before, 6)
+
+
+_POOL = ["".join(f"line {i:03d} of output {k}\n" for i in range(60 + 20 * k)) for k in range(3)] + [
+    "".join(f"line {i:03d} of output 0{' (changed)' if i == 7 else ''}\n" for i in range(60)),
+    "ok\n",
+]
+"""Outputs a few calls share: repeats, a re-run with one line changed, a short one."""
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, len(_POOL) - 1), st.sampled_from(["make", "cat a.py", "ls"])),
+        min_size=2,
+        max_size=14,
+    ),
+    st.lists(st.sampled_from([1.0, 400.0]), min_size=14, max_size=14),
+    st.integers(1, 13),
+)
+def test_pointers_resume_to_the_same_bytes_and_read_back_exactly(
+    rounds: list[tuple[int, str]], gaps: list[float], restart: int
+) -> None:
+    """Outputs drawn from a small pool (repeats, re-runs, cold-cache batches): a session resumed
+    at any request gives the bytes of the one that went on, and every replaced output reads
+    back exactly."""
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
+    for k, (out, command) in enumerate(rounds):
+        block = {"type": "tool_use", "id": f"c{k}", "name": "bash", "input": {"command": command}}
+        messages += [{"role": "assistant", "content": [block]}, result(f"c{k}", _POOL[out])]
+    config = {**CONFIG, "result_cap": 3_000, "preview_chars": 600}
+    with tempfile.TemporaryDirectory() as d:
+        went_on, resumed = Budget.open(Path(d) / "a", config), Budget.open(Path(d) / "b", config)
+        now = 0.0
+        for k, n in enumerate(range(3, len(messages) + 1, 2)):
+            now += gaps[k]
+            if k == restart:
+                resumed.close()
+                resumed = Budget.open(Path(d) / "b", config)
+            a = went_on.prepare(messages[:n], now=now).messages
+            assert resumed.prepare(messages[:n], now=now).messages == a, k
+        for k in range(len(rounds)):
+            dec = went_on.decision(f"c{k}")
+            if dec is not None and dec.ref is not None:
+                assert went_on.read(dec.ref) == _POOL[rounds[k][0]]
+        went_on.close()
+        resumed.close()
