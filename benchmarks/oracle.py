@@ -47,6 +47,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.cache import CacheRules, Segmenter
+from benchmarks.previews import tool_calls
 from benchmarks.pricing import billed_write_price, rules_for
 from benchmarks.readbacks import PAGE_CHARS, Quotes, quotable_lines
 from benchmarks.replay import Replay, replay_trace
@@ -56,7 +57,6 @@ from benchmarks.strategies.toolbudget import SHOWN_DIR
 from benchmarks.trace import Trace, Usage
 from budget import BudgetConfig
 from budget._envelope import same_output, stub
-from budget.formats._common import call_key
 from budget.passes._context import spill_envelope
 from budget.previews import line_delta
 from spill import ref_for
@@ -445,7 +445,7 @@ def plan_trace(
     stubs: dict[tuple[int, int], str] = {}
     cands: list[tuple[tuple[int, int], Candidate]] = []
     originals: dict[str, str] = {}
-    whole = _Shown(config, _call_keys(trace))
+    whole = _Shown(config, {cid: key for cid, (_, key) in tool_calls(trace).items()})
     results = _results(trace)
     for r in results:
         key = (r.msg, r.block)
@@ -572,17 +572,6 @@ class _Shown:
         last = max((i for i, _ in needs), default=-1) + 1
         self.at_of[same[2]] = max(self.at_of.get(same[2], 0), last)
         return pointer
-
-
-def _call_keys(trace: Trace) -> dict[str, str]:
-    """Per tool-use id, the call's key (what a re-run repeats)."""
-    out: dict[str, str] = {}
-    for message in trace.messages:
-        content = message.get("content") if message.get("role") == "assistant" else None
-        for b in content if isinstance(content, list) else ():
-            if isinstance(b, dict) and b.get("type") == "tool_use":
-                out[str(b.get("id", ""))] = call_key(str(b.get("name", "")), b.get("input"))
-    return out
 
 
 def _envelope_if_it_pays(

@@ -41,7 +41,7 @@ from budget.passes._context import spill_envelope
 from budget.previews import SHAPES, Earlier
 from spill import ref_for
 
-__all__ = ["MIN_CASES", "PreviewHits", "ShapeHits", "preview_hits", "previews_table"]
+__all__ = ["MIN_CASES", "PreviewHits", "ShapeHits", "preview_hits", "previews_table", "tool_calls"]
 
 MIN_CASES = 10
 """Cases a shape needs before its hit rates are compared (issue 32's bar)."""
@@ -115,8 +115,8 @@ def _shown(envelope: str, *, delta: bool) -> set[str]:
     return shown_lines(envelope) if delta else quotable_lines(envelope)
 
 
-def _calls(trace: Trace) -> dict[str, tuple[str, str]]:
-    """Per tool-use id, (tool name, call key)."""
+def tool_calls(trace: Trace) -> dict[str, tuple[str, str]]:
+    """Per tool-use id, (tool name, call key: what a re-run repeats)."""
     out: dict[str, tuple[str, str]] = {}
     for message in trace.messages:
         content = message.get("content")
@@ -147,7 +147,7 @@ def _errors(trace: Trace) -> set[str]:
 
 
 def _trace_cases(trace: Trace, quotes: Quotes, chars: int) -> list[tuple[_Case, Earlier | None]]:
-    calls, errors = _calls(trace), _errors(trace)
+    calls, errors = tool_calls(trace), _errors(trace)
     quoted: dict[int, set[str]] = {}
     for events in quotes.events:
         for line, k in events:

@@ -39,7 +39,7 @@ STAGES = (
     "budget.passes.cap:spill",
     "budget.passes._context:envelope",
     "budget.passes.cap:weigh",
-    "budget.passes.staleness:stub",
+    "budget.passes._context:stub",
     "budget.session._quotes:Quotes.note",
     "budget.session._bodies:Bodies.materialize",
     "budget.session._outcome:Outcome.request_records",

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from budget._config import BudgetConfig
-from budget._envelope import envelope
+from budget._envelope import envelope, stub
 from budget._ledger import Decision, Kind, make_decision
 from budget._view import ToolResult
 from budget.policy import Item, Observed, Outlook, Prices, Verdict
@@ -23,6 +23,7 @@ __all__ = [
     "replaced",
     "spill",
     "spill_envelope",
+    "trim",
 ]
 
 
@@ -157,6 +158,22 @@ def spill(ctx: PassContext, result: ToolResult, reason: str, *, ref: str | None 
         earlier=earlier,
     )
     return replaced(result, "spilled", reason, text, ref, preview=version)
+
+
+def trim(ctx: PassContext, result: ToolResult, reason: str, ref: str | None = None) -> Decision:
+    """The decision to trim ``result`` to its stub (its full text stored at ``ref``, or at its
+    own hash), computed once and frozen."""
+    cfg = ctx.config
+    ref = ref or ctx.ref_for(result.text)
+    text = stub(
+        result.text,
+        ref=ref,
+        tool=result.tool,
+        chars=cfg.stub_chars,
+        read_tool=cfg.read_tool_name,
+        path=ctx.path_of(ref) if cfg.include_path else None,
+    )
+    return replaced(result, "trimmed", reason, text, ref)
 
 
 def spill_envelope(

@@ -10,26 +10,12 @@ everything from there is new to the cache anyway.
 
 from __future__ import annotations
 
-from budget._envelope import stub
 from budget._ledger import Decision
-from budget.passes._context import PassContext, replaced
+from budget.passes._context import PassContext, trim
 
 __all__ = ["orphans"]
 
 
 def orphans(ctx: PassContext) -> list[Decision]:
     """Trim to a stub each pointer whose earlier output is gone from the history."""
-    cfg = ctx.config
-    out = []
-    for result, decision in ctx.orphans():
-        ref = decision.ref or ctx.ref_for(result.text)
-        text = stub(
-            result.text,
-            ref=ref,
-            tool=result.tool,
-            chars=cfg.stub_chars,
-            read_tool=cfg.read_tool_name,
-            path=ctx.path_of(ref) if cfg.include_path else None,
-        )
-        out.append(replaced(result, "trimmed", "orphan", text, ref))
-    return out
+    return [trim(ctx, result, "orphan", decision.ref) for result, decision in ctx.orphans()]

@@ -10,9 +10,8 @@ otherwise the session waits. An overflow forces a batch of everything eligible.
 
 from __future__ import annotations
 
-from budget._envelope import stub
 from budget._ledger import Decision
-from budget.passes._context import PassContext, replaced
+from budget.passes._context import PassContext, trim
 from budget.policy import Verdict, allowance, best_cut
 
 __all__ = ["batch", "reason_of", "staleness"]
@@ -73,18 +72,4 @@ def staleness(ctx: PassContext) -> list[Decision]:
     if chosen is None:
         return []
     cut, reason = chosen
-    cfg = ctx.config
-    out = []
-    for cand in ctx.staleness.eligible[cut:]:
-        result, prev = cand.result, cand.decision
-        ref = prev.ref or ctx.ref_for(result.text)
-        text = stub(
-            result.text,
-            ref=ref,
-            tool=result.tool,
-            chars=cfg.stub_chars,
-            read_tool=cfg.read_tool_name,
-            path=ctx.path_of(ref) if cfg.include_path else None,
-        )
-        out.append(replaced(result, "trimmed", reason, text, ref))
-    return out
+    return [trim(ctx, c.result, reason, c.decision.ref) for c in ctx.staleness.eligible[cut:]]
