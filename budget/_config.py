@@ -145,6 +145,12 @@ class BudgetConfig(BaseSettings):
     """A cache read, x the base input price. None: the published price of ``model``
     (``budget.policy.price_list``: Claude 0.1, GPT-5 0.1, GPT-4.1, o3 and o4-mini 0.25, GPT-4o,
     o1 and o3-mini 0.5, Gemini 2.5 and newer 0.1), Anthropic's 0.1 when the model is not known."""
+    cache_breakpoints: bool | None = None
+    """Whether the provider caches at explicit breakpoints (Anthropic's ``cache_control``: a
+    lookup reaches 20 blocks back, a write costs extra) or automatically by prefix (False:
+    OpenAI, Google). None: the maker of ``model``; for a model not known, the API the messages
+    are shaped for (OpenAI's formats carry no breakpoint: automatic). The usage corrects it:
+    reads and never a write are automatic caching."""
     promise_tolerance: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0.005
     """What a session may be billed above sending everything, as a share of its bill: a decision
     that can lose is taken when the savings banked plus this share cover its worst case, or when

@@ -104,6 +104,10 @@ class Format:
     """
 
     name: str
+    breakpoints: bool = True
+    """Whether this format's API caches at explicit breakpoints (Anthropic's ``cache_control``),
+    as the cost model assumes when neither the caller nor the model's name tells; False for
+    automatic prefix caching (OpenAI's formats have no breakpoint to mark)."""
 
     def scan(self, index: int, message: Any) -> Scanned:
         """Validate one message and say what it holds; raise InputError naming what is wrong."""

@@ -203,7 +203,10 @@ def _open(settings: ToolbudgetSettings, trace: Trace, workdir: Path) -> Toolbudg
     one it does not list) the trace is billed at its provider's prices
     (:func:`benchmarks.pricing.rules_for`), and the session is given them where the settings
     leave them open: an adopter knows what their provider charges, and sets it
-    (``cache_read_price``, ``cache_write_price``) where the library cannot tell."""
+    (``cache_read_price``, ``cache_write_price``) where the library cannot tell. The caching
+    style too (``cache_breakpoints``): the session is fed every trace in Anthropic's shape, where
+    an adopter of an OpenAI-shaped API would hand it that API's messages, whose format tells
+    it (``Format.breakpoints``)."""
     config = settings.budget
     if config.model is None and trace.model:
         config = config.model_copy(update={"model": trace.model})
@@ -212,6 +215,7 @@ def _open(settings: ToolbudgetSettings, trace: Trace, workdir: Path) -> Toolbudg
         billed = {
             "cache_read_price": rules.read_price,
             "cache_write_price": billed_write_price(trace, rules),
+            "cache_breakpoints": trace.provider == "anthropic",
         }
         unset = {k: v for k, v in billed.items() if getattr(config, k) is None}
         config = config.model_copy(update=unset)

@@ -35,6 +35,7 @@ class OpenAIChatFormat(ShapedFormat):
     """The Chat Completions message list, as dicts or as the SDK's models."""
 
     name = "openai_chat"
+    breakpoints = False  # OpenAI caches by prefix, automatically (docs, "Prompt caching")
 
     def scan(self, index: int, message: Any) -> Scanned:
         """Validate one message and say which calls and results it holds."""

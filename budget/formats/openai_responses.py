@@ -60,6 +60,7 @@ class OpenAIResponsesFormat(ShapedFormat):
     """The Responses API ``input`` list, as dicts or as the SDK's models."""
 
     name = "openai_responses"
+    breakpoints = False  # OpenAI caches by prefix, automatically (docs, "Prompt caching")
 
     def scan(self, index: int, message: Any) -> Scanned:
         """Validate one item and say which call or result it holds.

@@ -93,14 +93,28 @@ GEMINI_READ: tuple[tuple[str, float], ...] = (
 
 
 def price_list(
-    model: str | None, *, write: float | None = None, read: float | None = None
+    model: str | None,
+    *,
+    write: float | None = None,
+    read: float | None = None,
+    breakpoints: bool | None = None,
+    wire: bool = True,
 ) -> PriceList:
     """The prompt-cache prices of ``model`` (a name as its API or a router spells it, e.g.
     ``claude-sonnet-4-5``, ``openai/gpt-4o-mini``, ``google/gemini-2.5-pro``): its maker's list
     when the name tells which, Anthropic's (:data:`ANTHROPIC_PRICES`) otherwise; ``write`` and
     ``read``, where given, are the caller's own prices and replace the list's (the 1-hour write
-    then in the list's proportion to its write)."""
+    then in the list's proportion to its write).
+
+    The caching style: ``breakpoints`` where the caller tells it (explicit breakpoints, or
+    automatic prefix caching: False), else the maker's; where the name does not tell the maker,
+    the style of the API the messages are shaped for (``wire``: ``Format.breakpoints``), since
+    OpenAI's message formats carry no breakpoint to cache at. An automatic cache bills no write
+    surcharge (OpenAI and Google), explicit breakpoints Anthropic's."""
     listed = _listed(model)
+    style = breakpoints if breakpoints is not None else (wire if listed is UNKNOWN else None)
+    if style is not None and style != listed.explicit:
+        listed = _styled(listed, explicit=style)
     if write is None and read is None:
         return listed
     return PriceList(
@@ -111,6 +125,16 @@ def price_list(
         source=f"{listed.source}, the caller's prices",
         known=listed.known,
     )
+
+
+def _styled(listed: PriceList, *, explicit: bool) -> PriceList:
+    """``listed`` with the other caching style, and its write prices."""
+    if explicit:
+        w, long, style = ANTHROPIC_PRICES.write, ANTHROPIC_PRICES.write_long, "explicit breakpoints"
+    else:
+        w, long, style = 1.0, 1.0, "automatic caching"
+    source = f"{listed.source}, {style}"
+    return replace(listed, write=w, write_long=long, explicit=explicit, source=source)
 
 
 def _listed(model: str | None) -> PriceList:

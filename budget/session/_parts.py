@@ -14,13 +14,13 @@ from budget._config import BudgetConfig
 from budget._ledger import Ledger
 from budget._log import Events
 from budget.compaction._compactor import Compactor
-from budget.policy import ANTHROPIC_PRICES, PriceList, price_list
 from budget.session._bodies import Bodies
 from budget.session._candidates import Candidates
 from budget.session._copies import Copies
 from budget.session._estimator import Estimator
 from budget.session._history import History
 from budget.session._journal import Journal
+from budget.session._prices import SessionPrices
 from budget.session._quotes import Quotes
 from budget.session._resumed import Reactive
 from budget.session._tally import Tally
@@ -59,11 +59,10 @@ class Parts:
     """The staleness candidates."""
     quotes: Quotes
     """The kept results' quotable lines and those found needed (read-back evidence)."""
+    prices: SessionPrices
+    """The prompt-cache prices the cost policy and the bill use (``_prices``)."""
     reactive: Reactive = field(default_factory=Reactive)
     """The reactive compaction schedule the log left (for compaction's turn)."""
-    prices: PriceList = ANTHROPIC_PRICES
-    """The prompt-cache prices the cost policy and the bill use: the caller's, else the
-    model's published ones (``budget.policy.price_list``)."""
 
     @classmethod
     def build(
@@ -108,8 +107,6 @@ class Parts:
             copies=Copies(ledger, log, history, candidates),
             candidates=candidates,
             quotes=Quotes(config, ledger, history, resumed.evidence),
+            prices=SessionPrices(config),
             reactive=resumed.reactive,
-            prices=price_list(
-                config.model, write=config.cache_write_price, read=config.cache_read_price
-            ),
         )

@@ -72,7 +72,7 @@ class Passes:
             # A usage we have not seen is a new successful response: the overflow streak ends.
             self._tally.last_usage = key
             self._tally.overflows = 0
-            self._tally.usage_bill = self._prices.bill(
+            self._tally.usage_bill = self._prices.listed.bill(
                 u.input_tokens, u.cache_read_tokens, u.cache_write_tokens, u.cache_write_1h_tokens
             )
             self._tally.observed = self._tally.observed.after_usage(
@@ -128,7 +128,7 @@ class Passes:
         frozen = self._group_frozen_chars(turn.fresh)
         # The usage's counts this request prices with (no count they read changes before the
         # passes run). Without a cache no result is too small to trim as it ages.
-        cfg, listed = self.config, self._prices
+        cfg, listed = self.config, self._prices.listed
         prices = prices_for(
             self._tally.observed,
             write=listed.write,

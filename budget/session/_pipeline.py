@@ -72,6 +72,7 @@ class Pipeline:
     ) -> Prepared:
         """One request: scan → passes → store → apply → report → log."""
         p, outcome = self._parts, self._outcome
+        p.prices.use(fmt)
         before = p.tally.counters()
         retry = p.tally.is_retry(len(messages))
         outcome.roll_back(before, retry=retry)

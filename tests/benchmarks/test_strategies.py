@@ -696,14 +696,15 @@ def test_replay_priced_by_cache_sim_shows_prefix_break_of_masking(tmp_path: Path
 
 
 @pytest.mark.parametrize(
-    ("provider", "model", "settings", "prices"),
+    ("provider", "model", "settings", "prices", "breakpoints"),
     [
-        ("openai", None, {}, (1.0, 0.5)),
-        ("openai", "gpt-3.5-turbo", {}, (1.0, 0.5)),
-        ("anthropic", None, {}, (1.25, 0.1)),
-        ("openai", "gpt-4.1-mini", {}, (None, None)),
-        ("anthropic", None, {"cache_write_price": 0.001}, (0.001, 0.1)),
-        ("openai", None, {"cache_read_price": 0.2}, (1.0, 0.2)),
+        ("openai", None, {}, (1.0, 0.5), False),
+        ("openai", "gpt-3.5-turbo", {}, (1.0, 0.5), False),
+        ("anthropic", None, {}, (1.25, 0.1), True),
+        ("openai", "gpt-4.1-mini", {}, (None, None), None),
+        ("anthropic", None, {"cache_write_price": 0.001}, (0.001, 0.1), True),
+        ("openai", None, {"cache_read_price": 0.2}, (1.0, 0.2), False),
+        ("openai", None, {"cache_breakpoints": True}, (1.0, 0.5), True),
     ],
 )
 def test_toolbudget_is_priced_as_its_trace_is_billed(
@@ -711,15 +712,18 @@ def test_toolbudget_is_priced_as_its_trace_is_billed(
     model: str | None,
     settings: dict[str, float],
     prices: tuple[float | None, float | None],
+    breakpoints: bool | None,
     tmp_path: Path,
 ) -> None:
     """A trace whose model the library lists tells the session its model (the library's price
     list prices it); one whose model it does not list (none, or an unlisted one) is billed at
     its provider's prices, which the session is given where its settings leave them open, as
-    an adopter sets their provider's (OpenAI's unlisted model: 0.5x reads, no write surcharge);
-    a price set for the run stays."""
+    an adopter sets their provider's (OpenAI's unlisted model: 0.5x reads, no write surcharge,
+    automatic caching, as its API's message format would tell the library); a setting given
+    for the run stays."""
     trace = replace(mixed_trace(), provider=provider, model=model)
     session = strategies.get("toolbudget", fsync=False, **settings).open(trace, tmp_path)
     config = session.budget.config  # type: ignore[attr-defined]
     assert (config.cache_write_price, config.cache_read_price) == prices
+    assert config.cache_breakpoints is breakpoints
     assert config.model == model

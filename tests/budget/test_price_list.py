@@ -11,7 +11,7 @@ import pytest
 
 from budget import Budget, BudgetConfig
 from budget.policy import ANTHROPIC_PRICES, PriceList, price_list
-from tests.strategies import conversation
+from tests.strategies import chat_conversation, conversation
 
 
 @pytest.mark.parametrize(
@@ -71,12 +71,36 @@ def test_the_callers_prices_replace_the_lists() -> None:
     assert price_list("claude-opus-4-7", write=2.5).write_long == 4.0
 
 
-def _saving_per_hidden_token(tmp_path: Path, **cfg: Any) -> tuple[float, float]:
+def test_the_caching_style_is_the_callers_else_the_makers_else_the_messages_api() -> None:
+    """The caller's ``breakpoints`` restyle any list (automatic: no write surcharge; explicit:
+    Anthropic's writes); a name that tells its maker keeps the maker's style whatever the
+    messages' API; a name that does not takes that API's (OpenAI's formats: automatic)."""
+    auto = price_list("claude-sonnet-4-5", breakpoints=False)
+    assert (auto.write, auto.read, auto.write_long, auto.explicit) == (1.0, 0.1, 1.0, False)
+    marked = price_list("gpt-4o", breakpoints=True)
+    assert (marked.write, marked.read, marked.write_long, marked.explicit) == (1.25, 0.5, 2.0, True)
+    assert price_list("claude-sonnet-4-5", wire=False) == ANTHROPIC_PRICES
+    assert price_list("gpt-4o", wire=True).explicit is False
+    unknown = price_list(None, wire=False)
+    assert (unknown.write, unknown.read, unknown.explicit, unknown.known) == (
+        1.0,
+        0.1,
+        False,
+        False,
+    )
+    assert price_list(None, wire=False, breakpoints=True).explicit is True
+    # The caller's own write price wins over the style's.
+    assert price_list(None, wire=False, write=1.1).write == 1.1
+
+
+def _saving_per_hidden_token(
+    tmp_path: Path, messages: Any = None, **cfg: Any
+) -> tuple[float, float]:
     """(the verdict's saving per hidden token, its expected later requests) for a first request
     whose one result (10,000 characters) the cost model weighs."""
     text = "".join(f"{i:05d} " + "y" * 53 + "\n" for i in range(166))  # 9,960 characters
     with Budget.open(tmp_path, BudgetConfig(fsync=False, **cfg)) as session:
-        msgs = conversation([[text]])
+        msgs = (messages or conversation)([[text]])
         (decision,) = session.prepare(msgs, now=0).report.decisions
     verdict = decision.cost
     assert verdict is not None and verdict.reclaim_tokens > 0
@@ -97,6 +121,20 @@ def test_a_session_prices_with_its_models_list_unless_the_caller_set_prices(
     assert gpt == pytest.approx(1.0 + 0.5 * n)
     own, _ = _saving_per_hidden_token(tmp_path / "d", model="gpt-4o", cache_read_price=0.1)
     assert own == pytest.approx(1.0 + 0.1 * n)
+
+
+def test_a_session_of_openai_messages_and_no_known_model_prices_automatic_caching(
+    tmp_path: Path,
+) -> None:
+    """Chat Completions messages with no model given: automatic caching's write at the base
+    price (1.0 + 0.1n, not Anthropic's 1.25 + 0.1n), unless the caller says breakpoints."""
+    claude, n = _saving_per_hidden_token(tmp_path / "a")
+    chat, m = _saving_per_hidden_token(tmp_path / "b", chat_conversation)
+    assert m == n
+    assert claude == pytest.approx(1.25 + 0.1 * n)
+    assert chat == pytest.approx(1.0 + 0.1 * n)
+    marked, _ = _saving_per_hidden_token(tmp_path / "c", chat_conversation, cache_breakpoints=True)
+    assert marked == pytest.approx(claude)
 
 
 def _usage(written: int, one_hour: int | None) -> dict[str, Any]:
