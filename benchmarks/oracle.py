@@ -5,7 +5,7 @@ second plan, longer than its preview: ``result_cap`` as a ceiling, :data:`SPILL_
 replaced by toolbudget's envelope (the same bytes :func:`budget.passes._context.spill_envelope`
 makes), an old result or envelope by toolbudget's stub (:func:`budget._envelope.stub`), and only
 where toolbudget may trim: outside the last ``protect_rounds`` rounds, longer than
-``stale_floor``, not exempt. What it knows that toolbudget does not: how many requests remain, when the pauses
+``stale_floor`` at the trace's read price (:func:`budget.policy.floor_at`), not exempt. What it knows that toolbudget does not: how many requests remain, when the pauses
 that let the cache expire come, and which results the agent will quote later. It therefore
 never trims a result before its last quote (a read-back would cost a whole extra request), and
 spills a fresh result only when what it saves over the rest of the trace outweighs the
@@ -58,6 +58,7 @@ from benchmarks.trace import Trace, Usage
 from budget import BudgetConfig
 from budget._envelope import same_output, stub
 from budget.passes._context import spill_envelope
+from budget.policy import floor_at
 from budget.previews import line_delta
 from spill import ref_for
 
@@ -473,9 +474,9 @@ def plan_trace(
         if shown == r.text and r.text:
             whole.note(r, seen, key)
         # A spilled result may be trimmed later too, as toolbudget's staleness pass does when its
-        # envelope is over the floor (budget/session/_candidates.py); without a cache there is
-        # no floor, as there (any result longer than its stub).
-        if rules.enabled and len(shown) <= config.stale_floor:
+        # envelope is over the floor at its read price (budget.policy.floor_at); without a cache
+        # there is no floor, as there (any result longer than its stub).
+        if rules.enabled and len(shown) <= floor_at(config.stale_floor, rules.read_price):
             continue
         eligible = next(
             (i for i in range(len(ends)) if r.round < rounds_at[i] - config.protect_rounds),

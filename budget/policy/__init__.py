@@ -31,12 +31,21 @@ from budget.policy._costs import (
     readbacks_per_need,
     spill_verdict,
 )
-from budget.policy._cut import LOOKBACK_BLOCKS, Item, best_cut, lookup_reach, stale_trim_after
+from budget.policy._cut import (
+    FLOOR_READ_PRICE,
+    LOOKBACK_BLOCKS,
+    Item,
+    best_cut,
+    floor_at,
+    lookup_reach,
+    stale_trim_after,
+)
 from budget.policy._observed import MIN_CACHEABLE_PROMPT, ONE_HOUR_S, Observed
 from budget.policy._pricelist import ANTHROPIC_PRICES, PriceList, price_list
 
 __all__ = [
     "ANTHROPIC_PRICES",
+    "FLOOR_READ_PRICE",
     "LOOKBACK_BLOCKS",
     "MIN_CACHEABLE_PROMPT",
     "NO_CACHE_AFTER",
@@ -56,6 +65,7 @@ __all__ = [
     "breach_chance",
     "expected_remaining",
     "fill_chance",
+    "floor_at",
     "lookup_reach",
     "outlook",
     "price_list",

@@ -27,7 +27,15 @@ from budget.policy._costs import (
 )
 from budget.policy._observed import Observed
 
-__all__ = ["LOOKBACK_BLOCKS", "Item", "best_cut", "lookup_reach", "stale_trim_after"]
+__all__ = [
+    "FLOOR_READ_PRICE",
+    "LOOKBACK_BLOCKS",
+    "Item",
+    "best_cut",
+    "floor_at",
+    "lookup_reach",
+    "stale_trim_after",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +59,26 @@ LOOKBACK_BLOCKS = 20
 """Content blocks before a breakpoint at which Anthropic still finds an earlier cache entry
 (Anthropic docs, "Prompt caching": hits are checked at block boundaries up to about 20 blocks
 before each explicit breakpoint). A trim further back than that re-writes the whole prompt."""
+
+
+FLOOR_READ_PRICE = 0.1
+"""The read price ``stale_floor`` is set at: the cache pricing the product's defaults are
+stated in (writes 1.25x, reads 0.1x of the base input price: Anthropic's list, as GPT-5's and
+Gemini 2.5's reads)."""
+
+
+def floor_at(floor_chars: int, read: float) -> float:
+    """The stale floor at a read price of ``read``: ``floor_chars`` at :data:`FLOOR_READ_PRICE`,
+    in proportion elsewhere.
+
+    The floor spares a cache re-write for a trim that reclaims little; what is little is what
+    the trim saves on each later request, its tokens at the read price. A result of 2,000
+    characters carried at Claude's 0.1x costs what one of 400 does at GPT-4o's 0.5x, and one
+    of 200 billed at the base price (no cache, where every result with tokens to reclaim is a
+    candidate). A read that costs nothing has no floor to reach: nothing is trimmed for it."""
+    if read <= 0:
+        return math.inf
+    return floor_chars * FLOOR_READ_PRICE / read
 
 
 def lookup_reach(messages: Sequence[Any], before: Callable[[int], int]) -> int:

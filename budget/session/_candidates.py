@@ -99,14 +99,19 @@ class Candidates:
     and the decision a result stands under. Its state is the candidates and the start of those
     not trimmed yet; the round a request is at is given by the caller (the history knows it)."""
 
-    def __init__(self, config: BudgetConfig, ledger: Ledger, text_tokens: TextTokens) -> None:
+    def __init__(
+        self, config: BudgetConfig, ledger: Ledger, text_tokens: TextTokens, floor: float
+    ) -> None:
         self._config, self._ledger, self._tt = config, ledger, text_tokens
+        self._floor = floor
+        """The stale floor in characters at the session's read price (``budget.policy.floor_at``)."""
         self.reset()
 
     def reset(self) -> None:
         """Forget every candidate (with the history cache): the next scan finds them again."""
         self._floored = _Pool()
-        """Candidates over the stale floor: what a batch may trim where a cache is kept."""
+        """Candidates over the stale floor (at the session's read price): what a batch may
+        trim where a cache is kept."""
         self._all = _Pool()
         """Every candidate with tokens to reclaim: without a cache nothing re-written is lost,
         so a result is trimmed as it ages whatever its size (SPEC 3), when the trim pays."""
@@ -177,7 +182,7 @@ class Candidates:
                 continue
             # Out of order (a late result for an old call) in a pool: it stays as it is there.
             cand, taken = _Cand(r, reclaim), False
-            if d.shown_chars() > cfg.stale_floor and not self._floored.late(r.round):
+            if d.shown_chars() > self._floor and not self._floored.late(r.round):
                 self._floored.append(cand)
                 taken = True
             if not self._all.late(r.round):

@@ -14,6 +14,7 @@ from budget._config import BudgetConfig
 from budget._ledger import Ledger
 from budget._log import Events
 from budget.compaction._compactor import Compactor
+from budget.policy import floor_at
 from budget.session._bodies import Bodies
 from budget.session._candidates import Candidates
 from budget.session._copies import Copies
@@ -83,7 +84,11 @@ class Parts:
             None if text_tokens is not None else load_estimates(store, profile, profile.text_tokens)
         )
         tt = TextTokens(profile, exact=text_tokens, known=known)
-        candidates = Candidates(config, ledger, tt)
+        prices = SessionPrices(config)
+        # The format never changes the read price: the floor is the session's from the start.
+        candidates = Candidates(
+            config, ledger, tt, floor_at(config.stale_floor, prices.listed.read)
+        )
         history = History(config, ledger, log, profile, tt)
         resumed = journal.restore(ledger, compactor, config.model)
         return cls(
@@ -107,6 +112,6 @@ class Parts:
             copies=Copies(ledger, log, history, candidates),
             candidates=candidates,
             quotes=Quotes(config, ledger, history, resumed.evidence),
-            prices=SessionPrices(config),
+            prices=prices,
             reactive=resumed.reactive,
         )

@@ -25,6 +25,7 @@ from budget.policy import (
     breach_chance,
     expected_remaining,
     fill_chance,
+    floor_at,
     outlook,
     prices_for,
     readback_chance,
@@ -461,11 +462,11 @@ def test_a_session_without_cache_reads_trims_results_as_they_age(tmp_path: Path)
     assert sum(r.staleness_cost is not None and r.staleness_cost.choice == "wait" for r in warm) > 3
 
 
-def _drive_small(usage: dict[str, int], path: Path) -> list[Any]:
+def _drive_small(usage: dict[str, int], path: Path, **config: Any) -> list[Any]:
     """``_drive`` on 14 rounds of 1,900-character results: under the 2,000-character floor."""
     history = _rounds(14, 1_900)
     reports = []
-    with Budget.open(path, {"fsync": False}) as session:
+    with Budget.open(path, {"fsync": False, **config}) as session:
         for end in range(3, len(history) + 1, 2):
             answered = {**usage, "output_tokens": end}
             reports.append(session.prepare(history[:end], usage=answered, now=5.0 * end).report)
@@ -483,6 +484,23 @@ def test_without_a_cache_results_under_the_floor_are_trimmed_as_they_age(tmp_pat
     cached = _drive_small({"input_tokens": 10, "cache_read_input_tokens": 5_000}, tmp_path / "c")
     assert not any(r.staleness_ran for r in cached)
     assert all(r.staleness_cost is None or r.staleness_cost.reclaim_tokens == 0 for r in cached)
+
+
+def test_the_floor_falls_as_the_read_price_rises(tmp_path: Path) -> None:
+    """The floor is a carried cost: 2,000 characters at 0.1x reads are 400 at GPT-4o's 0.5x, so
+    the 1,900-character results a 0.1x cache never weighs are a batch's candidates at 0.5x, and
+    none at 0.09x (a floor of 2,222)."""
+    assert floor_at(2_000, 0.1) == 2_000
+    assert floor_at(2_000, 0.5) == pytest.approx(400)
+    assert floor_at(2_000, 1.0) == pytest.approx(200)
+    assert floor_at(2_000, 0.0) == math.inf
+    read = {"input_tokens": 10, "cache_read_input_tokens": 5_000}
+    dear = _drive_small(read, tmp_path / "dear", cache_read_price=0.5)
+    weighed = [r.staleness_cost for r in dear if r.staleness_cost is not None]
+    assert any(c.reclaim_tokens > 0 for c in weighed)
+    cheap = _drive_small(read, tmp_path / "cheap", cache_read_price=0.09)
+    assert not any(r.staleness_ran for r in cheap)
+    assert all(r.staleness_cost is None or r.staleness_cost.reclaim_tokens == 0 for r in cheap)
 
 
 def test_every_priced_decision_carries_its_two_costs(tmp_path: Path) -> None:
