@@ -5,7 +5,7 @@ second plan, longer than its preview: ``result_cap`` as a ceiling, :data:`SPILL_
 replaced by toolbudget's envelope (the same bytes :func:`budget.passes._context.spill_envelope`
 makes), an old result or envelope by toolbudget's stub (:func:`budget._envelope.stub`), and only
 where toolbudget may trim: outside the last ``protect_rounds`` rounds, longer than
-``stale_floor`` at the trace's read price (:func:`budget.policy.floor_at`), not exempt. What it knows that toolbudget does not: how many requests remain, when the pauses
+``stale_floor`` at the session's read price (:func:`budget.policy.floor_at`), not exempt. What it knows that toolbudget does not: how many requests remain, when the pauses
 that let the cache expire come, and which results the agent will quote later. It therefore
 never trims a result before its last quote (a read-back would cost a whole extra request), and
 spills a fresh result only when what it saves over the rest of the trace outweighs the
@@ -53,12 +53,12 @@ from benchmarks.readbacks import PAGE_CHARS, Quotes, quotable_lines
 from benchmarks.replay import Replay, replay_trace
 from benchmarks.strategies._base import Messages
 from benchmarks.strategies._common import is_error, result_text
-from benchmarks.strategies.toolbudget import SHOWN_DIR
+from benchmarks.strategies.toolbudget import SHOWN_DIR, session_config
 from benchmarks.trace import Trace, Usage
 from budget import BudgetConfig
 from budget._envelope import same_output, stub
 from budget.passes._context import spill_envelope
-from budget.policy import floor_at
+from budget.policy import floor_at, price_list
 from budget.previews import line_delta
 from spill import ref_for
 
@@ -428,6 +428,10 @@ def plan_trace(
     write = billed_write_price(trace, rules)
     read = rules.read_price if rules.enabled else 1.0
     write = write if rules.enabled else 1.0
+    # The floor of a session replaying the trace: at the read price it is given or lists.
+    given = session_config(config, trace)
+    listed = price_list(given.model, read=given.cache_read_price).read
+    floor = floor_at(config.stale_floor, listed, config.stub_chars)
     messages = list(trace.messages)
     tokens = [count(m) for m in messages]
     header = (
@@ -474,9 +478,9 @@ def plan_trace(
         if shown == r.text and r.text:
             whole.note(r, seen, key)
         # A spilled result may be trimmed later too, as toolbudget's staleness pass does when its
-        # envelope is over the floor at its read price (budget.policy.floor_at); without a cache
-        # there is no floor, as there (any result longer than its stub).
-        if rules.enabled and len(shown) <= floor_at(config.stale_floor, rules.read_price):
+        # envelope is over the floor at the session's read price (budget.policy.floor_at);
+        # without a cache there is no floor, as there (any result longer than its stub).
+        if rules.enabled and len(shown) <= floor:
             continue
         eligible = next(
             (i for i in range(len(ends)) if r.round < rounds_at[i] - config.protect_rounds),

@@ -123,8 +123,10 @@ class BudgetConfig(BaseSettings):
     """The last this-many rounds are never trimmed."""
     stale_floor: Annotated[int, Field(ge=0)] = 2_000
     """Results at or under this many characters are never trimmed where a cache is kept (the
-    floor spares a re-write for little); without a cache the cost model prices any aged result
-    longer than its stub."""
+    floor spares a re-write for little), at a cache read of 0.1x the base price or less; at a
+    dearer read the floor falls in proportion, never under ``stub_chars``
+    (``budget.policy.floor_at``). Without a cache the cost model prices any aged result longer
+    than its stub."""
     stub_chars: Annotated[int, Field(ge=40)] = 300
     min_reclaim_tokens: Annotated[int, Field(ge=0)] = 10_000
     """Not read since the cost policy prices every batch (issue 30); kept so that settings

@@ -43,6 +43,7 @@ __all__ = [
     "RecordingSummarizer",
     "ToolbudgetSession",
     "ToolbudgetSettings",
+    "session_config",
     "usage_dict",
 ]
 
@@ -197,8 +198,20 @@ def _configure_compact(*, read_tool: bool = False, **overrides: Any) -> Toolbudg
 
 
 def _open(settings: ToolbudgetSettings, trace: Trace, workdir: Path) -> ToolbudgetSession:
-    """A Budget session in ``workdir/session``, told the trace's model as an adopter would
-    (it picks the tokenizer family of the estimates and the published cache prices; the window
+    """A Budget session in ``workdir/session``, configured as :func:`session_config` says."""
+    summarizer = RecordingSummarizer() if settings.compact else None
+    return ToolbudgetSession(
+        session_config(settings.budget, trace),
+        workdir / "session",
+        read_tool=settings.read_tool,
+        summarizer=summarizer,
+        shown_dir=settings.shown_dir,
+    )
+
+
+def session_config(config: BudgetConfig, trace: Trace) -> BudgetConfig:
+    """``config`` as a session replaying ``trace`` is given it: told the trace's model as an
+    adopter would (it picks the tokenizer family of the estimates and the published cache prices; the window
     stays as configured). Where the library's price list does not know the model (no model, or
     one it does not list) the trace is billed at its provider's prices
     (:func:`benchmarks.pricing.rules_for`), and the session is given them where the settings
@@ -207,7 +220,6 @@ def _open(settings: ToolbudgetSettings, trace: Trace, workdir: Path) -> Toolbudg
     style too (``cache_breakpoints``): the session is fed every trace in Anthropic's shape, where
     an adopter of an OpenAI-shaped API would hand it that API's messages, whose format tells
     it (``Format.breakpoints``)."""
-    config = settings.budget
     if config.model is None and trace.model:
         config = config.model_copy(update={"model": trace.model})
     if not price_list(config.model).known:
@@ -219,14 +231,7 @@ def _open(settings: ToolbudgetSettings, trace: Trace, workdir: Path) -> Toolbudg
         }
         unset = {k: v for k, v in billed.items() if getattr(config, k) is None}
         config = config.model_copy(update=unset)
-    summarizer = RecordingSummarizer() if settings.compact else None
-    return ToolbudgetSession(
-        config,
-        workdir / "session",
-        read_tool=settings.read_tool,
-        summarizer=summarizer,
-        shown_dir=settings.shown_dir,
-    )
+    return config
 
 
 STRATEGY = Declaration("toolbudget", _configure, _open)

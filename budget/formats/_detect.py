@@ -9,8 +9,11 @@ message fits are the candidates:
   ``function_call`` / ``function_call_output``... items are Responses);
 * several (no tool call, only shapes all of them allow, such as role/content dicts with string
   content or ``text`` parts): Anthropic if it is still a candidate, else Chat Completions. Nothing
-  is a tool result then, so nothing is budgeted differently either way; the guess is used for
-  this request only and the session keeps detecting until the format is certain;
+  is a tool result then, so no result is budgeted differently either way; the guess is used for
+  this request only and the session keeps detecting until the format is certain. Where neither
+  the caller nor the model's name tells the cache's style, the request's estimated bill is
+  priced in the guess's (``Format.breakpoints``: Anthropic's write surcharge, or none), so a
+  session detected and one named at open can bank those first requests a little differently;
 * none (one message fits no format, or two messages fit different ones): FormatError naming the
   messages seen. Nothing is ever budgeted silently in the wrong format.
 """

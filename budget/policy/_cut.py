@@ -67,18 +67,21 @@ stated in (writes 1.25x, reads 0.1x of the base input price: Anthropic's list, a
 Gemini 2.5's reads)."""
 
 
-def floor_at(floor_chars: int, read: float) -> float:
-    """The stale floor at a read price of ``read``: ``floor_chars`` at :data:`FLOOR_READ_PRICE`,
-    in proportion elsewhere.
+def floor_at(floor_chars: int, read: float, least: int = 0) -> float:
+    """The stale floor at a read price of ``read``: ``floor_chars`` up to
+    :data:`FLOOR_READ_PRICE`, lower in proportion at a dearer read, never under ``least`` (the
+    stub's length: a trim must not lengthen a result) unless the floor itself is.
 
     The floor spares a cache re-write for a trim that reclaims little; what is little is what
     the trim saves on each later request, its tokens at the read price. A result of 2,000
-    characters carried at Claude's 0.1x costs what one of 400 does at GPT-4o's 0.5x, and one
-    of 200 billed at the base price (no cache, where every result with tokens to reclaim is a
-    candidate). A read that costs nothing has no floor to reach: nothing is trimmed for it."""
-    if read <= 0:
-        return math.inf
-    return floor_chars * FLOOR_READ_PRICE / read
+    characters carried at Claude's 0.1x costs what one of 400 does at GPT-4o's 0.5x (without a
+    cache, at the base price, every result with tokens to reclaim is a candidate). A cheaper
+    read keeps the setting: the price then declines the trims that do not pay, and a batch the
+    price does not choose (the provider refused the prompt, or it is over the window) trims
+    what is over the setting, as at any price."""
+    if read <= FLOOR_READ_PRICE:
+        return float(floor_chars)
+    return max(min(least, floor_chars), floor_chars * FLOOR_READ_PRICE / read)
 
 
 def lookup_reach(messages: Sequence[Any], before: Callable[[int], int]) -> int:

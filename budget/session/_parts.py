@@ -87,7 +87,7 @@ class Parts:
         prices = SessionPrices(config)
         # The format never changes the read price: the floor is the session's from the start.
         candidates = Candidates(
-            config, ledger, tt, floor_at(config.stale_floor, prices.listed.read)
+            config, ledger, tt, floor_at(config.stale_floor, prices.listed.read, config.stub_chars)
         )
         history = History(config, ledger, log, profile, tt)
         resumed = journal.restore(ledger, compactor, config.model)

@@ -3,7 +3,8 @@
 The caller's prices (``cache_write_price``, ``cache_read_price``), else the model's published
 ones (``budget.policy.price_list``), in the caller's caching style (``cache_breakpoints``), else
 the maker's, else that of the API the messages are shaped for: the format is known only once a
-request names it or it is detected, so the list follows it.
+request names it or it is detected, so the list follows each request's format, a guessed one
+included (``budget.formats._detect``: a tool-less request is billed in its guess's style).
 """
 
 from __future__ import annotations

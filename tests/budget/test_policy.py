@@ -488,19 +488,34 @@ def test_without_a_cache_results_under_the_floor_are_trimmed_as_they_age(tmp_pat
 
 def test_the_floor_falls_as_the_read_price_rises(tmp_path: Path) -> None:
     """The floor is a carried cost: 2,000 characters at 0.1x reads are 400 at GPT-4o's 0.5x, so
-    the 1,900-character results a 0.1x cache never weighs are a batch's candidates at 0.5x, and
-    none at 0.09x (a floor of 2,222)."""
-    assert floor_at(2_000, 0.1) == 2_000
+    the 1,900-character results a 0.1x cache never weighs are a batch's candidates at 0.5x; it
+    never falls under the stub (300) unless the setting does, nor rises at a cheaper read."""
     assert floor_at(2_000, 0.5) == pytest.approx(400)
-    assert floor_at(2_000, 1.0) == pytest.approx(200)
-    assert floor_at(2_000, 0.0) == math.inf
+    assert floor_at(2_000, 1.0, 300) == 300
+    assert floor_at(0, 0.5, 300) == 0
+    assert floor_at(2_000, 0.1) == floor_at(2_000, 0.01) == floor_at(2_000, 0.0) == 2_000
     read = {"input_tokens": 10, "cache_read_input_tokens": 5_000}
     dear = _drive_small(read, tmp_path / "dear", cache_read_price=0.5)
     weighed = [r.staleness_cost for r in dear if r.staleness_cost is not None]
     assert any(c.reclaim_tokens > 0 for c in weighed)
-    cheap = _drive_small(read, tmp_path / "cheap", cache_read_price=0.09)
-    assert not any(r.staleness_ran for r in cheap)
-    assert all(r.staleness_cost is None or r.staleness_cost.reclaim_tokens == 0 for r in cheap)
+
+
+@pytest.mark.parametrize("read", [0.0, 0.001])
+def test_an_overflow_trims_over_the_setting_whatever_the_read_price(
+    read: float, tmp_path: Path
+) -> None:
+    """A batch the price does not choose (the provider refused the prompt) trims every result
+    over ``stale_floor`` outside the protected rounds, even where reads cost (next to) nothing."""
+    history = _rounds(14, 6_000)
+    usage = {"input_tokens": 10, "cache_read_input_tokens": 5_000}
+    with Budget.open(tmp_path / "s", {"fsync": False, "cache_read_price": read}) as session:
+        for end in range(3, len(history) + 1, 2):
+            answered = {**usage, "output_tokens": end}
+            session.prepare(history[:end], usage=answered, now=5.0 * end)
+        session.on_overflow(None)
+        # The refused request again, with the usage already seen: still the overflow's retry.
+        report = session.prepare(history, usage=answered, now=999).report
+    assert report.staleness_ran and report.trimmed_now >= 8
 
 
 def test_every_priced_decision_carries_its_two_costs(tmp_path: Path) -> None:
