@@ -18,7 +18,7 @@ from budget._errors import BudgetError
 from budget._ledger import Decision
 from budget._view import ToolResult, builder
 from budget.passes import PIPELINE, Costs, PassContext, Staleness
-from budget.policy import Item, Prices, lookup_reach, outlook, prices_for
+from budget.policy import Item, Prices, lookup_reach, outlook
 from budget.previews import Earlier
 from budget.session._bank import banked, banked_now
 from budget.session._estimator import anchor
@@ -128,26 +128,21 @@ class Passes:
         frozen = self._group_frozen_chars(turn.fresh)
         # The usage's counts this request prices with (no count they read changes before the
         # passes run). Without a cache no result is too small to trim as it ages.
-        cfg, listed = self.config, self._prices.listed
-        prices = prices_for(
-            self._tally.observed,
-            write=listed.write,
-            read=listed.read,
-            ttl_s=cfg.cache_ttl_s,
-            explicit=listed.explicit,
-            write_long=listed.write_long,
-        )
-        eligible, reclaim = self._candidates.eligible(
-            self._history.current_round(),
-            overflowing=overflowing,
-            retry=turn.retry,
-            floored=prices.regime != "uncached",
-        )
+        prices = self._prices.now(self._tally.observed)
         # Messages before ``k`` as the previous request showed them, the rest as their frozen
         # decisions show them: the same figure whether the session went on or was resumed.
         cum_out, cum_pre = self._copies.cum_out, self._history.cum_pre
         full_out = cum_out[k] + (cum_pre[-1] - cum_pre[k])
         raw = max(full_out, anchor(reported, messages, self._tally.last_n, self._history.cum_in))
+        # The floor spares a cache re-write; a prompt the provider refuses (or will) has none to
+        # spare: every aged result with tokens to reclaim is a candidate then.
+        refused = overflowing or raw >= self._estimator.window()
+        eligible, reclaim = self._candidates.eligible(
+            self._history.current_round(),
+            overflowing=overflowing,
+            retry=turn.retry,
+            floored=prices.regime != "uncached" and not refused,
+        )
         estimate = self._estimator.correct(raw, full_out, reported)
         first = eligible[0].result.msg_index if eligible else len(messages)
         # Messages from ``k`` on as their frozen decisions show them (the scan's figures).

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from budget._config import BudgetConfig
 from budget._view import Format
-from budget.policy import PriceList, price_list
+from budget.policy import Observed, PriceList, Prices, price_list, prices_for
 
 __all__ = ["SessionPrices"]
 
@@ -24,6 +24,19 @@ class SessionPrices:
         self._wire = True
         self.listed: PriceList = self._priced()
         """The prices of the current format (explicit breakpoints until one says otherwise)."""
+
+    def now(self, observed: Observed) -> Prices:
+        """This request's prices: the list's, as the session's usage so far corrects them (the
+        cache regime, automatic caching's write, the TTL: ``budget.policy.prices_for``)."""
+        listed = self.listed
+        return prices_for(
+            observed,
+            write=listed.write,
+            read=listed.read,
+            ttl_s=self._config.cache_ttl_s,
+            explicit=listed.explicit,
+            write_long=listed.write_long,
+        )
 
     def use(self, fmt: Format) -> None:
         """Price the requests of ``fmt``: its API's caching style, where nothing else tells it."""
