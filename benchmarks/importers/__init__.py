@@ -28,6 +28,7 @@ from benchmarks.importers import (
     _gemini_cli,
     _mini_swe_agent,
     _openai_chat,
+    _openai_responses,
     _openhands,
 )
 from benchmarks.importers._check import checked
@@ -58,6 +59,7 @@ LOADERS: Mapping[str, Loader] = MappingProxyType(
         "openhands": _openhands.load,
         "anthropic": _anthropic.load,
         "openai-chat": _openai_chat.load,
+        "openai-responses": _openai_responses.load,
     }
 )
 FORMATS: tuple[str, ...] = tuple(LOADERS)

@@ -1,4 +1,5 @@
-"""Generic Anthropic message lists: ``[messages]`` or ``{"system": ..., "messages": [...]}``.
+"""Generic Anthropic message lists: ``[messages]`` or ``{"system": ..., "messages": [...]}`` (a
+request body: its ``model`` is the trace's, which sets its window and cache rules).
 
 Also home of the Anthropic content normalization that the Claude Code importer reuses.
 """
@@ -100,8 +101,10 @@ def load(path: Path, root: Path) -> list[Trace]:
     """One trace: one request per assistant message, plus one if the list ends on a user turn."""
     doc = read_json(path)
     system: Any = ""
+    model = None
     if isinstance(doc, dict):
         system = doc.get("system") or ""
+        model = doc.get("model") if isinstance(doc.get("model"), str) else None
         doc = doc.get("messages")
     if not isinstance(doc, list):
         raise fail(path, "expected a list of messages or an object with 'messages'")
@@ -130,5 +133,6 @@ def load(path: Path, root: Path) -> list[Trace]:
             format=FORMAT,
             provider="anthropic",
             system=str(system),
+            model=model,
         )
     ]

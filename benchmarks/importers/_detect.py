@@ -24,6 +24,11 @@ _CLAUDE_KEYS = frozenset({"uuid", "sessionId", "leafUuid", "messageId"})
 _ANTHROPIC_BLOCKS = frozenset({"tool_use", "tool_result", "thinking", "redacted_thinking"})
 _OPENAI_PARTS = frozenset({"image_url", "input_text", "output_text", "refusal", "input_audio"})
 _OPENAI_ROLES = frozenset({"system", "developer", "tool", "function"})
+_RESPONSES_ITEMS = frozenset(
+    {"function_call", "function_call_output", "custom_tool_call", "custom_tool_call_output"}
+    | {"reasoning", "message"}
+)
+"""Item types only a Responses input list holds (messages there may carry ``type: message``)."""
 
 
 def sniff(path: Path) -> tuple[str | None, str]:
@@ -102,6 +107,8 @@ def _sniff_json(doc: Any) -> tuple[str | None, str]:
             return "gemini-cli", ""
         if isinstance(doc.get("history"), list):
             return "openhands", ""
+        if isinstance(doc.get("input"), list) and _responses(doc["input"]):
+            return "openai-responses", ""
         if isinstance(messages, list):
             found, why = _sniff_messages(messages)
             if found is None and "system" in doc and why.startswith("plain"):
@@ -114,8 +121,15 @@ def _sniff_json(doc: Any) -> tuple[str | None, str]:
             for e in doc[:_SNIFF_LINES]
         ):
             return "openhands", ""
+        if _responses(doc):
+            return "openai-responses", ""
         return _sniff_messages(doc)
     return None, "a JSON value that is neither an object nor a list"
+
+
+def _responses(items: list[Any]) -> bool:
+    """Whether ``items`` is a Responses input list: an item of a type only it holds."""
+    return any(isinstance(i, dict) and _name(i.get("type")) in _RESPONSES_ITEMS for i in items)
 
 
 def _sniff_messages(messages: list[Any]) -> tuple[str | None, str]:

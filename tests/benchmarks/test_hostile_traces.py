@@ -64,6 +64,13 @@ HANDMADE: dict[str, list[dict[str, Any]]] = {
         },
         {"role": "tool", "tool_call_id": "a", "content": "x"},
     ],
+    "openai-responses": [
+        {"role": "developer", "content": "be brief"},
+        {"role": "user", "content": "task"},
+        {"type": "reasoning", "id": "r", "summary": []},
+        {"type": "function_call", "call_id": "a", "name": "sh", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "a", "output": "x"},
+    ],
 }
 
 

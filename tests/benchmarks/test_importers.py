@@ -527,17 +527,19 @@ def test_anthropic_list(tmp_path: Path) -> None:
 
 
 def test_anthropic_object_with_system(tmp_path: Path) -> None:
-    """``{"system", "messages"}`` puts the system prompt aside, even for plain text messages."""
+    """``{"system", "messages"}`` puts the system prompt aside, even for plain text messages, and
+    a request body's ``model`` is the trace's."""
     path = _write(
         tmp_path / "sys.json",
         {
+            "model": "claude-sonnet-4-5",
             "system": [{"type": "text", "text": "rules"}],
             "messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}],
         },
     )
     assert detect(path) == "anthropic"
     (trace,) = load_file(path, tmp_path)
-    assert trace.system == "rules"
+    assert (trace.system, trace.model) == ("rules", "claude-sonnet-4-5")
     assert [r.n_messages for r in trace.requests] == [1]
 
 
@@ -564,6 +566,42 @@ def test_openai_chat_list(tmp_path: Path) -> None:
     assert [b["tool_use_id"] for b in trace.messages[2]["content"]] == ["c1", "c2"]
     assert len(trace.messages) == 4
     assert [r.n_messages for r in trace.requests] == [1, 3]
+
+
+def test_openai_responses_list(tmp_path: Path) -> None:
+    """A Responses input list: each run of output items (message, parallel calls) is one model
+    call's assistant message, outputs are results, reasoning is left out, ``model`` is read."""
+    items = [
+        {"role": "developer", "content": "sys"},
+        {"role": "user", "content": [{"type": "input_text", "text": "look"}]},
+        {"type": "reasoning", "id": "rs", "summary": []},
+        {
+            "type": "message",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": "ok"}],
+        },
+        {"type": "function_call", "call_id": "c1", "name": "read", "arguments": '{"p": 1}'},
+        {"type": "custom_tool_call", "call_id": "c2", "name": "apply_patch", "input": "*** x"},
+        {"type": "function_call_output", "call_id": "c1", "output": "one"},
+        {"type": "custom_tool_call_output", "call_id": "c2", "output": "two"},
+        {"role": "assistant", "content": "found it"},
+    ]
+    path = _write(tmp_path / "resp.json", {"model": "gpt-4.1", "input": items})
+    assert detect(path) == "openai-responses"
+    assert detect(_write(tmp_path / "bare.json", items)) == "openai-responses"
+    (trace,) = load_file(path, tmp_path)
+    assert (trace.system, trace.model, trace.provider) == ("sys", "gpt-4.1", "openai")
+    assert trace.messages[1]["content"] == [
+        {"type": "text", "text": "ok"},
+        {"type": "tool_use", "id": "c1", "name": "read", "input": {"p": 1}},
+        {"type": "tool_use", "id": "c2", "name": "apply_patch", "input": {"input": "*** x"}},
+    ]
+    assert [b["tool_use_id"] for b in trace.messages[2]["content"]] == ["c1", "c2"]
+    assert [r.n_messages for r in trace.requests] == [1, 3]
+    assert _pairing_problems(trace) == []
+    odd = _write(tmp_path / "odd.json", [*items, {"type": "web_search_call", "id": "w"}])
+    with pytest.raises(InputError, match=r"item 9 is of type 'web_search_call'"):
+        load_file(odd, tmp_path)
 
 
 def test_reused_call_ids_are_made_unique(tmp_path: Path) -> None:
@@ -665,6 +703,7 @@ def test_load_file_errors(tmp_path: Path) -> None:
         "openhands",
         "anthropic",
         "openai-chat",
+        "openai-responses",
     }
 
 
