@@ -22,13 +22,16 @@ _CODEX_LINES = frozenset(
 _CLAUDE_LINES = BOOKKEEPING | {"user", "assistant"}
 _CLAUDE_KEYS = frozenset({"uuid", "sessionId", "leafUuid", "messageId"})
 _ANTHROPIC_BLOCKS = frozenset({"tool_use", "tool_result", "thinking", "redacted_thinking"})
-_OPENAI_PARTS = frozenset({"image_url", "input_text", "output_text", "refusal", "input_audio"})
+_OPENAI_PARTS = frozenset(
+    {"image_url", "input_image", "input_text", "output_text", "refusal", "input_audio"}
+)
 _OPENAI_ROLES = frozenset({"system", "developer", "tool", "function"})
 _RESPONSES_ITEMS = frozenset(
     {"function_call", "function_call_output", "custom_tool_call", "custom_tool_call_output"}
-    | {"reasoning", "message"}
+    | {"reasoning"}
 )
-"""Item types only a Responses input list holds (messages there may carry ``type: message``)."""
+"""Item types only a Responses input list holds (not ``message``: an Anthropic SDK dump of a
+message has ``type: message`` too)."""
 
 
 def sniff(path: Path) -> tuple[str | None, str]:

@@ -48,7 +48,7 @@ def content_blocks(content: Any) -> list[Block]:
             out.extend(text_blocks(part))
         elif kind in ("text", "input_text", "output_text"):
             out.extend(text_blocks(str(part.get("text", ""))))
-        elif kind == "image_url":
+        elif kind in ("image_url", "input_image"):  # Responses: image_url a string
             out.append(_image(part))
         elif kind == "refusal":
             out.extend(text_blocks(str(part.get("refusal", ""))))

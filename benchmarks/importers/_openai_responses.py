@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.importers._codex_cli import _call_block, _output_text
-from benchmarks.importers._common import Block, TraceBuilder, fail, read_json
+from benchmarks.importers._common import Block, TraceBuilder, fail, read_json, text_blocks
 from benchmarks.importers._openai_chat import content_blocks
 from benchmarks.trace import Trace
 
@@ -52,7 +52,7 @@ def load(path: Path, root: Path) -> list[Trace]:
             builder.assistant(turn, [_call_block(kind, item)])
         elif kind in OUTPUTS:
             turn = None
-            text = _output_text(item.get("output"))
+            text = text_blocks(_output_text(item.get("output")))
             call = str(item.get("call_id"))
             builder.user([{"type": "tool_result", "tool_use_id": call, "content": text}])
         elif kind == "message" and role in ("user", "assistant", "system", "developer"):
@@ -93,5 +93,7 @@ def _message(
     if role in ("system", "developer") and not builder.messages:
         system.append("\n".join(str(b.get("text", "")) for b in blocks if b.get("type") == "text"))
     else:
+        if role in ("system", "developer"):
+            builder.stats["late_system_as_user"] += 1
         builder.user(blocks)
     return None

@@ -134,14 +134,13 @@ class Passes:
         cum_out, cum_pre = self._copies.cum_out, self._history.cum_pre
         full_out = cum_out[k] + (cum_pre[-1] - cum_pre[k])
         raw = max(full_out, anchor(reported, messages, self._tally.last_n, self._history.cum_in))
-        # The floor spares a cache re-write; a prompt the provider refuses (or will) has none to
-        # spare: every aged result with tokens to reclaim is a candidate then.
-        refused = overflowing or raw >= self._estimator.window()
+        # The floor spares a cache re-write; after the provider refused the prompt there is
+        # none to spare: every aged result with tokens to reclaim is a candidate then.
         eligible, reclaim = self._candidates.eligible(
             self._history.current_round(),
             overflowing=overflowing,
             retry=turn.retry,
-            floored=prices.regime != "uncached" and not refused,
+            floored=prices.regime != "uncached" and not overflowing,
         )
         estimate = self._estimator.correct(raw, full_out, reported)
         first = eligible[0].result.msg_index if eligible else len(messages)

@@ -604,6 +604,34 @@ def test_openai_responses_list(tmp_path: Path) -> None:
         load_file(odd, tmp_path)
 
 
+def test_openai_responses_odd_items(tmp_path: Path) -> None:
+    """An output for no call is kept as text, an ``input_image`` part is an image, and an
+    Anthropic list of SDK message dumps (``type: message``) is still Anthropic."""
+    image = {"type": "input_image", "image_url": "data:image/png;base64,AAAA"}
+    items = [
+        {"role": "user", "content": [{"type": "input_text", "text": "see"}, image]},
+        {"type": "function_call_output", "call_id": "zz", "output": "orphan text"},
+        {"type": "function_call", "call_id": "c1", "name": "read", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c1", "output": "one"},
+    ]
+    (trace,) = load_file(_write(tmp_path / "odd.json", items), tmp_path)
+    blocks = [b for m in trace.messages for b in m["content"]]
+    assert {
+        "type": "image",
+        "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"},
+    } in blocks
+    assert any("orphan text" in json.dumps(b) for b in blocks if b["type"] == "text")
+    assert _pairing_problems(trace) == []
+    dump = [
+        {"role": "user", "content": "hi"},
+        {"id": "msg_01", "type": "message", "role": "assistant", "content": [_use("t1")]},
+        {"role": "user", "content": [_result("t1", "body")]},
+    ]
+    path = _write(tmp_path / "dump.json", dump)
+    assert detect(path) == "anthropic"
+    assert len(load_file(path, tmp_path)[0].requests) == 2
+
+
 def test_reused_call_ids_are_made_unique(tmp_path: Path) -> None:
     """A call id reused in a later turn is renamed, and its result follows the renamed call."""
 

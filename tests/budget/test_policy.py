@@ -500,18 +500,6 @@ def test_the_floor_falls_as_the_read_price_rises(tmp_path: Path) -> None:
     assert any(c.reclaim_tokens > 0 for c in weighed)
 
 
-def test_a_prompt_over_the_window_trims_results_under_the_floor(tmp_path: Path) -> None:
-    """The floor spares a cache re-write; a prompt the provider would refuse has none to spare:
-    a hundred rounds of 1,800-character listings (under the 2,000-character floor) in a 20,000-
-    token window are trimmed as the prompt reaches it, and no copy goes over it."""
-    history = conversation([[f"{i} " + "file_%d.txt\n" * 150] for i in range(100)], tool="ls")
-    with Budget.open(tmp_path / "s", {"fsync": False, "window": 20_000}) as session:
-        reports = [session.prepare(history[:end]).report for end in range(3, len(history) + 1, 2)]
-    assert max(r.tokens_after for r in reports) < 20_000
-    assert {r.staleness_reason for r in reports if r.staleness_ran} == {"window"}
-    assert reports[-1].trimmed >= 60
-
-
 def test_an_overflow_trims_results_under_the_floor(tmp_path: Path) -> None:
     """After the provider refused the prompt, the forced batch trims every aged result with
     tokens to reclaim, those under the floor too (the 1,900-character rounds)."""
