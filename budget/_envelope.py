@@ -178,6 +178,8 @@ def envelope(
             version=version,
         )
         hint = _read_hint(ref, read_tool, json_path=shape.shape == "json")
+        if path is not None and version >= 3:
+            hint = "Read more from the file below with your own tools; it holds the output exactly."
         out = [first, hint] if path is None else [first, hint, f"File: {path}"]
         return "\n".join([*out, _marker(shape, version=version), shape.body])
     out = [first, _read_hint(ref, read_tool)]

@@ -144,6 +144,9 @@ class FsspecStore(StoreBase):
     ) -> None:
         if not isinstance(url, str) or not URL_RE.match(url):
             raise ConfigError(f"FsspecStore needs a URL with a scheme (s3://...), got {url!r}")
+        if not url.split("://", 1)[1].strip("/"):
+            # "s3://" (a bucket variable left empty) would strip to "s3:", a local directory.
+            raise ConfigError(f"FsspecStore needs a location after the scheme, got {url!r}")
         check_quota(quota_bytes)
         self._quota = quota_bytes
         self._mutex = threading.Lock()

@@ -97,6 +97,8 @@ def filesystem(url: str, storage_options: Mapping[str, Any]) -> tuple[Any, str]:
         ) from exc
     except (ValueError, TypeError) as exc:
         raise ConfigError(f"cannot open {url}: {exc}") from exc
+    except OSError as exc:  # zip://x: fsspec opens its archive (here a directory) at once
+        raise StoreError(f"cannot open {url}: {exc}") from exc
     return fs, str(root).rstrip("/")
 
 

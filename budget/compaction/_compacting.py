@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import copy
 import inspect
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -78,6 +79,12 @@ def _key(part: Sequence[Any]) -> Key:
     return tuple(id(m) for m in part)
 
 
+def _given(part: Sequence[Any]) -> list[Any]:
+    """What a summarizer is handed: a deep copy of ``part``, whose messages are the caller's
+    own objects (a summarizer that trims what it reads must not edit the caller's history)."""
+    return copy.deepcopy(list(part))
+
+
 def _discard(awaitable: object) -> None:
     close = getattr(awaitable, "close", None)
     if callable(close):
@@ -109,7 +116,7 @@ class _Summaries:
 
     def __call__(self, part: Sequence[Any]) -> Any:
         if self.awaited is None:
-            out = self.fn(part)
+            out = self.fn(_given(part))
             if inspect.isawaitable(out):
                 _discard(out)
                 raise _AsyncInSync
@@ -282,9 +289,9 @@ async def _await_summary(pending: _Pending, awaited: Awaited, config: BudgetConf
     try:
         async with asyncio.timeout(timeout):
             if inspect.iscoroutinefunction(inspect.unwrap(fn)):
-                out = fn(part)
+                out = fn(_given(part))
             else:
-                out = await _in_thread(fn, part)
+                out = await _in_thread(fn, _given(part))
             if inspect.isawaitable(out):
                 out = await out
         result = out

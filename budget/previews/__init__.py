@@ -37,12 +37,14 @@ __all__ = [
     "span_text",
 ]
 
-PREVIEW_VERSION: Final = 2
+PREVIEW_VERSION: Final = 3
 """The preview shapes' version, recorded in each spill decision (``pv``; absent: version 0).
 Version 2 says on the marker line how many lines (and, for a head and a tail, characters) it
 leaves out, and names a head-only preview ``head`` (the envelope's contract: "the count of
 omitted lines and characters", "the shape is named"); version 1 listed the ranges alone and
-called a head-only preview ``head_tail``."""
+called a head-only preview ``head_tail``. Version 3 tells an envelope that names its file
+(``include_path``) to read that file with the agent's own tools, as stubs and pointers do,
+rather than with the read-back tool too (an agent behind the proxy has none)."""
 SHAPES: Final = ("errors", "json", "ndjson", "table", "diff", "delta", "head_tail", "head")
 """Every shape a preview can take (``head`` from version 2)."""
 

@@ -289,3 +289,39 @@ def test_a_caller_marking_its_copys_summary_message_changes_no_later_copy(tmp_pa
         assert _bytes(b.prepare(msgs)) == sent
     with Budget.open(tmp_path / "s", cfg) as resumed:
         assert _bytes(resumed.prepare(msgs)) == sent
+
+
+def _trimming(messages: list[Any]) -> str:
+    """A summarizer that edits what it reads in place: its blocks' texts cut to 5 characters,
+    then every message's content replaced."""
+    for m in messages:
+        for block in m["content"] if isinstance(m.get("content"), list) else []:
+            if isinstance(block, dict) and isinstance(block.get("text"), str):
+                block["text"] = block["text"][:5]
+        m["content"] = "edited"
+    return "summary"
+
+
+async def _trimming_async(messages: list[Any]) -> str:
+    """:func:`_trimming`, awaited."""
+    return _trimming(messages)
+
+
+@pytest.mark.parametrize("how", ["compact", "prepare", "aprepare"])
+def test_a_summarizer_that_edits_what_it_reads_leaves_the_history_alone(
+    how: str, tmp_path: Path
+) -> None:
+    """The summarizer is handed a copy: one that edits the messages it reads changes nothing of
+    the caller's history, manual, automatic or awaited."""
+    msgs = history(12)
+    before = json.dumps(msgs, sort_keys=True)
+    fn: Any = _trimming_async if how == "aprepare" else _trimming
+    manual = SESSION.model_copy(update={"compaction": "manual"})
+    with Budget.open(tmp_path / "s", manual if how == "compact" else SESSION, summarizer=fn) as b:
+        if how == "compact":
+            assert b.compact(msgs) is True
+        elif how == "prepare":
+            assert b.prepare(msgs).report.compacted
+        else:
+            assert asyncio.run(b.aprepare(msgs)).report.compacted
+    assert json.dumps(msgs, sort_keys=True) == before

@@ -123,3 +123,34 @@ def test_a_version_1_session_goes_on_with_version_1_markers(
     assert both[0] == first[0]
     assert markers == ["--- preview: head_tail; left out: lines 68–2,935 ---"] * 2
     assert all("(2,868 lines, " in text for text in fresh)
+
+
+def test_an_envelope_naming_its_file_sends_the_agent_to_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With ``include_path`` a spilled output's envelope says to read its file with the agent's
+    own tools and names no read-back tool (behind the proxy there is none), as stubs do; a
+    session whose spills were logged at version 2 goes on naming the tool, its bytes unchanged."""
+    line = "\n".join(f"out line {i:05d}" for i in range(3_000))
+    msgs: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
+    for i in range(2):
+        msgs += [
+            {"role": "assistant", "content": [
+                {"type": "tool_use", "id": f"c{i}", "name": "bash", "input": {"i": i}}]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": f"c{i}", "content": f"{i}\n{line}"}]},
+        ]  # fmt: skip
+    config = {"result_cap": 5_000, "include_path": True}
+    with Budget.open(tmp_path / "new", config) as b:
+        new = _contents(b.prepare(msgs, now=1).messages)
+    assert all("Read more from the file below with your own tools" in t for t in new)
+    assert not any("toolbudget_read" in t for t in new)
+    assert all("\nFile: " in t for t in new)
+    with monkeypatch.context() as patched:
+        patched.setattr("budget._ledger.PREVIEW_VERSION", 2)
+        with Budget.open(tmp_path / "v2", config) as b:
+            first = _contents(b.prepare(msgs[:3], now=1).messages)
+    with Budget.open(tmp_path / "v2", config) as b:
+        both = _contents(b.prepare(msgs, now=2).messages)
+    assert both[0] == first[0]
+    assert all("Read more with the toolbudget_read tool" in t for t in both)

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from budget import Budget
+from budget import Budget, ConfigError, StoreError
 from spill import FsspecStore, LocalStore, Store, gc_sessions
 from tests._s3 import MotoS3
 
@@ -125,3 +125,25 @@ def test_collecting_metacharacter_named_sessions_spares_their_lookalikes(
             [record] = store.read_log()
             assert record["name"] == name and store.read_meta() == {"name": name}
             assert store.get(record["ref"]) == f"{name} body " * 40
+
+
+@pytest.mark.parametrize("url", ["s3://", "memory://", "file://", "memory:///"])
+def test_a_url_with_nothing_after_its_scheme_is_refused(
+    url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``s3://`` (a bucket variable left empty) is a ConfigError naming it, and leaves no local
+    ``s3:`` directory behind (the stripped URL was a plain relative path)."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match="needs a location after the scheme"):
+        Budget.open(url)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_url_fsspec_cannot_open_is_a_store_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``zip://x`` from a directory (fsspec opens the archive at once, and meets a directory) is
+    a StoreError naming the URL, not a raw IsADirectoryError."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(StoreError, match="cannot open zip://x"):
+        Budget.open("zip://x")
