@@ -6,8 +6,9 @@ the request copy goes upstream in their place; nothing else of the body or the h
 changed. Every other path and method is forwarded as it came, its body streamed.
 
 The response always comes back as the upstream sent it: status, headers (hop-by-hop ones aside,
-as any HTTP proxy does: RFC 9110 §7.6.1), and every raw byte as it arrives, never buffered nor
-decoded; a :class:`budget.proxy._tap.Tap` reads its usage on the side.
+and those its ``Connection`` header names, as any HTTP proxy does: RFC 9110 §7.6.1), and every
+raw byte as it arrives, never buffered nor decoded; a :class:`budget.proxy._tap.Tap` reads its
+usage on the side.
 
 Whatever goes wrong on the proxy's side (a body that is not JSON, a toolbudget error, a session
 that cannot be opened) sends the original bytes upstream, with a ``toolbudget.proxy.passthrough``
@@ -45,6 +46,7 @@ from budget.proxy._routes import (
     OVERFLOW_STATUSES,
     Api,
     budgeted_api,
+    forwarded,
     gateway_error,
 )
 from budget.proxy._settings import ProxySettings
@@ -120,11 +122,7 @@ class Proxy:
         url = self._upstream(api, request)
         # The raw bytes: a value with a non-ASCII byte (a UTF-8 app name in x-title) is forwarded
         # as it came, where a str value would make httpx refuse the request (it encodes ASCII).
-        headers = [
-            (k, v)
-            for k, v in request.headers.raw
-            if k.decode("latin-1").lower() not in NOT_FORWARDED
-        ]
+        headers = forwarded(request.headers.raw, NOT_FORWARDED)
         if api is None:
             return await self._forward(request.method, url, headers, request.stream(), None, None)
         try:
@@ -246,9 +244,7 @@ class Proxy:
                 raise
             self._log.error("toolbudget.proxy.upstream_failed", error=type(exc).__name__)
             return gateway_error(api, type(exc).__name__)
-        headers_out = [
-            (k, v) for k, v in resp.headers.raw if k.decode("latin-1").lower() not in HOP_BY_HOP
-        ]
+        headers_out = forwarded(resp.headers.raw, HOP_BY_HOP)
         if slot is None:
             out: Response = Relayed(self._relay(resp, None, None), resp.status_code)
         elif resp.status_code in OVERFLOW_STATUSES:

@@ -3,6 +3,7 @@ and its own error answer in each API's shape."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -20,6 +21,7 @@ __all__ = [
     "RESPONSES",
     "Api",
     "budgeted_api",
+    "forwarded",
     "gateway_error",
 ]
 
@@ -78,6 +80,31 @@ def budgeted_api(method: str, path: str) -> Api | None:
     if path.endswith("/responses"):
         return RESPONSES
     return None
+
+
+def forwarded(
+    raw: Sequence[tuple[bytes, bytes]], dropped: frozenset[str]
+) -> list[tuple[bytes, bytes]]:
+    """``raw`` headers without those named in ``dropped`` (lower case), nor those the message's
+    ``Connection`` header names: they concern its connection only (RFC 9110 §7.6.1), as the
+    fixed hop-by-hop ones do. ``dropped`` must hold ``connection``.
+
+    Each header stays the bytes it came as (a value with a non-ASCII byte goes on unchanged).
+    Connection's options are parsed only where the message has one: most have none.
+    """
+    kept: list[tuple[bytes, bytes]] = []
+    options: list[bytes] = []
+    for name, value in raw:
+        lower = name.decode("latin-1").lower()
+        if lower not in dropped:
+            kept.append((name, value))
+        elif lower == "connection":
+            options.append(value)
+    if not options:
+        return kept
+    # Case-insensitive comma-separated tokens, several Connection lines joined as one.
+    named = {o.strip() for v in options for o in v.decode("latin-1").lower().split(",")}
+    return [(k, v) for k, v in kept if k.decode("latin-1").lower() not in named]
 
 
 def gateway_error(api: Api | None, error: str) -> Response:

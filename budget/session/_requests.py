@@ -215,7 +215,12 @@ class Requests:
             tally.overflows += 1
             reactive = self.compacting.mark_reactive(record, tally.overflows)
             self.parts.journal.append([record])
+            # The limit it states and its class, never its text: an error body may quote the
+            # request (a gateway's echo of the prompt), and events go to logs.
             self._log.warning(
-                "toolbudget.session.context_overflow", count=tally.overflows, error=str(error)
+                "toolbudget.session.context_overflow",
+                count=tally.overflows,
+                limit=limit,
+                error=None if error is None else type(error).__name__,
             )
             self.compacting.react(reactive, tally.overflows, error)

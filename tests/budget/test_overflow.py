@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import httpx2
@@ -187,3 +188,29 @@ def test_non_overflows(error: object) -> None:
     """Unrelated errors and empty values are not overflows and state no limit."""
     assert not is_context_overflow(error)
     assert overflow_limit(error) is None
+
+
+def test_the_overflow_event_carries_the_stated_limit_and_class_never_the_text(
+    tmp_path: Path,
+) -> None:
+    """``on_overflow`` with an SDK error quoting a secret emits ``context_overflow`` with the
+    count, the limit the error states and its class, and the session believes that limit; the
+    error's text is in no event."""
+    import structlog
+
+    from budget import Budget
+
+    marker = "sk-ant-api03-ECHOEDSECRET"
+    message = f"prompt is too long: 180000 tokens > 150000 maximum; request: {marker}"
+    error = _anthropic_error(400, {"type": "error", "error": {"type": "x", "message": message}})
+    assert marker in str(error)  # the SDK's message quotes the whole body
+    with (
+        structlog.testing.capture_logs() as events,
+        Budget.open(tmp_path / "s", {"model": "claude-sonnet-4-5"}) as session,
+    ):
+        assert session.on_overflow(error)
+        window = session.window()
+    [event] = [e for e in events if e["event"] == "toolbudget.session.context_overflow"]
+    assert (event["count"], event["limit"], event["error"]) == (1, 150_000, "BadRequestError")
+    assert window == 150_000
+    assert marker not in repr(events)

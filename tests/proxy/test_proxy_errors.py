@@ -4,6 +4,7 @@ passed back to the agent whole and unchanged."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections.abc import AsyncIterator, MutableMapping
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import Any
 
 import httpx
 import orjson
+import pytest
 import structlog
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -111,3 +113,51 @@ def test_an_error_body_broken_off_is_a_502_and_lets_the_session_go(tmp_path: Pat
         assert len(pool) == 1
         assert eventually(lambda: all(s.busy == 0 for s in pool._slots.values()))
     assert answer.status_code == 502
+
+
+_MARKER = "sk-ant-api03-ECHOEDSECRET"
+_QUOTING = orjson.dumps(
+    {
+        "type": "error",
+        "error": {
+            "type": "invalid_request_error",
+            "message": f"prompt is too long: 180000 tokens > 150000 maximum; request: {_MARKER}",
+        },
+    }
+)
+
+
+def test_a_prompt_too_long_body_quoting_a_secret_is_in_no_event_nor_file(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An upstream's prompt-too-long body quoting a secret goes back to the agent as sent, the
+    session learns the window it states, and no event (structlog or logging) nor file the proxy
+    wrote holds the secret."""
+
+    async def refuse(request: Request) -> Response:
+        await request.body()
+        return Response(_QUOTING, status_code=400, media_type="application/json")
+
+    up_app = Starlette(routes=[Route("/v1/messages", refuse, methods=["POST"])])
+    body = orjson.dumps({"model": "claude-sonnet-4-5", "messages": anthropic_history(1)})
+    caplog.set_level(logging.DEBUG)
+    with (
+        Served(up_app) as up,
+        Served(app := _proxy_to(up, tmp_path)) as proxy,
+        structlog.testing.capture_logs() as events,
+    ):
+        answer = httpx.post(f"{proxy.url}/v1/messages", content=body, headers=_HEADERS)
+        pool = app.state.proxy.pool
+        assert eventually(lambda: all(s.busy == 0 for s in pool._slots.values()))
+    assert (answer.status_code, answer.content) == (400, _QUOTING)
+    [overflow] = [e for e in events if e["event"] == "toolbudget.session.context_overflow"]
+    assert (overflow["count"], overflow["limit"], overflow["error"]) == (1, 150_000, "dict")
+    assert _events(events, "overflow") == [None]
+    logged = repr(events) + caplog.text
+    assert _MARKER not in logged and "prompt is too long" not in logged
+    written = [p for p in (tmp_path / "s").rglob("*") if p.is_file()]
+    assert written, "the proxy wrote no session file at all"
+    assert not any(_MARKER.encode() in p.read_bytes() for p in written)
+    with ReadOnlyStore(tmp_path / "s" / "anthropic-h-refused") as store:
+        [record] = [r for r in store.read_log() if r.get("t") == "ovf"]
+    assert record["w"] == 150_000  # the stated window, believed from now on
