@@ -92,33 +92,36 @@ def test_the_ledger_takes_the_version_of_its_first_spill() -> None:
     assert old.get("a") is not None and old.get("a").preview == 0  # type: ignore[union-attr]
 
 
+_LINES = "\n".join(f"out line {i:05d}" for i in range(3_000))
+
+
+def _history(n: int) -> list[dict[str, Any]]:
+    """``n`` rounds of a 3,000-line bash output, each from a call of its own."""
+    msgs: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
+    for i in range(n):
+        msgs += [
+            {"role": "assistant", "content": [
+                {"type": "tool_use", "id": f"c{i}", "name": "bash", "input": {"i": i}}]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": f"c{i}", "content": f"{i}\n{_LINES}"}]},
+        ]  # fmt: skip
+    return msgs
+
+
 def test_a_version_1_session_goes_on_with_version_1_markers(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A session whose first spill was logged at version 1 (the ranges alone on the marker line)
     spills its next result, after a resume on this code, with version 1's marker too; a new
-    session gets version 2's counts."""
-    line = "\n".join(f"out line {i:05d}" for i in range(3_000))
-
-    def history(n: int) -> list[dict[str, Any]]:
-        msgs: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
-        for i in range(n):
-            msgs += [
-                {"role": "assistant", "content": [
-                    {"type": "tool_use", "id": f"c{i}", "name": "bash", "input": {"i": i}}]},
-                {"role": "user", "content": [
-                    {"type": "tool_result", "tool_use_id": f"c{i}", "content": f"{i}\n{line}"}]},
-            ]  # fmt: skip
-        return msgs
-
+    session gets the counts of version 2 and later."""
     with monkeypatch.context() as patched:
         patched.setattr("budget._ledger.PREVIEW_VERSION", 1)
         with Budget.open(tmp_path / "v1", {"result_cap": 5_000}) as b:
-            first = _contents(b.prepare(history(1), now=1).messages)
+            first = _contents(b.prepare(_history(1), now=1).messages)
     with Budget.open(tmp_path / "v1", {"result_cap": 5_000}) as b:
-        both = _contents(b.prepare(history(2), now=2).messages)
+        both = _contents(b.prepare(_history(2), now=2).messages)
     with Budget.open(tmp_path / "v2", {"result_cap": 5_000}) as b:
-        fresh = _contents(b.prepare(history(2), now=2).messages)
+        fresh = _contents(b.prepare(_history(2), now=2).messages)
     markers = [next(x for x in text.split("\n") if x.startswith("--- preview")) for text in both]
     assert both[0] == first[0]
     assert markers == ["--- preview: head_tail; left out: lines 68–2,935 ---"] * 2
@@ -131,15 +134,7 @@ def test_an_envelope_naming_its_file_sends_the_agent_to_it(
     """With ``include_path`` a spilled output's envelope says to read its file with the agent's
     own tools and names no read-back tool (behind the proxy there is none), as stubs do; a
     session whose spills were logged at version 2 goes on naming the tool, its bytes unchanged."""
-    line = "\n".join(f"out line {i:05d}" for i in range(3_000))
-    msgs: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
-    for i in range(2):
-        msgs += [
-            {"role": "assistant", "content": [
-                {"type": "tool_use", "id": f"c{i}", "name": "bash", "input": {"i": i}}]},
-            {"role": "user", "content": [
-                {"type": "tool_result", "tool_use_id": f"c{i}", "content": f"{i}\n{line}"}]},
-        ]  # fmt: skip
+    msgs = _history(2)
     config = {"result_cap": 5_000, "include_path": True}
     with Budget.open(tmp_path / "new", config) as b:
         new = _contents(b.prepare(msgs, now=1).messages)
