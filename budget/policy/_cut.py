@@ -77,8 +77,9 @@ def floor_at(floor_chars: int, read: float, least: int = 0) -> float:
     characters carried at Claude's 0.1x costs what one of 400 does at GPT-4o's 0.5x (without a
     cache, at the base price, every result with tokens to reclaim is a candidate). A cheaper
     read keeps the setting: the price then declines the trims that do not pay, and a batch the
-    price does not choose (the provider refused the prompt, or it is over the window) trims
-    what is over the setting, as at any price."""
+    price does not choose (a prompt over the window) trims what is over the setting, as at any
+    price. After the provider refused a prompt the session trims under the floor too
+    (``budget/session/_passrun.py``)."""
     if read <= FLOOR_READ_PRICE:
         return float(floor_chars)
     return max(min(least, floor_chars), floor_chars * FLOOR_READ_PRICE / read)
