@@ -123,16 +123,4 @@ def load(path: Path, root: Path) -> list[Trace]:
             builder.assistant(str(i), content)
         else:
             builder.user_message(content)
-    if builder.messages and builder.messages[-1]["role"] == "user":
-        builder.begin_request("final")
-    rel = path.relative_to(root).as_posix()
-    return [
-        builder.build(
-            name=f"{FORMAT}/{path.stem}",
-            path=rel,
-            format=FORMAT,
-            provider="anthropic",
-            system=str(system),
-            model=model,
-        )
-    ]
+    return builder.plain(FORMAT, path, root, "anthropic", str(system), model)

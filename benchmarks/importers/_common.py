@@ -258,6 +258,25 @@ class TraceBuilder:
 
     # -- finishing ------------------------------------------------------------------------
 
+    def plain(
+        self, fmt: str, path: Path, root: Path, provider: Provider, system: str, model: str | None
+    ) -> list[Trace]:
+        """The one trace of a plain message list at ``path``: one request per model turn, plus
+        one when the list ends on a user turn (the request it was about to make)."""
+        if self.messages and self.messages[-1]["role"] == "user":
+            self.begin_request("final")
+        rel = path.relative_to(root).as_posix()
+        return [
+            self.build(
+                name=f"{fmt}/{path.stem}",
+                path=rel,
+                format=fmt,
+                provider=provider,
+                system=system,
+                model=model,
+            )
+        ]
+
     def build(
         self,
         *,

@@ -117,15 +117,4 @@ def load(path: Path, root: Path) -> list[Trace]:
             builder.user([{"type": "tool_result", "tool_use_id": str(call_id), "content": blocks}])
         else:
             raise fail(path, f"message {i} has role {role!r}")
-    if builder.messages and builder.messages[-1]["role"] == "user":
-        builder.begin_request("final")
-    return [
-        builder.build(
-            name=f"{FORMAT}/{path.stem}",
-            path=path.relative_to(root).as_posix(),
-            format=FORMAT,
-            provider="openai",
-            system="\n\n".join(s for s in system if s),
-            model=model,
-        )
-    ]
+    return builder.plain(FORMAT, path, root, "openai", "\n\n".join(s for s in system if s), model)

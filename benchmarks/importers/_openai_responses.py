@@ -63,18 +63,7 @@ def load(path: Path, root: Path) -> list[Trace]:
             turn = _message(builder, system, role, blocks, turn, str(i))
         else:
             raise fail(path, f"item {i} is of type {kind!r} with role {role!r}")
-    if builder.messages and builder.messages[-1]["role"] == "user":
-        builder.begin_request("final")
-    return [
-        builder.build(
-            name=f"{FORMAT}/{path.stem}",
-            path=path.relative_to(root).as_posix(),
-            format=FORMAT,
-            provider="openai",
-            system="\n\n".join(s for s in system if s),
-            model=model,
-        )
-    ]
+    return builder.plain(FORMAT, path, root, "openai", "\n\n".join(s for s in system if s), model)
 
 
 def _message(
