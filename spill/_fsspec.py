@@ -55,7 +55,7 @@ from spill._errors import ConfigError, QuotaExceeded, RefError, StoreError
 from spill._fs import make_dirs
 from spill._log import decode_log, encode_records
 from spill._objcache import ReadCache
-from spill._objfs import BODIES_NAME, LOG_DIR, META_NAME, URL_RE, ObjectSession, filesystem
+from spill._objfs import BODIES_NAME, LOG_DIR, META_NAME, ObjectSession, checked_url, filesystem
 from spill._objgc import gc_url_sessions, ignore_skip
 from spill._objlog import ObjectLog
 from spill._sessiondir import decode_meta, encode_meta
@@ -142,16 +142,11 @@ class FsspecStore(StoreBase):
         cache_dir: str | os.PathLike[str] | None = None,
         **storage_options: Any,
     ) -> None:
-        if not isinstance(url, str) or not URL_RE.match(url):
-            raise ConfigError(f"FsspecStore needs a URL with a scheme (s3://...), got {url!r}")
-        if not url.split("://", 1)[1].strip("/"):
-            # "s3://" (a bucket variable left empty) would strip to "s3:", a local directory.
-            raise ConfigError(f"FsspecStore needs a location after the scheme, got {url!r}")
+        url = checked_url(url, "FsspecStore")
         check_quota(quota_bytes)
         self._quota = quota_bytes
         self._mutex = threading.Lock()
         self._closed = True
-        url = url.rstrip("/")
         self._objects = ObjectSession(url, *filesystem(url, storage_options))
         _private_local_root(self._objects)
         # Listed before the cache is made: a missing bucket refuses the open and leaves nothing.

@@ -64,6 +64,17 @@ def _s3_class() -> type[Any]:
     return RetriedByBotocore
 
 
+def checked_url(url: object, what: str) -> str:
+    """``url`` without its trailing slashes, once it has a scheme and something after it;
+    ConfigError naming ``what`` needs it otherwise. ``s3://`` (a bucket variable left empty)
+    would strip to ``s3:``, a relative local path."""
+    if not isinstance(url, str) or not URL_RE.match(url):
+        raise ConfigError(f"{what} needs a URL with a scheme (s3://...), got {url!r}")
+    if not url.split("://", 1)[1].strip("/"):
+        raise ConfigError(f"{what} needs a location after the scheme, got {url!r}")
+    return url.rstrip("/")
+
+
 def filesystem(url: str, storage_options: Mapping[str, Any]) -> tuple[Any, str]:
     """The fsspec filesystem for ``url`` and the path of ``url`` in it (no trailing slash).
 

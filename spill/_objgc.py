@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from spill._errors import ConfigError, StoreError
-from spill._objfs import BODIES_NAME, LOG_DIR, META_NAME, URL_RE, delete_exact, filesystem
+from spill._errors import StoreError
+from spill._objfs import BODIES_NAME, LOG_DIR, META_NAME, checked_url, delete_exact, filesystem
 from spill._store import events
 
 __all__ = ["gc_url_sessions", "ignore_skip"]
@@ -31,9 +31,7 @@ def gc_url_sessions(
     objects are deleted first and ``session.json`` last: a gc that dies midway leaves a prefix
     that is still recognised (and finished) by the next gc.
     """
-    if not isinstance(root, str) or not URL_RE.match(root):
-        raise ConfigError(f"gc_sessions needs a URL with a scheme (s3://...), got {root!r}")
-    root = root.rstrip("/")
+    root = checked_url(root, "gc_sessions")
     fs, base = filesystem(root, storage_options)
     try:
         entries = fs.ls(base, detail=True)

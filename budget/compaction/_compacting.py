@@ -80,9 +80,17 @@ def _key(part: Sequence[Any]) -> Key:
 
 
 def _given(part: Sequence[Any]) -> list[Any]:
-    """What a summarizer is handed: a deep copy of ``part``, whose messages are the caller's
-    own objects (a summarizer that trims what it reads must not edit the caller's history)."""
-    return copy.deepcopy(list(part))
+    """What a summarizer is handed: a deep copy of each message of ``part``, which are the
+    caller's own objects (a summarizer that trims what it reads must not edit the caller's
+    history); a message that cannot be copied (a field holding a lock, a client) as it is, as
+    before: a summary is worth more than that guard."""
+    out = []
+    for message in part:
+        try:
+            out.append(copy.deepcopy(message))
+        except Exception:  # deepcopy raises whatever a field's __reduce__ raises
+            out.append(message)
+    return out
 
 
 def _discard(awaitable: object) -> None:

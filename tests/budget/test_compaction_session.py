@@ -325,3 +325,15 @@ def test_a_summarizer_that_edits_what_it_reads_leaves_the_history_alone(
         else:
             assert asyncio.run(b.aprepare(msgs)).report.compacted
     assert json.dumps(msgs, sort_keys=True) == before
+
+
+def test_a_message_that_cannot_be_copied_is_still_summarized(tmp_path: Path) -> None:
+    """A message holding an object deepcopy refuses (a lock) is handed to the summarizer as it
+    is: the compaction still runs, as it did before messages were copied."""
+    import threading
+
+    msgs = history(20)
+    for m in msgs:
+        m["meta"] = threading.Lock()
+    with Budget.open(tmp_path / "s", SESSION, summarizer=lambda part: "summary") as b:
+        assert b.prepare(msgs).report.compacted

@@ -147,3 +147,17 @@ def test_a_url_fsspec_cannot_open_is_a_store_error(
     monkeypatch.chdir(tmp_path)
     with pytest.raises(StoreError, match="cannot open zip://x"):
         Budget.open("zip://x")
+
+
+def test_gc_of_a_url_with_nothing_after_its_scheme_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``gc_sessions("s3://")`` is a ConfigError, not a collection of a local ``s3:`` directory
+    that happens to hold sessions."""
+    monkeypatch.chdir(tmp_path)
+    session = tmp_path / "s3:" / "sess"
+    (session / "log").mkdir(parents=True)
+    (session / "session.json").write_text("{}")
+    with pytest.raises(ConfigError, match="needs a location after the scheme"):
+        FsspecStore.gc_sessions("s3://", older_than_s=0)
+    assert (session / "session.json").exists()
