@@ -162,6 +162,7 @@ LANGCHAIN = LangChainFormat()
 
 def session_read_tool(session: Budget) -> StructuredTool:
     """The read-back tool as a LangChain tool (its JSON schema is the session's own)."""
+    session = require_session(session, "session_read_tool")
     return _read_tool(session.read_tool(format="anthropic"), lambda: session)
 
 

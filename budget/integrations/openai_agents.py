@@ -84,6 +84,7 @@ def session_read_tool(session: Budget) -> FunctionTool:
 
     Not strict: the tool's arguments but ``ref`` are optional, which strict mode does not allow.
     """
+    session = require_session(session, "session_read_tool")
     spec = session.read_tool(format="anthropic")
 
     async def invoke(ctx: ToolContext[Any], arguments: str) -> str:

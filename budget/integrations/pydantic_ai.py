@@ -135,6 +135,7 @@ PYDANTIC_AI = PydanticAIFormat()
 
 def session_read_tool(session: Budget) -> Tool[Any]:
     """The read-back tool as a pydantic-ai ``Tool`` (its JSON schema is the session's own)."""
+    session = require_session(session, "session_read_tool")
     spec = session.read_tool(format="anthropic")
 
     async def read(**kwargs: Any) -> str:

@@ -44,3 +44,16 @@ def test_integration_snippet_runs(
     runpy.run_path(str(script), run_name="__main__")
     out = capsys.readouterr().out
     assert re.search(r"^1 spilled: \d+ -> \d+ chars$", out, flags=re.M), out
+
+
+@pytest.mark.parametrize("module", ["langchain", "openai_agents", "pydantic_ai"])
+def test_session_read_tool_refuses_what_is_not_a_session(module: str) -> None:
+    """Each integration's ``session_read_tool`` given a string is a ConfigError naming what it
+    needs, as its middleware's constructor is, not a raw AttributeError."""
+    import importlib
+
+    from budget import ConfigError
+
+    make = importlib.import_module(f"budget.integrations.{module}").session_read_tool
+    with pytest.raises(ConfigError, match=r"session_read_tool needs a budget\.Budget session"):
+        make("x")
