@@ -56,8 +56,8 @@ from benchmarks.strategies._common import is_error, result_text
 from benchmarks.strategies.toolbudget import SHOWN_DIR, session_config
 from benchmarks.trace import Trace, Usage
 from budget import BudgetConfig
-from budget._envelope import same_output, stub
-from budget.passes._context import spill_envelope
+from budget._envelope import same_output
+from budget.passes._context import spill_envelope, stub_text
 from budget.policy import floor_at, price_list
 from budget.previews import line_delta
 from spill import ref_for
@@ -355,6 +355,14 @@ class OraclePlan:
     """The model the plan was solved on."""
 
 
+def _floor(config: BudgetConfig, trace: Trace) -> float:
+    """The stale floor of a session replaying ``trace``: at the read price it is given, or its
+    price list's (:func:`budget.policy.floor_at`)."""
+    given = session_config(config, trace)
+    listed = price_list(given.model, read=given.cache_read_price).read
+    return floor_at(config.stale_floor, listed, config.stub_chars)
+
+
 def _cold(trace: Trace, rules: CacheRules) -> list[bool]:
     """Which requests read nothing from the cache: the first, those ``ttl`` or more after the
     previous one (recorded times only, as in the replay), every one without caching."""
@@ -428,10 +436,7 @@ def plan_trace(
     write = billed_write_price(trace, rules)
     read = rules.read_price if rules.enabled else 1.0
     write = write if rules.enabled else 1.0
-    # The floor of a session replaying the trace: at the read price it is given or lists.
-    given = session_config(config, trace)
-    listed = price_list(given.model, read=given.cache_read_price).read
-    floor = floor_at(config.stale_floor, listed, config.stub_chars)
+    floor = _floor(config, trace)
     messages = list(trace.messages)
     tokens = [count(m) for m in messages]
     header = (
@@ -490,14 +495,8 @@ def plan_trace(
         at = max(eligible, seen + 1, max((i for i, _ in needs), default=-1) + 1)
         block = messages[r.msg]["content"][r.block]
         ref = ref_for(r.text)
-        text = stub(
-            r.text,
-            ref=ref,
-            tool=r.tool,
-            chars=config.stub_chars,
-            read_tool=config.read_tool_name,
-            path=f"{SHOWN_DIR}/bodies/{ref[:2]}/{ref}.txt" if config.include_path else None,
-        )
+        path = f"{SHOWN_DIR}/bodies/{ref[:2]}/{ref}.txt" if config.include_path else None
+        text = stub_text(config, r.text, ref, r.tool, path)
         saved = count(block) - count({**block, "content": text})
         if at < len(ends) and saved > 0:
             stubs[key] = text

@@ -23,6 +23,7 @@ __all__ = [
     "replaced",
     "spill",
     "spill_envelope",
+    "stub_text",
     "trim",
 ]
 
@@ -165,15 +166,18 @@ def trim(ctx: PassContext, result: ToolResult, reason: str, ref: str | None = No
     own hash), computed once and frozen."""
     cfg = ctx.config
     ref = ref or ctx.ref_for(result.text)
-    text = stub(
-        result.text,
-        ref=ref,
-        tool=result.tool,
-        chars=cfg.stub_chars,
-        read_tool=cfg.read_tool_name,
-        path=ctx.path_of(ref) if cfg.include_path else None,
+    path = ctx.path_of(ref) if cfg.include_path else None
+    return replaced(
+        result, "trimmed", reason, stub_text(cfg, result.text, ref, result.tool, path), ref
     )
-    return replaced(result, "trimmed", reason, text, ref)
+
+
+def stub_text(cfg: BudgetConfig, text: str, ref: str, tool: str, path: str | None) -> str:
+    """The stub of ``text`` under ``cfg``: the one text a trimmed output is ever shown as
+    (``path``: its stored file, given where ``include_path`` is on)."""
+    return stub(
+        text, ref=ref, tool=tool, chars=cfg.stub_chars, read_tool=cfg.read_tool_name, path=path
+    )
 
 
 def spill_envelope(
