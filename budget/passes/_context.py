@@ -126,6 +126,10 @@ class PassContext:
         """
         return min(self.config.group_budget, self.staleness.window * GROUP_CHARS_PER_WINDOW_TOKEN)
 
+    def named_file(self, ref: str) -> str | None:
+        """The stored file a replacement text names for ``ref`` (``include_path``), else None."""
+        return self.path_of(ref) if self.config.include_path else None
+
     def cap_for(self, tool: str) -> int | None:
         """The (possibly halved) cap for ``tool``; None when the tool is exempt. Halved, it is
         still above ``preview_chars`` (as ``BudgetConfig.cap_for`` keeps it)."""
@@ -154,7 +158,7 @@ def spill(ctx: PassContext, result: ToolResult, reason: str, *, ref: str | None 
         ref=ref,
         tool=result.tool,
         is_error=result.is_error,
-        path=ctx.path_of(ref) if ctx.config.include_path else None,
+        path=ctx.named_file(ref),
         version=version,
         earlier=earlier,
     )
@@ -164,12 +168,9 @@ def spill(ctx: PassContext, result: ToolResult, reason: str, *, ref: str | None 
 def trim(ctx: PassContext, result: ToolResult, reason: str, ref: str | None = None) -> Decision:
     """The decision to trim ``result`` to its stub (its full text stored at ``ref``, or at its
     own hash), computed once and frozen."""
-    cfg = ctx.config
     ref = ref or ctx.ref_for(result.text)
-    path = ctx.path_of(ref) if cfg.include_path else None
-    return replaced(
-        result, "trimmed", reason, stub_text(cfg, result.text, ref, result.tool, path), ref
-    )
+    text = stub_text(ctx.config, result.text, ref, result.tool, ctx.named_file(ref))
+    return replaced(result, "trimmed", reason, text, ref)
 
 
 def stub_text(cfg: BudgetConfig, text: str, ref: str, tool: str, path: str | None) -> str:

@@ -58,7 +58,7 @@ def duplicate(ctx: PassContext) -> list[Decision]:
             tool=result.tool,
             same_as=same_as,
             read_tool=cfg.read_tool_name,
-            path=ctx.path_of(ref) if cfg.include_path else None,
+            path=ctx.named_file(ref),
             delta=delta,
         )
         if len(text) < len(result.text):
