@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 __all__ = [
+    "EMPTY_SCAN",
+    "PROMPT_SCAN",
     "Call",
     "Format",
     "RawResult",
@@ -63,9 +65,14 @@ class Scanned:
     results: tuple[RawResult, ...] = ()
     opens_round: bool = False
     """True for a message that starts a round (an assistant message making tool calls)."""
+    prompt: bool = False
+    """True for a message from the user that answers no call: a new prompt (a turn of the
+    conversation starts). Results from before the user's last prompts are no longer protected
+    by the rounds (``BudgetConfig.protect_turns``)."""
 
 
 EMPTY_SCAN = Scanned()
+PROMPT_SCAN = Scanned(prompt=True)
 
 
 @dataclass(frozen=True, slots=True)

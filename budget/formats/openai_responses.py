@@ -28,7 +28,7 @@ from dataclasses import replace
 from typing import Any
 
 from budget._errors import InputError
-from budget._view import EMPTY_SCAN, Call, RawResult, Scanned
+from budget._view import EMPTY_SCAN, PROMPT_SCAN, Call, RawResult, Scanned
 from budget.formats._common import (
     call_facts,
     field,
@@ -115,11 +115,12 @@ class OpenAIResponsesFormat(ShapedFormat):
             text, others = parts_text(output, f"{where}.output", ("input_text",))
             return Scanned(results=(RawResult(call_id, 0, text, False, others),))
         if kind is None or kind == "message":
-            if field(message, "role") is None:
+            if (role := field(message, "role")) is None:
                 raise InputError(
                     f"{where} has neither a type nor a role: not a Responses input item"
                 )
             require_fit(self.name, index, message)  # a Chat tool message, say
+            return PROMPT_SCAN if role == "user" else EMPTY_SCAN
         return EMPTY_SCAN
 
     def scan_in(self, messages: Sequence[Any], index: int) -> Scanned:

@@ -52,7 +52,7 @@ from budget._config import BudgetConfig, build_config
 from budget._errors import ConfigError, InputError
 from budget._readback import read_tool_definition
 from budget._report import Prepared, Report
-from budget._view import EMPTY_SCAN, Call, Format, RawResult, Scanned
+from budget._view import EMPTY_SCAN, PROMPT_SCAN, Call, Format, RawResult, Scanned
 from budget.compaction._transcript import render_transcript
 from budget.formats._common import call_facts
 from budget.integrations._common import (
@@ -147,7 +147,7 @@ class LangChainFormat(Format):
             text, others = _content_text(message.content, where)
             raw = RawResult(message.tool_call_id, 0, text, message.status == "error", others)
             return Scanned((), (raw,))
-        return EMPTY_SCAN
+        return PROMPT_SCAN if isinstance(message, HumanMessage) else EMPTY_SCAN
 
     def rewrite(self, message: Any, texts: Mapping[int, str]) -> Any:
         """A copy of the ToolMessage showing the new text; id, name, artifact, status kept."""

@@ -52,7 +52,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 from budget._errors import InputError
 from budget._report import Report
-from budget._view import EMPTY_SCAN, Call, Format, RawResult, Scanned
+from budget._view import EMPTY_SCAN, PROMPT_SCAN, Call, Format, RawResult, Scanned
 from budget.formats._common import call_facts
 from budget.integrations._common import (
     attach_summarizer,
@@ -106,7 +106,10 @@ class PydanticAIFormat(Format):
                     text, files = _return_text(part)
                     error = part.outcome in ERROR_OUTCOMES
                     results.append(RawResult(part.tool_call_id, slot, text, error, files))
-            return Scanned((), tuple(results)) if results else EMPTY_SCAN
+            if results:
+                return Scanned((), tuple(results))
+            prompted = any(isinstance(part, UserPromptPart) for part in message.parts)
+            return PROMPT_SCAN if prompted else EMPTY_SCAN
         raise InputError(
             f"messages[{index}] must be a pydantic-ai ModelRequest or ModelResponse, "
             f"not {type(message).__name__}"

@@ -19,6 +19,7 @@ from budget._envelope import EMPTY_TEXT
 from budget._ledger import Decision, Ledger
 from budget._view import ToolResult
 from budget.passes import Candidate
+from budget.session._turns import Turns
 from budget.session._whole import Whole
 from budget.tokens._memo import TextTokens
 
@@ -119,29 +120,40 @@ class Candidates:
         self.whole = Whole(self._ledger)
         """The results shown whole (what the duplicate pass points a repeat to)."""
 
-    def cutoff(self, current_round: int, *, overflowing: bool) -> int:
-        """The newest round whose results may be trimmed."""
-        protect = 1 if overflowing else self._config.protect_rounds
-        return current_round - protect
+    def cutoff(self, current_round: int, *, overflowing: bool, turns: Turns | None = None) -> int:
+        """The newest round whose results may be trimmed: outside the protected rounds, or
+        from before the user's ``protect_turns``-th last prompt (``turns``)."""
+        cfg = self._config
+        newest = current_round - (1 if overflowing else cfg.protect_rounds)
+        settled = -1 if turns is None else turns.settled(cfg.protect_turns)
+        return max(newest, settled)
 
     def _pool(self, floored: bool) -> _Pool:
         return self._floored if floored else self._all
 
     def eligible(
-        self, current_round: int, *, overflowing: bool, retry: bool, floored: bool = True
+        self,
+        current_round: int,
+        *,
+        overflowing: bool,
+        retry: bool,
+        floored: bool = True,
+        turns: Turns | None = None,
     ) -> tuple[_Eligible, int]:
         """This request's candidates and the tokens trimming them all would reclaim: those over
         the stale floor (``floored``, where a cache is kept), else all of them."""
         pool = self._pool(floored)
-        end = pool.end(self.cutoff(current_round, overflowing=overflowing))
+        end = pool.end(self.cutoff(current_round, overflowing=overflowing, turns=turns))
         if retry and not overflowing:
             end = 0  # nothing is trimmed anew on a retry
         return _Eligible(pool.cands, 0, end, self.current), pool.cum[end]
 
-    def reclaimable(self, current_round: int, *, floored: bool = True) -> int:
+    def reclaimable(
+        self, current_round: int, *, floored: bool = True, turns: Turns | None = None
+    ) -> int:
         """Tokens a batch could reclaim now, outside an overflow (the report's figure)."""
         pool = self._pool(floored)
-        return pool.cum[pool.end(self.cutoff(current_round, overflowing=False))]
+        return pool.cum[pool.end(self.cutoff(current_round, overflowing=False, turns=turns))]
 
     def drop_trimmed(self, trimmed: set[str]) -> None:
         """A batch ran: its results are trimmed, never candidates again; those before its cut

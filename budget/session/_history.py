@@ -21,6 +21,7 @@ from budget._log import Events
 from budget._view import Call, Format, Scanned, ToolResult
 from budget.session._keys import call_of
 from budget.session._placing import frozen_prior, place_result
+from budget.session._turns import Turns
 from budget.tokens._memo import TextTokens
 from budget.tokens._tokens import TokenizerProfile, estimate_tokens
 
@@ -88,6 +89,7 @@ class History:
         with that key, in order: a re-run finds its earlier runs without a walk of the history."""
         self.seen: list[Any] | None = None
         """The list the last request that completed was given (None while caches may not match)."""
+        self.turns = Turns()
         self._shown_now: dict[int, tuple[Any, int]] = {}
         """Per message scanned by this request and shown rewritten by earlier decisions: that
         copy and its tokens. The copy takes them for messages this request decides nothing in
@@ -140,11 +142,10 @@ class History:
         if len(messages) < n:
             return -1
         inputs = self.inputs
-        if messages is self.seen and messages[n - 1] is inputs[n - 1] and messages[0] is inputs[0]:
-            # The list passed last time, grown: taken as extended (see budget.session._budget).
-            return max(n - RESCAN, 0)
-        if messages[:n] == inputs:
-            # Equal by identity (or by value): the previous history is a prefix of this one.
+        # The list passed last time, grown, is taken as extended (see budget.session._budget);
+        # else the previous history must be a prefix of this one, by identity or by value.
+        grown = messages is self.seen and messages[n - 1] is inputs[n - 1]
+        if (grown and messages[0] is inputs[0]) or messages[:n] == inputs:
             return max(n - RESCAN, 0)
         return -1
 
@@ -164,11 +165,7 @@ class History:
         """Whether a usage reported now was measured on a prefix of this history: the last
         request's history (its length, and its tokens but the last messages, which callers edit
         in place) must lead this one. The same answer live and after a resume."""
-        if length < last_n:
-            return False
-        if last_f is None:
-            return True  # a log written before the tokens were recorded: the length only
-        return self.fingerprint(last_n) == last_f
+        return length >= last_n and self.same_history(last_n, last_f)
 
     def truncate(self, k: int) -> None:
         """Forget the messages from ``k`` on (their calls and results with them)."""
@@ -194,6 +191,7 @@ class History:
                     self._occ.pop(raw, None)
         del self.inputs[k:], self._msgs[k:]
         del self.cum_in[k + 1 :], self.cum_pre[k + 1 :]
+        self.turns.truncate(k)
 
     def scan(
         self, messages: list[Any], k: int, fmt: Format
@@ -274,6 +272,8 @@ class History:
             pre = self.estimate(out, bulk=bulk)
             self._shown_now[i] = (out, pre)
         m.tokens_in = tokens
+        if m.scanned.prompt:
+            self.turns.note(i, m.round_after)
         self._msgs.append(m)
         self.inputs.append(message)
         cum_in, cum_pre = self.cum_in, self.cum_pre

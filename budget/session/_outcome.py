@@ -168,7 +168,7 @@ class Outcome:
         copies, history = self._copies, self._history
         stable = not trimmed_now and self._prefix_stable(redone, len(messages))
         window = self._estimator.window()
-        reclaimable = self._candidates.reclaimable(history.current_round())
+        reclaimable = self._candidates.reclaimable(history.current_round(), turns=history.turns)
         t = copies.totals
         raw_after = max(copies.cum_out[-1], anchor(reported, messages, since, copies.cum_out))
         if reported is not None and not trimmed_now:

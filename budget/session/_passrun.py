@@ -141,6 +141,7 @@ class Passes:
             overflowing=overflowing,
             retry=turn.retry,
             floored=prices.regime != "uncached" and not overflowing,
+            turns=self._history.turns,
         )
         estimate = self._estimator.correct(raw, full_out, reported)
         first = eligible[0].result.msg_index if eligible else len(messages)

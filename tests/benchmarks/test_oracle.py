@@ -17,6 +17,7 @@ from benchmarks.oracle import (
     Candidate,
     Model,
     OracleStrategy,
+    _trimmable,
     model_cost,
     oracle_trace,
     plan_trace,
@@ -25,7 +26,7 @@ from benchmarks.oracle import (
 from benchmarks.pricing import rules_for
 from benchmarks.readbacks import Quotes
 from benchmarks.replay import build_strategies, replay_trace
-from benchmarks.strategies._common import result_text
+from benchmarks.strategies._common import is_prompt, result_text
 from benchmarks.synthetic import generate
 from benchmarks.trace import Request, Trace
 from budget import BudgetConfig
@@ -260,6 +261,31 @@ def test_the_plan_of_a_hand_made_trace_is_the_brute_force_best() -> None:
     assert {at for at, _ in plan.stubs.values()} == {7}
 
 
+def test_the_plan_may_trim_where_the_session_may() -> None:
+    """Three prompts, one round each: by the rounds alone nothing is trimmable before the sixth
+    round; once the third prompt is in, the first turn's round is (the user's previous prompt
+    came after it)."""
+    messages: list[dict[str, object]] = []
+    requests = []
+    for k in range(3):
+        messages.append({"role": "user", "content": f"task {k}"})
+        messages.append(
+            {"role": "assistant", "content": [{"type": "tool_use", "id": f"c{k}", "name": "sh"}]}
+        )
+        block = {"type": "tool_result", "tool_use_id": f"c{k}", "content": "x" * 5_000}
+        messages.append({"role": "user", "content": [block]})
+        requests.append(Request(len(messages)))
+    trace = Trace(
+        "hand/turns", "t.json", "anthropic", "anthropic", tuple(messages), tuple(requests)
+    )
+    ends = [r.n_messages for r in requests]
+    assert _trimmable(trace, ends, CONFIG) == [-1, -1, 0]
+    rounds_only = CONFIG.model_copy(update={"protect_turns": None})
+    assert _trimmable(trace, ends, rounds_only) == [-1, -1, -1]  # no round is (-1)
+    one = CONFIG.model_copy(update={"protect_turns": 1})
+    assert _trimmable(trace, ends, one) == [-1, 0, 1]
+
+
 def test_the_plan_trims_only_what_toolbudget_may(
     shared_trace_set: SharedTraces, tmp_path: Path
 ) -> None:
@@ -289,11 +315,18 @@ def test_the_plan_trims_only_what_toolbudget_may(
             for _, k in events:
                 res = quotes.results[k]
                 last_quote[(res.msg, res.call_id)] = i
+        prompts = [j for j, m in enumerate(trace.messages) if is_prompt(m)]
         for (msg, block), (at, _) in plan.stubs.items():
             result = trace.messages[msg]["content"][block]
             call_id = str(result["tool_use_id"])
-            rounds = sum(1 for s in starts if s < trace.requests[at].n_messages)
-            assert round_of[call_id] < rounds - CONFIG.protect_rounds, trace.name
+            n = trace.requests[at].n_messages
+            rounds = sum(1 for s in starts if s < n)
+            # Outside the protected rounds, or from before the user's second-to-last prompt
+            # (``protect_turns``).
+            before = [p for p in prompts if p < n]
+            turn = before[-2] if len(before) >= 2 else -1
+            settled = msg < turn
+            assert round_of[call_id] < rounds - CONFIG.protect_rounds or settled, trace.name
             # Over the floor where a cache is kept; without one, any result longer than its stub.
             if cached:
                 assert len(result_text(result.get("content"))) > CONFIG.stale_floor, trace.name

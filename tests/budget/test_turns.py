@@ -1,0 +1,108 @@
+"""The user's turns: results from before the user's previous prompt leave the protected rounds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from budget import Budget, BudgetConfig
+from budget.formats import ANTHROPIC, OPENAI_CHAT, OPENAI_RESPONSES
+
+LOG = "a line of the build log, as it was printed\n" * 140  # 6,160 characters
+
+
+def _call(cid: str) -> dict[str, Any]:
+    return {
+        "role": "assistant",
+        "content": [{"type": "tool_use", "id": cid, "name": "bash", "input": {"cmd": cid}}],
+    }
+
+
+def _result(cid: str) -> dict[str, Any]:
+    text = f"{cid}\n{LOG}"
+    return {
+        "role": "user",
+        "content": [{"type": "tool_result", "tool_use_id": cid, "content": text}],
+    }
+
+
+def _turns(*rounds: int) -> list[tuple[list[dict[str, Any]], bool]]:
+    """A conversation of one user turn per entry of ``rounds`` (that many tool rounds each, then
+    a reply): every request's history, and whether it is the one a new prompt opened."""
+    history: list[dict[str, Any]] = []
+    requests: list[tuple[list[dict[str, Any]], bool]] = []
+    for t, n in enumerate(rounds):
+        history.append({"role": "user", "content": f"Task {t}: build target {t}, please."})
+        requests.append((list(history), True))
+        for r in range(n):
+            cid = f"toolu_{t}_{r}"
+            history += [_call(cid), _result(cid)]
+            requests.append((list(history), False))
+        history.append({"role": "assistant", "content": [{"type": "text", "text": f"Done {t}."}]})
+    return requests
+
+
+def _run(path: Path, **config: Any) -> list[Any]:
+    """Prepare every request of a three-turn session (3, 1 and 1 rounds) with usage that never
+    reads a cache: every request's report."""
+    reports = []
+    with Budget.open(path, BudgetConfig(fsync=False, **config)) as session:
+        for i, (history, _) in enumerate(_turns(3, 1, 1)):
+            usage = {"input_tokens": 1_000 + 2_000 * i, "output_tokens": 10}
+            reports.append(session.prepare(history, usage=usage, now=5.0 * i).report)
+    return reports
+
+
+def test_the_formats_mark_a_users_prompt_and_nothing_else() -> None:
+    """A user message that answers no call is a prompt in every format; a result, an assistant
+    or a system message is not."""
+    assert ANTHROPIC.scan(0, {"role": "user", "content": "Fix it."}).prompt
+    assert ANTHROPIC.scan(0, {"role": "user", "content": [{"type": "text", "text": "Go"}]}).prompt
+    assert not ANTHROPIC.scan(0, _result("toolu_1")).prompt
+    assert not ANTHROPIC.scan(0, {"role": "assistant", "content": "Sure."}).prompt
+    assert OPENAI_CHAT.scan(0, {"role": "user", "content": "Fix it."}).prompt
+    for message in (
+        {"role": "system", "content": "Be brief."},
+        {"role": "assistant", "content": "Sure."},
+        {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+    ):
+        assert not OPENAI_CHAT.scan(0, message).prompt
+    assert OPENAI_RESPONSES.scan(0, {"role": "user", "content": "Fix it."}).prompt
+    assert OPENAI_RESPONSES.scan(0, {"type": "message", "role": "user", "content": "Go"}).prompt
+    output = {"type": "function_call_output", "call_id": "c1", "output": "ok"}
+    assert not OPENAI_RESPONSES.scan(0, output).prompt
+    assert not OPENAI_RESPONSES.scan(0, {"role": "developer", "content": "Be brief."}).prompt
+
+
+def test_results_before_the_previous_prompt_are_trimmed_inside_the_protected_rounds(
+    tmp_path: Path,
+) -> None:
+    """Five rounds in all, all inside the 5 protected rounds: once the third prompt comes, the
+    first turn's three results were answered two prompts ago and are trimmed (the usage shows
+    no cache, so the trim pays now); with ``protect_turns=None`` the rounds alone keep them."""
+    reports = _run(tmp_path / "turns")
+    third = [i for i, (_, prompt) in enumerate(_turns(3, 1, 1)) if prompt][2]
+    assert [r.trimmed_now for r in reports[:third]] == [0] * third
+    assert reports[third].trimmed_now == 3 and reports[third].staleness_reason == "no_cache"
+    rounds_only = _run(tmp_path / "rounds", protect_turns=None)
+    assert sum(r.trimmed_now for r in rounds_only) == 0
+
+
+def test_a_resumed_session_finds_the_same_turns(tmp_path: Path) -> None:
+    """The prompts are found again from the history a resumed session is given: the copy of the
+    last request is the same bytes in a new process as in the first."""
+    requests = _turns(3, 1, 1)
+    with Budget.open(tmp_path / "s", BudgetConfig(fsync=False)) as session:
+        for i, (history, _) in enumerate(requests):
+            usage = {"input_tokens": 1_000 + 2_000 * i, "output_tokens": 10}
+            last = session.prepare(history, usage=usage, now=5.0 * i).messages
+    with Budget.open(tmp_path / "s", BudgetConfig(fsync=False)) as again:
+        assert again.prepare(requests[-1][0], now=100.0).messages == last
+
+
+def test_protect_turns_is_validated() -> None:
+    """At least one turn is protected: zero is refused when the settings are built."""
+    with pytest.raises(ValueError, match="protect_turns"):
+        BudgetConfig(protect_turns=0)
