@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -54,6 +54,9 @@ class Staleness:
     requests_so_far: int
     forced: bool
     """An overflow asked for everything but the last round to be trimmed."""
+    spared: Callable[[], Collection[str]] = frozenset
+    """The eligible results (keys) no batch of this request may trim: the outputs its pointers
+    name (the duplicate pass runs first). Asked once the pointers are decided."""
 
 
 @dataclass(frozen=True, slots=True)

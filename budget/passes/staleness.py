@@ -10,6 +10,8 @@ otherwise the session waits. An overflow forces a batch of everything eligible.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from budget._ledger import Decision
 from budget.passes._context import PassContext, trim
 from budget.policy import Verdict, allowance, best_cut
@@ -30,11 +32,18 @@ def batch(ctx: PassContext) -> tuple[int, str] | None:
     if costs.look.tokens >= costs.look.window:
         # Over the window the provider refuses the request: no price to weigh, trim all.
         return 0, "window"
+    items = costs.items()
+    if spared := s.spared():
+        # An output a pointer of this request names is not trimmed: it reclaims nothing.
+        items = [
+            replace(it, reclaim=0, page=0) if s.eligible[i].result.call_id in spared else it
+            for i, it in enumerate(items)
+        ]
     verdict = best_cut(
         costs.prices,
         costs.look,
         costs.observed,
-        costs.items(),
+        items,
         cached_end=costs.cached_end,
         cold=costs.cold,
         reach=costs.reach(),
@@ -72,4 +81,9 @@ def staleness(ctx: PassContext) -> list[Decision]:
     if chosen is None:
         return []
     cut, reason = chosen
-    return [trim(ctx, c.result, reason, c.decision.ref) for c in ctx.staleness.eligible[cut:]]
+    spared = ctx.staleness.spared()
+    return [
+        trim(ctx, c.result, reason, c.decision.ref)
+        for c in ctx.staleness.eligible[cut:]
+        if c.result.call_id not in spared
+    ]

@@ -43,7 +43,9 @@ class Item:
     """One result a batch may trim, as the cut search sees it."""
 
     reclaim: int
-    """Tokens trimming it reclaims (its shown tokens less its stub's)."""
+    """Tokens trimming it reclaims (its shown tokens less its stub's); 0 for a result no batch
+    of this request may trim (a pointer of it names the output): it hides nothing, risks no
+    read-back."""
     before: int
     """Tokens of the request before the message that made its call: where the last request
     before it ended, so where a trim starting at it begins re-writing."""
@@ -158,7 +160,7 @@ def best_cut(
         reclaim += it.reclaim
         if it.before < cached_end:
             reclaim_in_cache += it.reclaim
-        risk += chance[it.is_error] * (per_request + per_page * it.page)
+        risk += (it.reclaim > 0) * chance[it.is_error] * (per_request + per_page * it.page)
         shallow = it.before >= reach and it.alive
         span = max(cached_end - it.before, 0) if shallow else cached_end + header
         rewrite = new * (span - reclaim_in_cache) - keep_price * span

@@ -100,11 +100,11 @@ class Passes:
         self._quotes.note(new_results, turn.messages, retry=turn.retry, last=last, fresh=fresh_ids)
         t.observed = self._quotes.pooled(t.observed)
         made: dict[str, Decision] = dict(wrapped)
+        self._candidates.whole.begin()
         ctx = self._context(turn, made)  # ``decided``: a live view of the passes' decisions
         for _name, run in PIPELINE:
             for d in run(ctx):
                 made[d.call_id] = d
-        self._candidates.whole.spare(made)  # no batch trims an output a pointer names
         for r in turn.fresh:
             if r.call_id not in made:
                 made[r.call_id] = self._candidates.default(r)
@@ -165,6 +165,7 @@ class Passes:
                 last_request_at=self._tally.last_at,
                 requests_so_far=self._tally.requests,
                 forced=overflowing,
+                spared=partial(self._candidates.whole.spared, made),
             ),
             ref_for=ref_for,
             path_of=self._store.path_of,

@@ -8,7 +8,7 @@ latest whole run of the same call, ``ToolResult.call_key``) without a walk of th
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Mapping
 from typing import Protocol
 
 from budget._envelope import pointer_target
@@ -108,15 +108,19 @@ class Whole:
                 out.append((r, d))
         return out
 
-    def spare(self, made: dict[str, Decision]) -> None:
-        """Take back the trims of ``made`` (this request's decisions) of the outputs its pointers
-        name: trimmed by the same request, the pointer would name an output no copy shows. They
-        stay candidates, for a later batch."""
-        pointed, self._pointed = self._pointed, {}
-        for cid, target in pointed.items():
-            d, t = made.get(cid), made.get(target)
-            if d is not None and d.reason in POINTERS and t is not None and t.kind == "trimmed":
-                del made[target]
+    def begin(self) -> None:
+        """A new request: the pointers of the last one named their outputs for it alone."""
+        self._pointed = {}
+
+    def spared(self, made: Mapping[str, Decision]) -> frozenset[str]:
+        """The result keys of the outputs this request's pointers (in ``made``) name: trimmed by
+        the same request, a pointer would name an output no copy shows, so no batch of this
+        request trims them (the cut search leaves them out). They stay candidates."""
+        return frozenset(
+            target
+            for cid, target in self._pointed.items()
+            if (d := made.get(cid)) is not None and d.reason in POINTERS
+        )
 
     def _shown(self, earlier: ToolResult, result: ToolResult, history: History) -> bool:
         """Whether ``earlier`` comes before ``result``, ``history`` still shows it whole and its

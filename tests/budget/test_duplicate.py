@@ -276,6 +276,24 @@ def test_a_batch_of_the_same_request_does_not_trim_the_output_a_pointer_names(
         assert shown(req.messages, 2) == FILE
 
 
+def test_the_cut_search_prices_no_trim_of_the_output_a_pointer_names(tmp_path: Path) -> None:
+    """The batch that spares the named output prices it spared: its verdict reclaims less, by
+    that output, than the same batch beside a new output of the same size (which spares none)."""
+    small = {**CONFIG, "result_cap": 5_000, "protect_rounds": 2, "stale_floor": 400}
+    reclaimed: list[int] = []
+    for last in (FILE, FILE.replace("line", "LINE")):
+        messages: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
+        for k, text in enumerate([FILE, RUN[:700], RUN[700:1400], RUN[1400:2100], last]):
+            messages += _round(f"c{k}", "bash", text)
+        with Budget.open(tmp_path / str(len(reclaimed)), small) as b:
+            b.prepare(messages[:9], now=0)
+            cost = b.prepare(messages, now=400).report.staleness_cost
+            assert cost is not None and cost.choice == "trim"
+            reclaimed.append(cost.reclaim_tokens)
+    spared, none_spared = reclaimed
+    assert none_spared - spared > len(FILE) // 5
+
+
 def test_a_repeat_gets_the_same_pointer_live_and_resumed_after_a_batch(tmp_path: Path) -> None:
     """Two equal outputs shown whole, the later one trimmed by a batch, the earlier (exempt)
     still whole: a repeat gets the same decision in the session that went on and in one resumed."""
