@@ -1,7 +1,8 @@
 """A hindsight bound: the least any result-dropping strategy could bill on a trace.
 
-The bound is billed as if every tool result outside the protected last rounds vanished (its
-content emptied) at no cache cost: the requests are as small as dropping old output can make
+The bound is billed as if every tool result toolbudget may trim vanished (its content emptied)
+at no cache cost, from the request it may be trimmed at (:func:`benchmarks.turns.trimmable`:
+outside the protected last rounds, or from before the user's second-to-last turn): the requests are as small as dropping old output can make
 them, and dropping never breaks the cache, so each request reads from the cache all of the
 previous request that is still there and writes only what was appended since. Within the
 protected last :data:`PROTECT_ROUNDS` rounds (toolbudget's ``protect_rounds`` default) a result
@@ -35,9 +36,10 @@ from benchmarks.cache import CacheRules, Segmenter
 from benchmarks.pricing import billed_write_price, rules_for
 from benchmarks.strategies._common import result_text, tool_use_ids
 from benchmarks.trace import Trace
+from benchmarks.turns import trimmable
 from budget import BudgetConfig
 
-__all__ = ["PROTECT_ROUNDS", "bound_billed", "share_of_saving"]
+__all__ = ["PROTECT_ROUNDS", "PROTECT_TURNS", "bound_billed", "share_of_saving"]
 
 # The declared defaults, not ``BudgetConfig()``: that reads TOOLBUDGET_* variables, and a module
 # must not read settings (or fail on a bad one) when it is imported. A run passes toolbudget's
@@ -45,6 +47,8 @@ __all__ = ["PROTECT_ROUNDS", "bound_billed", "share_of_saving"]
 _FIELDS = BudgetConfig.model_fields
 PROTECT_ROUNDS: int = _FIELDS["protect_rounds"].default
 """Rounds whose results the bound keeps: toolbudget's default ``protect_rounds``."""
+PROTECT_TURNS: int | None = _FIELDS["protect_turns"].default
+"""The user's turns before whose second-to-last (by default) a result may vanish too."""
 PREVIEW_CHARS: int = _FIELDS["preview_chars"].default
 """A kept result longer than this many characters counts as its first ``PREVIEW_CHARS``."""
 
@@ -71,13 +75,15 @@ def bound_billed(
     *,
     rules: CacheRules | None = None,
     protect_rounds: int = PROTECT_ROUNDS,
+    protect_turns: int | None = PROTECT_TURNS,
     preview_chars: int = PREVIEW_CHARS,
     tools: Any = (),
 ) -> float:
     """The bound's billed tokens (base-price equivalents) on ``trace``."""
     rules = rules if rules is not None else rules_for(trace)
     write = billed_write_price(trace, rules)
-    starts, round_of = _rounds(trace)
+    _, round_of = _rounds(trace)
+    upto = trimmable(trace, [r.n_messages for r in trace.requests], protect_rounds, protect_turns)
     header = (
         Segmenter(count)
         .segments([], system=trace.system, tools=tools, header_tokens=trace.header_tokens)[0]
@@ -108,15 +114,14 @@ def bound_billed(
     vanished: set[int] = set()
     seen: set[int] = set()
     """Results already sent (a result vanishing before it was ever sent saves nothing cached)."""
-    for request in trace.requests:
+    for i, request in enumerate(trace.requests):
         n = request.n_messages
-        rounds_seen = sum(1 for s in starts if s < n)
         size = header + sum(msg_tokens[:n])
         newly = 0
         for k, (j, rnd, saved, capped) in enumerate(savings):
             if j >= n:
                 break
-            if rnd < rounds_seen - protect_rounds:
+            if rnd <= upto[i]:
                 size -= saved
                 if k not in vanished:
                     vanished.add(k)

@@ -39,7 +39,6 @@ each result at least as its preview: :mod:`benchmarks.bound`), so it is never be
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -53,9 +52,10 @@ from benchmarks.pricing import billed_write_price, rules_for
 from benchmarks.readbacks import PAGE_CHARS, Quotes, quotable_lines
 from benchmarks.replay import Replay, replay_trace
 from benchmarks.strategies._base import Messages
-from benchmarks.strategies._common import is_error, is_prompt, result_text
+from benchmarks.strategies._common import is_error, result_text
 from benchmarks.strategies.toolbudget import SHOWN_DIR, session_config
 from benchmarks.trace import Trace, Usage
+from benchmarks.turns import trimmable as rounds_trimmable
 from budget import BudgetConfig
 from budget._envelope import same_output
 from budget.passes._context import spill_envelope, stub_text
@@ -319,38 +319,6 @@ def _results(trace: Trace) -> list[_Res]:
     return out
 
 
-def _round_starts(trace: Trace) -> list[int]:
-    starts = []
-    for j, message in enumerate(trace.messages):
-        content = message.get("content")
-        if (
-            message.get("role") == "assistant"
-            and isinstance(content, list)
-            and any(isinstance(b, dict) and b.get("type") == "tool_use" for b in content)
-        ):
-            starts.append(j)
-    return starts
-
-
-def _trimmable(trace: Trace, ends: Sequence[int], config: BudgetConfig) -> list[int]:
-    """Per request, the newest round whose results toolbudget may trim (as
-    ``budget.session._candidates.Candidates.cutoff`` says): outside the last ``protect_rounds``
-    rounds, or from before the user's ``protect_turns``-th last prompt."""
-    starts = _round_starts(trace)
-    # Each prompt's message index and the round it follows (-1 before any round).
-    prompts = [
-        (j, bisect_right(starts, j) - 1) for j, m in enumerate(trace.messages) if is_prompt(m)
-    ]
-    turns = config.protect_turns
-    out = []
-    for n in ends:
-        current = bisect_left(starts, n) - 1
-        seen = bisect_left(prompts, (n, -2))
-        settled = prompts[seen - turns][1] if turns is not None and seen >= turns else -1
-        out.append(max(current - config.protect_rounds, settled))
-    return out
-
-
 def _with_block(message: dict[str, Any], block: int, text: str) -> dict[str, Any]:
     content = list(message["content"])
     content[block] = {**content[block], "content": text}
@@ -469,7 +437,7 @@ def plan_trace(
         suffix[i] = suffix[i + 1] + (write if cold[i] else read)
     prices = _Prices(ends, cold, read, write, header, _prefix(tokens), suffix)
     quoted = _quoted(quotes)
-    trimmable = _trimmable(trace, ends, config)
+    trimmable = rounds_trimmable(trace, ends, config.protect_rounds, config.protect_turns)
     envelopes: dict[tuple[int, int], str] = {}
     stubs: dict[tuple[int, int], str] = {}
     cands: list[tuple[tuple[int, int], Candidate]] = []

@@ -49,7 +49,7 @@ from benchmarks._count import Counter as TokenCounter
 from benchmarks._count import counter_for
 from benchmarks._table import report_table
 from benchmarks.attribution import AGE_BUCKETS, EXTRA_ROWS, SIZE_BUCKETS, Attribution, combine
-from benchmarks.bound import PROTECT_ROUNDS, bound_billed, share_of_saving
+from benchmarks.bound import PROTECT_ROUNDS, PROTECT_TURNS, bound_billed, share_of_saving
 from benchmarks.calibration import Calibration, calibrate, calibration_table
 from benchmarks.importers import Skipped
 from benchmarks.oracle import OracleTrace, oracle_trace
@@ -121,9 +121,10 @@ class BenchResult:
             for row in self.summary
             if row.billed_ratio is not None and ratio is not None
         }
-        protect = PROTECT_ROUNDS if self.settings is None else self.settings.config.protect_rounds
+        cfg = None if self.settings is None else self.settings.config
         return {
-            "protect_rounds": protect,
+            "protect_rounds": PROTECT_ROUNDS if cfg is None else cfg.protect_rounds,
+            "protect_turns": PROTECT_TURNS if cfg is None else cfg.protect_turns,
             "billed_tokens": total,
             "billed_ratio": ratio,
             "shares": shares,
@@ -293,6 +294,7 @@ def run_bench(
             _cut(trace, max_requests),
             count if count is not None else counter_for(trace.model),
             protect_rounds=settings.config.protect_rounds,
+            protect_turns=settings.config.protect_turns,
             preview_chars=settings.config.preview_chars,
         )
     return BenchResult(
@@ -509,8 +511,8 @@ def render(result: BenchResult, console: Console, *, wide: bool = False) -> None
         reached = _share_words(bound["shares"].get("toolbudget"), result.summary)
         console.print(
             f"bound: {bound['billed_ratio']:.3f}× {BASELINE} if every result outside the last "
-            f"{bound['protect_rounds']} rounds vanished at no cache cost (and the others showed "
-            f"at most their preview){reached}."
+            f"{bound['protect_rounds']} rounds{_turns_words(bound['protect_turns'])} vanished "
+            f"at no cache cost (and the others showed at most their preview){reached}."
         )
     attribution = result.attribution()
     if attribution:
@@ -548,6 +550,11 @@ def _windows_line(result: BenchResult) -> str:
         f"{w:,} ({n} trace{'' if n == 1 else 's'})" for w, n in sorted(counts.items())
     )
     return f"window: each trace's recorded model's: {parts}; per trace in the JSON (window)."
+
+
+def _turns_words(turns: int | None) -> str:
+    """The bound's rule on the user's turns, as the summary line says it."""
+    return "" if turns is None else f" (or from before the user's last {turns} turns)"
 
 
 def _share_words(share: float | None, summary: Sequence[Row], of: str = "that saving") -> str:

@@ -191,7 +191,7 @@ class History:
                     self._occ.pop(raw, None)
         del self.inputs[k:], self._msgs[k:]
         del self.cum_in[k + 1 :], self.cum_pre[k + 1 :]
-        self.turns.truncate(k)
+        self.turns.truncate(k, self._msgs[k - 1].scanned if k else None)
 
     def scan(
         self, messages: list[Any], k: int, fmt: Format
@@ -272,8 +272,7 @@ class History:
             pre = self.estimate(out, bulk=bulk)
             self._shown_now[i] = (out, pre)
         m.tokens_in = tokens
-        if m.scanned.prompt:
-            self.turns.note(i, m.round_after)
+        self.turns.see(i, m.scanned, m.round_after)
         self._msgs.append(m)
         self.inputs.append(message)
         cum_in, cum_pre = self.cum_in, self.cum_pre

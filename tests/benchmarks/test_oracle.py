@@ -17,7 +17,6 @@ from benchmarks.oracle import (
     Candidate,
     Model,
     OracleStrategy,
-    _trimmable,
     model_cost,
     oracle_trace,
     plan_trace,
@@ -29,6 +28,7 @@ from benchmarks.replay import build_strategies, replay_trace
 from benchmarks.strategies._common import is_prompt, result_text
 from benchmarks.synthetic import generate
 from benchmarks.trace import Request, Trace
+from benchmarks.turns import trimmable
 from budget import BudgetConfig
 from tests._shared import SharedTraces
 
@@ -261,10 +261,9 @@ def test_the_plan_of_a_hand_made_trace_is_the_brute_force_best() -> None:
     assert {at for at, _ in plan.stubs.values()} == {7}
 
 
-def test_the_plan_may_trim_where_the_session_may() -> None:
-    """Three prompts, one round each: by the rounds alone nothing is trimmable before the sixth
-    round; once the third prompt is in, the first turn's round is (the user's previous prompt
-    came after it)."""
+def _turns_trace(reply: bool) -> Trace:
+    """Three prompts of one round each, a request after each result; ``reply``: the agent
+    answers each turn in text before the next prompt (else the prompt follows the result)."""
     messages: list[dict[str, object]] = []
     requests = []
     for k in range(3):
@@ -275,15 +274,22 @@ def test_the_plan_may_trim_where_the_session_may() -> None:
         block = {"type": "tool_result", "tool_use_id": f"c{k}", "content": "x" * 5_000}
         messages.append({"role": "user", "content": [block]})
         requests.append(Request(len(messages)))
-    trace = Trace(
-        "hand/turns", "t.json", "anthropic", "anthropic", tuple(messages), tuple(requests)
-    )
-    ends = [r.n_messages for r in requests]
-    assert _trimmable(trace, ends, CONFIG) == [-1, -1, 0]
-    rounds_only = CONFIG.model_copy(update={"protect_turns": None})
-    assert _trimmable(trace, ends, rounds_only) == [-1, -1, -1]  # no round is (-1)
-    one = CONFIG.model_copy(update={"protect_turns": 1})
-    assert _trimmable(trace, ends, one) == [-1, 0, 1]
+        if reply:
+            messages.append({"role": "assistant", "content": [{"type": "text", "text": "done"}]})
+    return Trace("hand/turns", "t.json", "anthropic", "anthropic", tuple(messages), tuple(requests))
+
+
+def test_the_plan_may_trim_where_the_session_may() -> None:
+    """Three answered turns of one round each: by the rounds alone nothing is trimmable before
+    the sixth round; once the third prompt is in, the first turn's round is. A prompt right
+    after a result (no answer between: an interruption) opens no turn."""
+    trace = _turns_trace(reply=True)
+    ends = [r.n_messages for r in trace.requests]
+    assert trimmable(trace, ends, 5, 2) == [-1, -1, 0]
+    assert trimmable(trace, ends, 5, None) == [-1, -1, -1]  # no round is (-1)
+    assert trimmable(trace, ends, 5, 1) == [-1, 0, 1]
+    unanswered = _turns_trace(reply=False)
+    assert trimmable(unanswered, [r.n_messages for r in unanswered.requests], 5, 1) == [-1] * 3
 
 
 def test_the_plan_trims_only_what_toolbudget_may(
@@ -315,7 +321,12 @@ def test_the_plan_trims_only_what_toolbudget_may(
             for _, k in events:
                 res = quotes.results[k]
                 last_quote[(res.msg, res.call_id)] = i
-        prompts = [j for j, m in enumerate(trace.messages) if is_prompt(m)]
+        # The prompts that open a turn: after something other than the user's own messages.
+        prompts = [
+            j
+            for j, m in enumerate(trace.messages)
+            if is_prompt(m) and (j == 0 or trace.messages[j - 1].get("role") != "user")
+        ]
         for (msg, block), (at, _) in plan.stubs.items():
             result = trace.messages[msg]["content"][block]
             call_id = str(result["tool_use_id"])
@@ -350,3 +361,35 @@ def test_the_header_is_kept_only_where_the_cache_would_hold_it() -> None:
         plan = plan_trace(trace, count, CONFIG, rules=rules)
         assert plan.model is not None and plan.model.header >= 2_000
         assert plan.model.header_kept == kept, minimum
+
+
+def _one_round_turns(turns: int = 8, size: int = 20_000) -> Trace:
+    """An OpenAI trace of ``turns`` user turns of one read each (``size`` characters), a
+    request after each prompt and after each result, 30 s apart."""
+    messages: list[dict[str, object]] = []
+    requests = []
+    for k in range(turns):
+        messages.append({"role": "user", "content": f"Task {k}: look at part {k}."})
+        call = {"type": "tool_use", "id": f"c{k}", "name": "sh", "input": {"cmd": f"cat p{k}"}}
+        messages.append({"role": "assistant", "content": [call]})
+        requests.append(Request(len(messages) - 1, timestamp=60.0 * k))
+        text = "".join(f"{k}-{i:06d} a line of output\n" for i in range(size // 25 + 1))[:size]
+        block = {"type": "tool_result", "tool_use_id": f"c{k}", "content": text}
+        messages.append({"role": "user", "content": [block]})
+        requests.append(Request(len(messages), timestamp=60.0 * k + 30.0))
+        messages.append({"role": "assistant", "content": [{"type": "text", "text": f"Done {k}."}]})
+    return Trace("hand/turns", "t.json", "openai", "openai", tuple(messages), tuple(requests))
+
+
+def test_the_bound_stays_under_the_oracle_when_turns_end(tmp_path: Path) -> None:
+    """On a trace of one-round turns, where the oracle trims inside the protected rounds (the
+    user's turns), the bound lets the same results vanish and stays the outer limit."""
+    trace = _one_round_turns()
+    count = counter_for(trace.model)
+    none = replay_trace(trace, build_strategies([])[0], tmp_path / "none", count=count)
+    bound = bound_billed(trace, count)
+    oracle = oracle_trace(
+        trace, none.billed_tokens, CONFIG, tmp_path / "oracle", count=count, window=128_000
+    )
+    assert bound <= oracle.billed_tokens + 1e-6
+    assert bound < bound_billed(trace, count, protect_turns=None)
