@@ -59,8 +59,9 @@ def test_bench_on_the_builtin_set_writes_json_and_charts(tmp_path: Path) -> None
     assert ours["billed_ratio"] < 1.0
     # The bound: every trace's, their sum over none's, and each strategy's share of the saving.
     bound = doc["bound"]
-    assert set(bound) == {"protect_rounds", "billed_tokens", "billed_ratio", "shares", "traces"}
-    assert bound["protect_rounds"] == 5
+    keys = {"protect_rounds", "protect_turns", "billed_tokens", "billed_ratio", "shares", "traces"}
+    assert set(bound) == keys
+    assert (bound["protect_rounds"], bound["protect_turns"]) == (5, 2)
     assert len(bound["traces"]) == 3
     assert bound["billed_tokens"] == pytest.approx(sum(bound["traces"].values()))
     base = next(r for r in doc["summary"] if r["strategy"] == "none")["billed_tokens"]
