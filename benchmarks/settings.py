@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import orjson
 from pydantic_core import to_jsonable_python
@@ -173,7 +173,7 @@ def parse_sets(items: Sequence[str]) -> dict[str, Any]:
                 out[name] = orjson.loads(value)
             except orjson.JSONDecodeError as exc:
                 raise ConfigError(f"--set tools: not JSON ({exc})") from None
-        elif value.lower() in _OPTIONAL_NONE and _default(name) is None:
+        elif value.lower() in _OPTIONAL_NONE and type(None) in get_args(fields[name].annotation):
             out[name] = None
         else:
             out[name] = value

@@ -5,7 +5,7 @@ The session's rule (``budget.session._candidates.Candidates.cutoff`` and
 trim no less than it may (the hindsight oracle, :mod:`benchmarks.oracle`) or keep no more than
 it keeps (the bound, :mod:`benchmarks.bound`): a result may be trimmed once it is outside the
 last ``protect_rounds`` rounds, or from before the ``protect_turns``-th last turn the user
-opened (a prompt after something other than the user's own messages).
+opened (a prompt after a message of the assistant's: the bench's messages hold no system one).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def trimmable(
     turns = [
         (j, bisect_right(starts, j) - 1)
         for j, m in enumerate(messages)
-        if is_prompt(m) and (j == 0 or messages[j - 1].get("role") != "user")
+        if is_prompt(m) and (j == 0 or messages[j - 1].get("role") == "assistant")
     ]
     out = []
     for n in ends:

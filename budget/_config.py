@@ -65,8 +65,14 @@ class BudgetConfig(BaseSettings):
 
     # Every float finite (allow_inf_nan): an infinite timeout or price passes gt=0 and then breaks
     # far from here (threading refuses an infinite join timeout with an OverflowError).
+    # ``none`` in a variable is None, for the settings that may be None
+    # (TOOLBUDGET_PROTECT_TURNS=none: the rounds alone), as ``toolbudget bench --set`` reads it.
     model_config = SettingsConfigDict(
-        frozen=True, extra="forbid", env_prefix=ENV_PREFIX, allow_inf_nan=False
+        frozen=True,
+        extra="forbid",
+        env_prefix=ENV_PREFIX,
+        allow_inf_nan=False,
+        env_parse_none_str="none",
     )
 
     @classmethod
@@ -120,10 +126,12 @@ class BudgetConfig(BaseSettings):
     # Pass 3: staleness.
     staleness: bool = True
     protect_rounds: Annotated[int, Field(ge=1)] = 5
-    """The last this-many rounds are never trimmed."""
+    """The last this-many rounds are not trimmed as they age (but for what ``protect_turns``
+    frees; after an overflow only the last round is kept)."""
     protect_turns: Annotated[int, Field(ge=1)] | None = 2
-    """Results from before the user's this-many-th last prompt are no longer protected by
-    ``protect_rounds``: the turns before were answered (the OpenAI Agents SDK's
+    """Results from before the user's this-many-th last turn (a prompt after the assistant
+    spoke: ``budget.session._turns``) are no longer protected by ``protect_rounds``: the turns
+    before were answered (the OpenAI Agents SDK's
     ``ToolOutputTrimmer`` keeps the last 2 user turns, ``recent_turns=2``). A trim still runs only when the cost
     policy prices it to pay. None: the rounds alone."""
     stale_floor: Annotated[int, Field(ge=0)] = 2_000

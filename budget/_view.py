@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 __all__ = [
     "EMPTY_SCAN",
     "PROMPT_SCAN",
+    "REPLY_SCAN",
     "Call",
     "Format",
     "RawResult",
@@ -67,12 +68,16 @@ class Scanned:
     """True for a message that starts a round (an assistant message making tool calls)."""
     prompt: bool = False
     """True for a message from the user that answers no call: a new prompt (a turn of the
-    conversation starts). Results from before the user's last prompts are no longer protected
+    conversation starts). Results from before the user's last turns are no longer protected
     by the rounds (``BudgetConfig.protect_turns``)."""
+    reply: bool = False
+    """True for a message of the assistant's that makes no call (an answer): the user's next
+    prompt opens a new turn. A message making calls is the assistant's too."""
 
 
 EMPTY_SCAN = Scanned()
 PROMPT_SCAN = Scanned(prompt=True)
+REPLY_SCAN = Scanned(reply=True)
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,8 +20,10 @@ import xxhash
 from pydantic import BaseModel
 
 from budget._errors import InputError
+from budget._view import PROMPT_SCAN, REPLY_SCAN, Scanned
 
 __all__ = [
+    "NO_CALL",
     "call_facts",
     "call_key",
     "field",
@@ -34,6 +36,10 @@ __all__ = [
     "type_name",
 ]
 
+
+NO_CALL: Mapping[object, Scanned] = {"user": PROMPT_SCAN, "assistant": REPLY_SCAN}
+"""By role, the scan of a message that makes no call and holds no result: the user's is a
+prompt, the assistant's an answer (a system or developer message is neither)."""
 
 _COMMAND_KEYS = ("command", "cmd")
 """Input fields that hold a shell command: the same command is a re-run whatever else the call

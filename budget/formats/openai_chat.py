@@ -12,8 +12,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from budget._errors import InputError
-from budget._view import EMPTY_SCAN, PROMPT_SCAN, Call, RawResult, Scanned
+from budget._view import EMPTY_SCAN, Call, RawResult, Scanned
 from budget.formats._common import (
+    NO_CALL,
     call_facts,
     field,
     is_record,
@@ -59,7 +60,7 @@ class OpenAIChatFormat(ShapedFormat):
             return Scanned(self._calls(where, role, tool_calls), opens_round=bool(tool_calls))
         if role != "tool":
             require_fit(self.name, index, message)  # tool_result blocks, say
-            return PROMPT_SCAN if role == "user" else EMPTY_SCAN
+            return NO_CALL.get(role, EMPTY_SCAN)
         call_id = require_str(field(message, "tool_call_id"), f"{where}.tool_call_id")
         text, others = parts_text(content, f"{where}.content", ("text",))
         return Scanned(results=(RawResult(call_id, 0, text, False, others),))

@@ -28,8 +28,9 @@ from dataclasses import replace
 from typing import Any
 
 from budget._errors import InputError
-from budget._view import EMPTY_SCAN, PROMPT_SCAN, Call, RawResult, Scanned
+from budget._view import EMPTY_SCAN, Call, RawResult, Scanned
 from budget.formats._common import (
+    NO_CALL,
     call_facts,
     field,
     is_record,
@@ -120,7 +121,7 @@ class OpenAIResponsesFormat(ShapedFormat):
                     f"{where} has neither a type nor a role: not a Responses input item"
                 )
             require_fit(self.name, index, message)  # a Chat tool message, say
-            return PROMPT_SCAN if role == "user" else EMPTY_SCAN
+            return NO_CALL.get(role, EMPTY_SCAN) if isinstance(role, str) else EMPTY_SCAN
         return EMPTY_SCAN
 
     def scan_in(self, messages: Sequence[Any], index: int) -> Scanned:

@@ -52,7 +52,7 @@ from budget._config import BudgetConfig, build_config
 from budget._errors import ConfigError, InputError
 from budget._readback import read_tool_definition
 from budget._report import Prepared, Report
-from budget._view import EMPTY_SCAN, PROMPT_SCAN, Call, Format, RawResult, Scanned
+from budget._view import EMPTY_SCAN, PROMPT_SCAN, REPLY_SCAN, Call, Format, RawResult, Scanned
 from budget.compaction._transcript import render_transcript
 from budget.formats._common import call_facts
 from budget.integrations._common import (
@@ -140,7 +140,7 @@ class LangChainFormat(Format):
                 if isinstance(call_id, str) and call_id:
                     name = tc.get("name") or ""
                     calls.append(Call(call_id, name, *call_facts(name, tc.get("args"))))
-            return Scanned(tuple(calls), (), opens_round=True) if calls else EMPTY_SCAN
+            return Scanned(tuple(calls), (), opens_round=True) if calls else REPLY_SCAN
         if isinstance(message, ToolMessage):
             if not isinstance(message.tool_call_id, str) or not message.tool_call_id:
                 raise InputError(f"{where}.tool_call_id must be a non-empty string")

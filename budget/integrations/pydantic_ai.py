@@ -52,7 +52,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 from budget._errors import InputError
 from budget._report import Report
-from budget._view import EMPTY_SCAN, PROMPT_SCAN, Call, Format, RawResult, Scanned
+from budget._view import EMPTY_SCAN, PROMPT_SCAN, REPLY_SCAN, Call, Format, RawResult, Scanned
 from budget.formats._common import call_facts
 from budget.integrations._common import (
     attach_summarizer,
@@ -96,7 +96,7 @@ class PydanticAIFormat(Format):
                 for part in message.parts
                 if isinstance(part, ToolCallPart)
             )
-            return Scanned(calls, (), opens_round=True) if calls else EMPTY_SCAN
+            return Scanned(calls, (), opens_round=True) if calls else REPLY_SCAN
         if isinstance(message, ModelRequest):
             results: list[RawResult] = []
             for slot, part in enumerate(message.parts):

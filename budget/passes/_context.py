@@ -20,6 +20,7 @@ __all__ = [
     "Pass",
     "PassContext",
     "Staleness",
+    "fresh_hidden",
     "replaced",
     "spill",
     "spill_envelope",
@@ -174,6 +175,17 @@ def trim(ctx: PassContext, result: ToolResult, reason: str, ref: str | None = No
     ref = ref or ctx.ref_for(result.text)
     text = stub_text(ctx.config, result.text, ref, result.tool, ctx.named_file(ref))
     return replaced(result, "trimmed", reason, text, ref)
+
+
+def fresh_hidden(ctx: PassContext) -> int:
+    """Tokens the decisions of this request's fresh results take off the request (each one
+    replaced: its text's tokens less its replacement's)."""
+    tt, decided = ctx.text_tokens, ctx.decided
+    return sum(
+        max(tt(r.text) - tt(d.text), 0)
+        for r in ctx.fresh
+        if (d := decided.get(r.call_id)) is not None and d.text is not None
+    )
 
 
 def stub_text(cfg: BudgetConfig, text: str, ref: str, tool: str, path: str | None) -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from budget._ledger import Decision
-from budget.passes._context import PassContext, trim
+from budget.passes._context import PassContext, fresh_hidden, trim
 from budget.policy import Verdict, allowance, best_cut
 
 __all__ = ["batch", "reason_of", "staleness"]
@@ -29,7 +29,10 @@ def batch(ctx: PassContext) -> tuple[int, str] | None:
     costs = ctx.costs
     if not cfg.staleness or costs is None:
         return None
-    if costs.look.tokens >= costs.look.window:
+    # The estimate counts this request's fresh results whole: as the earlier passes decided
+    # them (a huge output spilled leaves the request far from the window), not as given.
+    look = replace(costs.look, tokens=costs.look.tokens - fresh_hidden(ctx))
+    if look.tokens >= look.window:
         # Over the window the provider refuses the request: no price to weigh, trim all.
         return 0, "window"
     items = costs.items()
@@ -41,7 +44,7 @@ def batch(ctx: PassContext) -> tuple[int, str] | None:
         ]
     verdict = best_cut(
         costs.prices,
-        costs.look,
+        look,
         costs.observed,
         items,
         cached_end=costs.cached_end,

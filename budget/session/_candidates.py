@@ -122,7 +122,7 @@ class Candidates:
 
     def cutoff(self, current_round: int, *, overflowing: bool, turns: Turns | None = None) -> int:
         """The newest round whose results may be trimmed: outside the protected rounds, or
-        from before the user's ``protect_turns``-th last prompt (``turns``)."""
+        from before the user's ``protect_turns``-th last turn (``turns``)."""
         cfg = self._config
         newest = current_round - (1 if overflowing else cfg.protect_rounds)
         settled = -1 if turns is None else turns.settled(cfg.protect_turns)

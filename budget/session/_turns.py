@@ -1,20 +1,33 @@
 """The user's turns: where each prompt of the history scanned falls among the rounds.
 
 A prompt is a message from the user that answers no call (``Scanned.prompt``); it opens a turn
-when something other than the user's own side came before it (an answer, a system message):
-the user's messages that follow a result or another of theirs with no answer between (an
-interruption's marker and the prompt after it, a screenshot sent after a tool's text) are the
-same turn. A result from before the user's second-to-last turn was read and acted on in a turn
-the user has moved on from twice: the staleness pass may trim it inside the protected rounds
+when the assistant spoke since the user's last message (an answer, or a call: ``Scanned.reply``,
+``Scanned.calls``): the user's messages that follow a result or another of theirs with no answer
+between (an interruption's marker and the prompt after it, a screenshot sent after a tool's
+text) are one turn, and a system or developer message between them changes nothing. A result
+from before the user's second-to-last turn was read and acted on in a turn the user has moved on
+from twice: the staleness pass may trim it inside the protected rounds
 (``BudgetConfig.protect_turns``; the OpenAI Agents SDK's ``ToolOutputTrimmer`` keeps the last
 two user turns).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from budget._view import Scanned
 
 __all__ = ["Turns"]
+
+
+def _answered(scanned: Scanned) -> bool | None:
+    """Whether the assistant spoke last after ``scanned``: False after the user's message (a
+    prompt, results), True after the assistant's, None after one of neither (a system note)."""
+    if scanned.prompt or scanned.results:
+        return False
+    if scanned.reply or scanned.calls:
+        return True
+    return None
 
 
 class Turns:
@@ -22,20 +35,23 @@ class Turns:
 
     def __init__(self) -> None:
         self._at: list[tuple[int, int]] = []
-        self._user_side = False
-        """The last message scanned was the user's (a prompt, or results)."""
+        self._answered = True
+        """The assistant spoke since the user's last message (or the user has not spoken)."""
 
     def see(self, index: int, scanned: Scanned, round_after: int) -> None:
         """Message ``index``, scanned, after the round ``round_after`` (-1 before any)."""
-        if scanned.prompt and not self._user_side:
+        if scanned.prompt and self._answered:
             self._at.append((index, round_after))
-        self._user_side = scanned.prompt or bool(scanned.results)
+        answered = _answered(scanned)
+        if answered is not None:
+            self._answered = answered
 
-    def truncate(self, k: int, last: Scanned | None) -> None:
-        """Forget the messages from ``k`` on; ``last`` is the scan of message ``k - 1``."""
+    def truncate(self, k: int, before: Iterable[Scanned]) -> None:
+        """Forget the messages from ``k`` on; ``before``: the scans of the messages before
+        ``k``, the latest first (read until one says who spoke last)."""
         while self._at and self._at[-1][0] >= k:
             self._at.pop()
-        self._user_side = last is not None and (last.prompt or bool(last.results))
+        self._answered = next((a for s in before if (a := _answered(s)) is not None), True)
 
     def settled(self, turns: int | None) -> int:
         """The newest round whose results came before the ``turns``-th last turn: the turns

@@ -153,6 +153,12 @@ def test_set_parses_like_the_environment_and_refuses_duplicates() -> None:
     assert settings.config.window == 64_000
     with pytest.raises(ConfigError, match="given twice"):
         parse_sets(["pressure=1", "pressure=0.9"])
+    # A setting whose default is a number but which may be None takes ``none`` too.
+    assert parse_sets(["protect_turns=none", "quota_bytes=NULL"]) == {
+        "protect_turns": None,
+        "quota_bytes": None,
+    }
+    assert resolve(["protect_turns=none"], window=None).config.protect_turns is None
 
 
 def test_a_setting_past_64_bits_is_printed_and_recorded(tmp_path: Path) -> None:

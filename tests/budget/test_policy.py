@@ -721,3 +721,29 @@ def test_a_log_before_results_read_back_were_counted_reads_each_readback_as_one_
     old = Observed.from_record(record[:15])
     assert old is not None and old.recalled == old.readbacks == 4
     assert Observed.from_record([*record[:15], 5]) is None
+
+
+def test_a_huge_fresh_output_spilled_at_once_forces_no_window_batch(tmp_path: Path) -> None:
+    """A 700,000-character output arriving in a 128k window is spilled by the cap pass: the
+    request it leaves is far from the window, so no batch trims the old results (the estimate
+    counted it whole before the passes had decided it)."""
+    log = "a line of the build log, as it was printed\n" * 140
+    history: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
+
+    def round_of(cid: str, text: str) -> list[dict[str, Any]]:
+        call = {"type": "tool_use", "id": cid, "name": "bash", "input": {"cmd": cid}}
+        block = {"type": "tool_result", "tool_use_id": cid, "content": text}
+        return [{"role": "assistant", "content": [call]}, {"role": "user", "content": [block]}]
+
+    config = {"fsync": False, "window": 128_000, "model": "claude-sonnet-4-5"}
+    with Budget.open(tmp_path / "s", config) as session:
+        for r in range(12):
+            history += round_of(f"c{r}", f"c{r}\n{log}")
+            usage = {"input_tokens": 10, "cache_read_input_tokens": 2_000 * r + 3_000}
+            session.prepare(history, usage={**usage, "output_tokens": 5}, now=5.0 * r)
+        history += round_of("big", "x" * 700_000)
+        report = session.prepare(history, now=70.0).report
+    assert [(d.kind, d.reason) for d in report.decisions if d.call_id == "big"] == [
+        ("spilled", "cap")
+    ]
+    assert report.trimmed_now == 0 and report.staleness_reason != "window"

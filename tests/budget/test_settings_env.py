@@ -67,3 +67,15 @@ def test_no_env_file_is_read_unless_a_subclass_names_one(
     assert FromFiles().stub_chars == 300
     monkeypatch.setenv("TOOLBUDGET_RESULT_CAP", "90000")
     assert FromFiles().result_cap == 90_000
+
+
+def test_none_in_a_variable_is_none_for_a_setting_that_may_be_none(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """TOOLBUDGET_PROTECT_TURNS=none is the rounds alone, as ``--set protect_turns=none``; a
+    setting that may not be None refuses it, naming the variable."""
+    monkeypatch.setenv("TOOLBUDGET_PROTECT_TURNS", "none")
+    assert BudgetConfig().protect_turns is None
+    monkeypatch.setenv("TOOLBUDGET_RESULT_CAP", "none")
+    with pytest.raises(ConfigError, match="TOOLBUDGET_RESULT_CAP"):
+        BudgetConfig()

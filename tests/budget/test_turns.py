@@ -170,3 +170,31 @@ def test_an_image_sent_after_a_tool_result_is_no_new_turn_in_chat(tmp_path: Path
         requests.append(list(history))
     reports = _prepare_all(tmp_path / "s", requests, "openai_chat")
     assert [r.trimmed_now for r in reports] == [0] * len(reports)
+
+
+def _chat_turns(between: dict[str, Any]) -> list[list[dict[str, Any]]]:
+    """Chat requests of three user messages, one round before the second: ``between`` sits
+    between the second and the third (what is said between them)."""
+    call = {"id": "c0", "type": "function", "function": {"name": "sh", "arguments": "{}"}}
+    history: list[dict[str, Any]] = [
+        {"role": "user", "content": "Task 0."},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c0", "content": f"c0\n{LOG}"},
+        {"role": "assistant", "content": "Done 0."},
+        {"role": "user", "content": "Task 1."},
+    ]
+    requests = [history[:3], list(history)]
+    history += [between, {"role": "user", "content": "Task 2."}]
+    return [*requests, history]
+
+
+def test_only_an_answer_between_two_user_messages_makes_them_two_turns(tmp_path: Path) -> None:
+    """An assistant's answer between the second and third user message makes three turns (the
+    first one's result trimmed); a system note there changes nothing (two turns, kept)."""
+    for name, between, trimmed in (
+        ("answer", {"role": "assistant", "content": "Noted."}, 1),
+        ("system", {"role": "system", "content": "Be brief."}, 0),
+        ("developer", {"role": "developer", "content": "Be brief."}, 0),
+    ):
+        reports = _prepare_all(tmp_path / name, _chat_turns(between), "openai_chat")
+        assert [r.trimmed_now for r in reports] == [0, 0, trimmed], name

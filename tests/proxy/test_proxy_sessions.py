@@ -142,7 +142,7 @@ def _start(root: Path, upstream: str) -> tuple[subprocess.Popen[str], str]:
 _ENV = {
     **{k: BUDGET[k] for k in ("result_cap", "preview_chars", "protect_rounds", "stale_floor")},
     **{k: BUDGET[k] for k in ("stub_chars", "min_reclaim_tokens")},
-    "window": 3_000,
+    "window": 1_500,
     "fsync": True,
 }
 """The child's settings, by environment variable as a user would set them: tests.strategies.SMALL's
@@ -208,8 +208,8 @@ def test_a_proxy_killed_mid_session_goes_on_with_identical_copies(kit: Any, tmp_
     assert "[toolbudget] Old output" in orjson.dumps(before[-1]).decode()
 
 
-_HEAVY = {"input_tokens": 2_500, "cache_read_input_tokens": 0, "output_tokens": 5}
-"""A usage far above the estimate of these short histories: 83% of the 3,000-token window, so
+_HEAVY = {"input_tokens": 1_250, "cache_read_input_tokens": 0, "output_tokens": 5}
+"""A usage far above the estimate of these short histories: 83% of the 1,500-token window, so
 a session that has it trims under pressure where one without it would not."""
 
 

@@ -140,11 +140,13 @@ def test_a_window_stated_by_an_overflow_is_kept_after_a_resume(tmp_path: Path) -
     """A prompt-too-long error stating 60,000 tokens lowers the window live and after a resume."""
     error = "prompt is too long: 900000 tokens > 60000 maximum"
     history: list[Any] = [{"role": "user", "content": "go"}, *_words(0, 100)]
-    live = Budget.open(tmp_path / "live")
+    # Every result kept whole (none spilled at first sight), so the history grows into 60k.
+    kept = {"price_spills": False}
+    live = Budget.open(tmp_path / "live", kept)
     live.prepare(history, now=1_000)
     live.on_overflow(error)
     live.prepare(history, now=1_001)
-    with Budget.open(tmp_path / "resumed") as session:
+    with Budget.open(tmp_path / "resumed", kept) as session:
         session.prepare(history, now=1_000)
         session.on_overflow(error)
         session.prepare(history, now=1_001)
@@ -158,7 +160,7 @@ def test_a_window_stated_by_an_overflow_is_kept_after_a_resume(tmp_path: Path) -
             "output_tokens": 20,
         }
         went_on = live.prepare(history, now=1_001 + i, usage=usage)
-        with Budget.open(tmp_path / "resumed") as session:  # restarted before each request
+        with Budget.open(tmp_path / "resumed", kept) as session:  # restarted before each request
             resumed = session.prepare(history, now=1_001 + i, usage=usage)
         assert resumed.report.window == went_on.report.window == 60_000
         assert resumed.messages == went_on.messages
