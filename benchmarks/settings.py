@@ -19,14 +19,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 
 import orjson
 from pydantic_core import to_jsonable_python
 
 from benchmarks.strategies import toolbudget
 from budget import BudgetConfig
-from budget._config import env_name, env_value
+from budget._config import NULLABLE, env_name, env_value
 from budget._errors import ConfigError
 
 __all__ = [
@@ -173,7 +173,7 @@ def parse_sets(items: Sequence[str]) -> dict[str, Any]:
                 out[name] = orjson.loads(value)
             except orjson.JSONDecodeError as exc:
                 raise ConfigError(f"--set tools: not JSON ({exc})") from None
-        elif value.lower() in _OPTIONAL_NONE and type(None) in get_args(fields[name].annotation):
+        elif value.lower() in _OPTIONAL_NONE and name in NULLABLE:
             out[name] = None
         else:
             out[name] = value

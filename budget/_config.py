@@ -13,7 +13,7 @@ import os
 import re
 import threading
 from collections.abc import Iterable, Mapping
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic_settings import (
@@ -65,14 +65,8 @@ class BudgetConfig(BaseSettings):
 
     # Every float finite (allow_inf_nan): an infinite timeout or price passes gt=0 and then breaks
     # far from here (threading refuses an infinite join timeout with an OverflowError).
-    # ``none`` in a variable is None, for the settings that may be None
-    # (TOOLBUDGET_PROTECT_TURNS=none: the rounds alone), as ``toolbudget bench --set`` reads it.
     model_config = SettingsConfigDict(
-        frozen=True,
-        extra="forbid",
-        env_prefix=ENV_PREFIX,
-        allow_inf_nan=False,
-        env_parse_none_str="none",
+        frozen=True, extra="forbid", env_prefix=ENV_PREFIX, allow_inf_nan=False
     )
 
     @classmethod
@@ -250,6 +244,21 @@ class BudgetConfig(BaseSettings):
                 f"config: {name} from the environment cannot be parsed: {exc}"
             ) from None
 
+    @model_validator(mode="before")
+    @classmethod
+    def _none_spelled(cls, data: Any) -> Any:
+        """``none`` or ``null`` (any case), as text, is None for a setting that may be None:
+        from a variable (TOOLBUDGET_PROTECT_TURNS=none: the rounds alone), as ``toolbudget
+        bench --set`` reads it. A setting that may not be None keeps the text."""
+        if not isinstance(data, dict):
+            return data
+        spelled = [
+            k
+            for k, v in data.items()
+            if isinstance(v, str) and k in NULLABLE and v.strip().lower() in _NONE_WORDS
+        ]
+        return {**data, **dict.fromkeys(spelled)} if spelled else data
+
     @model_validator(mode="after")
     def _coherent(self) -> BudgetConfig:
         if self.preview_chars >= self.result_cap:
@@ -338,6 +347,13 @@ class _ExplicitOnly(BudgetConfig):
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         return (init_settings,)
+
+
+_NONE_WORDS = frozenset({"none", "null"})
+NULLABLE: frozenset[str] = frozenset(
+    name for name, f in BudgetConfig.model_fields.items() if type(None) in get_args(f.annotation)
+)
+"""The settings that may be None (a ``none`` given as text is None for them)."""
 
 
 def env_name(field: str) -> str:

@@ -55,6 +55,9 @@ class Staleness:
     requests_so_far: int
     forced: bool
     """An overflow asked for everything but the last round to be trimmed."""
+    spills_hold: bool = True
+    """The store took the last bodies it was given: this request's spills are taken to hold
+    (one it refuses keeps its output whole, after the passes have run)."""
     spared: Callable[[], Collection[str]] = frozenset
     """The eligible results (keys) no batch of this request may trim: the outputs its pointers
     name (the duplicate pass runs first). Asked once the pointers are decided."""
@@ -179,7 +182,10 @@ def trim(ctx: PassContext, result: ToolResult, reason: str, ref: str | None = No
 
 def fresh_hidden(ctx: PassContext) -> int:
     """Tokens the decisions of this request's fresh results take off the request (each one
-    replaced: its text's tokens less its replacement's)."""
+    replaced: its text's tokens less its replacement's); none while the store refuses bodies
+    (a refused spill keeps its output whole)."""
+    if not ctx.staleness.spills_hold:
+        return 0
     tt, decided = ctx.text_tokens, ctx.decided
     return sum(
         max(tt(r.text) - tt(d.text), 0)

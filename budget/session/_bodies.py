@@ -41,6 +41,9 @@ class Bodies:
         # unless it says it defers its fsyncs (the proxy's LocalStore): then the bodies of the
         # last logged request (``recent``) may be gone after a power cut.
         self._unsure = set(recent) if getattr(store, "defers_sync", False) else set()
+        self.held = True
+        """The store took every body of the last request that stored any: a spill decided now
+        is taken to hold (the staleness pass weighs the request without the output it hides)."""
         """Refs logged whose bodies may be missing: asked once (:meth:`restore_missing`)."""
 
     def spill(self, text: str, tool: str, lock: AbstractContextManager[Any]) -> str:
@@ -112,6 +115,7 @@ class Bodies:
         todo = self._to_store(made)
         if not todo:
             return out
+        self.held = True
         # One group commit for the request: a batch that spills hundreds of bodies pays a few
         # fsyncs, not two per body.
         got: list[str | BaseException]
@@ -132,6 +136,7 @@ class Bodies:
             else:
                 self._stored.add(ref)
                 continue
+            self.held = False
             self._log.error(
                 "toolbudget.spill.failed", call_id=call_id, kind=d.kind, chars=d.chars, error=error
             )

@@ -191,7 +191,7 @@ class History:
                     self._occ.pop(raw, None)
         del self.inputs[k:], self._msgs[k:]
         del self.cum_in[k + 1 :], self.cum_pre[k + 1 :]
-        self.turns.truncate(k, (self._msgs[i].scanned for i in range(k - 1, -1, -1)))
+        self.turns.truncate(k)
 
     def scan(
         self, messages: list[Any], k: int, fmt: Format

@@ -46,7 +46,7 @@ class Passes:
         self._tt, self._tally, self._estimator = parts.text_tokens, parts.tally, parts.estimator
         self._history, self._copies = parts.history, parts.copies
         self._candidates, self._quotes = parts.candidates, parts.quotes
-        self._prices = parts.prices
+        self._prices, self._bodies = parts.prices, parts.bodies
 
     def usage_for(self, usage: Any, length: int) -> ProviderUsage | None:
         """The usage reported with this request, if it anchors this history's estimate."""
@@ -166,6 +166,7 @@ class Passes:
                 requests_so_far=self._tally.requests,
                 forced=overflowing,
                 spared=partial(self._candidates.whole.spared, made),
+                spills_hold=self._bodies.held,
             ),
             ref_for=ref_for,
             path_of=self._store.path_of,

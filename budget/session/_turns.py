@@ -13,8 +13,6 @@ two user turns).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 from budget._view import Scanned
 
 __all__ = ["Turns"]
@@ -35,23 +33,24 @@ class Turns:
 
     def __init__(self) -> None:
         self._at: list[tuple[int, int]] = []
-        self._answered = True
-        """The assistant spoke since the user's last message (or the user has not spoken)."""
+        self._answered: list[bool] = []
+        """Per message seen: the assistant spoke since the user's last message (True before the
+        user has spoken), kept per message so that a truncation reads it back at once."""
 
     def see(self, index: int, scanned: Scanned, round_after: int) -> None:
-        """Message ``index``, scanned, after the round ``round_after`` (-1 before any)."""
-        if scanned.prompt and self._answered:
+        """Message ``index`` (the next one), scanned, after the round ``round_after`` (-1
+        before any)."""
+        before = self._answered[-1] if self._answered else True
+        if scanned.prompt and before:
             self._at.append((index, round_after))
         answered = _answered(scanned)
-        if answered is not None:
-            self._answered = answered
+        self._answered.append(before if answered is None else answered)
 
-    def truncate(self, k: int, before: Iterable[Scanned]) -> None:
-        """Forget the messages from ``k`` on; ``before``: the scans of the messages before
-        ``k``, the latest first (read until one says who spoke last)."""
+    def truncate(self, k: int) -> None:
+        """Forget the messages from ``k`` on."""
         while self._at and self._at[-1][0] >= k:
             self._at.pop()
-        self._answered = next((a for s in before if (a := _answered(s)) is not None), True)
+        del self._answered[k:]
 
     def settled(self, turns: int | None) -> int:
         """The newest round whose results came before the ``turns``-th last turn: the turns

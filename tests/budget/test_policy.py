@@ -747,3 +747,41 @@ def test_a_huge_fresh_output_spilled_at_once_forces_no_window_batch(tmp_path: Pa
         ("spilled", "cap")
     ]
     assert report.trimmed_now == 0 and report.staleness_reason != "window"
+
+
+def _refused_session(path: Path, quota: int | None) -> list[Any]:
+    """Twelve rounds of 6 kB logs in a 40k window, then two rounds of a 60,000-character output
+    each: the reports of those two requests (``quota``: the store's, in bytes)."""
+    log = "a line of the build log, as it was printed\n" * 140
+    history: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
+
+    def round_of(cid: str, text: str) -> list[dict[str, Any]]:
+        call = {"type": "tool_use", "id": cid, "name": "bash", "input": {"cmd": cid}}
+        block = {"type": "tool_result", "tool_use_id": cid, "content": text}
+        return [{"role": "assistant", "content": [call]}, {"role": "user", "content": [block]}]
+
+    config = {"fsync": False, "window": 40_000, "model": "claude-sonnet-4-5", "quota_bytes": quota}
+    reports = []
+    with Budget.open(path, config) as session:
+        for r in range(12):
+            history += round_of(f"c{r}", f"c{r}\n{log}")
+            usage = {"input_tokens": 10, "cache_read_input_tokens": 1_600 * r + 1_000}
+            session.prepare(history, usage={**usage, "output_tokens": 5}, now=5.0 * r)
+        for k, fill in enumerate("yz"):
+            history += round_of(f"big{k}", fill * 60_000)
+            reports.append(session.prepare(history, now=70.0 + k).report)
+    return reports
+
+
+def test_a_store_that_refused_a_spill_is_not_counted_on_for_the_window(tmp_path: Path) -> None:
+    """Two large outputs: spilled, both requests stay under the window untrimmed; refused by the
+    store (its quota), the first stays whole and still fits, and the second, no longer counted
+    on as spilled, brings a window batch (the store refusing what it can of the trims' bodies
+    too, the request ends a few hundred tokens over: the provider's refusal then forces more)."""
+    stored = _refused_session(tmp_path / "stored", None)
+    assert [(r.trimmed_now, r.tokens_after < 40_000) for r in stored] == [(0, True), (0, True)]
+    refused = _refused_session(tmp_path / "refused", 50_000)
+    kinds = [d.kind for r in refused for d in r.decisions if d.call_id.startswith("big")]
+    assert kinds == ["kept_unspillable", "kept_unspillable"]
+    assert refused[0].tokens_after < 40_000
+    assert refused[1].staleness_reason == "window" and refused[1].trimmed_now >= 5

@@ -79,3 +79,15 @@ def test_none_in_a_variable_is_none_for_a_setting_that_may_be_none(
     monkeypatch.setenv("TOOLBUDGET_RESULT_CAP", "none")
     with pytest.raises(ConfigError, match="TOOLBUDGET_RESULT_CAP"):
         BudgetConfig()
+
+
+def test_none_spelled_any_way_is_none_only_where_a_setting_may_be_none(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``None`` and ``null`` are None in a variable as in ``bench --set``; a setting that may not
+    be None keeps the text (a read-back tool may be named ``none``)."""
+    for spelled in ("None", "null", " NONE "):
+        monkeypatch.setenv("TOOLBUDGET_PROTECT_TURNS", spelled)
+        assert BudgetConfig().protect_turns is None, spelled
+    monkeypatch.setenv("TOOLBUDGET_READ_TOOL_NAME", "none")
+    assert BudgetConfig().read_tool_name == "none"

@@ -198,3 +198,38 @@ def test_only_an_answer_between_two_user_messages_makes_them_two_turns(tmp_path:
     ):
         reports = _prepare_all(tmp_path / name, _chat_turns(between), "openai_chat")
         assert [r.trimmed_now for r in reports] == [0, 0, trimmed], name
+
+
+def test_a_request_after_a_long_run_of_neutral_items_reads_few_scans(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A computer-use Responses agent (computer_call items, neutral to the turns) appending
+    items: each request weighs the turns of its new items only, not the history back to the
+    prompt."""
+    import budget.session._turns as turns_mod
+
+    def computer(i: str) -> list[dict[str, Any]]:
+        call: dict[str, Any] = {"type": "computer_call", "call_id": f"cu{i}", "id": f"cc{i}"}
+        call |= {"status": "completed"}
+        call |= {"action": {"type": "screenshot"}, "pending_safety_checks": []}
+        shot = {"type": "computer_screenshot", "image_url": "data:,"}
+        return [call, {"type": "computer_call_output", "call_id": f"cu{i}", "output": shot}]
+
+    history: list[dict[str, Any]] = [{"role": "user", "content": "Book a flight to Oslo."}]
+    for i in range(3_000):
+        history += computer(str(i))
+    calls = 0
+    real = turns_mod._answered
+
+    def counted(scanned: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        return real(scanned)
+
+    with Budget.open(tmp_path / "s", {"fsync": False}, format="openai_responses") as session:
+        session.prepare(history, now=0.0)
+        monkeypatch.setattr(turns_mod, "_answered", counted)
+        for step in range(1, 4):
+            history += computer(f"x{step}")
+            session.prepare(history, now=float(step))
+    assert calls < 100, calls
