@@ -2,16 +2,16 @@
 
 The bound is billed as if every tool result toolbudget may trim vanished (its content emptied)
 at no cache cost, from the request it may be trimmed at (:func:`benchmarks.turns.trimmable`:
-outside the protected last rounds, or from before the user's second-to-last turn): the requests are as small as dropping old output can make
-them, and dropping never breaks the cache, so each request reads from the cache all of the
-previous request that is still there and writes only what was appended since. Within the
-protected last :data:`PROTECT_ROUNDS` rounds (toolbudget's ``protect_rounds`` default) a result
-is kept, cut to its first ``preview_chars`` characters (toolbudget's default, 2,000) when it is
-longer than that: the least any envelope shows. A policy may spill any fresh result longer than
-its preview at first sight (``result_cap`` is a ceiling, not the only size that may be spilled:
-issue 30; the oracle of :mod:`benchmarks.oracle` does), so the bound is below what toolbudget can
-reach on every trace. It follows the rules of the replay: a request whose recorded time comes
-``ttl`` seconds or more
+outside the protected last rounds, or from before the user's second-to-last turn): the requests
+are as small as dropping old output can make them, and dropping never breaks the cache, so each
+request reads from the cache all of the previous request that is still there and writes only
+what was appended since. Until then (the protected last :data:`PROTECT_ROUNDS` rounds, the
+user's last :data:`PROTECT_TURNS` turns: toolbudget's defaults) a result is kept, cut to its
+first ``preview_chars`` characters (toolbudget's default, 2,000) when it is longer than that: the
+least any envelope shows. A policy may spill any fresh result longer than its preview at first
+sight (``result_cap`` is a ceiling, not the only size that may be spilled: issue 30; the oracle of
+:mod:`benchmarks.oracle` does), so the bound is below what toolbudget can reach on every trace.
+It follows the rules of the replay: a request whose recorded time comes ``ttl`` seconds or more
 after the previous one reads nothing (the cache expired), reads cost ``read_price``, what is
 written costs ``write_price`` on Anthropic and the base price elsewhere. It ignores the minimum
 cacheable size and read-backs, so no strategy keeping those rounds can bill less.

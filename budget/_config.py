@@ -125,9 +125,9 @@ class BudgetConfig(BaseSettings):
     protect_turns: Annotated[int, Field(ge=1)] | None = 2
     """Results from before the user's this-many-th last turn (a prompt after the assistant
     spoke: ``budget.session._turns``) are no longer protected by ``protect_rounds``: the turns
-    before were answered (the OpenAI Agents SDK's
-    ``ToolOutputTrimmer`` keeps the last 2 user turns, ``recent_turns=2``). A trim still runs only when the cost
-    policy prices it to pay. None: the rounds alone."""
+    before were answered (the OpenAI Agents SDK's ``ToolOutputTrimmer`` keeps the last 2 user
+    turns, ``recent_turns=2``). A trim still runs only when the cost policy prices it to pay.
+    None: the rounds alone."""
     stale_floor: Annotated[int, Field(ge=0)] = 2_000
     """Results at or under this many characters are never trimmed where a cache is kept (the
     floor spares a re-write for little), at a cache read of 0.1x the base price or less; at a

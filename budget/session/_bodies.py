@@ -41,10 +41,10 @@ class Bodies:
         # unless it says it defers its fsyncs (the proxy's LocalStore): then the bodies of the
         # last logged request (``recent``) may be gone after a power cut.
         self._unsure = set(recent) if getattr(store, "defers_sync", False) else set()
+        """Refs logged whose bodies may be missing: asked once (:meth:`restore_missing`)."""
         self.held = True
         """The store took every body of the last request that stored any: a spill decided now
         is taken to hold (the staleness pass weighs the request without the output it hides)."""
-        """Refs logged whose bodies may be missing: asked once (:meth:`restore_missing`)."""
 
     def spill(self, text: str, tool: str, lock: AbstractContextManager[Any]) -> str:
         """``text`` as a tool result should hold it (``Budget.spill_output``): itself, or (over

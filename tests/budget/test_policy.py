@@ -723,10 +723,9 @@ def test_a_log_before_results_read_back_were_counted_reads_each_readback_as_one_
     assert Observed.from_record([*record[:15], 5]) is None
 
 
-def test_a_huge_fresh_output_spilled_at_once_forces_no_window_batch(tmp_path: Path) -> None:
-    """A 700,000-character output arriving in a 128k window is spilled by the cap pass: the
-    request it leaves is far from the window, so no batch trims the old results (the estimate
-    counted it whole before the passes had decided it)."""
+def _after_logs(path: Path, config: dict[str, Any], outputs: list[str], step: int) -> list[Any]:
+    """Twelve rounds of 6 kB build logs (a cache read growing ``step`` tokens a request), then
+    one round per text of ``outputs``: the reports of those last requests."""
     log = "a line of the build log, as it was printed\n" * 140
     history: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
 
@@ -735,42 +734,34 @@ def test_a_huge_fresh_output_spilled_at_once_forces_no_window_batch(tmp_path: Pa
         block = {"type": "tool_result", "tool_use_id": cid, "content": text}
         return [{"role": "assistant", "content": [call]}, {"role": "user", "content": [block]}]
 
-    config = {"fsync": False, "window": 128_000, "model": "claude-sonnet-4-5"}
-    with Budget.open(tmp_path / "s", config) as session:
+    reports = []
+    with Budget.open(path, {"fsync": False, "model": "claude-sonnet-4-5", **config}) as session:
         for r in range(12):
             history += round_of(f"c{r}", f"c{r}\n{log}")
-            usage = {"input_tokens": 10, "cache_read_input_tokens": 2_000 * r + 3_000}
+            usage = {"input_tokens": 10, "cache_read_input_tokens": step * r + 1_000}
             session.prepare(history, usage={**usage, "output_tokens": 5}, now=5.0 * r)
-        history += round_of("big", "x" * 700_000)
-        report = session.prepare(history, now=70.0).report
-    assert [(d.kind, d.reason) for d in report.decisions if d.call_id == "big"] == [
+        for k, text in enumerate(outputs):
+            history += round_of(f"big{k}", text)
+            reports.append(session.prepare(history, now=70.0 + k).report)
+    return reports
+
+
+def test_a_huge_fresh_output_spilled_at_once_forces_no_window_batch(tmp_path: Path) -> None:
+    """A 700,000-character output arriving in a 128k window is spilled by the cap pass: the
+    request it leaves is far from the window, so no batch trims the old results (the estimate
+    counted it whole before the passes had decided it)."""
+    [report] = _after_logs(tmp_path / "s", {"window": 128_000}, ["x" * 700_000], 2_000)
+    assert [(d.kind, d.reason) for d in report.decisions if d.call_id == "big0"] == [
         ("spilled", "cap")
     ]
     assert report.trimmed_now == 0 and report.staleness_reason != "window"
 
 
 def _refused_session(path: Path, quota: int | None) -> list[Any]:
-    """Twelve rounds of 6 kB logs in a 40k window, then two rounds of a 60,000-character output
-    each: the reports of those two requests (``quota``: the store's, in bytes)."""
-    log = "a line of the build log, as it was printed\n" * 140
-    history: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
-
-    def round_of(cid: str, text: str) -> list[dict[str, Any]]:
-        call = {"type": "tool_use", "id": cid, "name": "bash", "input": {"cmd": cid}}
-        block = {"type": "tool_result", "tool_use_id": cid, "content": text}
-        return [{"role": "assistant", "content": [call]}, {"role": "user", "content": [block]}]
-
-    config = {"fsync": False, "window": 40_000, "model": "claude-sonnet-4-5", "quota_bytes": quota}
-    reports = []
-    with Budget.open(path, config) as session:
-        for r in range(12):
-            history += round_of(f"c{r}", f"c{r}\n{log}")
-            usage = {"input_tokens": 10, "cache_read_input_tokens": 1_600 * r + 1_000}
-            session.prepare(history, usage={**usage, "output_tokens": 5}, now=5.0 * r)
-        for k, fill in enumerate("yz"):
-            history += round_of(f"big{k}", fill * 60_000)
-            reports.append(session.prepare(history, now=70.0 + k).report)
-    return reports
+    """Two rounds of a 60,000-character output each after the logs, in a 40k window, with a
+    store of ``quota`` bytes."""
+    config = {"window": 40_000, "quota_bytes": quota}
+    return _after_logs(path, config, ["y" * 60_000, "z" * 60_000], 1_600)
 
 
 def test_a_store_that_refused_a_spill_is_not_counted_on_for_the_window(tmp_path: Path) -> None:
