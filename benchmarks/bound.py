@@ -13,8 +13,10 @@ sight (``result_cap`` is a ceiling, not the only size that may be spilled: issue
 :mod:`benchmarks.oracle` does), so the bound is below what toolbudget can reach on every trace.
 It follows the rules of the replay: a request whose recorded time comes ``ttl`` seconds or more
 after the previous one reads nothing (the cache expired), reads cost ``read_price``, what is
-written costs ``write_price`` on Anthropic and the base price elsewhere. It ignores the minimum
-cacheable size and read-backs, so no strategy keeping those rounds can bill less.
+written costs ``write_price`` on Anthropic and the base price elsewhere, a request under the
+minimum cacheable size costs the lesser of the base price and its cached price (and is read by
+the next one all the same). It ignores read-backs, so no strategy keeping those rounds can bill
+less.
 
 ``share_of_saving = (1 - ours) / (1 - bound)``, both as ratios to ``none`` on the same traces:
 the part of the achievable saving a strategy gets.
@@ -140,7 +142,11 @@ def bound_billed(
             if prev_size is None or expired or not rules.enabled
             else max(0, min(size, prev_size - newly))
         )
-        billed += cached * rules.read_price + (size - cached) * write
+        cost = cached * rules.read_price + (size - cached) * write
+        # Under the provider's minimum nothing is written or read, every token at the base price,
+        # as the replay bills it; a strategy keeping more would be cached: the lesser of the two.
+        # (The next request may read it all the same: the bound errs low.)
+        billed += min(cost, size) if rules.enabled and size < rules.min_tokens else cost
         prev_size = size
         prev_time = request.timestamp if request.timestamp is not None else prev_time
     return billed

@@ -55,14 +55,14 @@ from benchmarks import strategies
 from benchmarks._count import Counter as TokenCounter
 from benchmarks._count import counter_for
 from benchmarks.attribution import ATTRIBUTED, Attribution, Attributor
-from benchmarks.cache import CacheResult, CacheRules, CacheSim, Segmenter
+from benchmarks.cache import CacheResult, CacheRules, CacheSim, Segment, Segmenter
 from benchmarks.pricing import ONE_HOUR_TTL_S, billed_write_price, output_price, rules_for
 from benchmarks.readbacks import Quotes, ReadbackTracker
-from benchmarks.strategies._base import Strategy, StrategySession, side_calls
+from benchmarks.strategies._base import Messages, Strategy, StrategySession, side_calls
 from benchmarks.strategies._common import result_text, safe_name, tool_use_ids
 from benchmarks.strategies.toolbudget import ToolbudgetSession
 from benchmarks.trace import Trace, Usage, digest
-from budget._errors import BudgetError, ConfigError
+from budget._errors import BudgetError, ConfigError, ContextOverflow
 from budget.tokens._windows import resolve_window
 
 __all__ = [
@@ -366,6 +366,40 @@ def replay_trace(
             )
 
 
+def _sent(
+    session: Any,
+    history: Messages,
+    usage: Usage | None,
+    now: float | None,
+    segment: Callable[[Messages], list[Segment]],
+    window: int,
+) -> tuple[Messages, list[Segment], float, bool]:
+    """The copy a strategy sends for ``history``, its segments, the seconds its preparing took,
+    and whether the provider refused a first copy over ``window``.
+
+    A provider refuses a prompt over the window (unbilled: nothing is read or written) and the
+    agent's harness tells a session that listens (toolbudget's ``on_overflow``, as its proxy and
+    integrations do: ``refused``), then sends the request again. A strategy without that hook
+    sends its copy whatever its size, and every request over the window counts as an overflow
+    (the refused one too).
+    """
+    started = time.perf_counter()
+    out = session.prepare(history, usage=usage, now=now)
+    segments = segment(out)
+    refused = getattr(session, "refused", None)
+    tokens = sum(s.tokens for s in segments)
+    if not callable(refused) or tokens <= window:
+        return out, segments, time.perf_counter() - started, False
+    try:
+        refused(tokens, window)
+        again = session.prepare(history, usage=usage, now=now)
+    except ContextOverflow:
+        # Refused too often in a row: the session gives up (an agent would stop there); the
+        # replay goes on with the copy as it was, counted over the window as any other.
+        return out, segments, time.perf_counter() - started, False
+    return again, segment(again), time.perf_counter() - started, True
+
+
 def reported_usage(
     trace: Trace,
     i: int,
@@ -449,14 +483,22 @@ def _replay(  # noqa: PLR0915 (one pass over the requests measures every figure)
         attributor = Attributor(origins, index.rounds_before, count, sim.rules, tracker.write_price)
     result: CacheResult | None = None
     one_hour = sim.rules.ttl is not None and sim.rules.ttl >= ONE_HOUR_TTL_S
+
+    def segment(copy: Messages) -> list[Segment]:
+        return segmenter.segments(
+            copy, system=trace.system, tools=tools, header_tokens=trace.header_tokens
+        )
+
     for i in range(total):
         request = trace.requests[i]
         history = trace.request_messages(i)
         n = len(history)
         usage = reported_usage(trace, i, result, one_hour=one_hour, window=window)
-        started = time.perf_counter()
-        out = session.prepare(history, usage=usage, now=times[i])
-        spent.append(time.perf_counter() - started)
+        out, segments, seconds, was_refused = _sent(
+            session, history, usage, times[i], segment, window
+        )
+        spent.append(seconds)
+        overflows += was_refused
 
         for call in side_calls(session):
             # A summary request the strategy sent before this request: priced first.
@@ -474,9 +516,6 @@ def _replay(  # noqa: PLR0915 (one pass over the requests measures every figure)
             billed += cost
             summaries += 1
 
-        segments = segmenter.segments(
-            out, system=trace.system, tools=tools, header_tokens=trace.header_tokens
-        )
         result = sim.feed(segments, request.timestamp)
         if attributor is not None:
             attributor.observe(n, out, segments, result)

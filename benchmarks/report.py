@@ -71,7 +71,7 @@ from benchmarks.replay import (
 )
 from benchmarks.settings import BenchSettings, resolve
 from benchmarks.trace import Trace
-from budget._errors import InputError
+from budget._errors import BudgetError, InputError
 
 __all__ = ["BenchResult", "as_json", "render", "run_bench", "write_json", "write_plots"]
 
@@ -554,7 +554,9 @@ def _windows_line(result: BenchResult) -> str:
 
 def _turns_words(turns: int | None) -> str:
     """The bound's rule on the user's turns, as the summary line says it."""
-    return "" if turns is None else f" (or from before the user's last {turns} turns)"
+    if turns is None:
+        return ""
+    return f" (or from before the user's last {turns} turn{'' if turns == 1 else 's'})"
 
 
 def _share_words(share: float | None, summary: Sequence[Row], of: str = "that saving") -> str:
@@ -697,6 +699,20 @@ def written(result: BenchResult, json_path: Path | None, plots: Path | None) -> 
     except OSError as exc:
         where = exc.filename or json_path or plots
         raise InputError(f"cannot write {where}: {exc.strerror or exc}") from exc
+
+
+def written_first(
+    result: BenchResult, json_path: Path | None, plots: Path | None
+) -> tuple[list[Path], str | None]:
+    """:func:`written`, before the table is printed: the files written, and why one could not
+    be (None when all were). A reader leaving the table early (``toolbudget bench | head``
+    closes stdout) must not cost the JSON."""
+    paths: list[Path] = []
+    try:
+        paths.extend(written(result, json_path, plots))
+    except BudgetError as exc:
+        return paths, str(exc)
+    return paths, None
 
 
 def write_plots(result: BenchResult, directory: Path) -> list[Path]:

@@ -256,7 +256,7 @@ def bench(
     # Imported here: the benchmarks (and matplotlib, langchain) are not needed by other commands.
     from rich.console import Console  # noqa: PLC0415
 
-    from benchmarks.report import render, run_bench, written  # noqa: PLC0415
+    from benchmarks.report import render, run_bench, written_first  # noqa: PLC0415
 
     names = _chosen_strategies(strategies, window)
     settings = _bench_settings(sets, window)
@@ -283,12 +283,12 @@ def bench(
         )
     except BudgetError as exc:
         _fail(str(exc))
+    paths, failed = written_first(result, json_path, plots)
     render(result, console, wide=wide)
-    try:
-        for path in written(result, json_path, plots):
-            console.print(f"wrote {path}")
-    except BudgetError as exc:
-        _fail(str(exc))
+    for path in paths:
+        console.print(f"wrote {path}")
+    if failed is not None:
+        _fail(failed)
     _exit_if_ours_failed(result.skipped)
 
 

@@ -21,6 +21,7 @@ from typing import Any
 from benchmarks.importers import _anthropic
 from benchmarks.importers._common import (
     TraceBuilder,
+    as_int,
     fail,
     parse_time,
     read_json,
@@ -53,11 +54,11 @@ def _usage(raw: Any) -> Usage | None:
     creation = raw.get("cache_creation")
     one_hour = creation.get("ephemeral_1h_input_tokens") if isinstance(creation, dict) else 0
     return Usage(
-        input_tokens=int(raw.get("input_tokens") or 0),
-        cache_read_tokens=int(raw.get("cache_read_input_tokens") or 0),
-        cache_write_tokens=int(raw.get("cache_creation_input_tokens") or 0),
-        output_tokens=int(raw.get("output_tokens") or 0),
-        cache_write_1h_tokens=int(one_hour or 0),
+        input_tokens=as_int(raw.get("input_tokens")),
+        cache_read_tokens=as_int(raw.get("cache_read_input_tokens")),
+        cache_write_tokens=as_int(raw.get("cache_creation_input_tokens")),
+        output_tokens=as_int(raw.get("output_tokens")),
+        cache_write_1h_tokens=as_int(one_hour),
     )
 
 

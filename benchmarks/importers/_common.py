@@ -18,6 +18,7 @@ import orjson
 from benchmarks._jsonbytes import dumps, loads
 from benchmarks.trace import Provider, Request, Trace, Usage
 from budget._errors import InputError
+from budget.tokens._usage import is_token_count
 
 Block = dict[str, Any]
 Message = dict[str, Any]
@@ -89,18 +90,30 @@ def parse_time(value: Any) -> float | None:
     return None
 
 
-def as_int(value: Any) -> int:
-    """A token count as an int; missing or null counts are zero."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return 0
-    return int(value)
+def as_int(value: Any) -> Any:
+    """A token count as recorded, a missing or null one as zero. Any other value is kept as it
+    is (a negative, fractional or quoted count): the importers' last gate
+    (:mod:`benchmarks.importers._check`) skips the trace, naming it, where rounding it to a count
+    would score a recording no provider made."""
+    return 0 if value is None else value
+
+
+def count_sum(*values: Any) -> Any:
+    """The sum of recorded counts (missing ones zero), or the first that is no count (kept for
+    the last gate to name)."""
+    counts = [as_int(v) for v in values]
+    bad = next((v for v in counts if not is_token_count(v)), None)
+    return sum(counts) if bad is None else bad
 
 
 def openai_usage(prompt: Any, cached: Any, completion: Any, cache_write: Any = 0) -> Usage:
-    """Usage from OpenAI-style counts, where the prompt total includes the cached tokens."""
-    read, write = as_int(cached), as_int(cache_write)
+    """Usage from OpenAI-style counts, where the prompt total includes the cached tokens (a
+    cached part larger than the total is no usage a provider reports: kept negative, for the
+    last gate to refuse)."""
+    read, write, total = as_int(cached), as_int(cache_write), as_int(prompt)
+    counts = all(is_token_count(v) for v in (read, write, total))
     return Usage(
-        input_tokens=max(as_int(prompt) - read - write, 0),
+        input_tokens=total - read - write if counts else total,
         cache_read_tokens=read,
         cache_write_tokens=write,
         output_tokens=as_int(completion),

@@ -14,6 +14,7 @@ from typing import Any
 from benchmarks.importers._common import (
     Block,
     TraceBuilder,
+    count_sum,
     fail,
     json_text,
     openai_usage,
@@ -32,7 +33,7 @@ def _usage(tokens: Any) -> Usage | None:
     if not isinstance(tokens, dict):
         return None
     # Gemini bills thinking as output; its prompt count includes the cached part.
-    output = (tokens.get("output") or 0) + (tokens.get("thoughts") or 0)
+    output = count_sum(tokens.get("output"), tokens.get("thoughts"))
     return openai_usage(tokens.get("input"), tokens.get("cached"), output)
 
 

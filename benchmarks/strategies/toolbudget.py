@@ -127,6 +127,12 @@ class ToolbudgetSession:
         decision = self.budget.decision(call_id)
         self.budget.note_readback(decision.ref if decision is not None else None)
 
+    def refused(self, tokens: int, window: int) -> None:
+        """The provider refused the last copy (``tokens``) as over ``window``: told to the
+        session as an agent's harness tells it (``Budget.on_overflow``, Anthropic's error text),
+        before the request is sent again."""
+        self.budget.on_overflow(f"prompt is too long: {tokens} tokens > {window} maximum")
+
     def prepare(self, messages: Messages, *, usage: Usage | None, now: float | None) -> Messages:
         """The Budget's request copy for ``messages`` (``usage``: the replay's of this session's
         own last copy, compacted or not: :func:`benchmarks.replay.reported_usage`)."""

@@ -143,13 +143,27 @@ def _bound_trace(provider: str = "anthropic", late: bool = False) -> Trace:
     return Trace("hand/bound", "b", "anthropic", provider, tuple(messages), requests)  # type: ignore[arg-type]
 
 
+def big(obj: Any) -> int:
+    """Twenty times :func:`chars4`: the hand-worked requests clear the 1,024-token minimum the
+    cache rules set (a request under it is billed at the base price), and every figure below
+    is twenty times the hand-worked one."""
+    return 20 * chars4(obj)
+
+
 def test_bound_by_hand() -> None:
-    """Results older than the last round vanish for free: 125 + 260 + 260 + 260 = 905."""
+    """Results older than the last round vanish for free: 125 + 260 + 260 + 260 = 905 (x 20)."""
     # r0: 100 written (125). r1: 100 read + 200 written (10 + 250). r2: c0 vanishes (-200):
     # size 300, 100 read, 200 written (260). r3: c1 vanishes: size 300, again 260.
-    assert bound_billed(_bound_trace(), chars4, protect_rounds=1) == pytest.approx(905.0)
+    assert bound_billed(_bound_trace(), big, protect_rounds=1) == pytest.approx(20 * 905.0)
     # The default keeps 5 rounds: nothing vanishes; r2 reads 300, r3 reads 500.
-    assert bound_billed(_bound_trace(), chars4) == pytest.approx(125 + 260 + 280 + 300)
+    assert bound_billed(_bound_trace(), big) == pytest.approx(20 * (125 + 260 + 280 + 300))
+
+
+def test_bound_bills_a_request_under_the_minimum_at_most_the_base_price() -> None:
+    """Under the 1,024-token minimum a request costs the lesser of the base price and its cached
+    price: the hand-worked trace at four characters a token (100 to 700 tokens a request) is
+    billed 100 (not 125 written) + 260 + 280 + 300."""
+    assert bound_billed(_bound_trace(), chars4) == pytest.approx(100 + 260 + 280 + 300)
 
 
 @pytest.mark.parametrize("chars", [60_000, 3_000])
@@ -158,30 +172,32 @@ def test_bound_cuts_a_long_kept_result_to_the_preview(chars: int) -> None:
     2,000 chars (500 tokens), under result_cap (3,000) or over it (60,000): a policy may spill
     any fresh result longer than its preview, so the bound must let it."""
     trace = _bound_trace()
-    big = {"type": "tool_result", "tool_use_id": "c2", "content": "y" * chars}
-    messages = (*trace.messages[:-1], {"role": "user", "content": [big]})
+    block = {"type": "tool_result", "tool_use_id": "c2", "content": "y" * chars}
+    messages = (*trace.messages[:-1], {"role": "user", "content": [block]})
     trace = replace(trace, messages=messages)
     # As the default (nothing vanishes: 125 + 260 + 280), then r3 reads the 500 tokens of r2
     # and writes its new result, 500 tokens instead of 200: 50 + 625.
-    assert bound_billed(trace, chars4) == pytest.approx(125 + 260 + 280 + 50 + 625)
+    assert bound_billed(trace, big) == pytest.approx(20 * (125 + 260 + 280 + 50 + 625))
     # With a preview as long as the result it is kept whole: all its tokens written.
-    assert bound_billed(trace, chars4, preview_chars=100_000) == pytest.approx(
-        125 + 260 + 280 + 50 + 1.25 * chars / 4
+    assert bound_billed(trace, big, preview_chars=100_000) == pytest.approx(
+        20 * (125 + 260 + 280 + 50 + 1.25 * chars / 4)
     )
 
 
 def test_bound_follows_the_cache_rules() -> None:
     """A 380 s pause expires the cache (r3 all written: 375); OpenAI writes at the base price."""
-    late = bound_billed(_bound_trace(late=True), chars4, protect_rounds=1)
-    assert late == pytest.approx(125 + 260 + 260 + 375)
+    late = bound_billed(_bound_trace(late=True), big, protect_rounds=1)
+    assert late == pytest.approx(20 * (125 + 260 + 260 + 375))
     plain = CacheRules()
     assert bound_billed(
-        _bound_trace("openai"), chars4, rules=plain, protect_rounds=1
-    ) == pytest.approx(730.0)
+        _bound_trace("openai"), big, rules=plain, protect_rounds=1
+    ) == pytest.approx(20 * 730.0)
     # By default the trace's own rules: an unknown OpenAI model reads at 0.5x (100 + 3 * 250).
-    assert bound_billed(_bound_trace("openai"), chars4, protect_rounds=1) == pytest.approx(850.0)
+    assert bound_billed(_bound_trace("openai"), big, protect_rounds=1) == pytest.approx(20 * 850.0)
     never = CacheRules(ttl=None)
-    assert bound_billed(_bound_trace(late=True), chars4, rules=never, protect_rounds=1) == 905.0
+    assert bound_billed(
+        _bound_trace(late=True), big, rules=never, protect_rounds=1
+    ) == pytest.approx(20 * 905.0)
 
 
 def test_share_of_saving() -> None:
@@ -218,9 +234,10 @@ def _count_of(trace: Trace) -> Any:
 
 
 def test_bound_counts_the_omitted_header_and_no_cache_where_none_was_recorded() -> None:
-    """A 40-token header rides every request (175 + 3 * 264); caching off writes all (1,250)."""
+    """A 40-token header rides every request (written once at 1.25, then read at 0.1: 50 + 3 *
+    4 beside the messages' 20 x 905); caching off writes all (1,250)."""
     header = replace(_bound_trace(), header_tokens=40)
-    assert bound_billed(header, chars4, protect_rounds=1) == pytest.approx(175 + 3 * 264)
+    assert bound_billed(header, big, protect_rounds=1) == pytest.approx(20 * 905 + 50 + 3 * 4)
     off = CacheRules(enabled=False)
     assert bound_billed(_bound_trace(), chars4, rules=off, protect_rounds=1) == pytest.approx(
         1.25 * (100 + 300 + 300 + 300)
