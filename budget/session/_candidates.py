@@ -155,6 +155,14 @@ class Candidates:
         pool = self._pool(floored)
         return pool.cum[pool.end(self.cutoff(current_round, overflowing=False, turns=turns))]
 
+    def drop_decided(self, made: Mapping[str, Decision]) -> None:
+        """The candidates this request's decisions end: those trimmed, and those whose trim the
+        store refused (frozen kept_unspillable: a resumed session reading that decision finds no
+        candidate either, where this one would retry it on every request)."""
+        gone = {cid for cid, d in made.items() if d.kind in ("trimmed", "kept_unspillable")}
+        if gone:
+            self.drop_trimmed(gone)
+
     def drop_trimmed(self, trimmed: set[str]) -> None:
         """A batch ran: its results are trimmed, never candidates again; those before its cut
         stay candidates (linear in the candidates not trimmed before)."""

@@ -111,9 +111,7 @@ class Copies:
         """Freeze the decisions and build the request-copy messages they change (``verdicts``:
         the priced options behind them, for the reports)."""
         reports, touched_old = self._freeze(k, made, by_id, verdicts or {})
-        trimmed = {cid for cid, d in made.items() if d.kind == "trimmed"}
-        if trimmed:
-            self._candidates.drop_trimmed(trimmed)
+        self._candidates.drop_decided(made)
         for i in sorted(touched_old):
             self.outputs[i] = self._render(messages[i], self._history.results(i), fmt)
             self._note_markers(i, messages[i])

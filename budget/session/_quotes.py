@@ -284,7 +284,7 @@ class Quotes:
                         continue
                     if index.held_by_deferred(line):
                         continue  # its latest holder is a fresh result, not decided when it looked
-                    digest = xxhash.xxh3_64_intdigest(line.encode())
+                    digest = xxhash.xxh3_64_intdigest(line.encode("utf-8", "surrogatepass"))
                     lines = quoted.setdefault(cid, set())
                     if digest in lines:
                         continue  # quoted before: the read-back that brought it would show it
