@@ -137,38 +137,6 @@ def test_an_impossible_gemini_prompt_count_is_skipped(tmp_path: Path, first_inpu
     assert [s.path for s in skipped] == ["session.json"]
 
 
-def test_a_fractional_claude_code_token_count_is_skipped(tmp_path: Path) -> None:
-    """A Claude Code response recording 3.7 input tokens is skipped, as the docs promise."""
-    usage = {"input_tokens": 3.7, "cache_read_input_tokens": 50, "output_tokens": 2}
-    lines: list[dict[str, Any]] = []
-
-    def add(kind: str, message: dict[str, Any]) -> None:
-        parent = lines[-1]["uuid"] if lines else None
-        lines.append(
-            {
-                "type": kind,
-                "uuid": f"u{len(lines)}",
-                "parentUuid": parent,
-                "sessionId": "f7ac0000-0000",
-                "isSidechain": False,
-                "message": message,
-            }
-        )
-
-    add("user", {"role": "user", "content": "go"})
-    for i in range(3):
-        use = {"type": "tool_use", "id": f"t{i}", "name": "Bash", "input": {"command": "ls"}}
-        add("assistant", {"role": "assistant", "id": f"m{i}", "content": [use], "usage": usage})
-        result = {"type": "tool_result", "tool_use_id": f"t{i}", "content": f"out {i}"}
-        add("user", {"role": "user", "content": [result]})
-    end = [{"type": "text", "text": "done"}]
-    add("assistant", {"role": "assistant", "id": "m-end", "content": end, "usage": usage})
-    (tmp_path / "frac.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
-    traces, skipped = load_dir(tmp_path)
-    assert traces == [], [t.requests[0].usage for t in traces]
-    assert [s.path for s in skipped] == ["frac.jsonl"]
-
-
 def test_the_replay_tells_toolbudget_when_the_provider_refused_its_request(
     tmp_path: Path,
 ) -> None:

@@ -85,8 +85,11 @@ def test_codex_local_shell_calls_are_tool_calls_with_their_results(tmp_path: Pat
     assert "import_notes" not in trace.meta
 
 
-def _claude_session(calls: int, sid: str = "7e570000-0000") -> list[dict[str, Any]]:
-    """A Claude Code session of ``calls`` tool calls and a closing answer, one line per turn."""
+def _claude_session(
+    calls: int, sid: str = "7e570000-0000", usage: dict[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    """A Claude Code session of ``calls`` tool calls and a closing answer, one line per turn
+    (``usage``: what every response records)."""
     lines: list[dict[str, Any]] = []
 
     def add(kind: str, message: dict[str, Any]) -> None:
@@ -95,7 +98,8 @@ def _claude_session(calls: int, sid: str = "7e570000-0000") -> list[dict[str, An
         line = {"type": kind, "uuid": uuid, "parentUuid": parent, "sessionId": sid}
         lines.append({**line, "isSidechain": False, "message": message})
 
-    usage = {"input_tokens": 3, "cache_read_input_tokens": 50, "output_tokens": 2}
+    if usage is None:
+        usage = {"input_tokens": 3, "cache_read_input_tokens": 50, "output_tokens": 2}
     add("user", {"role": "user", "content": "go"})
     for i in range(calls):
         use = {"type": "tool_use", "id": f"t{i}", "name": "Bash", "input": {"command": "ls"}}
@@ -177,3 +181,14 @@ def test_symbolic_links_that_give_no_trace_are_named(tmp_path: Path) -> None:
     assert "a broken symbolic link" in reasons["gone.jsonl"]
     assert "a broken symbolic link" in reasons["loop.jsonl"]
     assert "a symbolic link to a directory, not followed" in reasons["more"]
+
+
+def test_a_fractional_claude_code_token_count_is_skipped(tmp_path: Path) -> None:
+    """A Claude Code response recording 3.7 input tokens is skipped, as docs/benchmark.md
+    promises of an impossible usage (the importer rounded it to 3 before)."""
+    usage = {"input_tokens": 3.7, "cache_read_input_tokens": 50, "output_tokens": 2}
+    lines = _claude_session(3, usage=usage)
+    (tmp_path / "frac.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    traces, skipped = load_dir(tmp_path)
+    assert traces == [], [t.requests[0].usage for t in traces]
+    assert [s.path for s in skipped] == ["frac.jsonl"]
