@@ -211,6 +211,14 @@ class Candidates:
             if taken:
                 self._cand_results[r.call_id] = r
 
+    def repool(self, results: Iterable[ToolResult]) -> None:
+        """Make candidates anew of every result of a history scanned whole (``results``, in
+        its order), as a resumed session does: a result decided anew there out of round order (its
+        text edited since) takes its place, where added after the later ones it would be left out
+        as a late result, and trimmed by a resumed session only."""
+        self._floored, self._all, self._cand_results = _Pool(), _Pool(), {}
+        self.add(results)
+
     def results_of(
         self, made: Mapping[str, Decision], new_results: list[ToolResult]
     ) -> dict[str, ToolResult]:

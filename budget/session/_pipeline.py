@@ -100,7 +100,10 @@ class Pipeline:
                 verdicts=p.tally.verdicts,
             )
             # Decided now, or looked at again: candidates if they are not ones yet.
-            p.candidates.add(r for r in by_id.values() if r.msg_index >= scan.rescan)
+            if scan.rescan == 0 and scan.fresh:
+                p.candidates.repool(by_id.values())  # a history scanned whole: in its order
+            else:
+                p.candidates.add(r for r in by_id.values() if r.msg_index >= scan.rescan)
             p.copies.sync_markers(messages, scan.rescan, fmt)
             since = p.tally.last_n
             p.tally.last_at, p.tally.last_n, p.tally.last_f = now, len(messages), fingerprint

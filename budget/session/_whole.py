@@ -41,7 +41,7 @@ class Whole:
         """Per text, every result shown whole holding it: a batch trimming the latest may leave
         an earlier one whole, as a resumed session, which notes only those, finds it."""
         self._by_key: dict[str, ToolResult] = {}
-        self._rescanned: list[ToolResult] | None = []
+        self._rescanned: dict[str, ToolResult] | None = {}
         """The pointers noted since this index was made (a session's first request, or one
         after the history was rebuilt), until :meth:`orphans` asks; None once it has."""
         self._pointed: dict[str, str] = {}
@@ -51,7 +51,7 @@ class Whole:
         """Index ``result`` if ``decision`` shows it whole (or keep it to check, if a pointer)."""
         if decision.reason in POINTERS and decision.kind == "spilled":
             if self._rescanned is not None:
-                self._rescanned.append(result)
+                self._rescanned[result.call_id] = result  # noted again by a re-pooling
             return
         if decision.kind != "kept" or decision.text is not None or not result.text:
             return
@@ -96,7 +96,7 @@ class Whole:
 
         Asked once per index: only a rebuilt history (a new index) can have lost an output a
         pointer names; a history that grows keeps every call it had."""
-        todo, self._rescanned = self._rescanned or [], None
+        todo, self._rescanned = list((self._rescanned or {}).values()), None
         if not todo:
             return []
         calls = {c.call_id for i in range(len(history)) for c in history.calls(i)}
