@@ -38,7 +38,7 @@ from benchmarks.cache import CacheRules, Segmenter
 from benchmarks.pricing import billed_write_price, rules_for
 from benchmarks.strategies._common import result_text, tool_use_ids
 from benchmarks.trace import Trace
-from benchmarks.turns import trimmable
+from benchmarks.turns import round_starts, trimmable
 from budget import BudgetConfig
 
 __all__ = ["PROTECT_ROUNDS", "PROTECT_TURNS", "bound_billed", "share_of_saving"]
@@ -55,20 +55,14 @@ PREVIEW_CHARS: int = _FIELDS["preview_chars"].default
 """A kept result longer than this many characters counts as its first ``PREVIEW_CHARS``."""
 
 
-def _rounds(trace: Trace) -> tuple[list[int], dict[str, int]]:
-    """Message index of each round's assistant message, and the round of each call id."""
-    starts: list[int] = []
-    round_of: dict[str, int] = {}
-    for i, message in enumerate(trace.messages):
-        content = message.get("content")
-        if message.get("role") != "assistant" or not isinstance(content, list):
-            continue
-        ids = tool_use_ids(content)
-        if ids:
-            for call_id in ids:
-                round_of[call_id] = len(starts)
-            starts.append(i)
-    return starts, round_of
+def _round_of(trace: Trace) -> dict[str, int]:
+    """The round of each call id: its assistant message's place among the rounds, counted as
+    the rule of what may be trimmed counts them (:func:`benchmarks.turns.round_starts`)."""
+    return {
+        call_id: k
+        for k, j in enumerate(round_starts(trace))
+        for call_id in tool_use_ids(trace.messages[j]["content"])
+    }
 
 
 def bound_billed(
@@ -84,7 +78,7 @@ def bound_billed(
     """The bound's billed tokens (base-price equivalents) on ``trace``."""
     rules = rules if rules is not None else rules_for(trace)
     write = billed_write_price(trace, rules)
-    _, round_of = _rounds(trace)
+    round_of = _round_of(trace)
     upto = trimmable(trace, [r.n_messages for r in trace.requests], protect_rounds, protect_turns)
     header = (
         Segmenter(count)

@@ -26,7 +26,7 @@ from pydantic_core import to_jsonable_python
 
 from benchmarks.strategies import toolbudget
 from budget import BudgetConfig
-from budget._config import NULLABLE, env_name, env_value
+from budget._config import NONE_WORDS, NULLABLE, env_name, env_value
 from budget._errors import ConfigError
 
 __all__ = [
@@ -47,8 +47,6 @@ BENCH_FIXED: tuple[str, ...] = ("include_path", "window")
 COMPACT_FIXED: Mapping[str, Any] = MappingProxyType({"compaction": "auto"})
 """What ``toolbudget-compact`` sets beyond :data:`BENCH_FIXED`
 (:func:`benchmarks.strategies.toolbudget._configure_compact`); ``--set`` overrides it too."""
-
-_OPTIONAL_NONE = frozenset({"none", "null"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,7 +171,7 @@ def parse_sets(items: Sequence[str]) -> dict[str, Any]:
                 out[name] = orjson.loads(value)
             except orjson.JSONDecodeError as exc:
                 raise ConfigError(f"--set tools: not JSON ({exc})") from None
-        elif value.lower() in _OPTIONAL_NONE and name in NULLABLE:
+        elif value.lower() in NONE_WORDS and name in NULLABLE:
             out[name] = None
         else:
             out[name] = value

@@ -255,7 +255,7 @@ class BudgetConfig(BaseSettings):
         spelled = [
             k
             for k, v in data.items()
-            if isinstance(v, str) and k in NULLABLE and v.strip().lower() in _NONE_WORDS
+            if isinstance(v, str) and k in NULLABLE and v.strip().lower() in NONE_WORDS
         ]
         return {**data, **dict.fromkeys(spelled)} if spelled else data
 
@@ -349,7 +349,8 @@ class _ExplicitOnly(BudgetConfig):
         return (init_settings,)
 
 
-_NONE_WORDS = frozenset({"none", "null"})
+NONE_WORDS = frozenset({"none", "null"})
+"""How ``None`` is spelled as text (any case), in a variable or in ``toolbudget bench --set``."""
 NULLABLE: frozenset[str] = frozenset(
     name for name, f in BudgetConfig.model_fields.items() if type(None) in get_args(f.annotation)
 )

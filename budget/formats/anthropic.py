@@ -10,8 +10,6 @@ from pydantic import BaseModel
 
 from budget._errors import InputError
 from budget._view import (
-    PROMPT_SCAN,
-    REPLY_SCAN,
     Call,
     RawResult,
     Scanned,
@@ -20,6 +18,7 @@ from budget._view import (
     build_scanned,
 )
 from budget.formats._common import (
+    NO_CALL,
     call_facts,
     field,
     is_record,
@@ -89,7 +88,7 @@ class AnthropicFormat(ShapedFormat):
         content = message.get("content") if type(message) is dict else field(message, "content")
         if isinstance(content, str):
             require_fit(self.name, index, message)
-            return PROMPT_SCAN if role == "user" else REPLY_SCAN
+            return NO_CALL[role]
         if not isinstance(content, list | tuple):
             raise InputError(
                 f"messages[{index}].content must be a string or a list of blocks, not "
@@ -128,7 +127,7 @@ class AnthropicFormat(ShapedFormat):
                 results.append(build_raw(call_id, j, text, get("is_error") is True, others))
         if not calls and not results:
             require_fit(self.name, index, message)  # a Chat assistant's tool_calls, say
-            return PROMPT_SCAN if role == "user" else REPLY_SCAN
+            return NO_CALL[role]
         return build_scanned(tuple(calls), tuple(results), bool(calls))
 
     def rewrite(self, message: Any, texts: Mapping[int, str]) -> Any:
