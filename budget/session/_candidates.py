@@ -211,12 +211,14 @@ class Candidates:
             if taken:
                 self._cand_results[r.call_id] = r
 
-    def repool(self, results: Iterable[ToolResult]) -> None:
-        """Make candidates anew of every result of a history scanned whole (``results``, in
-        its order), as a resumed session does: a result decided anew there out of round order (its
-        text edited since) takes its place, where added after the later ones it would be left out
-        as a late result, and trimmed by a resumed session only."""
-        self._floored, self._all, self._cand_results = _Pool(), _Pool(), {}
+    def add_scanned(self, results: Iterable[ToolResult], fresh: Iterable[ToolResult]) -> None:
+        """Make candidates of every result of a history scanned whole (``results``, in its
+        order), as a resumed session does. A ``fresh`` result older than the newest candidate
+        (decided anew: its text edited since) would be left out as a late result, and trimmed by
+        a resumed session only: then the pools are made anew, in the history's order."""
+        newest = self._all.rounds[-1] if self._all.rounds else -1
+        if any(r.round < newest for r in fresh):
+            self._floored, self._all, self._cand_results = _Pool(), _Pool(), {}
         self.add(results)
 
     def results_of(

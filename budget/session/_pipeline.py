@@ -100,8 +100,8 @@ class Pipeline:
                 verdicts=p.tally.verdicts,
             )
             # Decided now, or looked at again: candidates if they are not ones yet.
-            if scan.rescan == 0 and scan.fresh:
-                p.candidates.repool(by_id.values())  # a history scanned whole: in its order
+            if scan.rescan == 0:
+                p.candidates.add_scanned(by_id.values(), scan.fresh)
             else:
                 p.candidates.add(r for r in by_id.values() if r.msg_index >= scan.rescan)
             p.copies.sync_markers(messages, scan.rescan, fmt)
