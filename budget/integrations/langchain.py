@@ -215,6 +215,15 @@ def _last_usage(messages: Sequence[Any]) -> Any:
     return None
 
 
+def _session_root(root: str | os.PathLike[str]) -> Path:
+    """``root`` as a path, refused at once when it is a file: the threads' sessions, opened at
+    their first model call, would each fail there instead."""
+    path = Path(root)
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"ToolBudgetMiddleware: root= {path} exists and is not a directory")
+    return path
+
+
 def _thread_dir(thread_id: object) -> str:
     """The directory name of a thread's session: its id, percent-encoded (no ``/``, reversible).
 
@@ -238,7 +247,8 @@ class ToolBudgetMiddleware(AgentMiddleware):
     (the run's ``config["configurable"]["thread_id"]``) then gets its own session,
     ``root/<thread_id>`` (percent-encoded), opened with ``config`` on the thread's first model
     call and kept open, so resuming the thread, in this process or after a restart, resumes its
-    session. A run without a ``thread_id`` is refused (ConfigError). :meth:`close` closes them.
+    session. A run without a ``thread_id`` is refused (ConfigError), as is a ``root`` that is a
+    file, when the middleware is built. :meth:`close` closes them.
 
     When the provider refuses a request as too long, the middleware tells the session and retries
     with a harder budget (at most twice; the third refusal compacts when the session can, else
@@ -270,7 +280,7 @@ class ToolBudgetMiddleware(AgentMiddleware):
             raise ConfigError("ToolBudgetMiddleware: config= applies to root= sessions only")
         self.session = None if session is None else require_session(session, "ToolBudgetMiddleware")
         """The one session (None with ``root``: see :meth:`session_for`)."""
-        self.root = None if root is None else Path(root)
+        self.root = None if root is None else _session_root(root)
         """The directory holding one session per thread (None with a single session)."""
         self._config = build_config(config)
         self._sessions: dict[str, Budget] = {}

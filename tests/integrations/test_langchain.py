@@ -268,6 +268,17 @@ def test_root_middleware_refuses_a_run_without_thread_id(tmp_path: Path) -> None
         ToolBudgetMiddleware()
 
 
+def test_root_middleware_refuses_a_file_as_root(tmp_path: Path) -> None:
+    """A ``root=`` that is a file is refused when the middleware is built, not at a thread's first
+    model call."""
+    from budget.integrations.langchain import ToolBudgetMiddleware
+
+    path = tmp_path / "sessions"
+    path.write_text("not a directory")
+    with pytest.raises(ConfigError, match="not a directory"):
+        ToolBudgetMiddleware(root=path)
+
+
 def test_a_threads_session_is_opened_in_the_langchain_format(tmp_path: Path) -> None:
     """A session the middleware opens for a thread is told its format at open: its read-back
     tool has that format's shape before any request, where a guess would be refused."""
