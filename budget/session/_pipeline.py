@@ -65,6 +65,7 @@ class Pipeline:
         self._parts.copies.reset()
         self._parts.candidates.reset()
         self._parts.quotes.reset()
+        self._parts.tally.forget_from(0)  # the whole history's read-back calls found again
         self._tail.clear()
 
     def run(
@@ -134,6 +135,7 @@ class Pipeline:
             old_outputs = copies.outputs[k:]
             copies.truncate(k)
             history.truncate(k)
+            self._parts.tally.forget_from(k)
         fresh, new_results = history.scan(messages, k, fmt)
         if history.stale and k > 0:
             # A result was edited after it was decided: it is a new result, and the caches of

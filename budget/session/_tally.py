@@ -36,13 +36,15 @@ class Tally:
     """What the cost policy learned from this session's usage and times (logged as ``p``)."""
     marks: list[tuple[int, float]] = field(default_factory=list)
     """(history length, time) of the requests whose cache entries still match, by length."""
-    readback_ids: set[str] = field(default_factory=set)
-    """Calls in the history naming a hidden result's ref (the read-back tool's, or the agent's own
-    tools opening the spilled file): the agent needed hidden text."""
+    named: dict[tuple[str, str], int] = field(default_factory=dict)
+    """Per (call id, ref), the message of the history scanned holding a call that names a hidden
+    result's ref (the read-back tool's, or the agent's own tools opening the spilled file): the
+    agent needed hidden text. Only the history's own: a call the caller withdrew (its history
+    cut back, its last answer sent again otherwise) leaves with its message
+    (:meth:`forget_from`), as a resumed session, re-counting the history it is given, never
+    sees it."""
     noted: int = 0
     """Read-backs the host reported that the history does not show (``Budget.note_readback``)."""
-    readback_refs: set[str] = field(default_factory=set)
-    """The hidden results' refs those calls named: results read back."""
     noted_refs: set[str] = field(default_factory=set)
     """The refs the host's reports named (a report naming none counts one result of its own);
     each note is logged when it is made (a ``rb`` record), so a resumed session counts on."""
@@ -80,12 +82,17 @@ class Tally:
         of a request since it was hidden (``Ledger.hidden_since``), is at most the message's
         index. A call made before (the result still shown whole) is no read-back, whenever
         it is looked at: a resumed session, which looks at every call again, counts alike."""
-        named = [
-            (cid, ref) for cid, ref, i in mentions if (at := since(ref)) is not None and at <= i
-        ]
-        if named:
-            self.readback_ids.update(cid for cid, _ in named)
-            self.readback_refs.update(ref for _, ref in named)
+        for cid, ref, i in mentions:
+            if (at := since(ref)) is not None and at <= i:
+                self.named[cid, ref] = i
+
+    def forget_from(self, k: int) -> None:
+        """Forget the read-back calls of messages ``k`` on: the history was cut back there (a
+        retry with another last answer, a history cut or rebuilt), and what the scan of the
+        history from ``k`` finds again is counted again. The logged count stays a floor
+        (:meth:`readbacks`), as it is for a resumed session."""
+        if any(i >= k for i in self.named.values()):
+            self.named = {key: i for key, i in self.named.items() if i < k}
 
     @staticmethod
     def check_ref(ref: object) -> None:
@@ -105,12 +112,14 @@ class Tally:
     def readbacks(self) -> int:
         """Read-backs seen so far: the history's, those the host noted, and at least as many as
         the log held (a log written before the host's reports were recorded: those are lost)."""
-        return max(len(self.readback_ids) + self.noted, self.observed.readbacks)
+        calls = {cid for cid, _ in self.named}
+        return max(len(calls) + self.noted, self.observed.readbacks)
 
     def recalled(self) -> int:
         """Hidden results read back so far (as :meth:`readbacks`, counting each result once; never
         more than the read-backs: one call naming two refs is one read-back)."""
-        named = len(self.readback_refs | self.noted_refs) + self.noted_anonymous
+        refs = {ref for _, ref in self.named}
+        named = len(refs | self.noted_refs) + self.noted_anonymous
         return min(max(named, self.observed.recalled), self.readbacks())
 
     def counters(self) -> Counters:
