@@ -43,6 +43,7 @@ from budget.proxy._routes import (
     HOP_BY_HOP,
     METHODS,
     NOT_FORWARDED,
+    NOT_FORWARDED_UNTOUCHED,
     OVERFLOW_STATUSES,
     Api,
     budgeted_api,
@@ -122,9 +123,10 @@ class Proxy:
         url = self._upstream(api, request)
         # The raw bytes: a value with a non-ASCII byte (a UTF-8 app name in x-title) is forwarded
         # as it came, where a str value would make httpx refuse the request (it encodes ASCII).
-        headers = forwarded(request.headers.raw, NOT_FORWARDED)
         if api is None:
-            return await self._forward(request.method, url, headers, request.stream(), None, None)
+            headers, body = _untouched(request)
+            return await self._forward(request.method, url, headers, body, None, None)
+        headers = forwarded(request.headers.raw, NOT_FORWARDED)
         try:
             raw = await request.body()
         except ClientDisconnect:
@@ -411,6 +413,17 @@ class Proxy:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
+
+
+def _untouched(request: Request) -> tuple[list[tuple[bytes, bytes]], bytes | AsyncIterator[bytes]]:
+    """The headers and body of a request forwarded untouched, framed as the agent framed it: a
+    body of a known length streamed with that length, a chunked one chunked, none as none (a GET
+    or HEAD with a body, even an empty chunked one, is refused by some servers and gateways)."""
+    if "transfer-encoding" in request.headers:
+        # Chunked: its Content-Length, if it sent one too, is not its length (RFC 9112 §6.3).
+        return forwarded(request.headers.raw, NOT_FORWARDED), request.stream()
+    headers = forwarded(request.headers.raw, NOT_FORWARDED_UNTOUCHED)
+    return headers, request.stream() if "content-length" in request.headers else b""
 
 
 async def _chained(head: list[bytes], rest: AsyncIterator[bytes]) -> AsyncIterator[bytes]:

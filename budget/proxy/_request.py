@@ -42,9 +42,12 @@ def parse_body(
     body, history = parsed.body, parsed.history
     if history is None:
         return f"no {api.field} list"
-    if api is RESPONSES and body.get("previous_response_id") is not None:
-        # The rest of the conversation is stored upstream: this is not the whole history.
-        return "previous_response_id"
+    if api is RESPONSES:
+        # The rest of the conversation is stored upstream (a response to go on from, or a
+        # conversation whose items the API puts before these): this is not the whole history.
+        for stored in ("previous_response_id", "conversation"):
+            if body.get(stored) is not None:
+                return stored
     explicit = headers.get(SESSION_HEADER)
     # The key depends on the header, the body's other keys and the first messages: where those
     # are the very objects the last body had, it is the last body's key.

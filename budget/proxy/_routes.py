@@ -17,6 +17,7 @@ __all__ = [
     "HOP_BY_HOP",
     "METHODS",
     "NOT_FORWARDED",
+    "NOT_FORWARDED_UNTOUCHED",
     "OVERFLOW_STATUSES",
     "RESPONSES",
     "Api",
@@ -41,8 +42,11 @@ HOP_BY_HOP: Final = frozenset(
 )
 """Headers that concern one connection, not the message (RFC 9110 §7.6.1): never forwarded."""
 NOT_FORWARDED: Final = HOP_BY_HOP | {"host", "content-length", SESSION_HEADER}
-"""Request headers the proxy does not pass on: httpx sets host and length for the upstream, and
-the session header is the proxy's own."""
+"""Request headers the proxy does not pass on with a budgeted body: httpx sets host and length for
+the upstream, and the session header is the proxy's own."""
+NOT_FORWARDED_UNTOUCHED: Final = NOT_FORWARDED - {"content-length"}
+"""Those it does not pass on with a body it streams untouched: its length is the agent's (without
+it, httpx sends the stream chunked, and a GET with no body goes up with an empty chunked one)."""
 OVERFLOW_STATUSES: Final = frozenset({400, 413})
 """Statuses a prompt-too-long comes with: Anthropic's ``invalid_request_error`` (400, "prompt is
 too long") and OpenAI's ``context_length_exceeded`` (400); 413 is Anthropic's request_too_large.
