@@ -30,6 +30,8 @@ __all__ = ["Candidates"]
 class _Cand:
     result: ToolResult
     reclaim_tokens: int
+    stub_tokens: int
+    """Tokens of the stub a trim would show it as."""
 
 
 class _Eligible(Sequence[Candidate]):
@@ -45,9 +47,13 @@ class _Eligible(Sequence[Candidate]):
     def __len__(self) -> int:
         return self._end - self._start
 
-    def facts(self) -> list[tuple[ToolResult, int]]:
-        """Each candidate's result and reclaimable tokens, without building its decision."""
-        return [(c.result, c.reclaim_tokens) for c in self._cands[self._start : self._end]]
+    def facts(self) -> list[tuple[ToolResult, int, int]]:
+        """Each candidate's result, reclaimable tokens and stub tokens, without building its
+        decision."""
+        return [
+            (c.result, c.reclaim_tokens, c.stub_tokens)
+            for c in self._cands[self._start : self._end]
+        ]
 
     @overload
     def __getitem__(self, i: int) -> Candidate: ...
@@ -101,11 +107,19 @@ class Candidates:
     not trimmed yet; the round a request is at is given by the caller (the history knows it)."""
 
     def __init__(
-        self, config: BudgetConfig, ledger: Ledger, text_tokens: TextTokens, floor: float
+        self,
+        config: BudgetConfig,
+        ledger: Ledger,
+        text_tokens: TextTokens,
+        floor: float,
+        stub_of: Callable[[str, str], str],
     ) -> None:
         self._config, self._ledger, self._tt = config, ledger, text_tokens
         self._floor = floor
         """The stale floor in characters at the session's read price (``budget.policy.floor_at``)."""
+        self._stub_of = stub_of
+        """The stub a trim would show a result's text as, given its tool (its length is that of
+        the real one: only the ref differs)."""
         self.reset()
 
     def reset(self) -> None:
@@ -188,7 +202,6 @@ class Candidates:
     def add(self, results: Iterable[ToolResult]) -> None:
         """Make candidates of the decided ``results`` that are not ones yet."""
         cfg = self._config
-        stub_tokens = (cfg.stub_chars + 150) // 4
         for r in results:
             if r.call_id in self._cand_results:
                 continue
@@ -197,11 +210,14 @@ class Candidates:
             self.whole.note(r, d)
             if d.kind not in ("kept", "spilled") or cfg.cap_for(r.tool) is None:
                 continue
+            # What a trim takes off is what the result shows less its stub: the stub itself,
+            # made to ``stub_chars`` (longer only where its head is), not a fixed allowance.
+            stub_tokens = self._tt(self._stub_of(r.text, r.tool))
             reclaim = self._tt(d.shown(r.text)) - stub_tokens
             if reclaim <= 0:
                 continue
             # Out of order (a late result for an old call) in a pool: it stays as it is there.
-            cand, taken = _Cand(r, reclaim), False
+            cand, taken = _Cand(r, reclaim, stub_tokens), False
             if d.shown_chars() > self._floor and not self._floored.late(r.round):
                 self._floored.append(cand)
                 taken = True

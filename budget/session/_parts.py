@@ -14,6 +14,7 @@ from budget._config import BudgetConfig
 from budget._ledger import Ledger
 from budget._log import Events
 from budget.compaction._compactor import Compactor
+from budget.passes._context import stub_text
 from budget.policy import floor_at
 from budget.session._bodies import Bodies
 from budget.session._candidates import Candidates
@@ -31,6 +32,21 @@ from budget.tokens._tokens import TokenizerProfile
 from spill import Store
 
 __all__ = ["Parts"]
+
+ANY_REF = "0" * 32
+"""A ref of a stub measured before its result is trimmed: every ref has 32 hex digits, and a
+store names the file of any one with a path as long (``Store.path_of`` touches nothing)."""
+
+
+def _stubs(config: BudgetConfig, store: Store) -> Callable[[str, str], str]:
+    """The stub a trim would show a result's text as, but for its ref (its length is that of
+    the real one): what the cost model prices a trim's reclaim by."""
+    path = store.path_of(ANY_REF) if config.include_path else None
+
+    def stub_of(text: str, tool: str) -> str:
+        return stub_text(config, text, ANY_REF, tool, path)
+
+    return stub_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,9 +102,8 @@ class Parts:
         tt = TextTokens(profile, exact=text_tokens, known=known)
         prices = SessionPrices(config)
         # The format never changes the read price: the floor is the session's from the start.
-        candidates = Candidates(
-            config, ledger, tt, floor_at(config.stale_floor, prices.listed.read, config.stub_chars)
-        )
+        floor = floor_at(config.stale_floor, prices.listed.read, config.stub_chars)
+        candidates = Candidates(config, ledger, tt, floor, _stubs(config, store))
         history = History(config, ledger, log, profile, tt)
         resumed = journal.restore(ledger, compactor, config.model)
         return cls(

@@ -252,9 +252,7 @@ class Passes:
         self, eligible: Sequence[Any], prices: Prices, before: Callable[[int], int], now: float
     ) -> Callable[[], list[Item]]:
         """The eligible results as the cut search sees them, made when it asks."""
-        cfg = self.config
-        stub_tokens = (cfg.stub_chars + 150) // 4
-        page_chars = cfg.read_page_chars
+        page_chars = self.config.read_page_chars
         marks = self._tally.marks
 
         def fallback(group: int, lengths: list[int]) -> tuple[int, bool]:
@@ -274,7 +272,7 @@ class Passes:
         def items() -> list[Item]:
             out = []
             lengths = [m for m, _ in marks] if prices.explicit else []
-            for r, reclaim in eligible.facts():  # type: ignore[attr-defined]
+            for r, reclaim, stub_tokens in eligible.facts():  # type: ignore[attr-defined]
                 shown = reclaim + stub_tokens
                 chars = max(len(r.text), 1)
                 page = shown if chars <= page_chars else round(shown * page_chars / chars)

@@ -486,6 +486,25 @@ def test_without_a_cache_results_under_the_floor_are_trimmed_as_they_age(tmp_pat
     assert all(r.staleness_cost is None or r.staleness_cost.reclaim_tokens == 0 for r in cached)
 
 
+def test_a_trim_reclaims_the_result_less_its_stub_as_made(tmp_path: Path) -> None:
+    """Counted one token a character, a 1,813-character result trimmed without a cache reclaims
+    1,813 - 300 = 1,513 (its stub is made to ``stub_chars``), not 1,813 - 112 (a stub priced at
+    300 + 150 characters over 4), and the batch saves that on each later request (carry 1.0)."""
+    history = _rounds(14, 1_900)
+    none = {"input_tokens": 5_000}
+    with Budget.open(tmp_path / "s", {"fsync": False}, text_tokens=len) as session:
+        for end in range(3, len(history) + 1, 2):
+            report = session.prepare(history[:end], usage={**none, "output_tokens": end}).report
+            if report.staleness_ran:
+                break
+    trimmed = [d for d in report.decisions if d.kind == "trimmed"]
+    cost = report.staleness_cost
+    assert len(trimmed) == 1 and cost is not None and cost.regime == "uncached"
+    assert (trimmed[0].chars_before, trimmed[0].chars_after) == (1_813, 300)
+    assert cost.reclaim_tokens == 1_513
+    assert cost.saving == pytest.approx(1_513 * 1.0 * cost.expected_requests)
+
+
 def test_the_floor_falls_as_the_read_price_rises(tmp_path: Path) -> None:
     """The floor is a carried cost: 2,000 characters at 0.1x reads are 400 at GPT-4o's 0.5x, so
     the 1,900-character results a 0.1x cache never weighs are a batch's candidates at 0.5x; it
