@@ -171,10 +171,11 @@ class Proxy:
         if isinstance(parsed, str):
             self._passthrough(parsed, api)
             return raw, None
-        body, history, key = parsed.body, parsed.history, parsed.key[1] if parsed.key else ""
-        assert history is not None  # parse_body's answer has its history
+        assert parsed.key is not None and parsed.history is not None  # parse_body sets them
+        body, history, keys = parsed.body, parsed.history, parsed.key[1]
+        key = keys.key
         try:
-            slot = await self.pool.get(key, api.format, body.get("model"))
+            slot = await self.pool.get(key, api.format, body.get("model"), fork=keys.parent)
         except Exception as exc:
             self._passthrough("session unavailable", api, session=key, error=type(exc).__name__)
             return raw, None
