@@ -159,6 +159,12 @@ _PATH_KEYS = ("path", "file_path", "filename", "file")
 def _calls_with_args(message: Any) -> list[tuple[str, str, Any]]:
     """(call id, tool name, arguments) of the calls ``message`` makes, in any of the formats."""
     out: list[tuple[str, str, Any]] = []
+    parts = None if is_record(message) else getattr(message, "parts", None)
+    if isinstance(parts, list):  # a pydantic-ai ModelResponse: its ToolCallParts
+        for p in parts:
+            if getattr(p, "part_kind", None) == "tool-call":
+                out.append((str(p.tool_call_id), str(p.tool_name), p.args))
+        return out
     if field(message, "type") == "function_call":
         out.append(
             (
@@ -211,19 +217,19 @@ def file_snapshots(
 
 
 def _latest_reads(messages: Sequence[Any], fmt: Format) -> dict[str, tuple[int, str]]:
-    """Per path read (and answered by a result that is not an error): where, and its text."""
-    reads: dict[str, str] = {}
-    for message in messages:
-        for call_id, tool, args in _calls_with_args(message):
-            path = _path_arg(args)
-            if path is not None and _READ_TOOL_RE.match(tool):
-                reads[call_id] = path
+    """Per path read (and answered by a result that is not an error): where, and its text.
+
+    A result answers the latest call before it with its id: servers that name every call
+    ``call_0`` reuse a read's id for later calls, whose outputs are not the file's."""
+    reads: dict[str, str | None] = {}
     latest: dict[str, tuple[int, str]] = {}
-    for i in range(len(messages)):
+    for i, message in enumerate(messages):
         for r in scan_at(fmt, messages, i).results:
             path = reads.get(r.call_id)
             if path is not None and not r.is_error:
                 latest[path] = (i, r.text)
+        for call_id, tool, args in _calls_with_args(message):
+            reads[call_id] = _path_arg(args) if _READ_TOOL_RE.match(tool) else None
     return latest
 
 

@@ -1,0 +1,57 @@
+"""Findings of a hostile review of compaction's attachments: each a test."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from budget import Budget, summarizers
+from tests.compaction import build_log, compaction_config
+
+_FILE = "def parse(text):\n    return text.split()  # the parser's source\n"
+
+
+def _call(call_id: str, name: str, args: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "role": "assistant",
+        "content": [
+            {"type": "tool_use", "id": call_id, "name": name, "input": args},
+        ],
+    }
+
+
+def _result(call_id: str, text: str) -> dict[str, Any]:
+    return {
+        "role": "user",
+        "content": [
+            {"type": "tool_result", "tool_use_id": call_id, "content": text},
+        ],
+    }
+
+
+def _summary(tmp_path: Path, messages: list[dict[str, Any]]) -> str:
+    config = compaction_config("manual")
+    with Budget.open(tmp_path / "s", config, summarizer=summarizers.extractive()) as session:
+        assert session.compact(messages)
+        text = session.prepare(messages).messages[0]["content"]
+    assert isinstance(text, str)
+    return text
+
+
+def test_a_file_snapshot_is_the_read_s_output_when_later_calls_repeat_its_id(
+    tmp_path: Path,
+) -> None:
+    """With a server that names every call call_0, the file a compaction re-attaches shows what
+    the read returned, never the output of a later bash call that reused the read's id."""
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": "Fix the parser.\nNever edit tests/."},
+        _call("call_0", "read_file", {"path": "src/parser.py"}),
+        _result("call_0", _FILE),
+    ]
+    for step in range(12):
+        call_id = "call_0" if step < 9 else f"call_{step}"  # the tail's calls have ids of their own
+        messages += [_call(call_id, "bash", {"cmd": "make"}), _result(call_id, build_log(step))]
+    summary = _summary(tmp_path, messages)
+    snapshot = summary.split('<file path="src/parser.py"', 1)[1].split("</file>", 1)[0]
+    assert "the parser's source" in snapshot
+    assert "compiling" not in snapshot
