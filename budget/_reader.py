@@ -17,16 +17,17 @@ from typing import Any, Self
 from budget._config import BudgetConfig, build_config
 from budget._readback import ReadBack, ReadToolResult
 from spill import LogRecord
-from spill._readonly import ReadOnlyStore
+from spill._readonly import ReadOnlyObjects, ReadOnlyStore, open_read_only
 
 __all__ = ["SessionReader"]
 
 
 class SessionReader:
-    """A session directory opened read-only: read its spilled outputs back, as the model would.
+    """A session directory, or a session at an fsspec URL (``s3://bucket/sessions/abc``, as
+    ``Budget.open`` takes), opened read-only: read its spilled outputs back, as the model would.
 
     ``config`` is used only for what reading needs (the read-back tool's page size). StoreError
-    at once when ``path`` is not a session directory (naming what is missing); every body read
+    at once when ``path`` is not a session (naming what is missing); every body read
     is checked against its content hash, as in a session opened with ``Budget.open``.
     """
 
@@ -36,16 +37,16 @@ class SessionReader:
         config: BudgetConfig | dict[str, Any] | None = None,
     ) -> None:
         cfg = build_config(config)
-        self._store = ReadOnlyStore(path)
+        self._store = open_read_only(path)
         self._reader = ReadBack(self._store, cfg)
 
     @property
     def path(self) -> str:
-        """The session directory (absolute)."""
+        """The session directory (absolute), or the session's URL."""
         return self._store.path
 
     @property
-    def store(self) -> ReadOnlyStore:
+    def store(self) -> ReadOnlyStore | ReadOnlyObjects:
         """The read-only store: every write to it is a StoreError."""
         return self._store
 

@@ -20,7 +20,7 @@ from budget._readback import ReadBack
 from budget._traces_cli import traces_app
 from budget._typer import FlagGroup, duration
 from spill import gc_sessions
-from spill._readonly import ReadOnlyStore
+from spill._readonly import open_read_only
 from spill._sessiondir import LOG_NAME
 
 if TYPE_CHECKING:
@@ -79,7 +79,7 @@ class _Stderr:
 
 @app.command()
 def read(
-    session: Annotated[Path, typer.Argument(help="The session directory.")],
+    session: Annotated[str, typer.Argument(help="The session directory, or its URL.")],
     ref: Annotated[str, typer.Argument(help="The ref named in the envelope.")],
     offset: Annotated[int, typer.Option(help="Lines to skip.")] = 0,
     limit: Annotated[int | None, typer.Option(help="Most lines to print.")] = None,
@@ -92,7 +92,7 @@ def read(
     agent that has the session open.
     """
     try:
-        with ReadOnlyStore(session) as store:
+        with open_read_only(session) as store:
             # Only what reading uses: a bad TOOLBUDGET_RESULT_CAP must not stop a read.
             reader = ReadBack(store, config_reading(READ_SETTINGS))
             if grep is None:

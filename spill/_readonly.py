@@ -1,9 +1,11 @@
-"""A session directory opened for reading only: no lock, nothing created or changed.
+"""A session opened for reading only: no lock, nothing created or changed.
 
 ``toolbudget read`` uses it to print a stored body beside a live session (which holds the
 exclusive lock) and on a directory it must not turn into a session. Bodies are immutable once
 renamed into place, so reading one needs no lock. Every name is opened relative to the session
-directory's descriptor with ``O_NOFOLLOW``, as in :class:`spill.LocalStore`.
+directory's descriptor with ``O_NOFOLLOW``, as in :class:`spill.LocalStore`. A session on object
+storage (an fsspec URL, as ``Budget.open`` takes) is read through :class:`spill.FsspecStore`,
+whose every write is refused here (:class:`ReadOnlyObjects`).
 """
 
 from __future__ import annotations
@@ -16,12 +18,13 @@ from typing import Any, Final
 
 from spill import _fs
 from spill._errors import RefError, StoreError
+from spill._fsspec import FsspecStore
 from spill._log import decode_log
 from spill._packs import PackIndex, file_or_packed, read_copies
 from spill._sessiondir import BODIES_NAME, BODY_SUFFIX, LOG_NAME, META_NAME, decode_meta
 from spill._store import LogRecord, PutResult, StoreBase, validate_ref
 
-__all__ = ["ReadOnlyStore"]
+__all__ = ["ReadOnlyObjects", "ReadOnlyStore", "open_read_only"]
 
 _DIR_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY
 _READ_FLAGS: Final = os.O_RDONLY | os.O_NONBLOCK  # a FIFO planted as a body must not block us
@@ -177,3 +180,73 @@ class ReadOnlyStore(StoreBase):
         fd, self._dir_fd = self._dir_fd, -1
         if fd >= 0:
             _fs.close(fd)
+
+
+class ReadOnlyObjects(StoreBase):
+    """A session at an fsspec URL read without writing: its bodies, log and metadata.
+
+    Raises StoreError at once if nothing at ``url`` is a session (no log object, no metadata).
+    Bodies fetched are cached in a private temporary directory, removed on close.
+    """
+
+    def __init__(self, url: str) -> None:
+        self._objects = FsspecStore(url)  # opening lists the log and writes nothing
+        if not self._objects.read_meta() and not self._objects.read_log():
+            self._objects.close()
+            raise StoreError(f"{url} is not a toolbudget session (it has no log objects)")
+
+    @property
+    def path(self) -> str:
+        """The session's URL."""
+        return self._objects.url
+
+    def get(self, ref: str) -> str:
+        """The exact text stored under ``ref``, after checking its content hash."""
+        return self._objects.get(ref)
+
+    def has(self, ref: str) -> bool:
+        """Whether a body is stored under ``ref`` (RefError if ``ref`` is malformed)."""
+        return self._objects.has(ref)
+
+    def path_of(self, ref: str) -> None:
+        """None: the bodies are objects, not local files (after checking ``ref``)."""
+        self._objects.path_of(ref)
+
+    def read_log(self) -> list[LogRecord]:
+        """Every valid log record in order."""
+        return self._objects.read_log()
+
+    def read_meta(self) -> dict[str, Any]:
+        """The session metadata; ``{}`` if none was written."""
+        return self._objects.read_meta()
+
+    def _refuse(self, what: str) -> StoreError:
+        return StoreError(f"session {self.path} is open read-only: cannot {what}")
+
+    def put(self, text: str) -> str:
+        """Refused: the store is read-only."""
+        raise self._refuse("store a body")
+
+    def put_many(self, texts: Sequence[str]) -> list[PutResult]:
+        """Refused: the store is read-only."""
+        raise self._refuse("store bodies")
+
+    def append_log(self, records: Sequence[Mapping[str, Any]]) -> None:
+        """Refused: the store is read-only."""
+        raise self._refuse("append to the log")
+
+    def write_meta(self, meta: Mapping[str, Any]) -> None:
+        """Refused: the store is read-only."""
+        raise self._refuse("write the metadata")
+
+    def close(self) -> None:
+        """Remove the local cache of fetched bodies; idempotent."""
+        self._objects.close()
+
+
+def open_read_only(path: str | os.PathLike[str]) -> ReadOnlyStore | ReadOnlyObjects:
+    """The session at ``path`` opened read-only: an fsspec URL (``s3://bucket/sessions/abc``)
+    as ``Budget.open`` takes one, else a session directory."""
+    if isinstance(path, str) and "://" in path:
+        return ReadOnlyObjects(path)
+    return ReadOnlyStore(path)
