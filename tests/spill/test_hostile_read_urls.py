@@ -59,9 +59,19 @@ def test_toolbudget_read_and_session_reader_take_the_url_budget_open_took(
 
 def test_a_url_holding_no_session_is_one_error_line(tmp_path: Path) -> None:
     """`toolbudget read` on a URL where no session was written exits 2 with one error line."""
-    url = f"file://{tmp_path}/nothing-here"
+    (tmp_path / "empty").mkdir()
+    url = f"file://{tmp_path}/empty"
     result = CliRunner().invoke(app, ["read", url, "0" * 32])
     assert result.exit_code == 2
     assert result.stderr.splitlines() == [
         f"error: {url} is not a toolbudget session (it has no log objects)"
     ]
+
+
+def test_reading_a_local_url_with_no_session_creates_nothing(tmp_path: Path) -> None:
+    """SessionReader of a file:// URL naming no directory refuses it and leaves no directory
+    behind (the store it reads through makes a new local session's directory)."""
+    url = f"file://{tmp_path}/absent/session"
+    with pytest.raises(StoreError, match="not a toolbudget session"):
+        SessionReader(url)
+    assert not (tmp_path / "absent").exists()
