@@ -27,6 +27,7 @@ __all__ = [
     "anchor_of",
     "attachments",
     "carry_over",
+    "constraint_lines",
     "constraints_note",
     "drop_oldest_rounds",
     "extract_constraints",
@@ -245,7 +246,8 @@ def carry_over(
     """The attachments of a checkpoint made over a compacted ``view``, ``new`` those read from
     it, ``old`` the last checkpoint's. The user's constraints are the last checkpoint's (the
     early user messages they came from are summarized; read from the view now, they would be
-    lines of the summary message itself). The tools called accumulate. The file snapshots are
+    lines of the summary message itself; the compactor reads them again from the caller's
+    history where the checkpoint's anchor is found). The tools called accumulate. The file snapshots are
     those the view read before its tail (most recent first), then those the last checkpoint
     carried that the view does not read again: read before everything in the view, they are
     still among the most recently read. At most ``files``, each cut to ``file_chars``."""
@@ -323,16 +325,31 @@ def attachments(
     out and how to read it with ``read_tool`` (:func:`constraints_note`); ``note=False`` (the
     section turned off by a setting of 0) carries none.
     """
-    found = extract_constraints(messages[:start], limit_chars=constraint_chars)
-    shown = found.shown
-    if found.left_out and note:
-        ref = None if keep is None else keep(found.full)
-        shown = (*shown, constraints_note(found.left_out, ref, read_tool))
     return Attachments(
-        constraints=shown,
+        constraints=constraint_lines(
+            messages[:start], constraint_chars, keep=keep, read_tool=read_tool, note=note
+        ),
         files=file_snapshots(messages, fmt, start, files=files, file_chars=file_chars),
         tools=tool_names(messages),
     )
+
+
+def constraint_lines(
+    messages: Sequence[Any],
+    constraint_chars: int,
+    *,
+    keep: Callable[[str], str | None] | None = None,
+    read_tool: str = "toolbudget_read",
+    note: bool = True,
+) -> tuple[str, ...]:
+    """The user's constraints in ``messages`` as a summary message carries them: those that
+    fit in ``constraint_chars``, then (with ``note``) the line saying how much was left out and
+    the ref ``keep`` stored it at (see :func:`attachments`)."""
+    found = extract_constraints(messages, limit_chars=constraint_chars)
+    if not (found.left_out and note):
+        return found.shown
+    ref = None if keep is None else keep(found.full)
+    return (*found.shown, constraints_note(found.left_out, ref, read_tool))
 
 
 def summary_message(summary: str, extra: Attachments) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from budget.compaction._compaction import (
     anchor_of,
     attachments,
     carry_over,
+    constraint_lines,
     drop_oldest_rounds,
     paired_start,
     project,
@@ -221,7 +222,7 @@ class Compactor:
         first_summarized = paired_start(sent, fmt, room_from, tail.start)
         if not self._fits(first_summarized, tail, manual):
             return False
-        extra = self._attachments(view is not messages, view, fmt, tail, lim, keep)
+        extra = self._attachments(messages, view, fmt, tail, lim, keep)
         if manual:
             # The caller chose to try again: the breaker closes, and counts from this call.
             self.failures = 0
@@ -287,11 +288,11 @@ class Compactor:
         )
 
     def _attachments(
-        self, projected: bool, view: list[Any], fmt: Format, tail: Tail, lim: Limits, keep: Keep
+        self, messages: list[Any], view: list[Any], fmt: Format, tail: Tail, lim: Limits, keep: Keep
     ) -> Attachments:
         """What the new checkpoint carries verbatim beside its summary."""
         cfg = self.config
-        carried = projected and self.checkpoint is not None
+        carried = view is not messages and self.checkpoint is not None
         extra = attachments(
             view,
             fmt,
@@ -311,6 +312,19 @@ class Compactor:
             extra = carry_over(
                 view, fmt, extra, last, files=cfg.compact_files, file_chars=lim.file_chars
             )
+            if resolve_anchor(messages, fmt, old.anchor, old.index) is not None:
+                # The view's first user text is the summary message: the constraints come from
+                # the caller's history before the tail, as one compaction of it would carry
+                # them, so a rule the user stated after the last checkpoint is carried too.
+                start = self._source_index(messages, view, tail.start, fmt)
+                lines = constraint_lines(
+                    messages[:start],
+                    lim.constraint_chars,
+                    keep=keep,
+                    read_tool=cfg.read_tool_name,
+                    note=cfg.compact_constraint_chars > 0,
+                )
+                extra = Attachments(lines, extra.files, extra.tools)
         return extra
 
     def _done(self, cp: Checkpoint, tail: Tail, manual: bool, append: Append) -> None:

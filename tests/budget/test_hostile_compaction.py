@@ -55,3 +55,31 @@ def test_a_file_snapshot_is_the_read_s_output_when_later_calls_repeat_its_id(
     snapshot = summary.split('<file path="src/parser.py"', 1)[1].split("</file>", 1)[0]
     assert "the parser's source" in snapshot
     assert "compiling" not in snapshot
+
+
+def test_a_rule_the_user_states_after_a_compaction_is_carried_by_the_next_one(
+    tmp_path: Path,
+) -> None:
+    """The user's second message, sent after a first compaction, states a rule: the second
+    compaction carries it verbatim, as one compaction over the same history would (it kept
+    only the first checkpoint's constraints, so the rule was left to the summary's wording)."""
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": "Fix the parser.\nNever edit tests/."},
+    ]
+    for step in range(12):
+        messages += [_call(f"a{step}", "bash", {}), _result(f"a{step}", build_log(step))]
+    config = compaction_config("manual")
+    path = tmp_path / "s"
+    with Budget.open(path, config, summarizer=summarizers.extractive()) as session:
+        assert session.compact(messages)
+        messages.append({"role": "user", "content": "Also: always indent with tabs."})
+        for step in range(12, 24):
+            messages += [_call(f"a{step}", "bash", {}), _result(f"a{step}", build_log(step))]
+        assert session.compact(messages)
+        summary = session.prepare(messages).messages[0]["content"]
+    constraints = summary.split("<user-constraints", 1)[1].split("</user-constraints>", 1)[0]
+    assert "Never edit tests/." in constraints
+    assert "Also: always indent with tabs." in constraints
+    assert "compacted" not in constraints
+    with Budget.open(path, config) as resumed:  # the checkpoint's record, not a recomputation
+        assert resumed.prepare(messages).messages[0]["content"] == summary
