@@ -250,7 +250,9 @@ class Copies:
         shown as decided), the rest as they are: what a compaction summarizes."""
         inputs, outputs = self._history.inputs, self.outputs
         k, n = 0, min(len(inputs), len(outputs), len(view))
-        while k < n and view[k] is inputs[k]:
+        # By value too: the history keeps the objects it scanned first, and a caller that
+        # rebuilds its messages every turn (from JSON, say) passes equal ones, sent as decided.
+        while k < n and (view[k] is inputs[k] or view[k] == inputs[k]):
             k += 1
         return [*outputs[:k], *view[k:]]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -83,3 +84,35 @@ def test_a_rule_the_user_states_after_a_compaction_is_carried_by_the_next_one(
     assert "compacted" not in constraints
     with Budget.open(path, config) as resumed:  # the checkpoint's record, not a recomputation
         assert resumed.prepare(messages).messages[0]["content"] == summary
+
+
+def test_a_history_rebuilt_each_turn_is_summarized_as_it_was_sent(tmp_path: Path) -> None:
+    """A caller that rebuilds its history from JSON every turn (equal messages, new objects)
+    has its prefix summarized as the requests sent it, a spilled output as its envelope, as a
+    caller keeping its objects does and as a resumed session does; the raw output was sent."""
+    big = "".join(
+        f"row {i}: a long line of the dump nobody needs in a summary\n" for i in range(900)
+    )
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": "Fix the parser.\nNever edit tests/."},
+        _call("dump", "bash", {}),
+        _result("dump", big),
+    ]
+    for step in range(12):
+        messages += [_call(f"a{step}", "bash", {}), _result(f"a{step}", build_log(step))]
+    seen: list[str] = []
+
+    def summarize(part: Any) -> str:
+        seen.append(json.dumps(part))
+        text = summarizers.extractive()(part)
+        assert isinstance(text, str)
+        return text
+
+    config = compaction_config("manual").model_copy(update={"window": 32_000})
+    with Budget.open(tmp_path / "s", config, summarizer=summarize) as session:
+        session.prepare(json.loads(json.dumps(messages)))
+        rebuilt = json.loads(json.dumps(messages))  # the next turn's history, read back
+        session.prepare(rebuilt)
+        assert session.compact(rebuilt)
+    assert "[toolbudget] Output of bash" in seen[0]
+    assert "row 450:" not in seen[0]  # the middle of the dump: no preview shows it
