@@ -20,6 +20,7 @@ tokens go (:mod:`benchmarks.attribution`), and ``previews``: the preview hit rat
 from __future__ import annotations
 
 import json
+import logging
 import secrets
 import shutil
 import signal
@@ -34,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import structlog
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -191,6 +193,24 @@ def scratch_dir() -> Iterator[Path]:
     raise FileExistsError(f"no free name for a {SCRATCH_PREFIX}* directory under {base}")
 
 
+@contextmanager
+def replayed_events() -> Iterator[None]:
+    """The replayed sessions' warnings kept from the user's terminal unless ``--verbose`` asked
+    for every event: a provider's refusal the replay simulates is a warning in a live session,
+    and a run at a small ``--window`` printed hundreds of them above the figures. Errors still
+    show."""
+    config = structlog.get_config()
+    wrapper = config["wrapper_class"]
+    if wrapper is structlog.make_filtering_bound_logger(logging.DEBUG):
+        yield
+        return
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.ERROR))
+    try:
+        yield
+    finally:
+        structlog.configure(wrapper_class=wrapper)
+
+
 def run_bench(
     traces: Sequence[Trace],
     names: Sequence[str],
@@ -237,7 +257,7 @@ def run_bench(
         console=console,
         transient=True,
     )
-    with progress, scratch_dir() as tmp:
+    with progress, scratch_dir() as tmp, replayed_events():
         task = progress.add_task("", total=total)
 
         def advance(trace: Trace, strategy: str, requests: int) -> None:

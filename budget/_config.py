@@ -15,7 +15,15 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -33,6 +41,19 @@ PositiveInt = Annotated[int, Field(gt=0)]
 Share = Annotated[float, Field(ge=0.0, le=1.0)]
 
 
+def _not_bool(value: Any, info: ValidationInfo, model: type[BaseModel]) -> Any:
+    """A bool given for a setting that is not one is refused: pydantic would take ``True`` for
+    the number 1 (``window=True``: a window of one token)."""
+    field = model.model_fields.get(info.field_name or "")
+    if isinstance(value, bool) and field is not None and not _takes_bool(field.annotation):
+        raise ValueError(f"a number, not {value}")
+    return value
+
+
+def _takes_bool(annotation: Any) -> bool:
+    return annotation is bool or bool in get_args(annotation)
+
+
 class ToolPolicy(BaseModel):
     """Per-tool overrides: a different cap, an exemption from spilling, another preview shape."""
 
@@ -43,6 +64,11 @@ class ToolPolicy(BaseModel):
             super().__init__(**data)
         except ValidationError as exc:
             raise ConfigError(_describe(exc)) from None
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bools(cls, value: Any, info: ValidationInfo) -> Any:
+        return _not_bool(value, info, cls)
 
     cap: PositiveInt | None = None
     """Characters above which this tool's results are spilled (None: the session's cap); one
@@ -243,6 +269,11 @@ class BudgetConfig(BaseSettings):
             raise ConfigError(
                 f"config: {name} from the environment cannot be parsed: {exc}"
             ) from None
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bools(cls, value: Any, info: ValidationInfo) -> Any:
+        return _not_bool(value, info, cls)
 
     @model_validator(mode="before")
     @classmethod

@@ -363,7 +363,11 @@ class ReadBack:
             if used + len(row) + 1 > budget:
                 if shown == 0:
                     # One line longer than a page: show its start rather than nothing.
-                    out.append(row[:budget] + f" [line {n} continues: {len(body):,} characters]")
+                    # At least one character of it, however small the page: its number alone
+                    # would show nothing, call after call.
+                    keep = max(budget - (len(row) - len(body)), 1)
+                    out.append(row[: len(row) - len(body) + keep])
+                    out[-1] += f" [line {n} continues: {len(body):,} characters]"
                     shown = 1
                 break
             out.append(row)

@@ -29,8 +29,8 @@ def render_transcript(messages: Sequence[Any]) -> str:
             else:
                 out.append(f"[unknown] {message!s}")
             continue
-        role = str(field(message, "role") or field(message, "type") or "unknown")
         kind = field(message, "type")
+        role = str(field(message, "role") or _TYPE_ROLES.get(str(kind), kind) or "unknown")
         if kind == "function_call":
             out.append(
                 _call(
@@ -64,6 +64,10 @@ def name_args(tool_call: Any) -> tuple[object, object]:
         return field(tool_call, "name"), field(tool_call, "args")
     return field(fn, "name"), field(fn, "arguments")
 
+
+_TYPE_ROLES = {"human": "user", "ai": "assistant"}
+"""LangChain's message types as the roles of the other formats: a summarizer (the extractive
+one looks for the first ``[user]`` line as the goal) reads one transcript whatever the format."""
 
 _PART_ROLES = {"system-prompt": "system", "user-prompt": "user", "text": "assistant"}
 

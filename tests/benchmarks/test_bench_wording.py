@@ -97,3 +97,32 @@ def test_the_benchmark_page_describes_every_key_of_the_json(tmp_path: Path) -> N
         "simulated_cached_share",
     }
     assert keys <= named, sorted(keys - named)
+
+
+def test_the_replayed_sessions_warnings_stay_off_the_terminal_unless_verbose() -> None:
+    """Inside the bench's replay a session's warning (a refusal the replay simulates) is dropped
+    and an error kept; under ``--verbose`` (debug) every event passes."""
+    import logging
+
+    import structlog
+    from structlog.testing import LogCapture
+
+    from benchmarks.report import replayed_events
+
+    capture = LogCapture()
+    for level, seen in ((logging.WARNING, ["error"]), (logging.DEBUG, ["warning", "error"])):
+        structlog.configure(
+            processors=[capture], wrapper_class=structlog.make_filtering_bound_logger(level)
+        )
+        capture.entries.clear()
+        try:
+            with replayed_events():
+                log = structlog.get_logger("toolbudget")
+                log.warning("toolbudget.session.context_overflow")
+                log.error("toolbudget.readback.failed")
+            assert [e["log_level"] for e in capture.entries] == seen
+            assert structlog.get_config()["wrapper_class"] is (
+                structlog.make_filtering_bound_logger(level)
+            )
+        finally:
+            structlog.reset_defaults()

@@ -129,3 +129,14 @@ def test_a_json_nested_deeper_than_python_reads_is_an_error_not_a_crash() -> Non
     b, ref = spilled("[" * 100_000 + "]" * 100_000)
     got = b.read_tool_result({"ref": ref, "path": "$[0]"})
     assert got.is_error and "nested too deeply" in got.text
+
+
+def test_a_page_smaller_than_a_line_number_still_shows_the_line() -> None:
+    """With ``read_page_chars`` under a numbered row's prefix, a page shows a character of its
+    line (it showed the line number alone, so no call could read any text)."""
+    b = Budget.in_memory({"result_cap": 1_000, "preview_chars": 400, "read_page_chars": 3})
+    msgs = [{"role": "user", "content": "go"}, assistant(("c", "tool")), results(("c", LOG))]
+    ref = b.prepare(msgs, now=0).report.decisions[0].ref
+    page = b.read_tool_result({"ref": ref, "offset": 5}).text.splitlines()
+    assert page[1].startswith("     6\ts")
+    assert "[line 6 continues" in page[1]

@@ -91,3 +91,13 @@ def test_none_spelled_any_way_is_none_only_where_a_setting_may_be_none(
         assert BudgetConfig().protect_turns is None, spelled
     monkeypatch.setenv("TOOLBUDGET_READ_TOOL_NAME", "none")
     assert BudgetConfig().read_tool_name == "none"
+
+
+@pytest.mark.parametrize(
+    "given", [{"window": True}, {"stale_floor": False}, {"tools": {"x": {"cap": True}}}]
+)
+def test_a_bool_is_refused_for_a_setting_that_is_a_number(given: dict[str, object]) -> None:
+    """``window=True`` is a ConfigError naming the setting, not a window of one token."""
+    with pytest.raises(ConfigError, match="a number, not"):
+        BudgetConfig(**given)
+    assert BudgetConfig(fsync=False).fsync is False

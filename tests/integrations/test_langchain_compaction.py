@@ -80,7 +80,7 @@ def test_chat_model_summarizer_sends_the_prompt_and_transcript() -> None:
     assert summarize(history) == SUMMARY
     system, human = model.summaries[0]
     assert system.text == summarizers.PROMPT
-    assert human.text == "[human] Fix the parser.\n[ai] Looking."
+    assert human.text == "[user] Fix the parser.\n[assistant] Looking."
 
 
 def test_third_refusal_compacts_and_the_run_goes_on(tmp_path: Path) -> None:
@@ -124,3 +124,14 @@ def test_async_agent_compacts_with_an_async_summarizer(tmp_path: Path) -> None:
     assert summarize.calls
     assert any("<summary>" in str(sent[0].content) for sent in model.received)
     assert len(state["messages"]) > min(len(sent) for sent in model.received)
+
+
+def test_the_extractive_summary_finds_the_goal_in_a_langchain_history() -> None:
+    """LangChain's ``human`` message is the transcript's ``[user]``: the extractive summary's goal
+    is its first one (it found none, the transcript said ``[human]``)."""
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    summary = summarizers.extractive()([HumanMessage("Fix the parser."), AIMessage("Looking.")])
+    assert isinstance(summary, str)
+    assert "## Goal\n- [user] Fix the parser." in summary
+    assert "## Current work\n- [assistant] Looking." in summary
