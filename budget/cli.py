@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import os
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TextIO, cast
@@ -16,12 +15,11 @@ import typer
 from budget import __version__, _proxy_command
 from budget._config import config_reading
 from budget._errors import BudgetError
+from budget._gc_cli import gc
 from budget._readback import ReadBack
 from budget._traces_cli import traces_app
-from budget._typer import FlagGroup, duration
-from spill import gc_sessions
+from budget._typer import FlagGroup
 from spill._readonly import open_read_only
-from spill._sessiondir import LOG_NAME
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -125,35 +123,7 @@ def _write_exactly(text: str) -> None:
     out.buffer.flush()
 
 
-@app.command()
-def gc(
-    root: Annotated[Path, typer.Argument(help="The directory holding session directories.")],
-    older_than: Annotated[str, typer.Option(help="Age, like 12h or 7d.")] = "7d",
-) -> None:
-    """Remove session directories not used for a while (locked ones are left alone)."""
-    age = duration(older_than)
-    if not root.is_dir():
-        # gc_sessions treats a missing root as nothing to do; on the command line it is a typo.
-        typer.echo(f"error: no directory at {root}", err=True)
-        raise typer.Exit(2)
-    skipped: list[tuple[Path, str]] = []
-    try:
-        removed = gc_sessions(
-            root,
-            older_than_s=age,
-            now=time.time(),
-            on_skip=lambda path, why: skipped.append((path, why)),
-        )
-    except BudgetError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
-    for path in removed:
-        typer.echo(f"removed {path}")
-    for path, why in skipped:
-        typer.echo(f"skipped {path}: {why}", err=True)
-    typer.echo(f"{len(removed)} session(s) removed, {len(skipped)} skipped")
-    if not removed and (root / LOG_NAME).is_file():  # a session's own log: not a root of them
-        typer.echo(f"note: {root} is a session directory; gc takes the one holding it", err=True)
+app.command()(gc)  # budget/_gc_cli.py
 
 
 # ``toolbudget bench``'s options, as module-level ``Annotated`` aliases (typer's docs,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -93,8 +95,18 @@ def _collect_url(
     for batch in (logs, bodies, [f"{prefix}/{META_NAME}"]):
         if batch:
             delete_exact(fs, batch)
+    if getattr(fs, "local_file", False):  # fsspec's LocalFileSystem (file:// URLs)
+        _remove_empty_dirs(prefix)
     events().info("toolbudget.gc.removed", session=url, idle_s=round(now - newest, 1))
     return True
+
+
+def _remove_empty_dirs(path: str) -> None:
+    """A local filesystem keeps the directories an object store has none of: the session's,
+    emptied, go too (one that something else still holds stays)."""
+    for root, _dirs, _files in os.walk(path, topdown=False):
+        with contextlib.suppress(OSError):
+            os.rmdir(root)
 
 
 def _modified(info: Mapping[str, Any]) -> float:

@@ -156,3 +156,17 @@ def test_read_prints_a_lone_surrogate_as_its_utf8_bytes(tmp_path: Path) -> None:
     result = runner.invoke(app, ["read", str(tmp_path / "s"), ref_for(text)])
     assert result.exit_code == 0, result.output
     assert result.stdout_bytes == text.encode("utf-8", "surrogatepass")
+
+
+def test_gc_takes_a_url_of_sessions_on_object_storage(tmp_path: Path) -> None:
+    """``gc file://...`` (any fsspec URL) removes the sessions under it untouched for longer than
+    the age given and keeps recent ones, where it said "no directory at file:/..."."""
+    for name in ("old", "new"):
+        with Budget.open(f"file://{tmp_path}/{name}") as b:
+            b.prepare(conversation([["".join(f"row {i}\n" for i in range(20_000))]]), now=0)
+    _age(tmp_path / "old", days=10)
+    result = runner.invoke(app, ["gc", f"file://{tmp_path}", "--older-than", "7d"])
+    assert result.exit_code == 0, result.output
+    assert "1 session(s) removed" in result.stdout
+    assert not (tmp_path / "old").exists()
+    assert (tmp_path / "new").exists()
