@@ -171,11 +171,10 @@ class Proxy:
         if isinstance(parsed, str):
             self._passthrough(parsed, api)
             return raw, None
-        assert parsed.key is not None and parsed.history is not None  # parse_body sets them
-        body, history, keys = parsed.body, parsed.history, parsed.key[1]
-        key = keys.key
+        body, history, key = parsed.body, parsed.history, parsed.key[1] if parsed.key else ""
+        assert history is not None  # parse_body's answer has its history
         try:
-            slot = await self.pool.get(key, api.format, body.get("model"), fork=keys.parent)
+            slot = await self.pool.get(key, api.format, body.get("model"))
         except Exception as exc:
             self._passthrough("session unavailable", api, session=key, error=type(exc).__name__)
             return raw, None

@@ -27,7 +27,6 @@ from typing import Any, Final
 
 import orjson
 
-from budget.proxy._keys import SessionKeys
 from budget.proxy._sent import Sent
 
 __all__ = ["INLINE_BYTES", "MAX_BYTES", "MAX_STATES", "Bodies", "Parsed", "string_end"]
@@ -153,9 +152,9 @@ class Parsed:
     tail: dict[str, Any] = field(default_factory=dict)
     """The body's other keys, before and after the history's."""
     lead: int = -1
-    """The last message the session's keys depend on, with those before it, the head and tail."""
-    key: tuple[str | None, SessionKeys] | None = None
-    """The explicit session header and the session keys computed for this body."""
+    """Messages whose bytes (with the head's and the tail's) determine the session's key."""
+    key: tuple[str | None, str] | None = None
+    """The explicit session header and the session key computed for this body."""
     encoded: dict[int, tuple[Any, bytes]] = field(default_factory=dict)
     """Encodings of copy messages that are not the agent's bytes, by object id (the object kept
     beside it, so an id is never reused while its entry lives)."""
@@ -172,8 +171,8 @@ class Parsed:
         """The bytes after the history array."""
         return memoryview(self.raw)[self.close + 1 :]
 
-    def key_for(self, explicit: str | None, prev: Parsed | None) -> SessionKeys | None:
-        """The session keys ``prev`` computed, if this body's are bound to be the same."""
+    def key_for(self, explicit: str | None, prev: Parsed | None) -> str | None:
+        """The session key ``prev`` computed, if this body's key is bound to be the same."""
         if prev is None or prev.key is None or prev.key[0] != explicit:
             return None
         if self.head is prev.head and self.tail is prev.tail and 0 <= prev.lead < self.reused:

@@ -12,17 +12,6 @@ In order (issue 33, item 3):
 3. else a stable hash of the conversation's start: the system prompt, the tools and the first
    message, with ``cache_control`` markers removed (clients move them from turn to turn).
 
-Two conversations that start alike (two runs of one task side by side, pass@k; two subagents
-given one prompt) would share that session, its requests alternating between two histories. So
-a history holding the model's first answer is keyed (kinds 2 and 3, not the caller's own name)
-by its start and that answer: the messages after the first one up to the first that is not the
-user's (an assistant message, a tool call item), reasoning left out (a client may drop it from
-later turns: ``thinking`` blocks, ``reasoning_content``, ``reasoning`` items). The first request
-alone, with no answer yet, keeps the start's key; the conversation's session is forked from that
-one at its second request (:class:`SessionKeys`, ``budget.proxy._pool.Pool.get``), so it holds its
-first request's state, as one library session fed every request would. Two runs whose first
-answers are alike to the byte (tool call ids included) still share a session.
-
 The key is a directory name under the proxy's root: the API's name, the kind, and the id when it
 is a plain lowercase name, else its hash, so no header can name a path outside the root. Every
 name is lowercase ASCII, so a case-insensitive filesystem (macOS's, Windows') sees two names as
@@ -35,13 +24,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Final
 
 import orjson
 import xxhash
 
-__all__ = ["SESSION_HEADER", "SessionKeys", "session_key", "session_keys"]
+__all__ = ["SESSION_HEADER", "session_key"]
 
 SESSION_HEADER: Final = "x-toolbudget-session"
 _PLAIN: Final = re.compile(r"[a-z0-9_-][a-z0-9._-]{0,99}")
@@ -51,23 +39,6 @@ _CASED: Final = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}")
 """An id plain but for its capitals: lowercased, with a hash of it as sent after a ``~``, a
 character no plain id holds."""
 _LEGACY_SESSION: Final = re.compile(r"_session_([A-Za-z0-9_-]{1,100})$")
-_USERS: Final = frozenset({"user", "system", "developer"})
-"""Roles of the messages a conversation's start is made of: any other message is the model's."""
-_REASONING_ITEMS: Final = frozenset({"reasoning"})
-_REASONING_BLOCKS: Final = frozenset({"thinking", "redacted_thinking", "reasoning"})
-_REASONING_FIELDS: Final = frozenset({"reasoning_content", "reasoning", "reasoning_details"})
-"""Reasoning in an answer, left out of the key: clients may send it back on the next request
-only, or never (DeepSeek's ``reasoning_content``), where the answer's visible part stays."""
-
-
-@dataclass(frozen=True, slots=True)
-class SessionKeys:
-    """A request's session (``key``) and, where that session is the conversation's own and does
-    not exist yet, the session it is forked from (``parent``: the start's, holding the
-    conversation's first request)."""
-
-    key: str
-    parent: str | None = None
 
 
 def _digest(value: object) -> str:
@@ -118,7 +89,8 @@ def _first(messages: Sequence[Any]) -> Any:
 
 
 def lead_of(messages: Sequence[Any]) -> int:
-    """The index of :func:`_first`'s message (``len(messages)`` if none)."""
+    """The index of :func:`_first`'s message (``len(messages)`` if none): the key depends on the
+    messages up to it, and on no later one."""
     for i, message in enumerate(messages):
         role = message.get("role") if isinstance(message, Mapping) else None
         if role not in ("system", "developer"):
@@ -126,73 +98,21 @@ def lead_of(messages: Sequence[Any]) -> int:
     return len(messages)
 
 
-def _is_reasoning(message: Any) -> bool:
-    return isinstance(message, Mapping) and message.get("type") in _REASONING_ITEMS
-
-
-def answer_of(messages: Sequence[Any]) -> int:
-    """The index of the model's first answer: the first message after :func:`_first`'s that is
-    not the user's (nor reasoning alone); ``len(messages)`` if none yet. The session's key
-    depends on the messages up to it, and on no later one."""
-    for i in range(lead_of(messages) + 1, len(messages)):
-        message = messages[i]
-        role = message.get("role") if isinstance(message, Mapping) else None
-        if role not in _USERS and not _is_reasoning(message):
-            return i
-    return len(messages)
-
-
-def _shown(message: Any) -> Any:
-    """``message`` as the key sees it: no ``cache_control``, no reasoning."""
-    message = _unmarked(message)
-    if not isinstance(message, dict):
-        return message
-    shown = {k: v for k, v in message.items() if k not in _REASONING_FIELDS}
-    content = shown.get("content")
-    if isinstance(content, list):
-        shown["content"] = [
-            b
-            for b in content
-            if not (isinstance(b, Mapping) and b.get("type") in _REASONING_BLOCKS)
-        ]
-    return shown
-
-
-def session_keys(
+def session_key(
     api: str, headers: Mapping[str, str], body: Mapping[str, Any], messages: Sequence[Any]
-) -> SessionKeys:
-    """The directory name of the session this request belongs to, and the one it is forked from
-    if it does not exist yet (see the module's rules)."""
+) -> str:
+    """The directory name of the session this request belongs to (see the module's rules)."""
     explicit = headers.get(SESSION_HEADER)
     if explicit:
-        return SessionKeys(f"{api}-{_named('h', explicit)}")
+        return f"{api}-{_named('h', explicit)}"
     first = _unmarked(_first(messages))
-    at = answer_of(messages)
-    # Between the first message and the answer: further user items (Codex's prompt after its
-    # AGENTS.md item), then the answer; reasoning items left out, as in the answer.
-    answer = [_shown(m) for m in messages[lead_of(messages) + 1 : at + 1] if not _is_reasoning(m)]
     client = claude_code_session(body.get("metadata"))
     if client is not None:
-        named = f"{api}-{_named('cc', client)}"
-        start = f"{named}-{_digest(first)[:12]}"
-        if at == len(messages):
-            return SessionKeys(start)
-        return SessionKeys(f"{named}-{_digest([first, answer])[:12]}", start)
-    shape = {
+        return f"{api}-{_named('cc', client)}-{_digest(first)[:12]}"
+    start = {
         "system": _unmarked(body.get("system", body.get("instructions"))),
         "tools": _unmarked(body.get("tools")),
         "lead": [_unmarked(m) for m in messages[:1]] if first is not None else [],
         "first": first,
     }
-    start = f"{api}-c-{_digest(shape)[:32]}"
-    if at == len(messages):
-        return SessionKeys(start)
-    # The same length as the start's name: a forked session's envelopes name a path as long.
-    return SessionKeys(f"{api}-c-{_digest({**shape, 'answer': answer})[:32]}", start)
-
-
-def session_key(
-    api: str, headers: Mapping[str, str], body: Mapping[str, Any], messages: Sequence[Any]
-) -> str:
-    """The directory name of the session this request belongs to (see the module's rules)."""
-    return session_keys(api, headers, body, messages).key
+    return f"{api}-c-{_digest(start)[:32]}"

@@ -24,10 +24,6 @@ answer and no next request waits for a worker thread or a rename (issue 33). It 
 with its checksum, padded with spaces to the longest one written before: after a power loss a
 torn one is read as no usage.
 
-A conversation's own session (keyed by its first answer, ``budget.proxy._keys``) that does not
-exist yet is forked from its start's, which holds the conversation's first request:
-:meth:`Pool._fork` copies it under its lock once synced.
-
 Sessions idle for ``idle_close_s`` are closed (their lock released, so ``toolbudget gc`` can
 collect them) when others are opened; at most ``max_open`` stay open.
 """
@@ -36,8 +32,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import secrets
-import shutil
 import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -55,7 +49,6 @@ from budget._errors import BudgetError, ConfigError, StoreError
 from budget._log import get_logger
 from spill import LocalStore
 from spill._fs import make_dirs
-from spill._sessiondir import LOCK_NAME, META_NAME, TMP_PREFIX
 
 __all__ = ["Pool", "Slot"]
 
@@ -137,10 +130,9 @@ class Pool:
             settings.pop("model", None)  # a model name the settings refuse: estimate without it
             return BudgetConfig(**settings)
 
-    async def get(self, key: str, fmt: str, model: object, *, fork: str | None = None) -> Slot:
+    async def get(self, key: str, fmt: str, model: object) -> Slot:
         """The open session ``key`` (opened, or resumed from its directory, on first use), held
-        busy until :meth:`release`. A session ``key`` that does not exist yet is forked from
-        session ``fork`` where that one exists (:meth:`_fork`)."""
+        busy until :meth:`release`."""
         slot = self._slots.get(key)
         if slot is not None:
             slot.used_at = time.monotonic()
@@ -153,8 +145,6 @@ class Pool:
                 if slot is None:
                     config = self._config(model)
                     path = self.root / key
-                    if fork is not None and not os.path.lexists(path):
-                        await self._fork(fork, key, fmt, model)
                     budget, store = await to_thread.run_sync(_open, path, config, fmt)
                     usage, size = _saved_usage(store)
                     slot = Slot(key, budget, store, usage=usage, usage_bytes=size)
@@ -169,36 +159,6 @@ class Pool:
             self._opening.pop(key, None)
         slot.used_at = time.monotonic()
         return slot
-
-    async def _fork(self, parent: str, key: str, fmt: str, model: object) -> None:
-        """Session ``key`` made a copy of session ``parent``, if that one exists: its state once
-        its last request's writes are synced, with the usage its last answer reported.
-
-        The copy is made under the parent's lock (no request of it prepared meanwhile, so two
-        forks, and the parent's own requests, come one after the other), in a directory of its
-        own renamed into place once whole. Its first names are the lock and ``session.json``:
-        a copy a killed proxy left half made is a session to ``toolbudget gc``, collected once
-        idle. A fork that fails is an event, and the session starts afresh."""
-        if not os.path.isdir(self.root / parent):
-            return
-        try:
-            source = await self.get(parent, fmt, model)
-        except Exception as exc:  # locked by another process, unreadable: start afresh
-            self._log.warning("toolbudget.proxy.fork_failed", session=key, error=type(exc).__name__)
-            return
-        try:
-            async with source.lock:
-                syncing = source.syncing
-                if syncing is not None and not syncing.done():
-                    await asyncio.wait((syncing,))
-                usage = source.usage
-                await to_thread.run_sync(_copy_session, source, self.root / key, usage)
-        except (BudgetError, OSError) as exc:
-            self._log.warning("toolbudget.proxy.fork_failed", session=key, error=type(exc).__name__)
-        else:
-            self._log.info("toolbudget.proxy.forked", session=key, parent=parent)
-        finally:
-            self.release(source)
 
     def release(self, slot: Slot) -> None:
         """A request of ``slot``'s session is done with it (see :meth:`get`)."""
@@ -307,31 +267,6 @@ def _open(path: Path, config: BudgetConfig, fmt: str) -> tuple[Budget, LocalStor
         return Budget(store, config, format=fmt), store
     except BaseException:
         store.close()
-        raise
-
-
-def _copy_session(source: Slot, dest: Path, usage: Mapping[str, Any] | None) -> None:
-    """A copy of ``source``'s directory at ``dest`` (see :meth:`Pool._fork`), its usage sidecar
-    written from ``usage``: the one the source's next request would be prepared with."""
-    source.sync()
-    src = Path(source.store.path)
-    tmp = dest.with_name(f".fork-{secrets.token_hex(8)}-{dest.name}")
-    try:
-        make_dirs(str(tmp))
-        # Copied first, so that a half copy is a session directory (gc's test), never a stray.
-        names = sorted(os.listdir(src), key=lambda n: (n not in (LOCK_NAME, META_NAME), n))
-        for name in names:
-            if name.startswith(TMP_PREFIX) or name == USAGE_SIDECAR:
-                continue
-            if os.path.isdir(src / name):
-                shutil.copytree(src / name, tmp / name, symlinks=True)
-            else:
-                shutil.copy2(src / name, tmp / name, follow_symlinks=False)
-        if usage is not None:
-            (tmp / USAGE_SIDECAR).write_bytes(_encode_usage(usage))
-        os.rename(tmp, dest)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
         raise
 
 

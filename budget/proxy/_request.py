@@ -14,7 +14,7 @@ import orjson
 from budget._report import Report
 from budget.proxy._encode import encode
 from budget.proxy._incremental import Bodies, Parsed
-from budget.proxy._keys import SESSION_HEADER, answer_of, session_keys
+from budget.proxy._keys import SESSION_HEADER, lead_of, session_key
 from budget.proxy._pool import Slot
 from budget.proxy._routes import RESPONSES, Api
 
@@ -29,7 +29,7 @@ def parse_body(
     *,
     at_most: int | None = None,
 ) -> Parsed | str | None:
-    """The body with its history and its session's keys (``key``); or why the request is not
+    """The body with its history and its session's key (``key``); or why the request is not
     budgeted. Parsed against the conversation's last body where it starts the same; None if
     that means parsing more than ``at_most`` new bytes."""
     try:
@@ -49,10 +49,10 @@ def parse_body(
             if body.get(stored) is not None:
                 return stored
     explicit = headers.get(SESSION_HEADER)
-    # The key depends on the header, the body's other keys and the messages up to the model's
-    # first answer: where those are the very objects the last body had, it is the last body's.
-    keys = parsed.key_for(explicit, prev) or session_keys(api.format, headers, body, history)
-    parsed.key, parsed.lead = (explicit, keys), answer_of(history)
+    # The key depends on the header, the body's other keys and the first messages: where those
+    # are the very objects the last body had, it is the last body's key.
+    key = parsed.key_for(explicit, prev) or session_key(api.format, headers, body, history)
+    parsed.key, parsed.lead = (explicit, key), lead_of(history)
     return parsed
 
 

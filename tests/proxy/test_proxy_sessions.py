@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -159,17 +158,6 @@ def test_a_proxy_killed_mid_session_goes_on_with_identical_copies(kit: Any, tmp_
     root = tmp_path / "sessions"
     history = anthropic_history(8, lines=300)
     steps = [history[:upto] for upto in range(3, len(history) + 1, 2)]
-    key = session_key("anthropic", {}, {}, history)
-    # The library first, in the very directory the proxy will use (envelopes name the file).
-    expected = library_copies(
-        root / key,
-        steps,
-        fmt="anthropic",
-        model="claude-sonnet-4-5",
-        budget={**BUDGET, **_ENV},
-        clock=time.time,
-    )
-    shutil.rmtree(root / key)
     standin = StandIn(chunk_delay_s=0.3)
     with Served(standin.app()) as up:
         child, url = _start(root, up.url)
@@ -201,8 +189,21 @@ def test_a_proxy_killed_mid_session_goes_on_with_identical_copies(kit: Any, tmp_
             child.wait(10)
     after = [orjson.loads(b)["messages"] for b in standin.bodies("/v1/messages")][len(before) :]
     assert len(before) == 5 and len(after) == len(steps) - 4
+    key = session_key("anthropic", {}, {}, history)
+    expected = library_copies(
+        tmp_path / "library" / key,
+        steps,
+        fmt="anthropic",
+        model="claude-sonnet-4-5",
+        budget={**BUDGET, **_ENV},
+        clock=time.time,
+    )
+    library = str(tmp_path / "library").encode()
+    moved = [
+        orjson.loads(orjson.dumps(m).replace(str(root).encode(), library)) for m in before + after
+    ]
     # Before the kill, the retry after it, and every later request: one session's copies.
-    assert before + after == [*expected[:5], *expected[4:]]
+    assert moved == [*expected[:5], *expected[4:]]
     # Decisions a fresh session would make differently: old results trimmed before the kill.
     assert "[toolbudget] Old output" in orjson.dumps(before[-1]).decode()
 

@@ -15,7 +15,7 @@ import orjson
 import pytest
 
 from budget import Budget
-from budget.proxy._keys import session_keys
+from budget.proxy import session_key
 from tests._shared import SharedTraces
 from tests.proxy._kit import BUDGET, Stack
 
@@ -55,18 +55,6 @@ def _expected_bytes(body: dict[str, Any], field: str, copy: list[Any]) -> bytes:
     return orjson.dumps({**body, field: copy})
 
 
-def _conversations(fmt: str, field: str, bodies: list[dict[str, Any]]) -> list[str]:
-    """Each request's conversation: its session's key, a first request's being the key of the
-    session that later forks from its (one library session holds them all)."""
-    keys = [session_keys(fmt, {}, body, body[field]) for body in bodies]
-    return [
-        next((later.key for later in keys[i + 1 :] if later.parent == k.key), k.key)
-        if k.parent is None
-        else k.key
-        for i, k in enumerate(keys)
-    ]
-
-
 def _replay(
     tmp_path: Path, path: str, field: str, fmt: str, requests: list[tuple[dict[str, Any], float]]
 ) -> tuple[dict[str, list[bytes]], dict[str, list[bytes]]]:
@@ -74,7 +62,7 @@ def _replay(
     usage_for = _usage_of(field)
     times = iter([t for _, t in requests])
     root = tmp_path / "sessions"
-    keys = _conversations(fmt, field, [body for body, _ in requests])
+    keys = [session_key(fmt, {}, body, body[field]) for body, _ in requests]
     # The library first, in the very directories the proxy will use (envelopes name the file).
     expected: dict[str, list[bytes]] = {}
     for key in dict.fromkeys(keys):
