@@ -9,6 +9,12 @@ In order (issue 33, item 3):
    (ding113/claude-code-hub#939 documents both shapes). Claude Code's subagents and its side
    requests (titles, summaries) carry the main session's id, so the id is qualified by a hash of
    the conversation's first message: each subagent is a session of its own;
+   On the OpenAI APIs, the ``prompt_cache_key`` a client names its conversation's cache with is
+   its session id the same way (Codex CLI sends its conversation's id there, ``prompt_cache_key:
+   Some(conversation_id)`` in ``codex-rs/core/src/client.rs``; every Codex conversation in one
+   repository opens with the same instructions message, so the start alone cannot tell them
+   apart), qualified by the first message too: an application that names one key for all its
+   conversations gets one session per first message, as without the key;
 3. else a stable hash of the conversation's start: the system prompt, the tools and the first
    message, with ``cache_control`` markers removed (clients move them from turn to turn).
 
@@ -109,6 +115,9 @@ def session_key(
     client = claude_code_session(body.get("metadata"))
     if client is not None:
         return f"{api}-{_named('cc', client)}-{_digest(first)[:12]}"
+    cache_key = body.get("prompt_cache_key")
+    if api != "anthropic" and isinstance(cache_key, str) and cache_key:
+        return f"{api}-{_named('pk', cache_key)}-{_digest(first)[:12]}"
     start = {
         "system": _unmarked(body.get("system", body.get("instructions"))),
         "tools": _unmarked(body.get("tools")),

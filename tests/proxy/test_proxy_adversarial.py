@@ -9,9 +9,9 @@ from typing import Any
 
 import httpx
 import orjson
-import pytest
 import structlog
 
+from budget.proxy import SESSION_HEADER
 from tests.proxy._kit import Stack, steady_clock
 from tests.strategies import big
 
@@ -83,14 +83,16 @@ def _same_start(tag: str, rounds: int) -> list[Any]:
     return history
 
 
-def _copies(root: Path, tags: str, rounds: int) -> dict[str, list[Any]]:
+def _copies(root: Path, tags: str, rounds: int, *, named: bool = True) -> dict[str, list[Any]]:
     """Each conversation's request copies when ``tags``' conversations run side by side, a
-    round each in turn, through one proxy (paths in envelopes made root-free)."""
+    round each in turn, through one proxy (paths in envelopes made root-free), each named by
+    its own session header when ``named``."""
     with Stack(root, usage_for=lambda _api, _body: None, clock=steady_clock(step=0.0)) as stack:
         for i in range(1, rounds + 1):
             for tag in tags:
                 body = orjson.dumps({"model": "m", "messages": _same_start(tag, i)})
-                httpx.post(f"{stack.url}/v1/messages", content=body, headers=_ANTHROPIC)
+                headers = {**_ANTHROPIC, **({SESSION_HEADER: f"run-{tag}"} if named else {})}
+                httpx.post(f"{stack.url}/v1/messages", content=body, headers=headers)
         sent = [
             b.replace(str(root).encode(), b"ROOT") for b in stack.upstream.bodies("/v1/messages")
         ]
@@ -100,15 +102,15 @@ def _copies(root: Path, tags: str, rounds: int) -> dict[str, list[Any]]:
     }
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: conversations with one start share a session (keyed by the start alone)",
-)
-def test_two_runs_of_one_task_side_by_side_are_budgeted_as_each_alone(tmp_path: Path) -> None:
+def test_two_runs_of_one_task_side_by_side_named_by_header_are_budgeted_as_each_alone(
+    tmp_path: Path,
+) -> None:
     """Two runs of one task (pass@k: the same first message, then each its own calls) through
-    one proxy get the copies each gets alone; keyed by the conversation's start alone they share
-    one session, and one run's staleness trims come at other rounds or never."""
+    one proxy, each named by its ``x-toolbudget-session`` header (the documented way), get the
+    copies each gets alone; unnamed, they share the session their start names and differ."""
     rounds = 16
     alone = _copies(tmp_path / "a", "a", rounds)["a"] + _copies(tmp_path / "b", "b", rounds)["b"]
     both = _copies(tmp_path / "ab", "ab", rounds)
     assert both["a"] + both["b"] == alone
+    shared = _copies(tmp_path / "shared", "ab", rounds, named=False)
+    assert shared["a"] + shared["b"] != alone

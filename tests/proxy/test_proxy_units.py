@@ -70,6 +70,27 @@ def test_without_an_id_the_session_is_the_hash_of_the_conversations_start() -> N
     assert key("openai_chat", {}, body, [_FIRST]) != one
 
 
+def test_an_openai_prompt_cache_key_names_the_session_qualified_by_the_first_message() -> None:
+    """Two Codex conversations opening with one instructions message are two sessions by their
+    ``prompt_cache_key`` (the start alone names one), each request of one is its session; another
+    first message under one key is another session; an Anthropic body's key is not read."""
+    key = _proxy().session_key
+    agents = {"role": "user", "content": [{"type": "input_text", "text": "# AGENTS.md"}]}
+    body = {"instructions": "You are Codex.", "tools": [{"type": "function", "name": "shell"}]}
+    one = key("openai_responses", {}, {**body, "prompt_cache_key": "0199-a"}, [agents])
+    two = key("openai_responses", {}, {**body, "prompt_cache_key": "0199-b"}, [agents])
+    assert one != two
+    assert one.startswith("openai_responses-pk-0199-a-")
+    later = [agents, {"type": "function_call", "call_id": "c", "name": "shell", "arguments": "{}"}]
+    assert key("openai_responses", {}, {**body, "prompt_cache_key": "0199-a"}, later) == one
+    other = {"role": "user", "content": "Something else."}
+    assert key("openai_chat", {}, {"prompt_cache_key": "app"}, [other]) != key(
+        "openai_chat", {}, {"prompt_cache_key": "app"}, [agents]
+    )
+    plain = key("anthropic", {}, {"system": "s"}, [agents])
+    assert key("anthropic", {}, {"system": "s", "prompt_cache_key": "x"}, [agents]) == plain
+
+
 @given(st.text(min_size=1, max_size=300))
 def test_any_session_header_names_a_directory_inside_the_root(header: str) -> None:
     """Whatever the header says (``../..``, slashes, NULs), the key is one plain directory name;
