@@ -106,11 +106,15 @@ def test_two_runs_of_one_task_side_by_side_named_by_header_are_budgeted_as_each_
     tmp_path: Path,
 ) -> None:
     """Two runs of one task (pass@k: the same first message, then each its own calls) through
-    one proxy, each named by its ``x-toolbudget-session`` header (the documented way), get the
-    copies each gets alone; unnamed, they share the session their start names and differ."""
+    one proxy, each named by its ``x-toolbudget-session`` header (the documented way), are two
+    sessions and get the copies each gets alone; unnamed, their start names one session."""
     rounds = 16
     alone = _copies(tmp_path / "a", "a", rounds)["a"] + _copies(tmp_path / "b", "b", rounds)["b"]
     both = _copies(tmp_path / "ab", "ab", rounds)
     assert both["a"] + both["b"] == alone
-    shared = _copies(tmp_path / "shared", "ab", rounds, named=False)
-    assert shared["a"] + shared["b"] != alone
+    assert sorted(p.name for p in (tmp_path / "ab").iterdir()) == [
+        "anthropic-h-run-a",
+        "anthropic-h-run-b",
+    ]
+    _copies(tmp_path / "shared", "ab", 2, named=False)
+    assert len(list((tmp_path / "shared").iterdir())) == 1
