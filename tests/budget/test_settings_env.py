@@ -91,3 +91,28 @@ def test_none_spelled_any_way_is_none_only_where_a_setting_may_be_none(
         assert BudgetConfig().protect_turns is None, spelled
     monkeypatch.setenv("TOOLBUDGET_READ_TOOL_NAME", "none")
     assert BudgetConfig().read_tool_name == "none"
+
+
+def test_bad_settings_are_said_in_toolbudget_words_not_pydantic_internals(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A TOOLBUDGET_TOOLS that is not JSON is named with what is wrong (not pydantic-settings'
+    "EnvSettingsSource"), and no message carries pydantic's "Value error, " prefix."""
+    monkeypatch.setenv("TOOLBUDGET_TOOLS", "{bad")
+    with pytest.raises(ConfigError) as bad_json:
+        BudgetConfig()
+    assert str(bad_json.value) == (
+        "invalid toolbudget setting: tools (from the environment variable TOOLBUDGET_TOOLS): "
+        "not JSON (Expecting property name enclosed in double quotes: line 1 column 2 (char 1))"
+    )
+    monkeypatch.delenv("TOOLBUDGET_TOOLS")
+    with pytest.raises(ConfigError) as crossed:
+        BudgetConfig(preview_chars=60_000)
+    assert str(crossed.value).startswith(
+        "invalid toolbudget setting: config: preview_chars (60000) must be smaller than"
+    )
+    with pytest.raises(ConfigError) as nested:
+        BudgetConfig(tools={"x": {"cap": -1}})
+    assert str(nested.value) == (
+        "invalid toolbudget setting: tools.x: cap: Input should be greater than 0"
+    )
