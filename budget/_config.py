@@ -323,6 +323,10 @@ def _describe(exc: ValidationError, explicit: dict[str, Any] | None = None) -> s
             if explicit is not None and top and top not in explicit and _in_env(env)
             else ""
         )
+        if not top and explicit is not None:
+            # Settings that contradict each other: name those of them the environment gave.
+            named = _from_env(err["msg"], explicit)
+            origin = f" (from the environment: {', '.join(named)})" if named else ""
         parts.append(f"{field}{origin}: {_message(err['msg'])}")
     return "invalid toolbudget setting: " + "; ".join(parts)
 
@@ -346,6 +350,16 @@ def _describe_unparsed(exc: SettingsError) -> str:
 
 def _in_env(name: str) -> bool:
     return any(key.upper() == name for key in os.environ)
+
+
+def _from_env(msg: str, explicit: dict[str, Any]) -> list[str]:
+    """The variables of the settings ``msg`` names that the environment, not the caller, gave."""
+    names = [f for f in BudgetConfig.model_fields if re.search(rf"\b{f}\b", msg)]
+    return [
+        f"{ENV_PREFIX}{f}".upper()
+        for f in names
+        if f not in explicit and _in_env(f"{ENV_PREFIX}{f}".upper())
+    ]
 
 
 class _ExplicitOnly(BudgetConfig):

@@ -116,3 +116,20 @@ def test_bad_settings_are_said_in_toolbudget_words_not_pydantic_internals(
     assert str(nested.value) == (
         "invalid toolbudget setting: tools.x: cap: Input should be greater than 0"
     )
+
+
+def test_contradicting_settings_name_the_variables_that_gave_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Settings that contradict each other name the variable of each one the environment gave
+    (TOOLBUDGET_PREVIEW_CHARS over the cap), and none the caller passed."""
+    monkeypatch.setenv("TOOLBUDGET_PREVIEW_CHARS", "60000")
+    with pytest.raises(ConfigError) as from_env:
+        BudgetConfig()
+    assert str(from_env.value).startswith(
+        "invalid toolbudget setting: config (from the environment: TOOLBUDGET_PREVIEW_CHARS): "
+        "preview_chars (60000) must be smaller than result_cap (50000)"
+    )
+    with pytest.raises(ConfigError) as passed:
+        BudgetConfig(preview_chars=70_000)
+    assert "from the environment" not in str(passed.value)
