@@ -21,9 +21,11 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import secrets
 import shutil
 import signal
+import stat
 import string
 import tempfile
 import textwrap
@@ -697,7 +699,32 @@ def write_json(result: BenchResult, path: Path) -> None:
         if "64-bit" not in str(exc):
             raise
         data = json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False).encode()
-    path.write_bytes(data + b"\n")
+    _replace_bytes(path, data + b"\n")
+
+
+def _replace_bytes(path: Path, data: bytes) -> None:
+    """``path.write_bytes(data)``, but a regular file (or a new one) is replaced whole or not at
+    all: written beside it under a name of this process, then renamed over it. Written in place,
+    a write that failed half-way (a full disk, Ctrl-C) left the previous run's JSON cut short, no
+    longer JSON. A link, a device or a pipe (``/dev/stdout``, ``/dev/full``) is written in place:
+    renaming over it would unlink it, not write where it leads."""
+    if path.is_symlink() or (path.exists() and not path.is_file()):
+        path.write_bytes(data)
+        return
+    part = path.with_name(f".{path.name}.{os.getpid()}.part")
+    try:
+        with part.open("wb") as out:  # mode 0o666 less the umask, as write_bytes creates
+            if path.exists():
+                os.chmod(out.fileno(), stat.S_IMODE(path.stat().st_mode))
+            out.write(data)
+        os.replace(part, path)
+    except OSError as exc:
+        part.unlink(missing_ok=True)
+        # The error names the file asked for, not the hidden one beside it.
+        raise OSError(exc.errno, exc.strerror, str(path)) from exc
+    except BaseException:
+        part.unlink(missing_ok=True)
+        raise
 
 
 # -- charts -------------------------------------------------------------------------------------

@@ -263,12 +263,9 @@ class BudgetConfig(BaseSettings):
             raise ConfigError(_describe(exc, explicit=data)) from None
         except SettingsError as exc:
             # An environment value that is not even JSON (TOOLBUDGET_TOOLS='{bad'): pydantic-
-            # settings fails before validation, with its own exception.
-            field = re.search(r'field "([^"]+)"', str(exc))
-            name = f"{ENV_PREFIX}{field.group(1).upper()}" if field else f"a {ENV_PREFIX}* variable"
-            raise ConfigError(
-                f"config: {name} from the environment cannot be parsed: {exc}"
-            ) from None
+            # settings fails before validation, with its own exception, whose text names its
+            # own classes ("from source EnvSettingsSource"); the JSON error under it says where.
+            raise ConfigError(_describe_unparsed(exc)) from None
 
     @field_validator("*", mode="before")
     @classmethod
@@ -357,12 +354,43 @@ def _describe(exc: ValidationError, explicit: dict[str, Any] | None = None) -> s
             if explicit is not None and top and top not in explicit and _in_env(env)
             else ""
         )
-        parts.append(f"{field}{origin}: {err['msg']}")
+        if not top and explicit is not None:
+            # Settings that contradict each other: name those of them the environment gave.
+            named = _from_env(err["msg"], explicit)
+            origin = f" (from the environment: {', '.join(named)})" if named else ""
+        parts.append(f"{field}{origin}: {_message(err['msg'])}")
     return "invalid toolbudget setting: " + "; ".join(parts)
+
+
+def _message(msg: str) -> str:
+    """A validation message without pydantic's ``Value error, `` prefix, nor a nested setting's
+    own ``invalid toolbudget setting: `` (a tool policy's error inside ``tools``)."""
+    return msg.removeprefix("Value error, ").removeprefix("invalid toolbudget setting: ")
+
+
+def _describe_unparsed(exc: SettingsError) -> str:
+    field = re.search(r'field "([^"]+)"', str(exc))
+    if field is None:
+        return f"invalid toolbudget setting: a {ENV_PREFIX}* variable cannot be parsed: {exc}"
+    name = field.group(1)
+    cause = exc.__cause__
+    why = f"not JSON ({cause})" if isinstance(cause, ValueError) else str(exc)
+    env = f"{ENV_PREFIX}{name}".upper()
+    return f"invalid toolbudget setting: {name} (from the environment variable {env}): {why}"
 
 
 def _in_env(name: str) -> bool:
     return any(key.upper() == name for key in os.environ)
+
+
+def _from_env(msg: str, explicit: dict[str, Any]) -> list[str]:
+    """The variables of the settings ``msg`` names that the environment, not the caller, gave."""
+    names = [f for f in BudgetConfig.model_fields if re.search(rf"\b{f}\b", msg)]
+    return [
+        f"{ENV_PREFIX}{f}".upper()
+        for f in names
+        if f not in explicit and _in_env(f"{ENV_PREFIX}{f}".upper())
+    ]
 
 
 class _ExplicitOnly(BudgetConfig):

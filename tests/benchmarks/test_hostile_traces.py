@@ -11,6 +11,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import resource
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -450,6 +451,32 @@ def test_a_byte_order_mark_is_ignored_and_a_finished_bad_last_line_is_an_error(
     (tmp_path / "bad.jsonl").write_bytes(body + b'\n{"type": 1e400, "x": }\n')
     with pytest.raises(BudgetError, match="is not valid JSON"):
         load_file(tmp_path / "bad.jsonl", tmp_path)
+
+
+def test_a_json_write_that_fails_leaves_the_previous_file_whole(
+    shared_traces: Path, tmp_path: Path
+) -> None:
+    """A --json write cut off half-way (the disk full at 4 KB) is one error line and leaves the
+    previous run's JSON as it was, with no partial file beside it, not cut short in place."""
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    (folder / "good.json").write_bytes((shared_traces / SEEDS["gemini-cli"]).read_bytes())
+    previous = orjson.dumps({"summary": [], "note": "x" * 20_000})
+    (tmp_path / "r.json").write_bytes(previous)
+    args = ["bench", "--traces", str(folder), "--strategies", "none", "--json", "r.json"]
+    out = subprocess.run(
+        [sys.executable, "-c", "from budget.cli import main; main()", *args],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=600,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096)),
+    )
+    assert out.returncode == 2, out.stderr[-3000:]
+    assert out.stderr.strip().splitlines()[-1] == "error: cannot write r.json: File too large"
+    assert (tmp_path / "r.json").read_bytes() == previous
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json", "traces"]
 
 
 def test_an_output_that_cannot_be_written_is_one_line_of_error(

@@ -101,3 +101,45 @@ def test_a_bool_is_refused_for_a_setting_that_is_a_number(given: dict[str, objec
     with pytest.raises(ConfigError, match="a number, not"):
         BudgetConfig(**given)
     assert BudgetConfig(fsync=False).fsync is False
+
+
+def test_bad_settings_are_said_in_toolbudget_words_not_pydantic_internals(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A TOOLBUDGET_TOOLS that is not JSON is named with what is wrong (not pydantic-settings'
+    "EnvSettingsSource"), and no message carries pydantic's "Value error, " prefix."""
+    monkeypatch.setenv("TOOLBUDGET_TOOLS", "{bad")
+    with pytest.raises(ConfigError) as bad_json:
+        BudgetConfig()
+    assert str(bad_json.value) == (
+        "invalid toolbudget setting: tools (from the environment variable TOOLBUDGET_TOOLS): "
+        "not JSON (Expecting property name enclosed in double quotes: line 1 column 2 (char 1))"
+    )
+    monkeypatch.delenv("TOOLBUDGET_TOOLS")
+    with pytest.raises(ConfigError) as crossed:
+        BudgetConfig(preview_chars=60_000)
+    assert str(crossed.value).startswith(
+        "invalid toolbudget setting: config: preview_chars (60000) must be smaller than"
+    )
+    with pytest.raises(ConfigError) as nested:
+        BudgetConfig(tools={"x": {"cap": -1}})
+    assert str(nested.value) == (
+        "invalid toolbudget setting: tools.x: cap: Input should be greater than 0"
+    )
+
+
+def test_contradicting_settings_name_the_variables_that_gave_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Settings that contradict each other name the variable of each one the environment gave
+    (TOOLBUDGET_PREVIEW_CHARS over the cap), and none the caller passed."""
+    monkeypatch.setenv("TOOLBUDGET_PREVIEW_CHARS", "60000")
+    with pytest.raises(ConfigError) as from_env:
+        BudgetConfig()
+    assert str(from_env.value).startswith(
+        "invalid toolbudget setting: config (from the environment: TOOLBUDGET_PREVIEW_CHARS): "
+        "preview_chars (60000) must be smaller than result_cap (50000)"
+    )
+    with pytest.raises(ConfigError) as passed:
+        BudgetConfig(preview_chars=70_000)
+    assert "from the environment" not in str(passed.value)
