@@ -203,7 +203,12 @@ def replayed_events() -> Iterator[None]:
     show."""
     config = structlog.get_config()
     wrapper = config["wrapper_class"]
-    if wrapper is structlog.make_filtering_bound_logger(logging.DEBUG):
+    if not structlog.is_configured() or wrapper is structlog.make_filtering_bound_logger(
+        logging.DEBUG
+    ):
+        # Unconfigured (the bench run from an application's code, not the command line), the
+        # events go to the application's stdlib logging, whose levels are its own: configuring
+        # structlog here would route them to structlog's default printer on stdout for good.
         yield
         return
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.ERROR))

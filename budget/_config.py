@@ -13,7 +13,8 @@ import os
 import re
 import threading
 from collections.abc import Iterable, Mapping
-from typing import Annotated, Any, Literal, get_args
+from types import UnionType
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import (
     BaseModel,
@@ -42,16 +43,21 @@ Share = Annotated[float, Field(ge=0.0, le=1.0)]
 
 
 def _not_bool(value: Any, info: ValidationInfo, model: type[BaseModel]) -> Any:
-    """A bool given for a setting that is not one is refused: pydantic would take ``True`` for
-    the number 1 (``window=True``: a window of one token)."""
+    """A bool given for a setting that is a number is refused: pydantic would take ``True`` for
+    the number 1 (``window=True``: a window of one token). Any other setting refuses it with
+    pydantic's own words (a text, a choice, a dict of policies: not "a number")."""
     field = model.model_fields.get(info.field_name or "")
-    if isinstance(value, bool) and field is not None and not _takes_bool(field.annotation):
+    if isinstance(value, bool) and field is not None and _numeric(field.annotation):
         raise ValueError(f"a number, not {value}")
     return value
 
 
-def _takes_bool(annotation: Any) -> bool:
-    return annotation is bool or bool in get_args(annotation)
+def _numeric(annotation: Any) -> bool:
+    """Whether a setting's type takes an int or a float and no bool (``Annotated[int, ...] |
+    None`` does; ``bool | None``, a ``Literal`` or ``str | None`` does not)."""
+    members = get_args(annotation) if get_origin(annotation) in (Union, UnionType) else ()
+    bases = {get_args(a)[0] if get_origin(a) is Annotated else a for a in members or [annotation]}
+    return bool(bases & {int, float}) and bool not in bases
 
 
 class ToolPolicy(BaseModel):

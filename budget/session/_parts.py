@@ -35,7 +35,9 @@ __all__ = ["Parts"]
 
 ANY_REF = "0" * 32
 """A ref of a stub measured before its result is trimmed: every ref has 32 hex digits, and a
-store names the file of any one with a path as long (``Store.path_of`` touches nothing)."""
+store names the file of any one with a path as long. Asked once, at open: a local store notes
+the ref as named (a body of that ref, which no text hashes to, would get a file of its own) and
+looks it up among its packs."""
 
 
 def _stubs(config: BudgetConfig, store: Store) -> Callable[[str, str], str]:

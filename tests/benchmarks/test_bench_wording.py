@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 
 from benchmarks.calibration import Calibration
 from tests._entry import run_toolbudget
@@ -126,3 +127,29 @@ def test_the_replayed_sessions_warnings_stay_off_the_terminal_unless_verbose() -
             )
         finally:
             structlog.reset_defaults()
+
+
+def test_the_bench_run_as_a_library_leaves_structlog_unconfigured(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Where the application configured no structlog (run_bench called from its code), the
+    replay leaves structlog so: toolbudget's events go on to the application's stdlib logging,
+    during the run and after it (the bench configured structlog, so they went to structlog's
+    default printer on stdout from then on)."""
+    import logging
+
+    import structlog
+
+    from benchmarks.report import replayed_events
+    from spill._store import events
+
+    structlog.reset_defaults()
+    try:
+        with caplog.at_level(logging.WARNING, logger="toolbudget"), replayed_events():
+            events().warning("toolbudget.session.context_overflow")
+        assert not structlog.is_configured()
+        assert [r.getMessage() for r in caplog.records] == [
+            "event=toolbudget.session.context_overflow"
+        ]
+    finally:
+        structlog.reset_defaults()
