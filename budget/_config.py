@@ -10,7 +10,6 @@ then the environment, then defaults).
 from __future__ import annotations
 
 import os
-import re
 import threading
 from collections.abc import Iterable, Mapping
 from types import UnionType
@@ -32,6 +31,7 @@ from pydantic_settings import (
     SettingsError,
 )
 
+from budget._config_messages import ENV_PREFIX, describe, describe_unparsed
 from budget._errors import ConfigError
 
 __all__ = ["BudgetConfig", "PreviewShape", "ToolPolicy", "build_config", "config_reading"]
@@ -69,7 +69,7 @@ class ToolPolicy(BaseModel):
         try:
             super().__init__(**data)
         except ValidationError as exc:
-            raise ConfigError(_describe(exc)) from None
+            raise ConfigError(describe(exc)) from None
 
     @field_validator("*", mode="before")
     @classmethod
@@ -83,10 +83,6 @@ class ToolPolicy(BaseModel):
     exempt: bool = False
     """Never spill or trim this tool's results (the read-back tool is always exempt)."""
     preview: PreviewShape | None = None
-
-
-ENV_PREFIX = "TOOLBUDGET_"
-"""Environment variables named ``TOOLBUDGET_<FIELD>`` set the fields not passed explicitly."""
 
 
 class BudgetConfig(BaseSettings):
@@ -266,12 +262,12 @@ class BudgetConfig(BaseSettings):
         try:
             super().__init__(**data)
         except ValidationError as exc:
-            raise ConfigError(_describe(exc, explicit=data)) from None
+            raise ConfigError(describe(exc, data, BudgetConfig.model_fields)) from None
         except SettingsError as exc:
             # An environment value that is not even JSON (TOOLBUDGET_TOOLS='{bad'): pydantic-
             # settings fails before validation, with its own exception, whose text names its
             # own classes ("from source EnvSettingsSource"); the JSON error under it says where.
-            raise ConfigError(_describe_unparsed(exc)) from None
+            raise ConfigError(describe_unparsed(exc)) from None
 
     @field_validator("*", mode="before")
     @classmethod
@@ -346,57 +342,6 @@ def build_config(config: BudgetConfig | dict[str, object] | None) -> BudgetConfi
     if not isinstance(config, dict):
         raise ConfigError(f"config must be a BudgetConfig or a dict, not {type(config).__name__}")
     return BudgetConfig(**config)
-
-
-def _describe(exc: ValidationError, explicit: dict[str, Any] | None = None) -> str:
-    parts = []
-    for err in exc.errors():
-        field = ".".join(str(p) for p in err["loc"]) or "config"
-        top = str(err["loc"][0]) if err["loc"] else ""
-        env = f"{ENV_PREFIX}{top}".upper()
-        # A value from the environment is named as such: the caller did not pass it.
-        origin = (
-            f" (from the environment variable {env})"
-            if explicit is not None and top and top not in explicit and _in_env(env)
-            else ""
-        )
-        if not top and explicit is not None:
-            # Settings that contradict each other: name those of them the environment gave.
-            named = _from_env(err["msg"], explicit)
-            origin = f" (from the environment: {', '.join(named)})" if named else ""
-        parts.append(f"{field}{origin}: {_message(err['msg'])}")
-    return "invalid toolbudget setting: " + "; ".join(parts)
-
-
-def _message(msg: str) -> str:
-    """A validation message without pydantic's ``Value error, `` prefix, nor a nested setting's
-    own ``invalid toolbudget setting: `` (a tool policy's error inside ``tools``)."""
-    return msg.removeprefix("Value error, ").removeprefix("invalid toolbudget setting: ")
-
-
-def _describe_unparsed(exc: SettingsError) -> str:
-    field = re.search(r'field "([^"]+)"', str(exc))
-    if field is None:
-        return f"invalid toolbudget setting: a {ENV_PREFIX}* variable cannot be parsed: {exc}"
-    name = field.group(1)
-    cause = exc.__cause__
-    why = f"not JSON ({cause})" if isinstance(cause, ValueError) else str(exc)
-    env = f"{ENV_PREFIX}{name}".upper()
-    return f"invalid toolbudget setting: {name} (from the environment variable {env}): {why}"
-
-
-def _in_env(name: str) -> bool:
-    return any(key.upper() == name for key in os.environ)
-
-
-def _from_env(msg: str, explicit: dict[str, Any]) -> list[str]:
-    """The variables of the settings ``msg`` names that the environment, not the caller, gave."""
-    names = [f for f in BudgetConfig.model_fields if re.search(rf"\b{f}\b", msg)]
-    return [
-        f"{ENV_PREFIX}{f}".upper()
-        for f in names
-        if f not in explicit and _in_env(f"{ENV_PREFIX}{f}".upper())
-    ]
 
 
 class _ExplicitOnly(BudgetConfig):

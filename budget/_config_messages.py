@@ -1,0 +1,73 @@
+"""A refused setting as one line: what :class:`budget.BudgetConfig` and its tool policies say
+when pydantic refuses a value, naming the environment variable that gave it."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from pydantic import ValidationError
+from pydantic_settings import SettingsError
+
+__all__ = ["ENV_PREFIX", "describe", "describe_unparsed"]
+
+ENV_PREFIX = "TOOLBUDGET_"
+"""Environment variables named ``TOOLBUDGET_<FIELD>`` set the fields not passed explicitly."""
+
+
+def describe(
+    exc: ValidationError, explicit: dict[str, Any] | None = None, fields: Iterable[str] = ()
+) -> str:
+    """``exc`` as one line naming each setting refused and why, and the variable that gave it
+    where the environment did (``explicit``: what the caller passed; ``fields``: the settings)."""
+    parts = []
+    for err in exc.errors():
+        field = ".".join(str(p) for p in err["loc"]) or "config"
+        top = str(err["loc"][0]) if err["loc"] else ""
+        env = f"{ENV_PREFIX}{top}".upper()
+        # A value from the environment is named as such: the caller did not pass it.
+        origin = (
+            f" (from the environment variable {env})"
+            if explicit is not None and top and top not in explicit and _in_env(env)
+            else ""
+        )
+        if not top and explicit is not None:
+            # Settings that contradict each other: name those of them the environment gave.
+            named = _from_env(err["msg"], explicit, fields)
+            origin = f" (from the environment: {', '.join(named)})" if named else ""
+        parts.append(f"{field}{origin}: {_message(err['msg'])}")
+    return "invalid toolbudget setting: " + "; ".join(parts)
+
+
+def _message(msg: str) -> str:
+    """A validation message without pydantic's ``Value error, `` prefix, nor a nested setting's
+    own ``invalid toolbudget setting: `` (a tool policy's error inside ``tools``)."""
+    return msg.removeprefix("Value error, ").removeprefix("invalid toolbudget setting: ")
+
+
+def describe_unparsed(exc: SettingsError) -> str:
+    """An environment value pydantic-settings could not even parse, as one line naming it."""
+    field = re.search(r'field "([^"]+)"', str(exc))
+    if field is None:
+        return f"invalid toolbudget setting: a {ENV_PREFIX}* variable cannot be parsed: {exc}"
+    name = field.group(1)
+    cause = exc.__cause__
+    why = f"not JSON ({cause})" if isinstance(cause, ValueError) else str(exc)
+    env = f"{ENV_PREFIX}{name}".upper()
+    return f"invalid toolbudget setting: {name} (from the environment variable {env}): {why}"
+
+
+def _in_env(name: str) -> bool:
+    return any(key.upper() == name for key in os.environ)
+
+
+def _from_env(msg: str, explicit: dict[str, Any], fields: Iterable[str]) -> list[str]:
+    """The variables of the settings ``msg`` names that the environment, not the caller, gave."""
+    names = [f for f in fields if re.search(rf"\b{f}\b", msg)]
+    return [
+        f"{ENV_PREFIX}{f}".upper()
+        for f in names
+        if f not in explicit and _in_env(f"{ENV_PREFIX}{f}".upper())
+    ]
