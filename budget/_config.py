@@ -47,7 +47,10 @@ def _not_bool(value: Any, info: ValidationInfo, model: type[BaseModel]) -> Any:
     the number 1 (``window=True``: a window of one token). Any other setting refuses it with
     pydantic's own words (a text, a choice, a dict of policies: not "a number")."""
     field = model.model_fields.get(info.field_name or "")
-    if isinstance(value, bool) and field is not None and _numeric(field.annotation):
+    # numpy's bool is no bool subclass, and pydantic takes it for a number too.
+    kind = type(value)
+    boolean = isinstance(value, bool) or (kind.__module__ == "numpy" and "bool" in kind.__name__)
+    if boolean and field is not None and _numeric(field.annotation):
         raise ValueError(f"a number, not {value}")
     return value
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -59,4 +60,9 @@ def _gc_local(root: Path, age: float, skip: Callable[[object, str], None]) -> li
 
 
 def _gc_urls(root: str, age: float, skip: Callable[[object, str], None]) -> list[str]:
+    scheme, _, rest = root.partition("://")
+    if scheme.lower() in ("file", "local") and not os.path.isdir(rest):
+        # A typo, as for a path: an object store has no directories to be missing.
+        typer.echo(f"error: no directory at {root}", err=True)
+        raise typer.Exit(2)
     return FsspecStore.gc_sessions(root, older_than_s=age, now=time.time(), on_skip=skip)

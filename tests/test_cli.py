@@ -170,3 +170,11 @@ def test_gc_takes_a_url_of_sessions_on_object_storage(tmp_path: Path) -> None:
     assert "1 session(s) removed" in result.stdout
     assert not (tmp_path / "old").exists()
     assert (tmp_path / "new").exists()
+
+
+def test_gc_of_a_file_url_naming_no_directory_is_an_error(tmp_path: Path) -> None:
+    """``gc file://...`` naming no directory exits 2 naming it, as a missing path does (it
+    removed nothing and said so, which read as a clean run)."""
+    result = runner.invoke(app, ["gc", f"file://{tmp_path}/nope"])
+    assert result.exit_code == 2
+    assert f"error: no directory at file://{tmp_path}/nope" in result.stderr

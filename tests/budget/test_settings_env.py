@@ -143,3 +143,13 @@ def test_contradicting_settings_name_the_variables_that_gave_them(
     with pytest.raises(ConfigError) as passed:
         BudgetConfig(preview_chars=70_000)
     assert "from the environment" not in str(passed.value)
+
+
+def test_a_numpy_bool_is_refused_for_a_setting_that_is_a_number() -> None:
+    """``window=numpy.True_`` (no bool subclass) is refused as ``True`` is; a numpy integer is a
+    number."""
+    import numpy as np
+
+    with pytest.raises(ConfigError, match="window: a number, not True"):
+        BudgetConfig(window=np.True_)
+    assert BudgetConfig(window=np.int64(200_000)).window == 200_000
