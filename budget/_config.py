@@ -31,7 +31,7 @@ from pydantic_settings import (
     SettingsError,
 )
 
-from budget._config_messages import ENV_PREFIX, describe, describe_unparsed
+from budget._config_messages import ENV_PREFIX, describe, describe_unparsed, unknown_variables
 from budget._errors import ConfigError
 
 __all__ = ["BudgetConfig", "PreviewShape", "ToolPolicy", "build_config", "config_reading"]
@@ -271,6 +271,7 @@ class BudgetConfig(BaseSettings):
             # settings fails before validation, with its own exception, whose text names its
             # own classes ("from source EnvSettingsSource"); the JSON error under it says where.
             raise ConfigError(describe_unparsed(exc)) from None
+        unknown_variables(BudgetConfig.model_fields, os.environ)
 
     @field_validator("*", mode="before")
     @classmethod

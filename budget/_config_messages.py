@@ -3,15 +3,17 @@ when pydantic refuses a value, naming the environment variable that gave it."""
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
-from collections.abc import Iterable
+import warnings
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pydantic import ValidationError
 from pydantic_settings import SettingsError
 
-__all__ = ["ENV_PREFIX", "describe", "describe_unparsed"]
+__all__ = ["ENV_PREFIX", "describe", "describe_unparsed", "unknown_variables"]
 
 ENV_PREFIX = "TOOLBUDGET_"
 """Environment variables named ``TOOLBUDGET_<FIELD>`` set the fields not passed explicitly."""
@@ -71,3 +73,17 @@ def _from_env(msg: str, explicit: dict[str, Any], fields: Iterable[str]) -> list
         for f in names
         if f not in explicit and _in_env(f"{ENV_PREFIX}{f}".upper())
     ]
+
+
+def unknown_variables(fields: Iterable[str], environ: Mapping[str, str]) -> None:
+    """Warn of each ``TOOLBUDGET_*`` variable that names no setting (a typo, a setting since
+    removed): pydantic-settings reads only the names it knows, so ``TOOLBUDGET_RESULTCAP=10000``
+    would change nothing, silently. A ``UserWarning``, shown once per place by Python's filters,
+    not an event on every config built."""
+    known = {f"{ENV_PREFIX}{f}".upper() for f in fields}
+    for key in sorted(environ):
+        name = key.upper()
+        if name.startswith(ENV_PREFIX) and name not in known:
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            warnings.warn(f"{key} names no toolbudget setting{hint}", UserWarning, stacklevel=3)

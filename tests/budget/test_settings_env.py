@@ -153,3 +153,14 @@ def test_a_numpy_bool_is_refused_for_a_setting_that_is_a_number() -> None:
     with pytest.raises(ConfigError, match="window: a number, not True"):
         BudgetConfig(window=np.True_)
     assert BudgetConfig(window=np.int64(200_000)).window == 200_000
+
+
+def test_a_variable_naming_no_setting_is_warned_of_with_the_closest_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``TOOLBUDGET_RESULTCAP`` (a typo) changes nothing: a UserWarning names it and the setting
+    it is closest to, where it was ignored without a word."""
+    monkeypatch.setenv("TOOLBUDGET_RESULTCAP", "10000")
+    with pytest.warns(UserWarning, match=r"TOOLBUDGET_RESULTCAP .* TOOLBUDGET_RESULT_CAP\?"):
+        config = BudgetConfig()
+    assert config.result_cap == BudgetConfig.model_fields["result_cap"].default
