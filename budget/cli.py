@@ -331,7 +331,9 @@ def _load_traces(traces: Path | None, limit: int | None, err: Any) -> tuple[list
     else:
         found, skipped = load_dir(traces)
     for s in skipped:
-        typer.echo(f"skipped {s.path}: {s.reason}", err=True)
+        # Most reasons name their file first (the JSON keeps them whole): once is enough here.
+        why = s.reason if traces is None else s.reason.removeprefix(f"{traces / s.path}: ")
+        typer.echo(f"skipped {s.path}: {why}", err=True)
     if limit is not None:
         found = found[:limit]
     if not found:
