@@ -47,9 +47,9 @@ def _not_bool(value: Any, info: ValidationInfo, model: type[BaseModel]) -> Any:
     the number 1 (``window=True``: a window of one token). Any other setting refuses it with
     pydantic's own words (a text, a choice, a dict of policies: not "a number")."""
     field = model.model_fields.get(info.field_name or "")
-    # numpy's bool is no bool subclass, and pydantic takes it for a number too.
-    kind = type(value)
-    boolean = isinstance(value, bool) or (kind.__module__ == "numpy" and "bool" in kind.__name__)
+    # numpy's bool (np.True_, or a 0-d array of one) is no bool subclass, and pydantic takes it
+    # for a number too; its dtype says what it is.
+    boolean = isinstance(value, bool) or getattr(getattr(value, "dtype", None), "kind", "") == "b"
     if boolean and field is not None and _numeric(field.annotation):
         raise ValueError(f"a number, not {value}")
     return value
@@ -271,7 +271,8 @@ class BudgetConfig(BaseSettings):
             # settings fails before validation, with its own exception, whose text names its
             # own classes ("from source EnvSettingsSource"); the JSON error under it says where.
             raise ConfigError(describe_unparsed(exc)) from None
-        unknown_variables(BudgetConfig.model_fields, os.environ)
+        # A subclass's own fields are read from their variables too: none of those is stray.
+        unknown_variables(type(self).model_fields, os.environ)
 
     @field_validator("*", mode="before")
     @classmethod

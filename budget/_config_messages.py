@@ -80,10 +80,12 @@ def unknown_variables(fields: Iterable[str], environ: Mapping[str, str]) -> None
     removed): pydantic-settings reads only the names it knows, so ``TOOLBUDGET_RESULTCAP=10000``
     would change nothing, silently. A ``UserWarning``, shown once per place by Python's filters,
     not an event on every config built."""
-    known = {f"{ENV_PREFIX}{f}".upper() for f in fields}
+    known = {f.upper() for f in fields}
     for key in sorted(environ):
         name = key.upper()
-        if name.startswith(ENV_PREFIX) and name not in known:
-            close = difflib.get_close_matches(name, known, n=1)
-            hint = f" (did you mean {close[0]}?)" if close else ""
+        if name.startswith(ENV_PREFIX) and name.removeprefix(ENV_PREFIX) not in known:
+            # Matched without the prefix they all share, or every name is close to some setting
+            # (TOOLBUDGET_FUZZ_EXAMPLES was "did you mean TOOLBUDGET_STALENESS?").
+            close = difflib.get_close_matches(name.removeprefix(ENV_PREFIX), known, n=1)
+            hint = f" (did you mean {ENV_PREFIX}{close[0]}?)" if close else ""
             warnings.warn(f"{key} names no toolbudget setting{hint}", UserWarning, stacklevel=3)

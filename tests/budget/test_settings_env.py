@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import pytest
@@ -164,3 +165,44 @@ def test_a_variable_naming_no_setting_is_warned_of_with_the_closest_one(
     with pytest.warns(UserWarning, match=r"TOOLBUDGET_RESULTCAP .* TOOLBUDGET_RESULT_CAP\?"):
         config = BudgetConfig()
     assert config.result_cap == BudgetConfig.model_fields["result_cap"].default
+
+
+def test_a_zero_dimensional_numpy_bool_array_is_refused_for_a_number() -> None:
+    """``window=numpy.array(True)`` (a 0-d array, as numpy's reductions over arrays can give) is a
+    bool too: it was taken for a one-token window."""
+    import numpy as np
+
+    with pytest.raises(ConfigError, match="window: a number, not True"):
+        BudgetConfig(window=np.array(True))
+    assert BudgetConfig(window=np.array(200_000)).window == 200_000
+
+
+def test_a_variable_close_to_no_setting_is_warned_of_without_a_guess(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The closest setting is looked for without the prefix every variable shares: with it,
+    ``TOOLBUDGET_FUZZ_EXAMPLES`` was "did you mean TOOLBUDGET_STALENESS?"."""
+    monkeypatch.setenv("TOOLBUDGET_FUZZ_EXAMPLES", "5000")
+    monkeypatch.setenv("toolbudget_windows", "100000")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        BudgetConfig()
+    assert sorted(str(w.message) for w in caught) == [
+        "TOOLBUDGET_FUZZ_EXAMPLES names no toolbudget setting",
+        "toolbudget_windows names no toolbudget setting (did you mean TOOLBUDGET_WINDOW?)",
+    ]
+
+
+def test_a_subclass_field_read_from_its_variable_is_not_warned_of(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A subclass's own setting is read from ``TOOLBUDGET_<FIELD>`` as the others are: that
+    variable names a setting (it was warned of as naming none while it set the field)."""
+
+    class WithTeam(BudgetConfig):
+        team: str = "default"
+
+    monkeypatch.setenv("TOOLBUDGET_TEAM", "search")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert WithTeam().team == "search"
