@@ -178,3 +178,15 @@ def test_gc_of_a_file_url_naming_no_directory_is_an_error(tmp_path: Path) -> Non
     result = runner.invoke(app, ["gc", f"file://{tmp_path}/nope"])
     assert result.exit_code == 2
     assert f"error: no directory at file://{tmp_path}/nope" in result.stderr
+
+
+def test_gc_takes_a_file_url_in_its_other_spellings(tmp_path: Path) -> None:
+    """A trailing slash and fsspec's ``local://`` name the directory as ``file://`` does; a
+    scheme in capitals naming no directory is the same error."""
+    for url in (f"file://{tmp_path}/", f"local://{tmp_path}"):
+        result = runner.invoke(app, ["gc", url])
+        assert result.exit_code == 0, result.output
+        assert "0 session(s) removed" in result.stdout
+    result = runner.invoke(app, ["gc", f"FILE://{tmp_path}/nope"])
+    assert result.exit_code == 2
+    assert f"error: no directory at FILE://{tmp_path}/nope" in result.stderr

@@ -320,3 +320,22 @@ def test_a_usage_error_comes_before_the_lines_naming_missing_peers(
     assert out.stderr.strip().splitlines() == [
         f"error: traces directory {tmp_path / 'nowhere'} does not exist or is not a directory"
     ]
+
+
+@pytest.mark.parametrize("spelling", ["t", "t/", "other/../t", "link", "."])
+def test_bench_names_a_skipped_file_once_however_traces_is_spelled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spelling: str
+) -> None:
+    """``--traces`` given relative, with a trailing slash, through ``..``, through a symbolic
+    link or as ``.``: the skipped file is named once, relative to it."""
+    traces = tmp_path / "t"
+    (traces / "sub").mkdir(parents=True)
+    (traces / "sub" / "x.json").write_text("{not json")
+    (tmp_path / "other").mkdir()
+    (tmp_path / "link").symlink_to(traces)
+    monkeypatch.chdir(traces if spelling == "." else tmp_path)
+    result = CliRunner().invoke(app, ["bench", "--traces", spelling, "--strategies", "toolbudget"])
+    skipped = [line for line in result.stderr.splitlines() if line.startswith("skipped")]
+    assert len(skipped) == 1, result.stderr
+    assert skipped[0].startswith("skipped sub/x.json: unrecognized trace format: not valid JSON")
+    assert skipped[0].count("x.json") == 1
