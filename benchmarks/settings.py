@@ -26,7 +26,8 @@ from pydantic_core import to_jsonable_python
 
 from benchmarks.strategies import toolbudget
 from budget import BudgetConfig
-from budget._config import NONE_WORDS, NULLABLE, env_name, env_value
+from budget._config import NONE_WORDS, NULLABLE
+from budget._config_messages import env_name, env_value
 from budget._errors import ConfigError
 
 __all__ = [

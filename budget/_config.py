@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from types import UnionType
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
@@ -31,7 +31,14 @@ from pydantic_settings import (
     SettingsError,
 )
 
-from budget._config_messages import ENV_PREFIX, describe, describe_unparsed, unknown_variables
+from budget._config_messages import (
+    ENV_PREFIX,
+    describe,
+    describe_unparsed,
+    env_name,
+    env_value,
+    unknown_variables,
+)
 from budget._errors import ConfigError
 
 __all__ = ["BudgetConfig", "PreviewShape", "ToolPolicy", "build_config", "config_reading"]
@@ -370,19 +377,6 @@ NULLABLE: frozenset[str] = frozenset(
     name for name, f in BudgetConfig.model_fields.items() if type(None) in get_args(f.annotation)
 )
 """The settings that may be None (a ``none`` given as text is None for them)."""
-
-
-def env_name(field: str) -> str:
-    """The environment variable that sets ``field``: ``TOOLBUDGET_<FIELD>``."""
-    return f"{ENV_PREFIX}{field}".upper()
-
-
-def env_value(field: str, environ: Mapping[str, str] | None = None) -> str | None:
-    """The value ``TOOLBUDGET_<FIELD>`` has in ``environ`` (any case, as pydantic-settings
-    matches it), or None when it is not set."""
-    wanted = env_name(field)
-    env = os.environ if environ is None else environ
-    return next((value for key, value in env.items() if key.upper() == wanted), None)
 
 
 def config_reading(fields: Iterable[str]) -> BudgetConfig:

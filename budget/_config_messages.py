@@ -1,5 +1,6 @@
-"""A refused setting as one line: what :class:`budget.BudgetConfig` and its tool policies say
-when pydantic refuses a value, naming the environment variable that gave it."""
+"""The settings' environment variables (``TOOLBUDGET_<FIELD>``: their names, their values, those
+naming no setting) and a refused setting as one line: what :class:`budget.BudgetConfig` and its
+tool policies say when pydantic refuses a value, naming the environment variable that gave it."""
 
 from __future__ import annotations
 
@@ -13,10 +14,30 @@ from typing import Any
 from pydantic import ValidationError
 from pydantic_settings import SettingsError
 
-__all__ = ["ENV_PREFIX", "describe", "describe_unparsed", "unknown_variables"]
+__all__ = [
+    "ENV_PREFIX",
+    "describe",
+    "describe_unparsed",
+    "env_name",
+    "env_value",
+    "unknown_variables",
+]
 
 ENV_PREFIX = "TOOLBUDGET_"
 """Environment variables named ``TOOLBUDGET_<FIELD>`` set the fields not passed explicitly."""
+
+
+def env_name(field: str) -> str:
+    """The environment variable that sets ``field``: ``TOOLBUDGET_<FIELD>``."""
+    return f"{ENV_PREFIX}{field}".upper()
+
+
+def env_value(field: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """The value ``TOOLBUDGET_<FIELD>`` has in ``environ`` (any case, as pydantic-settings
+    matches it), or None when it is not set."""
+    wanted = env_name(field)
+    env = os.environ if environ is None else environ
+    return next((value for key, value in env.items() if key.upper() == wanted), None)
 
 
 def describe(
@@ -28,11 +49,10 @@ def describe(
     for err in exc.errors():
         field = ".".join(str(p) for p in err["loc"]) or "config"
         top = str(err["loc"][0]) if err["loc"] else ""
-        env = f"{ENV_PREFIX}{top}".upper()
         # A value from the environment is named as such: the caller did not pass it.
         origin = (
-            f" (from the environment variable {env})"
-            if explicit is not None and top and top not in explicit and _in_env(env)
+            f" (from the environment variable {env_name(top)})"
+            if explicit is not None and top and top not in explicit and env_value(top) is not None
             else ""
         )
         if not top and explicit is not None:
@@ -57,22 +77,14 @@ def describe_unparsed(exc: SettingsError) -> str:
     name = field.group(1)
     cause = exc.__cause__
     why = f"not JSON ({cause})" if isinstance(cause, ValueError) else str(exc)
-    env = f"{ENV_PREFIX}{name}".upper()
+    env = env_name(name)
     return f"invalid toolbudget setting: {name} (from the environment variable {env}): {why}"
-
-
-def _in_env(name: str) -> bool:
-    return any(key.upper() == name for key in os.environ)
 
 
 def _from_env(msg: str, explicit: dict[str, Any], fields: Iterable[str]) -> list[str]:
     """The variables of the settings ``msg`` names that the environment, not the caller, gave."""
     names = [f for f in fields if re.search(rf"\b{f}\b", msg)]
-    return [
-        f"{ENV_PREFIX}{f}".upper()
-        for f in names
-        if f not in explicit and _in_env(f"{ENV_PREFIX}{f}".upper())
-    ]
+    return [env_name(f) for f in names if f not in explicit and env_value(f) is not None]
 
 
 def unknown_variables(fields: Iterable[str], environ: Mapping[str, str]) -> None:
