@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -13,6 +12,7 @@ import typer
 from budget._errors import BudgetError
 from budget._typer import duration
 from spill import FsspecStore, gc_sessions
+from spill._objfs import local_dir
 from spill._sessiondir import LOG_NAME
 
 __all__ = ["gc"]
@@ -27,17 +27,26 @@ def gc(
 ) -> None:
     """Remove session directories not used for a while (locked ones are left alone)."""
     age = duration(older_than)
+    url = "://" in root
     skipped: list[tuple[str, str]] = []
 
     def skip(path: object, why: str) -> None:
         skipped.append((str(path), why))
 
     try:
-        if "://" in root:
+        where = local_dir(root) if url else Path(root)  # "" is ".", which gc_sessions refuses
+        if where is not None and not os.path.isdir(where):
+            # The collectors take a missing root for nothing to do; on the command line it is a
+            # typo (an object store has no directory to be missing).
+            typer.echo(f"error: no directory at {root}", err=True)
+            raise typer.Exit(2)
+        now = time.time()
+        if url:
             # Object storage has no lock saying a session is open: age alone decides there.
-            removed = [str(p) for p in _gc_urls(root, age, skip)]
+            removed = FsspecStore.gc_sessions(root, older_than_s=age, now=now, on_skip=skip)
         else:
-            removed = [str(p) for p in _gc_local(Path(root), age, skip)]
+            found = gc_sessions(Path(root), older_than_s=age, now=now, on_skip=skip)
+            removed = [str(p) for p in found]
     except BudgetError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
@@ -46,23 +55,6 @@ def gc(
     for path, why in skipped:
         typer.echo(f"skipped {path}: {why}", err=True)
     typer.echo(f"{len(removed)} session(s) removed, {len(skipped)} skipped")
-    if not removed and "://" not in root and (Path(root) / LOG_NAME).is_file():
+    if not removed and not url and (Path(root) / LOG_NAME).is_file():
         # A session's own log: not a root of them.
         typer.echo(f"note: {root} is a session directory; gc takes the one holding it", err=True)
-
-
-def _gc_local(root: Path, age: float, skip: Callable[[object, str], None]) -> list[Path]:
-    if not root.is_dir():
-        # gc_sessions treats a missing root as nothing to do; on the command line it is a typo.
-        typer.echo(f"error: no directory at {root}", err=True)
-        raise typer.Exit(2)
-    return gc_sessions(root, older_than_s=age, now=time.time(), on_skip=skip)
-
-
-def _gc_urls(root: str, age: float, skip: Callable[[object, str], None]) -> list[str]:
-    scheme, _, rest = root.partition("://")
-    if scheme.lower() in ("file", "local") and not os.path.isdir(rest):
-        # A typo, as for a path: an object store has no directories to be missing.
-        typer.echo(f"error: no directory at {root}", err=True)
-        raise typer.Exit(2)
-    return FsspecStore.gc_sessions(root, older_than_s=age, now=time.time(), on_skip=skip)

@@ -113,6 +113,16 @@ def filesystem(url: str, storage_options: Mapping[str, Any]) -> tuple[Any, str]:
     return fs, str(root).rstrip("/")
 
 
+def local_dir(url: str) -> str | None:
+    """The local directory a ``file://`` or ``local://`` URL names, as fsspec resolves it; None
+    for any other URL (an object store has no directory to be missing)."""
+    scheme, _, rest = url.partition("://")
+    if scheme.lower() not in ("file", "local"):
+        return None
+    # fsspec knows its protocols in lower case only (``FILE://`` is "Protocol not known").
+    return filesystem(f"{scheme.lower()}://{rest}", {})[1]
+
+
 def fetch_exact(fs: Any, keys: list[str]) -> list[bytes | BaseException]:
     """The bytes of each object named, or the exception its read met, in order; concurrent on
     an async filesystem (s3fs: one coroutine per object, fsspec batching them).

@@ -20,7 +20,7 @@ from spill import _fs
 from spill._errors import RefError, StoreError
 from spill._fsspec import FsspecStore
 from spill._log import decode_log
-from spill._objfs import filesystem
+from spill._objfs import local_dir
 from spill._packs import PackIndex, file_or_packed, read_copies
 from spill._sessiondir import BODIES_NAME, BODY_SUFFIX, LOG_NAME, META_NAME, decode_meta
 from spill._store import LogRecord, PutResult, StoreBase, validate_ref
@@ -191,11 +191,10 @@ class ReadOnlyObjects(StoreBase):
     """
 
     def __init__(self, url: str) -> None:
-        if url.split("://", 1)[0].lower() in ("file", "local"):
-            # FsspecStore makes a local session's missing directory (0700): reading makes none.
-            root = filesystem(url, {})[1]
-            if not os.path.isdir(root):
-                raise StoreError(f"{url} is not a toolbudget session (no directory at {root})")
+        # FsspecStore makes a local session's missing directory (0700): reading makes none.
+        root = local_dir(url)
+        if root is not None and not os.path.isdir(root):
+            raise StoreError(f"{url} is not a toolbudget session (no directory at {root})")
         self._objects = FsspecStore(url)  # opening lists the log and writes nothing
         if not self._objects.read_meta() and not self._objects.read_log():
             self._objects.close()

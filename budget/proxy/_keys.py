@@ -8,7 +8,7 @@ In order (issue 33, item 3):
    a JSON string ``{"device_id": ..., "account_uuid": ..., "session_id": ...}`` since
    (ding113/claude-code-hub#939 documents both shapes). Claude Code's subagents and its side
    requests (titles, summaries) carry the main session's id, so the id is qualified by a hash of
-   the conversation's first message: each subagent is a session of its own;
+   the conversation's first message: each subagent is a session of its own.
    On the OpenAI APIs, the ``prompt_cache_key`` a client names its conversation's cache with is
    its session id the same way (Codex CLI sends its conversation's id there, ``prompt_cache_key:
    Some(conversation_id)`` in ``codex-rs/core/src/client.rs``; every Codex conversation in one
