@@ -21,10 +21,12 @@ from xdist.scheduler import LoadScopeScheduling
 __all__ = [
     "FAST_EXAMPLES",
     "FULL_EXAMPLES",
+    "HUNT_EXAMPLES",
     "SDK_GROUP",
     "SDK_MODULES",
     "SDK_PACKAGES",
     "GroupedScheduling",
+    "at_least",
     "examples",
     "loaded",
     "register_profiles",
@@ -35,6 +37,9 @@ __all__ = [
 
 FULL_EXAMPLES: Final = 100
 """Examples per property test in the full lane: hypothesis's default."""
+HUNT_EXAMPLES: Final = 5000
+"""Examples per property test of a longer hunt (``--hypothesis-profile=hunt``): the tests that
+take the loaded profile's count when it is larger than their own (:func:`at_least`)."""
 FAST_EXAMPLES: Final = 20
 """Examples per property test in the fast lane: a fifth, still enough to catch a broken invariant
 on the next full run at the latest."""
@@ -42,8 +47,9 @@ _FLOOR: Final = 10
 
 
 def register_profiles() -> None:
-    """Register the ``fast`` profile (loaded by ``--hypothesis-profile=fast``)."""
+    """Register the ``fast`` and ``hunt`` profiles (loaded by ``--hypothesis-profile=NAME``)."""
     settings.register_profile("fast", max_examples=FAST_EXAMPLES)
+    settings.register_profile("hunt", max_examples=HUNT_EXAMPLES)
 
 
 def scaled(full: int, profile_examples: int) -> int:
@@ -52,6 +58,12 @@ def scaled(full: int, profile_examples: int) -> int:
     if profile_examples >= FULL_EXAMPLES:
         return full
     return max(_FLOOR, full * profile_examples // FULL_EXAMPLES)
+
+
+def at_least(count: int) -> int:
+    """``count``, or the loaded profile's count when larger (a hunt's): for the tests that run
+    only in the full lane and set more examples than the default."""
+    return max(count, settings().max_examples)
 
 
 def examples(full: int) -> int:

@@ -9,14 +9,17 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from tests._collect_probe import HEAVY_SDKS
 from tests._lanes import (
     FAST_EXAMPLES,
     FULL_EXAMPLES,
+    HUNT_EXAMPLES,
     SDK_GROUP,
     SDK_MODULES,
     SDK_PACKAGES,
+    at_least,
     scaled,
     sdk_import_error,
     unit_of,
@@ -42,6 +45,21 @@ def test_fast_profile_runs_a_fifth_of_each_property_tests_examples() -> None:
     assert scaled(300, FULL_EXAMPLES) == 300
     assert scaled(60, FAST_EXAMPLES) == 12
     assert scaled(15, FAST_EXAMPLES) == 10
+
+
+def test_the_hunt_profile_raises_the_fuzz_tests_examples_and_no_setting_warns() -> None:
+    """``--hypothesis-profile=hunt`` gives the full-lane-only fuzz tests its 5,000 examples
+    (their own 150 otherwise), with no ``TOOLBUDGET_*`` variable a session would warn about."""
+    was = settings.get_current_profile_name()
+    try:
+        settings.load_profile("hunt")  # registered by tests/conftest.py, as the option loads it
+        hunt = at_least(150)
+        settings.load_profile("default")
+        default = at_least(150)
+    finally:
+        settings.load_profile(was)
+    assert (hunt, default) == (HUNT_EXAMPLES, 150)
+    assert "TOOLBUDGET_" not in (REPO / "docs" / "reliability.md").read_text(encoding="utf-8")
 
 
 def test_make_test_fast_skips_slow_tests_with_the_fast_profile_and_make_test_runs_all() -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import functools
-import os
 import tempfile
 from collections import Counter
 from collections.abc import Callable
@@ -28,14 +27,16 @@ from structlog.testing import capture_logs
 from budget import Budget, BudgetError
 from budget._envelope import EMPTY_TEXT
 from spill._log import decode_log, encode_records
+from tests._lanes import at_least
 from tests.conversations import CONFIG, Step, conversation, result_texts
 from tests.strategies import conversations
 
 pytestmark = pytest.mark.slow  # large hypothesis runs
 
 FAST = CONFIG.model_copy(update={"fsync": False})
-# More examples for a longer hunt: TOOLBUDGET_FUZZ_EXAMPLES=5000 pytest tests/reliability/test_fuzz.py
-EXAMPLES = int(os.environ.get("TOOLBUDGET_FUZZ_EXAMPLES", "150"))
+# More examples for a longer hunt: pytest tests/reliability/test_fuzz.py --hypothesis-profile=hunt
+# (a project variable named TOOLBUDGET_* would be read as a stray setting: a warning each session).
+EXAMPLES = at_least(150)
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
 SEED, ROUNDS = 6, 8
 
