@@ -7,6 +7,7 @@ runs, so ``toolbudget --help`` works without it.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated, NoReturn
 
@@ -21,6 +22,16 @@ __all__ = ["proxy", "with_proxy"]
 def _fail(message: str) -> NoReturn:
     typer.echo(f"error: {message}", err=True)
     raise typer.Exit(2)
+
+
+_OPTIONS = re.compile(r"^(anthropic_upstream|openai_upstream|port)\b")
+"""The settings the command's options set, as :class:`budget.proxy.ProxySettings` names them in
+its messages: on the command line they are the options (``--anthropic-upstream``)."""
+
+
+def _as_option(message: str) -> str:
+    """``message`` naming the command-line option where it names a setting one sets."""
+    return _OPTIONS.sub(lambda m: "--" + m[1].replace("_", "-"), message)
 
 
 def proxy(
@@ -48,7 +59,7 @@ def proxy(
     try:
         run(root, host, port, anthropic_upstream, openai_upstream)
     except BudgetError as exc:
-        _fail(str(exc))
+        _fail(_as_option(str(exc)))
 
 
 def with_proxy(app: typer.Typer) -> typer.Typer:

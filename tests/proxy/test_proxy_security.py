@@ -99,7 +99,7 @@ def test_the_command_says_its_loopback_default_and_refuses_a_bad_upstream(
     tmp_path: object, structlog_restored: None
 ) -> None:
     """``toolbudget proxy --help`` shows 127.0.0.1 as the host; an upstream that is no http(s)
-    URL is refused before anything listens (exit 2, the setting named)."""
+    URL is refused before anything listens (exit 2, the option named as it is typed)."""
     from typer.testing import CliRunner
 
     from budget.cli import app
@@ -110,7 +110,9 @@ def test_the_command_says_its_loopback_default_and_refuses_a_bad_upstream(
         app, ["proxy", "--root", str(tmp_path), "--anthropic-upstream", "file:///etc/passwd"]
     )
     assert bad.exit_code == 2
-    assert "anthropic_upstream must be an http(s) URL" in bad.output
+    assert "--anthropic-upstream must be an http(s) URL" in bad.output
+    port = CliRunner().invoke(app, ["proxy", "--root", str(tmp_path), "--port", "70000"])
+    assert port.exit_code == 2 and "--port must be between 0 and 65535" in port.output
 
 
 def test_an_upstream_cookie_never_goes_with_a_later_request(tmp_path: Path) -> None:
