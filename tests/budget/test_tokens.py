@@ -327,3 +327,10 @@ def test_a_profile_with_an_unknown_class_or_overweight_byte_is_refused() -> None
         TokenizerProfile("x", 11, 4, 2, 8, 6, class_units=(("vowel", 3),))
     with pytest.raises(ValueError, match="outside"):
         TokenizerProfile("x", 11, 4, 2, 8, 6, class_units=(("digit", 40),))
+
+
+def test_a_tool_input_no_json_encoder_can_write_is_an_input_error() -> None:
+    """A tool call's input holding a 5,000-digit integer is an InputError, not a bare ValueError."""
+    call = {"type": "tool_use", "id": "t1", "name": "cat", "input": {"n": 10**5000}}
+    with pytest.raises(InputError, match="input"):
+        estimate_tokens([{"role": "assistant", "content": [call]}])

@@ -176,3 +176,21 @@ def test_an_overflow_stating_a_zero_limit_leaves_the_window_alone(tmp_path: Path
         before = session.window()
         session.on_overflow("prompt is too long: 3 tokens > 0 maximum")
         assert session.window() == before > 0
+
+
+@pytest.mark.parametrize("where", ["input", "result", "message"])
+def test_a_number_no_json_encoder_can_write_is_an_input_error(tmp_path: Path, where: str) -> None:
+    """A 5,000-digit integer in a call's input, a result's or a message's field is an InputError,
+    the history left as it was, and the session goes on."""
+    history: list[Any] = [{"role": "user", "content": "hi"}, *_round(1, "x\n" * 40_000)]
+    call, result = history[1]["content"][0], history[2]["content"][0]
+    {"input": call["input"], "result": result, "message": history[2]}[where]["n"] = 10**5000
+    with Budget.open(tmp_path / "s") as session:
+        with pytest.raises(InputError, match="cannot be sent as JSON"):
+            session.prepare(history)
+        assert history[1]["content"][0] is call and call["input"] == (
+            {"n": 10**5000} if where == "input" else {}
+        )
+        fixed = [history[0], *_round(1, "x\n" * 40_000)]
+        assert session.prepare(fixed).report.spilled == 1
+
