@@ -29,7 +29,7 @@ from budget._wrap import wrap_tool
 from budget.compaction._compactor import Compactor
 from budget.formats import get_format
 from budget.session._keys import result_key
-from budget.session._requests import Requests, open_store
+from budget.session._requests import Requests, check_arguments, open_store
 from budget.tokens._overflow import is_context_overflow
 from spill import MemoryStore, Store
 
@@ -52,9 +52,8 @@ class Budget:
         text_tokens: Callable[[str], int] | None = None,
         summarizer: Callable[[Sequence[Any]], Any] | None = None,
     ) -> None:
+        check_arguments(store, summarizer)
         self.config = build_config(config)
-        if summarizer is not None and not callable(summarizer):  # else a TypeError when compacting
-            raise InputError(f"summarizer must be a callable, not {summarizer!r:.80}")
         self._store = store
         self._log = log = get_logger("toolbudget")
         self._reader = ReadBack(store, self.config)

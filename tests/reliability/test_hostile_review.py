@@ -194,3 +194,9 @@ def test_a_number_no_json_encoder_can_write_is_an_input_error(tmp_path: Path, wh
         fixed = [history[0], *_round(1, "x\n" * 40_000)]
         assert session.prepare(fixed).report.spilled == 1
 
+
+@pytest.mark.parametrize("store", ["sessions/abc", Path("sessions/abc"), None, {}])
+def test_a_budget_given_no_store_is_an_input_error_pointing_at_open(store: object) -> None:
+    """``Budget(path)`` (meant: ``Budget.open``) raises InputError naming it, not AttributeError."""
+    with pytest.raises(InputError, match=r"Budget\.open"):
+        Budget(store)  # type: ignore[arg-type]
