@@ -241,6 +241,15 @@ def test_a_rewritten_sdk_tool_message_becomes_a_dict() -> None:
             ],
             "messages[0].tool_calls[0].id",
         ),
+        (
+            [
+                {
+                    "role": "assistant",
+                    "tool_calls": [{"id": "c1", "type": "function", "function": "x"}],
+                }
+            ],
+            "messages[0].tool_calls[0].function must be a dict (its name and arguments), not str",
+        ),
         ([{"role": "user", "tool_calls": []}], "messages[0].tool_calls is set on a user message"),
         ([{"role": "tool", "tool_call_id": "c", "content": 5}], "messages[0].content must be"),
         ([{"role": "critic", "content": "x"}], "messages[0].role must be one of"),
