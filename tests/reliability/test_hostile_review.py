@@ -61,6 +61,21 @@ def test_an_environment_setting_that_is_not_json_is_a_config_error_naming_it(
         Budget.in_memory()
 
 
+@pytest.mark.parametrize(
+    "value", ["[" * 100_000 + "]" * 100_000, '{"a":' * 100_000 + "1" + "}" * 100_000]
+)
+def test_an_environment_json_nested_past_the_recursion_limit_is_a_config_error_naming_it(
+    monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    """``TOOLBUDGET_TOOLS`` holding JSON nested 100,000 deep raises ConfigError naming the
+    variable, where pydantic-settings' json.loads leaked a RecursionError."""
+    monkeypatch.setenv("TOOLBUDGET_TOOLS", value)
+    with pytest.raises(ConfigError, match=r"TOOLBUDGET_TOOLS.*nested too deeply"):
+        BudgetConfig()
+    with pytest.raises(ConfigError, match="TOOLBUDGET_TOOLS"):
+        Budget.in_memory()
+
+
 def test_a_path_naming_the_current_directory_is_refused_and_touches_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
