@@ -346,7 +346,12 @@ def estimate_tokens(
     profile = model if isinstance(model, TokenizerProfile) else tokenizer_profile(model)
     if text is not None and not callable(text):
         raise InputError(f"text must be a callable counting a text's tokens, not {text!r:.80}")
-    return _value_tokens(obj, profile.text_tokens if text is None else text, profile)
+    try:
+        return _value_tokens(obj, profile.text_tokens if text is None else text, profile)
+    except RecursionError:  # nested past Python's limit, or holding itself
+        raise InputError(
+            "messages nest too deeply to be budgeted (Python's recursion limit)"
+        ) from None
 
 
 def tiktoken_text_tokens(encoding: str = "o200k_base") -> Callable[[str], int] | None:
