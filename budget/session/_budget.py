@@ -28,7 +28,7 @@ from budget._view import Format
 from budget._wrap import wrap_tool
 from budget.compaction._compactor import Compactor
 from budget.formats import get_format
-from budget.session._keys import result_key
+from budget.session._keys import as_called, result_key
 from budget.session._requests import Requests, check_arguments, open_store
 from budget.tokens._overflow import is_context_overflow
 from spill import MemoryStore, Store
@@ -262,7 +262,7 @@ class Budget:
         """The frozen decision for the first result answering ``call_id`` (a string), if decided."""
         if not isinstance(call_id, str):
             raise InputError(f"call_id must be a tool call's id (a string), not {call_id!r:.80}")
-        return self._turns.parts.ledger.get(result_key(call_id, 1))
+        return as_called(self._turns.parts.ledger.get(result_key(call_id, 1)), call_id)
 
     # -- spilling at execution time -------------------------------------------------------------
 
