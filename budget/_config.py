@@ -34,6 +34,7 @@ from pydantic_settings import (
 from budget._config_messages import (
     ENV_PREFIX,
     describe,
+    describe_too_deep,
     describe_unparsed,
     env_name,
     env_value,
@@ -278,6 +279,8 @@ class BudgetConfig(BaseSettings):
             # settings fails before validation, with its own exception, whose text names its
             # own classes ("from source EnvSettingsSource"); the JSON error under it says where.
             raise ConfigError(describe_unparsed(exc)) from None
+        except RecursionError:
+            raise ConfigError(describe_too_deep(type(self).model_fields)) from None
         # A subclass's own fields are read from their variables too: none of those is stray.
         unknown_variables(type(self).model_fields, os.environ)
 

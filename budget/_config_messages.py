@@ -17,6 +17,7 @@ from pydantic_settings import SettingsError
 __all__ = [
     "ENV_PREFIX",
     "describe",
+    "describe_too_deep",
     "describe_unparsed",
     "env_name",
     "env_value",
@@ -79,6 +80,15 @@ def describe_unparsed(exc: SettingsError) -> str:
     why = f"not JSON ({cause})" if isinstance(cause, ValueError) else str(exc)
     env = env_name(name)
     return f"invalid toolbudget setting: {name} (from the environment variable {env}): {why}"
+
+
+def describe_too_deep(fields: Iterable[str]) -> str:
+    """A ``TOOLBUDGET_*`` value of JSON nested past Python's recursion limit, as one line naming
+    the variables holding JSON (pydantic-settings' json.loads raises RecursionError there, which
+    it does not wrap as it wraps a ValueError)."""
+    named = [env_name(f) for f in fields if (env_value(f) or "").lstrip()[:1] in ("[", "{")]
+    where = ", ".join(named) or f"a {ENV_PREFIX}* variable"
+    return f"invalid toolbudget setting: {where} holds JSON nested too deeply to read"
 
 
 def _from_env(msg: str, explicit: dict[str, Any], fields: Iterable[str]) -> list[str]:

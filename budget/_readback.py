@@ -343,7 +343,8 @@ class ReadBack:
     def _page(self, tool_input: Mapping[str, Any] | str) -> str:
         if isinstance(tool_input, str):  # OpenAI formats pass the arguments as a JSON string
             try:
-                tool_input = orjson.loads(tool_input)
+                # orjson reads an exact str only; a subclass's would be "not valid JSON".
+                tool_input = orjson.loads(str.__str__(tool_input))
             except orjson.JSONDecodeError as exc:
                 raise InputError(f"the tool input is not valid JSON: {exc}") from None
         if not isinstance(tool_input, Mapping):

@@ -44,6 +44,8 @@ def wrap_tool(fn: Callable[P, T], *, spill: Spiller, name: str | None = None) ->
         raise InputError(f"wrap_tool takes the tool's function, not {fn!r:.80}")
     if name is not None and not isinstance(name, str):
         raise InputError(f"name must be the tool's name (a string), not {name!r:.80}")
+    if not callable(spill):  # else a TypeError at the tool's first run, far from the cause
+        raise InputError(f"spill must be a session's spill_output, not {spill!r:.80}")
     tool = name if name is not None else getattr(fn, "__name__", "")
 
     if inspect.iscoroutinefunction(fn):

@@ -61,7 +61,12 @@ def _encode_record(record: Mapping[str, Any], index: int) -> bytes:
     try:
         payload = orjson.dumps(body, option=_SORTED)
     except TypeError as exc:
-        tagged = _tag_surrogates(body, index)
+        try:
+            tagged = _tag_surrogates(body, index)
+        except RecursionError:
+            # orjson gave up at its own depth limit; the walk looking for lone surrogates
+            # recursed past Python's: the record is as unloggable either way.
+            tagged = body
         if tagged is body:
             raise StoreError(f"log record {index} is not JSON-serializable: {exc}") from exc
         try:

@@ -64,8 +64,9 @@ class ReadOnlyStore(StoreBase):
     def _read_packed(self, ref: str) -> bytes | None:
         """The packed bytes of ``ref``, None if no pack holds it; the live session may have
         written a pack since we last looked, so a miss lists ``bodies/`` again."""
+        dir_fd = self._open_dir()
         try:
-            bodies_fd = _fs.open_fd(BODIES_NAME, _DIR_FLAGS, dir_fd=self._dir_fd)
+            bodies_fd = _fs.open_fd(BODIES_NAME, _DIR_FLAGS, dir_fd=dir_fd)
         except FileNotFoundError:
             return None
         except OSError as exc:
@@ -87,11 +88,17 @@ class ReadOnlyStore(StoreBase):
         """The session directory (absolute)."""
         return self._path
 
+    def _open_dir(self) -> int:
+        """The session directory's descriptor; after close, a StoreError saying so (else EBADF)."""
+        if self._dir_fd < 0:
+            raise StoreError(f"the reader of session {self._path} is closed")
+        return self._dir_fd
+
     def _read(self, parts: Sequence[str], what: str) -> bytes:
         """The bytes of the regular file at ``parts`` below the session; FileNotFoundError."""
         fds: list[int] = []
+        parent = self._open_dir()
         try:
-            parent = self._dir_fd
             for name in parts[:-1]:
                 parent = _fs.open_fd(name, _DIR_FLAGS, dir_fd=parent)
                 fds.append(parent)

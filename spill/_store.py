@@ -61,6 +61,8 @@ def encode_text(text: str) -> bytes:
 
 def ref_for(text: str) -> str:
     """Return the ref of ``text``: xxh3-128 of its UTF-8 (surrogatepass) bytes, 32 hex chars."""
+    if not isinstance(text, str):
+        raise StoreError(f"ref_for takes a str body, got {type(text).__name__}")
     return xxhash.xxh3_128_hexdigest(encode_text(text))
 
 

@@ -121,4 +121,8 @@ def _json(value: object) -> str:
     try:
         return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
     except TypeError:
+        pass
+    try:
         return str(value)
+    except (RecursionError, ValueError):  # nested past the limit; an integer past its digits
+        return "<a value too deep or too long to print>"

@@ -82,6 +82,10 @@ class OpenAIChatFormat(ShapedFormat):
                 raise InputError(f"{cw}.type must be 'function' or 'custom', not {kind!r}")
             key = "custom" if kind == "custom" else "function"
             fn = field(call, key)
+            if fn is not None and not is_record(fn):  # not its name: the call itself is wrong
+                raise InputError(
+                    f"{cw}.{key} must be a dict (its name and arguments), not {type_name(fn)}"
+                )
             name = field(fn, "name") if is_record(fn) else None
             if not isinstance(name, str):
                 raise InputError(f"{cw}.{key}.name must be a string, not {type_name(name)}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from typing import Any, Final
 
 from budget._errors import InputError
@@ -61,6 +62,26 @@ def parse_path(path: str) -> tuple[str | int, ...]:
     return tuple(steps)
 
 
+def _number(literal: str) -> int:
+    try:
+        return int(literal)
+    except ValueError:
+        return 0  # past Python's digit limit: stands in, so the parse tells if the rest is JSON
+
+
+def _refuse_huge_numbers(text: str) -> None:
+    """InputError when ``text`` is JSON that fails to load only for an integer past Python's
+    digit limit: the model is told so, not that the output is no JSON."""
+    try:
+        json.loads(text, parse_int=_number)
+    except (ValueError, RecursionError):
+        return
+    raise InputError(
+        f"path cannot read this JSON: a number in it has more than "
+        f"{sys.get_int_max_str_digits():,} digits; read its lines with offset and limit"
+    )
+
+
 def _records(text: str) -> Any:
     """``text`` as JSON, or as NDJSON (a list of its records); InputError when it is neither."""
     try:
@@ -68,7 +89,7 @@ def _records(text: str) -> Any:
     except RecursionError:
         raise InputError("path cannot read this JSON: it is nested too deeply") from None
     except ValueError:
-        pass
+        _refuse_huge_numbers(text)
     records: list[Any] = []
     for n, line in enumerate(text.split("\n"), 1):
         if not line.strip():
@@ -76,6 +97,7 @@ def _records(text: str) -> Any:
         try:
             records.append(json.loads(line))
         except (ValueError, RecursionError):
+            _refuse_huge_numbers(line)
             if not records:
                 raise InputError("path needs a JSON output, and this output is not JSON") from None
             # Records before it parsed: NDJSON with one broken line; say which, so the model

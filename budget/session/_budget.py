@@ -28,8 +28,8 @@ from budget._view import Format
 from budget._wrap import wrap_tool
 from budget.compaction._compactor import Compactor
 from budget.formats import get_format
-from budget.session._keys import result_key
-from budget.session._requests import Requests, open_store
+from budget.session._keys import as_called, result_key
+from budget.session._requests import Requests, check_arguments, open_store
 from budget.tokens._overflow import is_context_overflow
 from spill import MemoryStore, Store
 
@@ -52,9 +52,8 @@ class Budget:
         text_tokens: Callable[[str], int] | None = None,
         summarizer: Callable[[Sequence[Any]], Any] | None = None,
     ) -> None:
+        check_arguments(store, summarizer)
         self.config = build_config(config)
-        if summarizer is not None and not callable(summarizer):  # else a TypeError when compacting
-            raise InputError(f"summarizer must be a callable, not {summarizer!r:.80}")
         self._store = store
         self._log = log = get_logger("toolbudget")
         self._reader = ReadBack(store, self.config)
@@ -263,7 +262,7 @@ class Budget:
         """The frozen decision for the first result answering ``call_id`` (a string), if decided."""
         if not isinstance(call_id, str):
             raise InputError(f"call_id must be a tool call's id (a string), not {call_id!r:.80}")
-        return self._turns.parts.ledger.get(result_key(call_id, 1))
+        return as_called(self._turns.parts.ledger.get(result_key(call_id, 1)), call_id)
 
     # -- spilling at execution time -------------------------------------------------------------
 

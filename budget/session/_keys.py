@@ -6,7 +6,11 @@ result, keyed by how many answered that id before it.
 
 from __future__ import annotations
 
-__all__ = ["call_of", "result_key"]
+import dataclasses
+
+from budget._ledger import Decision
+
+__all__ = ["as_called", "call_of", "result_key"]
 
 _REPEAT = "\x00"
 """Separates a call id from the number of a repeated result answering it in result keys."""
@@ -24,3 +28,11 @@ def result_key(call_id: str, occurrence: int) -> str:
 def call_of(key: str) -> str:
     """The call id a result key names."""
     return key.rpartition(_REPEAT)[0] if _REPEAT in key else key
+
+
+def as_called(decision: Decision | None, call_id: str) -> Decision | None:
+    """``decision`` naming ``call_id`` as the caller sent it: the ledger's names a call id
+    holding NUL by its key (the id, NUL, the count), which no call ever carried."""
+    if decision is None or decision.call_id == call_id:
+        return decision
+    return dataclasses.replace(decision, call_id=call_id)

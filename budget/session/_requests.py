@@ -45,6 +45,19 @@ def open_store(path: str | os.PathLike[str], config: BudgetConfig, lock_timeout:
     )
 
 
+def check_arguments(store: object, summarizer: object) -> None:
+    """Refuse, as an InputError naming it, a store or summarizer ``Budget`` cannot use: each would
+    otherwise be an AttributeError or TypeError at its first use (a path given for a store, as
+    ``Budget.open`` takes, or a model's name for a summarizer)."""
+    if not isinstance(store, Store):
+        raise InputError(
+            f"store must be a spill store (LocalStore, FsspecStore, MemoryStore), not "
+            f"{type(store).__name__}; open a session directory with Budget.open(path)"
+        )
+    if summarizer is not None and not callable(summarizer):
+        raise InputError(f"summarizer must be a callable, not {summarizer!r:.80}")
+
+
 class Requests:
     """A session's lock, open state and format, and the turns run under them (module doc)."""
 

@@ -179,6 +179,15 @@ _KINDS_APART: Final = frozenset(
 """Block types not counted by the generic walk (each has its own rule)."""
 
 
+def _number(value: int | float) -> str:
+    """``value`` as JSON writes it. An integer past Python's digit limit is an InputError: no
+    JSON encoder (the SDKs' included) can write it, so the request could not be sent."""
+    try:
+        return str(value)
+    except ValueError as exc:
+        raise InputError(f"a message holds a number that cannot be sent as JSON: {exc}") from None
+
+
 def _json_tokens(value: Any, text: _TextFn) -> int:
     """Tokens of a value sent as JSON (tool-call input): its compact serialization as text."""
     if isinstance(value, str):
@@ -186,7 +195,12 @@ def _json_tokens(value: Any, text: _TextFn) -> int:
     try:
         dumped = orjson.dumps(value, default=str).decode()
     except TypeError:
-        dumped = str(value)
+        try:
+            dumped = str(value)
+        except ValueError as exc:
+            # An integer past Python's digit limit: no JSON encoder (the SDKs' included) can
+            # write it, so the request could not be sent as it is.
+            raise InputError(f"a tool call's input cannot be sent as JSON: {exc}") from None
     return text(dumped)
 
 
@@ -297,7 +311,7 @@ def _value_tokens(value: Any, text: _TextFn, fr: TokenizerProfile) -> int:
     if isinstance(value, str):
         return text(value)
     if isinstance(value, int | float):
-        return text(str(value))
+        return text(_number(value))
     if isinstance(value, Mapping):
         return _mapping_tokens(value, text, fr)
     if isinstance(value, Sequence | set | frozenset) and not isinstance(value, bytes | bytearray):
@@ -332,7 +346,12 @@ def estimate_tokens(
     profile = model if isinstance(model, TokenizerProfile) else tokenizer_profile(model)
     if text is not None and not callable(text):
         raise InputError(f"text must be a callable counting a text's tokens, not {text!r:.80}")
-    return _value_tokens(obj, profile.text_tokens if text is None else text, profile)
+    try:
+        return _value_tokens(obj, profile.text_tokens if text is None else text, profile)
+    except RecursionError:  # nested past Python's limit, or holding itself
+        raise InputError(
+            "messages nest too deeply to be budgeted (Python's recursion limit)"
+        ) from None
 
 
 def tiktoken_text_tokens(encoding: str = "o200k_base") -> Callable[[str], int] | None:

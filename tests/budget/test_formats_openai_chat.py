@@ -102,6 +102,21 @@ def test_the_request_copy_changes_only_big_tool_messages(tmp_path: Path) -> None
         }
 
 
+class _Arguments(str):
+    """A str subclass, as some frameworks hand a call's JSON arguments over."""
+
+
+def test_arguments_in_a_str_subclass_are_read_as_the_json_they_hold(tmp_path: Path) -> None:
+    """The read-back tool reads JSON arguments given as a str subclass, where it answered that
+    valid JSON was not valid JSON."""
+    text = "".join(f"row {i}\n" for i in range(20_000))
+    with Budget.open(tmp_path / "s", format="openai_chat") as b:
+        ref = ref_for(text)
+        assert b.spill_output(text, tool="bash") != text
+        result = b.read_tool_result(_Arguments(json.dumps({"ref": ref, "grep": "row 19999"})))
+        assert not result.is_error and "row 19999" in result.text
+
+
 def test_the_group_budget_applies_per_assistant_message(tmp_path: Path) -> None:
     """Results of one assistant message share the group budget; another message's are apart."""
     msgs = chat_conversation([["a" * 900, "b" * 950, "c" * 800], ["d" * 900, "e" * 900]])
@@ -240,6 +255,15 @@ def test_a_rewritten_sdk_tool_message_becomes_a_dict() -> None:
                 }
             ],
             "messages[0].tool_calls[0].id",
+        ),
+        (
+            [
+                {
+                    "role": "assistant",
+                    "tool_calls": [{"id": "c1", "type": "function", "function": "x"}],
+                }
+            ],
+            "messages[0].tool_calls[0].function must be a dict (its name and arguments), not str",
         ),
         ([{"role": "user", "tool_calls": []}], "messages[0].tool_calls is set on a user message"),
         ([{"role": "tool", "tool_call_id": "c", "content": 5}], "messages[0].content must be"),

@@ -131,6 +131,17 @@ def test_a_json_nested_deeper_than_python_reads_is_an_error_not_a_crash() -> Non
     assert got.is_error and "nested too deeply" in got.text
 
 
+def test_a_json_with_a_number_past_pythons_digit_limit_is_named_not_called_no_json() -> None:
+    """A path into JSON holding a 5,000-digit number gets an error naming that number's length
+    (it said the output was not JSON, which it is), and the lines still read back."""
+    text = json.dumps({"items": [{"id": i, "v": "x" * 40} for i in range(1_000)]})
+    text = text[:-1] + ', "big": ' + "9" * 5_000 + "}"
+    b, ref = spilled(text)
+    got = b.read_tool_result({"ref": ref, "path": "$.items[0]"})
+    assert got.is_error and "more than 4,300 digits" in got.text and "not JSON" not in got.text
+    assert b.read(ref) == text
+
+
 def test_a_page_smaller_than_a_line_number_still_shows_the_line() -> None:
     """With ``read_page_chars`` under a numbered row's prefix, a page shows a character of its
     line (it showed the line number alone, so no call could read any text)."""

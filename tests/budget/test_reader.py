@@ -148,3 +148,18 @@ def test_a_reader_refuses_a_directory_that_is_no_session(tmp_path: Path) -> None
     with pytest.raises(StoreError, match="not a toolbudget session directory"):
         SessionReader(tmp_path / "empty")
     assert list((tmp_path / "empty").iterdir()) == []
+
+
+def test_a_closed_reader_says_it_is_closed(tmp_path: Path) -> None:
+    """Reading through a closed SessionReader is a StoreError saying it is closed, where it named
+    EBADF ("Bad file descriptor"); the session itself still reads back."""
+    path = tmp_path / "s"
+    text = _spilled_session(path)
+    reader = SessionReader(path)
+    reader.close()
+    for read in (lambda: reader.read(ref_for(text)), reader.log):
+        with pytest.raises(StoreError, match="is closed"):
+            read()
+    assert "is closed" in reader.read_tool_result({"ref": ref_for(text)}).text
+    with SessionReader(path) as again:
+        assert again.read(ref_for(text)) == text

@@ -198,3 +198,17 @@ def test_extractive_summary_respects_its_size_limit() -> None:
     assert len(out) <= 500
     with pytest.raises(InputError):
         summarizers.extractive(max_chars=10)
+
+
+def test_a_call_input_nested_past_the_recursion_limit_still_gets_a_summary() -> None:
+    """The extractive summary of a call whose input nests 5,000 deep (or holds a 5,000-digit
+    number) is written, the input shown as a placeholder, where RecursionError escaped."""
+    deep: list[Any] = []
+    inner = deep
+    for _ in range(5_000):
+        inner.append([])
+        inner = inner[0]
+    for value in (deep, 10**5000):
+        call = {"type": "tool_use", "id": "toolu_9", "name": "bash", "input": {"v": value}}
+        summary = summarizers.extractive()([*HISTORY, {"role": "assistant", "content": [call]}])
+        assert isinstance(summary, str) and summary.startswith("## Goal")

@@ -327,3 +327,26 @@ def test_a_profile_with_an_unknown_class_or_overweight_byte_is_refused() -> None
         TokenizerProfile("x", 11, 4, 2, 8, 6, class_units=(("vowel", 3),))
     with pytest.raises(ValueError, match="outside"):
         TokenizerProfile("x", 11, 4, 2, 8, 6, class_units=(("digit", 40),))
+
+
+def test_a_tool_input_no_json_encoder_can_write_is_an_input_error() -> None:
+    """A tool call's input holding a 5,000-digit integer is an InputError, not a bare ValueError."""
+    call = {"type": "tool_use", "id": "t1", "name": "cat", "input": {"n": 10**5000}}
+    with pytest.raises(InputError, match="input"):
+        estimate_tokens([{"role": "assistant", "content": [call]}])
+
+
+def test_a_structure_nested_past_the_recursion_limit_is_an_input_error() -> None:
+    """A message nested 5,000 deep, or holding itself, is an InputError from estimate_tokens,
+    as it is from prepare, not a bare RecursionError."""
+    deep: dict[str, Any] = {}
+    inner = deep
+    for _ in range(5_000):
+        inner["a"] = {}
+        inner = inner["a"]
+    looped: dict[str, Any] = {"role": "user", "content": "x"}
+    looped["self"] = looped
+    nested = {"role": "user", "content": [{"type": "text", "text": "x", "meta": deep}]}
+    for message in (nested, looped):
+        with pytest.raises(InputError, match="nest too deeply"):
+            estimate_tokens([message])

@@ -178,6 +178,14 @@ def test_a_tool_name_that_is_not_a_string_is_an_input_error() -> None:
         assert b.spill_output(text, tool="bash").startswith("[toolbudget] Output of bash")
 
 
+@pytest.mark.parametrize("spill", [None, "spill_output", 5])
+def test_the_module_wrapper_refuses_a_spill_that_is_no_callable(spill: object) -> None:
+    """``wrap_tool(fn, spill=None)`` is an InputError naming ``spill`` when wrapping, not a bare
+    TypeError at the tool's first run."""
+    with pytest.raises(InputError, match=r"^spill must be"):
+        wrap_tool(lambda: big(300), spill=spill)  # type: ignore[arg-type]
+
+
 def test_wrapped_anthropic_results_with_error_flags_keep_them(tmp_path: Path) -> None:
     """A wrapped envelope in an is_error tool_result keeps the flag and is not rewritten."""
     with Budget.open(tmp_path / "s", SMALL) as b:

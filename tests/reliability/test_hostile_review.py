@@ -61,6 +61,21 @@ def test_an_environment_setting_that_is_not_json_is_a_config_error_naming_it(
         Budget.in_memory()
 
 
+@pytest.mark.parametrize(
+    "value", ["[" * 100_000 + "]" * 100_000, '{"a":' * 100_000 + "1" + "}" * 100_000]
+)
+def test_an_environment_json_nested_past_the_recursion_limit_is_a_config_error_naming_it(
+    monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    """``TOOLBUDGET_TOOLS`` holding JSON nested 100,000 deep raises ConfigError naming the
+    variable, where pydantic-settings' json.loads leaked a RecursionError."""
+    monkeypatch.setenv("TOOLBUDGET_TOOLS", value)
+    with pytest.raises(ConfigError, match=r"TOOLBUDGET_TOOLS.*nested too deeply"):
+        BudgetConfig()
+    with pytest.raises(ConfigError, match="TOOLBUDGET_TOOLS"):
+        Budget.in_memory()
+
+
 def test_a_path_naming_the_current_directory_is_refused_and_touches_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -176,3 +191,27 @@ def test_an_overflow_stating_a_zero_limit_leaves_the_window_alone(tmp_path: Path
         before = session.window()
         session.on_overflow("prompt is too long: 3 tokens > 0 maximum")
         assert session.window() == before > 0
+
+
+@pytest.mark.parametrize("where", ["input", "result", "message"])
+def test_a_number_no_json_encoder_can_write_is_an_input_error(tmp_path: Path, where: str) -> None:
+    """A 5,000-digit integer in a call's input, a result's or a message's field is an InputError,
+    the history left as it was, and the session goes on."""
+    history: list[Any] = [{"role": "user", "content": "hi"}, *_round(1, "x\n" * 40_000)]
+    call, result = history[1]["content"][0], history[2]["content"][0]
+    {"input": call["input"], "result": result, "message": history[2]}[where]["n"] = 10**5000
+    with Budget.open(tmp_path / "s") as session:
+        with pytest.raises(InputError, match="cannot be sent as JSON"):
+            session.prepare(history)
+        assert history[1]["content"][0] is call and call["input"] == (
+            {"n": 10**5000} if where == "input" else {}
+        )
+        fixed = [history[0], *_round(1, "x\n" * 40_000)]
+        assert session.prepare(fixed).report.spilled == 1
+
+
+@pytest.mark.parametrize("store", ["sessions/abc", Path("sessions/abc"), None, {}])
+def test_a_budget_given_no_store_is_an_input_error_pointing_at_open(store: object) -> None:
+    """``Budget(path)`` (meant: ``Budget.open``) raises InputError naming it, not AttributeError."""
+    with pytest.raises(InputError, match=r"Budget\.open"):
+        Budget(store)  # type: ignore[arg-type]

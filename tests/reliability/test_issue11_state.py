@@ -380,3 +380,23 @@ def test_a_result_redacted_after_it_was_trimmed_shows_the_redaction_and_reports_
             again = session.prepare([*edited, *rounds(1, 20, 9)], now=100_001)
         assert digest(again.messages) == live, variant
         assert "sk-live" not in shown_results(again.messages)[0]
+
+
+def test_the_decision_of_a_call_id_holding_nul_names_that_call_id(tmp_path: Path) -> None:
+    """``session.decision(id)`` for an id holding NUL (keyed with a suffix, so keys never
+    collide) names the call id as given, where it named the internal key ``id + NUL + 1``;
+    so it does after a resume."""
+    call_id = "c\x001"
+    msgs = [
+        {"role": "user", "content": "go"},
+        assistant((call_id, "bash")),
+        results((call_id, big(300))),
+    ]
+    with Budget.open(tmp_path / "s", SMALL) as session:
+        session.prepare(msgs, now=0)
+        decision = session.decision(call_id)
+        assert decision is not None and decision.call_id == call_id
+        assert [d.call_id for d in session.prepare(msgs, now=1).report.decisions] in ([], [call_id])
+    with Budget.open(tmp_path / "s", SMALL) as resumed:
+        again = resumed.decision(call_id)
+        assert again is not None and again.call_id == call_id and again.ref == decision.ref

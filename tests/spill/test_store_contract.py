@@ -158,6 +158,16 @@ def test_duplicate_records_are_skipped_with_a_warning(
     assert "duplicate" in warnings[0]["reason"]
 
 
+def _nested(depth: int) -> list[Any]:
+    """A list nested ``depth`` deep: deeper than JSON encoders and Python's recursion go."""
+    outer: list[Any] = []
+    inner = outer
+    for _ in range(depth):
+        inner.append([])
+        inner = inner[0]
+    return outer
+
+
 @pytest.mark.parametrize(
     ("records", "message"),
     [
@@ -170,6 +180,7 @@ def test_duplicate_records_are_skipped_with_a_warning(
         ({"a": 1}, "sequence of records"),
         ([{"\x00lone-surrogates": "x"}], "reserved key"),
         ([{"s": "\ud800", "t": {"\x00lone-surrogates": "x"}}], "reserved key"),
+        ([{"deep": _nested(3_000)}], "record 0 is not JSON-serializable"),
     ],
 )
 def test_bad_records_are_refused_whole(

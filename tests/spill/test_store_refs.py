@@ -127,3 +127,10 @@ def test_a_very_long_ref_is_reported_briefly() -> None:
     assert "1000000 characters" in message
     assert "'/'" in message
     assert len(message) < 300
+
+
+@pytest.mark.parametrize("value", [None, 12, b"bytes", ["text"]])
+def test_ref_for_refuses_what_is_not_text_naming_its_type(value: object) -> None:
+    """ref_for of a non-str raises StoreError naming the type, not a bare AttributeError."""
+    with pytest.raises(StoreError, match=type(value).__name__):
+        ref_for(value)  # type: ignore[arg-type]
