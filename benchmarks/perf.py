@@ -1,4 +1,4 @@
-"""Performance of toolbudget against the numbers of SPEC §10, side by side with LangChain.
+"""Performance of toolbudget against the targets of docs/performance.md, side by side with LangChain.
 
 Each benchmark returns :class:`Figure` rows (ours, the peer where there is one, their ratio, the
 target and whether it is met); :func:`run` runs them all and :func:`main` prints the table and
@@ -121,7 +121,7 @@ class Sizes:
 
     @classmethod
     def full(cls) -> Sizes:
-        """The sizes SPEC §10 names."""
+        """The sizes the targets name (docs/performance.md)."""
         return cls()
 
     @classmethod
@@ -507,7 +507,7 @@ def _big_output(seed: int, size: int) -> str:
 def bench_new_output(size: int = 10 * _MB, repeats: int = 5) -> list[Figure]:
     """A new large output: its hash and its envelope (preview), then the whole ``prepare()``.
 
-    The first row is what SPEC §10 names (hashing and preview, ``ref_for`` + ``envelope``); the
+    The first row is what the targets name (hashing and preview, ``ref_for`` + ``envelope``); the
     second is a whole ``prepare()`` adding a round with that output to a short history, in an
     in-memory store (which hashes the body again, as every store does). The third is the one
     full pass the envelope cannot avoid, counting the output's lines (``str.count``), as a
@@ -1103,7 +1103,7 @@ def command(
         typer.Option(help="Another checkout: time prepare +1 round against it, interleaved."),
     ] = None,
 ) -> None:
-    """Performance against SPEC §10's numbers, side by side with LangChain."""
+    """Performance against the targets of docs/performance.md, side by side with LangChain."""
     raise typer.Exit(
         main(quick=quick, json_path=json_path, traces=traces, workdir=workdir, base=base)
     )

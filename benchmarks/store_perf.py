@@ -1,6 +1,6 @@
 """Session-store performance: resume from the decision log, and spill throughput.
 
-Measures what SPEC §10 sets targets for, on the store alone:
+Measures what docs/performance.md sets targets for, on the store alone:
 
 - ``read_log`` of 10,000 decision records (target: resume in under 100 ms, reading no body),
   for small records (a ``kept`` decision) and envelope-sized ones (a ``spilled`` decision

@@ -1,4 +1,4 @@
-"""Settings: one validated, frozen model per session, with SPEC defaults.
+"""Settings: one validated, frozen model per session, with the documented defaults (docs/settings.md).
 
 :class:`BudgetConfig` is a pydantic-settings ``BaseSettings``: a setting not passed explicitly is
 read from the environment variable ``TOOLBUDGET_<FIELD>`` (``TOOLBUDGET_RESULT_CAP=80000``,
@@ -89,8 +89,9 @@ class ToolPolicy(BaseModel):
 
     cap: PositiveInt | None = None
     """Characters above which this tool's results are spilled (None: the session's cap); one
-    at or under the session's ``preview_chars`` acts as ``preview_chars + 1`` (an envelope never
-    outgrows the output it replaces)."""
+    at or under the session's ``preview_chars`` acts as ``preview_chars + 1``. An output over it
+    whose envelope (preview and frame) would not be shorter stays whole: an envelope never
+    outgrows the output it replaces."""
     exempt: bool = False
     """Never spill or trim this tool's results (the read-back tool is always exempt)."""
     preview: PreviewShape | None = None
@@ -225,8 +226,8 @@ class BudgetConfig(BaseSettings):
     """Most characters one read-back page returns (it pages instead of spilling)."""
     tools: dict[str, ToolPolicy] = Field(default_factory=dict)
 
-    # Compaction (SPEC §11): summarize the old prefix, keep the recent tail. Defaults follow
-    # Claude Code's published behaviour as the seed in ../shared/seeds describes it: a summary
+    # Compaction (docs/concepts/compaction.md): summarize the old prefix, keep the recent tail.
+    # Defaults follow Claude Code's published behaviour (its auto-compact): a summary
     # output reserve of min(max output, 20k), an auto-compact margin of 13k and a manual one of
     # 3k, a tail of at least 10k tokens and 5 messages under a 40k cap, a breaker after 3
     # consecutive failures.
@@ -336,8 +337,9 @@ class BudgetConfig(BaseSettings):
 
     def cap_for(self, tool: str) -> int | None:
         """Characters above which ``tool``'s results are spilled; None when exempt. A tool's cap
-        at or under ``preview_chars`` is ``preview_chars + 1``: an envelope never outgrows the
-        output it replaces (``result_cap`` is refused under it when built)."""
+        at or under ``preview_chars`` is ``preview_chars + 1`` (``result_cap`` is refused under
+        it when built); the cap pass keeps whole an output over it whose envelope would not be
+        shorter, since an envelope never outgrows the output it replaces."""
         p = self.policy(tool)
         if p.exempt:
             return None

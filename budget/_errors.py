@@ -73,7 +73,7 @@ class SummaryTooLong(BudgetError):
 
     Raise it from your own summarizer (the SDK adapters of :mod:`budget.summarizers` need not:
     a provider's "prompt is too long" error is recognised as the same thing). Compaction then
-    drops the oldest rounds from what it summarizes and asks again (SPEC §11.6).
+    drops the oldest rounds from what it summarizes and asks again.
     """
 
 

@@ -32,7 +32,7 @@ class DecisionReport(BaseModel):
 
 
 class Report(BaseModel):
-    """What the model saw on one request, and why (SPEC §8).
+    """What the model saw on one request, and why (docs/concepts/passes.md).
 
     Two scopes, not to be confused: :attr:`decisions` lists only what *this* request decided or
     changed (empty on a request that added no result and ran no batch), while :attr:`kept`,

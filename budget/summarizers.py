@@ -7,7 +7,7 @@ A summarizer is any callable ``(messages) -> str`` (or an ``async`` one). Three 
 - :func:`anthropic` and :func:`openai` wrap the official SDK clients (sync or async). They send
   the messages as one plain-text transcript (so a conversation in any of the three wire formats
   can be summarized by either provider), under a structured prompt, and **no tools**: the
-  summarizer must describe the work, never act on it (SPEC §11.4).
+  summarizer must describe the work, never act on it (docs/concepts/compaction.md).
 
 A summarizer whose request is too long for its model raises :class:`SummaryTooLong` (or lets
 the provider's own "prompt is too long" error through: the SDK adapters do, and compaction
@@ -16,8 +16,8 @@ oldest rounds from what it summarizes and asks again. One that runs past ``compa
 fails the compaction with :class:`SummaryTimeout`.
 
 The prompt's sections (goal, key technical points, files involved, errors and fixes, current
-work, next steps) follow the structured summary the seed in ``../shared/seeds`` describes for
-Claude Code's auto-compact.
+work, next steps) follow the structured summary of Claude Code's auto-compact, as the design
+articles the project grew from describe it.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ The conversation follows."""
 """The system prompt of the SDK adapters."""
 
 DEFAULT_MAX_TOKENS = 8_192
-"""Output tokens the SDK adapters ask for: well inside the 20k output reserve (SPEC §11.2)."""
+"""Output tokens the SDK adapters ask for: well inside the 20k output reserve."""
 
 
 def anthropic(

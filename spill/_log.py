@@ -154,7 +154,7 @@ def decode_log(data: bytes, *, source: str) -> list[dict[str, Any]]:
     newline is kept if it is complete and its checksum matches: the next append terminates it,
     and it must not change from skipped to kept between two reads.
 
-    Resume speed (SPEC §10): a log that is whole, as nearly every log is, is decoded by
+    Resume speed (docs/performance.md): a log that is whole, as nearly every log is, is decoded by
     :func:`_decode_whole` in a few C-speed passes over all its lines; anything unusual in it
     sends the whole log through the line-by-line path, which names every line it skips.
     """

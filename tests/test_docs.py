@@ -362,6 +362,21 @@ _OUTSIDE = re.compile(
 )
 
 
+def test_no_docstring_or_message_of_the_code_names_a_file_outside_the_repository() -> None:
+    """The library's and the bench's sources (whose docstrings the API pages and ``--help``
+    render) cite no contract or article beside the repository: a reader has only the repository
+    (the bench's default ``--traces`` is its one path beside it)."""
+    root = DOCS.parent
+    found = [
+        f"{path.relative_to(root).as_posix()}:{n}"
+        for package in ("budget", "spill", "benchmarks")
+        for path in sorted((root / package).rglob("*.py"))
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if re.search(r"\bSPEC\b|\.\./shared/seeds", line)
+    ]
+    assert not found, found
+
+
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(DOCS).as_posix())
 def test_page_refers_to_nothing_outside_the_repository(page: Path) -> None:
     """No page names a file beside the repository or an absolute path; links stay in docs/."""

@@ -77,7 +77,7 @@ COMPACTING: Mapping[str, Declaration[Any]] = _by_name(
     langchain_summary.STRATEGY,
     claude_code_compact.STRATEGY,
 )
-"""The strategies that summarize the conversation (SPEC §11.8), by name: not in the default
+"""The strategies that summarize the conversation (docs/concepts/compaction.md), by name: not in the default
 run (at the default 128k window the public traces need no compaction); ``toolbudget bench
 --window N`` with a smaller window adds them, ``--strategies`` names them."""
 

@@ -1,7 +1,7 @@
 """Compaction's pure half: the tail kept, the attachments, the copy projected.
 
 Nothing here calls a model, touches a file or edits a message: the session (``Budget``) asks these
-functions where to cut and what the copy is, and records the checkpoint itself (SPEC §11). The
+functions where to cut and what the copy is, and records the checkpoint itself (docs/concepts/compaction.md). The
 transcript a summarizer reads is ``budget.compaction._transcript``'s (``render_transcript`` re-exported).
 """
 
@@ -46,10 +46,10 @@ SNAPSHOT_NOTE = (
     "snapshot taken before the conversation was compacted; the file may have changed since: "
     "re-read it before relying on its exact content"
 )
-"""The note each file snapshot carries (SPEC §11.5: snapshots may be stale)."""
+"""The note each file snapshot carries (snapshots may be stale)."""
 
 TOOLS_NOTE = "tools called earlier in this conversation; they are still available"
-"""The note of the tool list (SPEC §11.5: the list of available tools)."""
+"""The note of the tool list (the list of available tools)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +73,7 @@ class Attachments:
     files: tuple[tuple[str, str], ...] = ()
     """(path, snapshot text) of the most recently read files, most recent first."""
     tools: tuple[str, ...] = ()
-    """Names of the tools the conversation called, in order of first use (SPEC §11.5's tool
+    """Names of the tools the conversation called, in order of first use (the tool
     list: the request's ``tools`` still define them; this tells the model which it was using)."""
 
 
@@ -108,7 +108,7 @@ def tail_start(
     max_tokens: int,
     tokens: Callable[[Any], int],
 ) -> Tail:
-    """Choose the retained tail from the end (SPEC §11.3).
+    """Choose the retained tail from the end (docs/concepts/compaction.md).
 
     The tail grows backwards until it holds ``min_tokens`` and ``min_messages``, or until the
     next message would take it past ``max_tokens`` (it always holds the last message). Its start
@@ -287,7 +287,7 @@ def drop_oldest_rounds(
 ) -> int:
     """How many leading messages to drop so at least ``share`` of the tokens go, whole rounds.
 
-    Used when a summary request is refused as too long (SPEC §11.6). The cut never leaves a
+    Used when a summary request is refused as too long The cut never leaves a
     result whose call was dropped at the front (the transcript would name an unknown call); 0
     when no cut is possible (a single round, or nothing past the first message).
     """
@@ -357,7 +357,7 @@ def summary_message(summary: str, extra: Attachments) -> dict[str, Any]:
 
     ``{"role": "user", "content": text}`` is valid as is in the Anthropic Messages API, Chat
     Completions and the Responses API, so the three formats share it. The sections come in the
-    order SPEC §11.5 gives: summary, the user's constraints verbatim, file snapshots, the tools.
+    order docs/concepts/compaction.md gives: summary, the user's constraints verbatim, file snapshots, the tools.
     """
     parts = [
         "This conversation was compacted: the summary below stands for its earlier part.",

@@ -7,7 +7,7 @@ compaction is due, which ``budget.compaction._compacting`` asks after budgeting)
 attachments, and the first retained message's anchor. It is read from the whole log, not only
 from closed requests: it is written alone, after the summarizer returned, and is valid as soon
 as its line is whole. A resumed session projects the same bytes from it without
-calling the summarizer again (SPEC §11.7).
+calling the summarizer again (docs/concepts/compaction.md).
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ Keep = Callable[[str], str | None]
 
 SUMMARY_RETRIES = 3
 """Retries of a summary request refused as too long, each without the oldest quarter of what
-it summarized (whole rounds), before the compaction counts as failed (SPEC §11.6). Claude Code
+it summarized (whole rounds), before the compaction counts as failed (docs/concepts/compaction.md). Claude Code
 retries as often (``MAX_PTL_RETRIES = 3`` in ``src/services/compact/compact.ts``, read from the
 public reconstructions of the 2.1.x bundle, e.g. NanmiCoder/cc-haha)."""
 
@@ -145,7 +145,7 @@ class Compactor:
         calibrated estimate of what was added since, which counts the system prompt and tool
         definitions too), or the copy's messages plus the learned :attr:`header` where that is
         more (an unanchored report, as after a compaction, sees no header). The threshold is
-        ``window - compact_reserve_tokens - compact_margin_tokens`` (SPEC §11.2), scaled down
+        ``window - compact_reserve_tokens - compact_margin_tokens`` , scaled down
         under a small window (:func:`limits`). :meth:`learn_header` measured the copy (with
         ``tokens``, one estimate per message) as the request made it.
         """

@@ -127,7 +127,7 @@ class PassContext:
     def group_budget(self) -> int:
         """The aggregate pass's budget: the setting, but never over half the window.
 
-        The setting (SPEC: 200,000 characters, about 50k tokens) is sized for windows of 128k
+        The setting (200,000 characters by default, about 50k tokens) is sized for windows of 128k
         and more; under a smaller window one group could fill it alone, and no later pass could
         make room for it: half the window, at 4 characters a token, is the most one group takes.
         """

@@ -30,7 +30,11 @@ def cap(ctx: PassContext) -> list[Decision]:
         if limit is None or result.call_id in ctx.decided:
             continue
         if len(result.text) > limit:
-            out.append(spill(ctx, result, "cap"))
+            decision = spill(ctx, result, "cap")
+            # Just over a low cap the envelope (preview and frame) can outgrow the output it
+            # would replace: the output stays whole, as the aggregate pass keeps it.
+            if len(decision.text or "") < len(result.text):
+                out.append(decision)
             continue
         if not weighed(ctx.config, result.tool, len(result.text), limit):
             continue  # the caller's own cap or a plain one (a hard limit), or no smaller envelope

@@ -137,7 +137,7 @@ def _json(value: Any, budget: int) -> Shaped | None:
 WINDOW_CHARS: Final = 65_536
 """A text longer than twice this is shaped from its first and its last this-many characters
 (whole lines, numbered as in the whole text): the shape's cost stays flat however large the
-output (SPEC: new output is processed at 1 GB/s or more), and what lies between is left out
+output (docs/performance.md: new output is processed at 1 GB/s or more), and what lies between is left out
 anyway. The JSON skeleton is the exception: it parses the whole document (up to
 :data:`budget.previews._detect.JSON_CHARS`)."""
 

@@ -129,7 +129,7 @@ class Candidates:
         trim where a cache is kept."""
         self._all = _Pool()
         """Every candidate with tokens to reclaim: without a cache nothing re-written is lost,
-        so a result is trimmed as it ages whatever its size (SPEC 3), when the trim pays."""
+        so a result is trimmed as it ages whatever its size, when the trim pays."""
         self._cand_results: dict[str, ToolResult] = {}
         self.whole = Whole(self._ledger)
         """The results shown whole (what the duplicate pass points a repeat to)."""

@@ -44,7 +44,7 @@ def split_log(
     closing one)."""
     kinds = [rec.get("t") for rec in log]
     # Decisions are queued, not built: each is validated when its call id is first asked
-    # for, so resuming costs a dict insert per record (SPEC §10: 10,000 in under 100 ms).
+    # for, so resuming costs a dict insert per record (docs/performance.md: 10,000 in under 100 ms).
     if "void" in kinds:  # ``in`` compares: any value works, even an unhashable one
         records, unclosed = closed_records(log)
         return records, [rec for rec in records if rec.get("t") == "d"], unclosed

@@ -55,6 +55,16 @@ def test_cap_follows_per_tool_policies_and_halving() -> None:
     assert [d.call_id for d in cap(ctx(fresh, cap_scale=0.5))] == ["c"]
 
 
+def test_cap_keeps_whole_an_output_its_envelope_would_outgrow() -> None:
+    """With a 2,000-character preview and a tool cap of 1, a 2,100-character output stays whole
+    (its envelope, preview and frame, would be longer) and a 3,000-character one is spilled."""
+    config = BudgetConfig(preview_chars=2_000, tools={"cat": ToolPolicy(cap=1)})
+    fresh = [result("a", 2_100, tool="cat"), result("b", 3_000, tool="cat", order=1)]
+    out = cap(ctx(fresh, config=config))
+    assert [(d.call_id, d.reason) for d in out] == [("b", "cap")]
+    assert len(out[0].text or "") < 3_000
+
+
 def test_aggregate_spills_largest_first_ties_earlier_first_until_the_group_fits() -> None:
     """900+2,000+2,000+800 = 5,700: each 2,000 becomes a ~560-char envelope, so b then c suffice."""
     fresh = [
