@@ -203,8 +203,20 @@ def load_dir(root: Path) -> tuple[list[Trace], list[Skipped]]:
                 skipped.append(Skipped(rel.as_posix(), why))
         if not found:
             skipped.append(Skipped(rel.as_posix(), "no trace in this file"))
-    kept = with_header(_unique_names(traces))
-    return sorted(kept, key=lambda t: (t.path, t.name)), skipped
+    shown = [dataclasses.replace(t, name=_shown(t.name), path=_shown(t.path)) for t in traces]
+    kept = with_header(_unique_names(shown))
+    named = [dataclasses.replace(s, path=_shown(s.path), reason=_shown(s.reason)) for s in skipped]
+    return sorted(kept, key=lambda t: (t.path, t.name)), named
+
+
+def _shown(text: str) -> str:
+    """``text`` with each byte of a file name that is not UTF-8 written as ``\\xff``.
+
+    Python keeps such a byte as a lone surrogate (``\\udcff``), which no UTF-8 output takes:
+    the JSON report and a strict terminal refused it after the whole replay. Escaped, the name
+    still says which byte to look for.
+    """
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 def _unique_names(traces: list[Trace]) -> list[Trace]:

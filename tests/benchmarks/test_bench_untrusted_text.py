@@ -1,0 +1,120 @@
+"""Text the bench did not write (file names, recorded session ids, ``--set`` values, output
+paths) is shown as text: no rich markup in it and no undecodable byte of a file name stops the
+run after the replay."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+from pathlib import Path
+
+import orjson
+import pytest
+from rich.console import Console
+from typer.testing import CliRunner
+
+from benchmarks.importers import load_dir
+from benchmarks.report import run_bench
+from budget.cli import app
+
+GEMINI = (
+    "gemini-cli/codemie-ai__codemie-code/tests/integration/metrics/fixtures/gemini/"
+    "session-2025-12-01T21-45-5b959dae.json"
+)
+CLAUDE = (
+    "claude-code/handgemacht-ai__claude-code-log/test/test_data/real_projects/"
+    "-Users-dain-workspace-coderabbit-review-helper/agent-9fa17969.jsonl"
+)
+
+
+@pytest.fixture(autouse=True)
+def _structlog_restored(structlog_restored: None) -> None:
+    """The CLI configures structlog on the runner's stderr, closed after the call: undo it."""
+
+
+def _gemini_with_session_id(shared_traces: Path, traces: Path, session_id: str) -> Path:
+    """The public Gemini CLI session, its recorded session id replaced, under ``traces``."""
+    doc = json.loads((shared_traces / GEMINI).read_text(encoding="utf-8"))
+    doc["sessionId"] = session_id
+    traces.mkdir(exist_ok=True)
+    path = traces / "session.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    return path
+
+
+def test_a_session_id_that_reads_as_markup_is_printed_as_text(
+    shared_traces: Path, tmp_path: Path
+) -> None:
+    """A recorded session id like ``[/x]…`` names its trace in the calibration table as it is."""
+    traces = tmp_path / "traces"
+    _gemini_with_session_id(shared_traces, traces, "[/x]abcdef-0001")
+    result = CliRunner().invoke(
+        app, ["bench", "--traces", str(traces), "--strategies", "none,toolbudget", "--wide"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "gemini-cli/[/x]abcd" in result.output
+
+
+def test_the_progress_bar_shows_a_markup_session_id_as_text(
+    shared_traces: Path, tmp_path: Path
+) -> None:
+    """On a terminal the progress bar names the trace replayed, markup characters and all."""
+    traces = tmp_path / "traces"
+    _gemini_with_session_id(shared_traces, traces, "[/x]abcdef-0001")
+    found, _ = load_dir(traces)
+    out = io.StringIO()
+    terminal = Console(file=out, force_terminal=True, width=200)
+    result = run_bench(found, ["none"], console=terminal)
+    assert [r.trace for r in result.replays] == ["gemini-cli/[/x]abcd"]
+
+
+def _bench_claude(shared_traces: Path, tmp_path: Path, *extra: str) -> str:
+    """The bench's output on the public Claude Code subagent session, copied under tmp_path."""
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    shutil.copy(shared_traces / CLAUDE, traces / "agent.jsonl")
+    args = ["bench", "--traces", str(traces), "--strategies", "none,toolbudget", *extra]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_a_set_value_that_reads_as_markup_is_printed_as_text(
+    shared_traces: Path, tmp_path: Path
+) -> None:
+    """``--set model=[/x]`` is said in the table's header as it was typed."""
+    output = _bench_claude(shared_traces, tmp_path, "--set", "model=[/x]")
+    assert "model=[/x] (--set)" in output
+
+
+def test_a_json_path_that_reads_as_markup_is_printed_as_text(
+    shared_traces: Path, tmp_path: Path
+) -> None:
+    """A ``--json`` path holding ``[/b]`` is named whole in the line saying it was written."""
+    out = tmp_path / "a[" / "b]" / "r.json"
+    out.parent.mkdir(parents=True)
+    output = _bench_claude(shared_traces, tmp_path, "--json", str(out))
+    assert f"wrote {out}" in output.replace("\n", "")
+
+
+def test_a_file_name_that_is_not_utf8_is_named_in_the_json(
+    shared_traces: Path, tmp_path: Path
+) -> None:
+    """A trace and a bad file whose names hold a byte that is not UTF-8 are scored and skipped,
+    named with the byte escaped, and the JSON report is written."""
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    shutil.copy(shared_traces / CLAUDE, traces / os.fsdecode(b"agent-\xff.jsonl"))
+    (traces / os.fsdecode(b"broken-\xfe.json")).write_bytes(b"not json")
+    out = tmp_path / "r.json"
+    result = CliRunner().invoke(
+        app,
+        ["bench", "--traces", str(traces), "--strategies", "none,toolbudget", "--json", str(out)],
+    )
+    assert result.exit_code == 0, result.output
+    doc = orjson.loads(out.read_bytes())
+    assert {r["file"] for r in doc["traces"]} == {"agent-\\xff.jsonl"}
+    assert [s["path"] for s in doc["skipped"]] == ["broken-\\xfe.json"]
+    assert "skipped broken-\\xfe.json: " in result.output
