@@ -163,6 +163,9 @@ def _unfollowed(path: Path) -> str | None:
             f"{path}: a symbolic link to a directory, not followed (links can loop); "
             "pass its target to --traces"
         )
+    if path.exists():
+        # Not broken: a link to /dev/null or a FIFO, which a read would block on or find empty.
+        return f"{path}: a symbolic link to a special file (a device, a FIFO, a socket), not read"
     return f"{path}: a broken symbolic link (its target is missing, or the links loop)"
 
 
@@ -172,7 +175,7 @@ def load_dir(root: Path) -> tuple[list[Trace], list[Skipped]]:
     Hidden files, READMEs and ``*.meta.json`` sidecars are not traces and are passed over quietly;
     any other file that yields no trace is listed in the skipped files with the reason, and so are
     each trace that :func:`shrunk` refuses and each symbolic link that is broken or names a
-    directory (not followed). Kept traces carry their reconstructed header.
+    special file or a directory (not followed). Kept traces carry their reconstructed header.
     """
     if not root.is_dir():
         raise InputError(f"traces directory {root} does not exist or is not a directory")

@@ -1,6 +1,6 @@
 """Text the bench did not write (file names, recorded session ids, ``--set`` values, output
 paths) is shown as text: no rich markup in it and no undecodable byte of a file name stops the
-run after the replay."""
+run after the replay; a file skipped is named for what it is."""
 
 from __future__ import annotations
 
@@ -118,3 +118,19 @@ def test_a_file_name_that_is_not_utf8_is_named_in_the_json(
     assert {r["file"] for r in doc["traces"]} == {"agent-\\xff.jsonl"}
     assert [s["path"] for s in doc["skipped"]] == ["broken-\\xfe.json"]
     assert "skipped broken-\\xfe.json: " in result.output
+
+
+def test_a_link_to_a_special_file_is_not_called_broken(shared_traces: Path, tmp_path: Path) -> None:
+    """A link to a FIFO or to the null device is skipped as a link to a special file, not as a
+    broken link, and the trace beside it is scored."""
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    shutil.copy(shared_traces / CLAUDE, traces / "agent.jsonl")
+    os.mkfifo(tmp_path / "fifo")
+    (traces / "fifo.json").symlink_to(tmp_path / "fifo")
+    (traces / "null.jsonl").symlink_to(os.devnull)
+    found, skipped = load_dir(traces)
+    assert [t.path for t in found] == ["agent.jsonl"]
+    reasons = {s.path: s.reason for s in skipped}
+    assert set(reasons) == {"fifo.json", "null.jsonl"}
+    assert all("a symbolic link to a special file" in why for why in reasons.values())
