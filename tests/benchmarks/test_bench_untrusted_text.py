@@ -134,3 +134,27 @@ def test_a_link_to_a_special_file_is_not_called_broken(shared_traces: Path, tmp_
     reasons = {s.path: s.reason for s in skipped}
     assert set(reasons) == {"fifo.json", "null.jsonl"}
     assert all("a symbolic link to a special file" in why for why in reasons.values())
+
+
+SUBAGENT = (
+    "claude-code/handgemacht-ai__claude-code-log/test/test_data/real_projects/"
+    "-experiments-worktrees/ef958aa1-0e93-49f0-bb71-150f63befcd1/subagents/"
+    "agent-a4ca7529859c158c2.jsonl"
+)
+
+
+def test_a_torn_subagent_sidecar_costs_its_note_not_the_session(
+    shared_traces: Path, tmp_path: Path
+) -> None:
+    """A subagent's ``.meta.json`` cut mid-write leaves the subagent's session scored, its note
+    saying the sidecar was not read."""
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    trace = traces / "agent-a4ca7529859c158c2.jsonl"
+    shutil.copy(shared_traces / SUBAGENT, trace)
+    sidecar = (shared_traces / SUBAGENT).with_suffix(".meta.json").read_bytes()
+    trace.with_suffix(".meta.json").write_bytes(sidecar[: len(sidecar) // 2])
+    found, skipped = load_dir(traces)
+    assert skipped == []
+    assert [t.name for t in found] == ["claude-code/agent-a4ca7529"]
+    assert "not valid JSON" in found[0].meta["agent_sidecar"]
