@@ -8,6 +8,7 @@ import io
 import json
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
@@ -158,3 +159,52 @@ def test_a_torn_subagent_sidecar_costs_its_note_not_the_session(
     assert skipped == []
     assert [t.name for t in found] == ["claude-code/agent-a4ca7529"]
     assert "not valid JSON" in found[0].meta["agent_sidecar"]
+
+
+OPENHANDS_EVAL = (
+    "openhands/All-Hands-AI__OpenHands/evaluation/benchmarks/multi_swe_bench/examples/output.jsonl"
+)
+
+
+def _negative_usage(line: bytes) -> bytes:
+    """An instance whose every recorded response says -5 prompt tokens."""
+    doc = json.loads(line)
+    for event in doc["history"]:
+        response = (event.get("tool_call_metadata") or {}).get("model_response")
+        if isinstance(response, dict) and isinstance(response.get("usage"), dict):
+            response["usage"]["prompt_tokens"] = -5
+    return json.dumps(doc).encode()
+
+
+def _no_history(line: bytes) -> bytes:
+    """An instance without its event history."""
+    doc = json.loads(line)
+    del doc["history"]
+    return json.dumps(doc).encode()
+
+
+@pytest.mark.parametrize(
+    ("damage", "why"),
+    [
+        (lambda line: line[:500], "instance 2: line 2 is not valid JSON"),
+        (_no_history, "instance 2 has no 'history' list"),
+        (_negative_usage, "recorded usage input_tokens is -5"),
+    ],
+)
+def test_one_bad_instance_of_an_evaluation_output_costs_only_itself(
+    shared_traces: Path, tmp_path: Path, damage: Callable[[bytes], bytes], why: str
+) -> None:
+    """An OpenHands ``output.jsonl`` whose second instance is torn, has no history or an
+    impossible usage is named as skipped for that instance, and its other two are scored."""
+    lines = (shared_traces / OPENHANDS_EVAL).read_bytes().splitlines()
+    assert len(lines) == 3
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    (traces / "output.jsonl").write_bytes(
+        b"\n".join([lines[0], damage(lines[1]), lines[2]]) + b"\n"
+    )
+    found, skipped = load_dir(traces)
+    expected = {json.loads(line)["instance_id"] for line in (lines[0], lines[2])}
+    assert {t.name.removeprefix("openhands/") for t in found} == expected
+    assert [s.path for s in skipped] == ["output.jsonl"]
+    assert why in skipped[0].reason
