@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from rich.markup import escape
 from rich.table import Table
 
 from benchmarks._table import report_table
@@ -165,7 +166,9 @@ def calibration_table(rows: Sequence[Calibration], *, per_trace: bool = True) ->
             _pct(row.simulated_cached_share),
             f"{row.recorded_misses:,}/{row.requests_with_usage:,}",
         ]
-        cells = [row.trace, row.cache_rules, *cells] if per_trace else [row.trace, *cells]
+        # A trace's name comes from its recording (a session id): text, never rich markup.
+        name = escape(row.trace)
+        cells = [name, row.cache_rules, *cells] if per_trace else [name, *cells]
         table.add_row(*(f"[bold]{c}[/]" if bold else c for c in cells))
 
     totals = format_totals(rows)

@@ -39,6 +39,7 @@ from typing import Any
 import orjson
 import structlog
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -260,7 +261,8 @@ def run_bench(
         TimeElapsedColumn(),
         TextColumn("ETA"),
         TimeRemainingColumn(),
-        TextColumn("{task.description}"),
+        # The description names a trace (a recorded session id): text, never rich markup.
+        TextColumn("{task.description}", markup=False),
         console=console,
         transient=True,
     )
@@ -503,8 +505,9 @@ def render(result: BenchResult, console: Console, *, wide: bool = False) -> None
     title = f"All traces ({traces})"
     changed = None if result.settings is None else result.settings.header()
     if changed is not None:
-        # In the header: a figure read without it would be taken for the defaults'.
-        title += f"\n{changed}"
+        # In the header: a figure read without it would be taken for the defaults'. Escaped: a
+        # --set value is the user's text, not rich markup.
+        title += f"\n{escape(changed)}"
     console.print(_table(title, result.summary, columns))
     if result.replays and not any(r.quotes for r in result.replays if r.strategy == BASELINE):
         # Read-backs are charged for later quotes of hidden lines (benchmarks/readbacks.py): with

@@ -256,7 +256,7 @@ def bench(
     paths, failed = written_first(result, json_path, plots)
     render(result, console, wide=wide)
     for path in paths:
-        console.print(f"wrote {path}")
+        console.print(f"wrote {path}", markup=False)  # a path the user typed, not rich markup
     if failed is not None:
         _fail(failed)
     _exit_if_ours_failed(result.skipped)

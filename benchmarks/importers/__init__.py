@@ -32,7 +32,7 @@ from benchmarks.importers import (
     _openhands,
 )
 from benchmarks.importers._check import checked
-from benchmarks.importers._common import TraceFileError
+from benchmarks.importers._common import PartialTraceFile, TraceFileError
 from benchmarks.importers._detect import sniff
 from benchmarks.trace import Trace
 from budget._errors import BudgetError, FormatError, InputError
@@ -40,6 +40,7 @@ from budget._errors import BudgetError, FormatError, InputError
 __all__ = [
     "FORMATS",
     "LOADERS",
+    "PartialTraceFile",
     "Skipped",
     "TraceFileError",
     "detect",
@@ -92,7 +93,9 @@ def load_file(path: Path, root: Path, format: str | None = None) -> list[Trace]:
     Raises :class:`TraceFileError` (an ``InputError``) naming the file when it cannot be read, is
     malformed or holds a trace the replay could not score (:func:`~benchmarks.importers._check.checked`:
     an impossible recorded usage, a message the replay cannot encode), and ``FormatError`` when its
-    format is unknown or ``format`` is not a known name. No other exception leaves it.
+    format is unknown or ``format`` is not a known name. When only some of a file's traces fail,
+    a :class:`PartialTraceFile` (a ``TraceFileError``) names them and holds the others. No other
+    exception leaves it.
     """
     if format is None:
         format, why = sniff(path)
@@ -102,7 +105,9 @@ def load_file(path: Path, root: Path, format: str | None = None) -> list[Trace]:
     if loader is None:
         raise FormatError(f"unknown trace format {format!r}; known: {', '.join(FORMATS)}")
     try:
-        return [checked(trace) for trace in loader(path, root)]
+        return _all_checked(loader(path, root))
+    except PartialTraceFile as exc:
+        raise PartialTraceFile(str(exc), _all_checked(exc.traces)) from exc
     except BudgetError:
         raise
     except OSError as exc:
@@ -113,6 +118,23 @@ def load_file(path: Path, root: Path, format: str | None = None) -> list[Trace]:
         raise TraceFileError(
             f"{path}: malformed {format} trace ({type(exc).__name__}: {exc})"
         ) from exc
+
+
+def _all_checked(traces: list[Trace]) -> list[Trace]:
+    """``traces`` through :func:`checked`; when some fail but not all, a
+    :class:`PartialTraceFile` naming those, the others kept."""
+    good: list[Trace] = []
+    bad: list[TraceFileError] = []
+    for trace in traces:
+        try:
+            good.append(checked(trace))
+        except TraceFileError as exc:
+            bad.append(exc)
+    if bad and not good:
+        raise bad[0]
+    if bad:
+        raise PartialTraceFile("; ".join(str(e) for e in bad), good)
+    return good
 
 
 def shrunk(trace: Trace) -> str | None:
@@ -163,6 +185,9 @@ def _unfollowed(path: Path) -> str | None:
             f"{path}: a symbolic link to a directory, not followed (links can loop); "
             "pass its target to --traces"
         )
+    if path.exists():
+        # Not broken: a link to /dev/null or a FIFO, which a read would block on or find empty.
+        return f"{path}: a symbolic link to a special file (a device, a FIFO, a socket), not read"
     return f"{path}: a broken symbolic link (its target is missing, or the links loop)"
 
 
@@ -172,7 +197,7 @@ def load_dir(root: Path) -> tuple[list[Trace], list[Skipped]]:
     Hidden files, READMEs and ``*.meta.json`` sidecars are not traces and are passed over quietly;
     any other file that yields no trace is listed in the skipped files with the reason, and so are
     each trace that :func:`shrunk` refuses and each symbolic link that is broken or names a
-    directory (not followed). Kept traces carry their reconstructed header.
+    special file or a directory (not followed). Kept traces carry their reconstructed header.
     """
     if not root.is_dir():
         raise InputError(f"traces directory {root} does not exist or is not a directory")
@@ -189,6 +214,10 @@ def load_dir(root: Path) -> tuple[list[Trace], list[Skipped]]:
             continue
         try:
             found = load_file(path, root)
+        except PartialTraceFile as exc:
+            # One instance of many (an evaluation's output.jsonl) is no reason to lose the rest.
+            skipped.append(Skipped(rel.as_posix(), str(exc)))
+            found = exc.traces
         except BudgetError as exc:
             skipped.append(Skipped(rel.as_posix(), str(exc)))
             continue
@@ -203,8 +232,20 @@ def load_dir(root: Path) -> tuple[list[Trace], list[Skipped]]:
                 skipped.append(Skipped(rel.as_posix(), why))
         if not found:
             skipped.append(Skipped(rel.as_posix(), "no trace in this file"))
-    kept = with_header(_unique_names(traces))
-    return sorted(kept, key=lambda t: (t.path, t.name)), skipped
+    shown = [dataclasses.replace(t, name=_shown(t.name), path=_shown(t.path)) for t in traces]
+    kept = with_header(_unique_names(shown))
+    named = [dataclasses.replace(s, path=_shown(s.path), reason=_shown(s.reason)) for s in skipped]
+    return sorted(kept, key=lambda t: (t.path, t.name)), named
+
+
+def _shown(text: str) -> str:
+    """``text`` with each byte of a file name that is not UTF-8 written as ``\\xff``.
+
+    Python keeps such a byte as a lone surrogate (``\\udcff``), which no UTF-8 output takes:
+    the JSON report and a strict terminal refused it after the whole replay. Escaped, the name
+    still says which byte to look for.
+    """
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 def _unique_names(traces: list[Trace]) -> list[Trace]:

@@ -21,6 +21,7 @@ from typing import Any
 from benchmarks.importers import _anthropic
 from benchmarks.importers._common import (
     TraceBuilder,
+    TraceFileError,
     as_int,
     fail,
     parse_time,
@@ -172,6 +173,19 @@ def _base_name(path: Path) -> str:
     return f"{FORMAT}/{short_id(stem)}"
 
 
+def _agent(sidecar: Path) -> dict[str, Any]:
+    """What a subagent's sidecar says it was asked to do (worth keeping next to its trace), as
+    the trace's ``agent`` metadata; nothing without one."""
+    if not sidecar.is_file():
+        return {}
+    try:
+        agent = read_json(sidecar)
+    except (TraceFileError, OSError) as exc:
+        # Only a description: a torn or unreadable one costs the note, not the session.
+        return {"agent_sidecar": f"not read: {exc}"}
+    return {"agent": agent} if isinstance(agent, dict) else {}
+
+
 def load(path: Path, root: Path) -> list[Trace]:
     """The main thread of one session file; one trace per stretch between compactions."""
     lines = [d for d in read_jsonl(path) if isinstance(d, dict)]
@@ -184,12 +198,7 @@ def load(path: Path, root: Path) -> list[Trace]:
     versions = sorted({str(d["version"]) for d in lines if d.get("version")})
     if versions:
         meta["cli_versions"] = versions
-    sidecar = path.with_suffix(".meta.json")
-    if sidecar.is_file():
-        # A subagent's sidecar says what it was asked to do; worth keeping next to its trace.
-        agent = read_json(sidecar)
-        if isinstance(agent, dict):
-            meta["agent"] = agent
+    meta.update(_agent(path.with_suffix(".meta.json")))
 
     segments: list[tuple[TraceBuilder, Counter[str]]] = [(TraceBuilder(), Counter())]
     usage_of: dict[str, tuple[int, Usage | None]] = {}

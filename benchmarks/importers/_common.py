@@ -28,6 +28,15 @@ class TraceFileError(InputError):
     """A trace file cannot be read or does not hold what its format promises; names the file."""
 
 
+class PartialTraceFile(TraceFileError):
+    """Some traces of a file that holds several (OpenHands' ``output.jsonl``, one instance a
+    line) could not be read; the message names them, ``traces`` holds the others, still scored."""
+
+    def __init__(self, message: str, traces: list[Trace]) -> None:
+        super().__init__(message)
+        self.traces = traces
+
+
 def fail(path: Path, why: str) -> TraceFileError:
     """The error for ``path``, with the file named first so a skip reason is self-explanatory."""
     return TraceFileError(f"{path}: {why}")
@@ -58,6 +67,23 @@ def read_jsonl(path: Path) -> list[Any]:
     line anywhere else, or a last line ended by its newline (the recorder finished writing it),
     is an error, because silently losing part of a session would falsify the replay.
     """
+    values = jsonl_values(path)
+    bad = next((v for v in values if isinstance(v, BadLine)), None)
+    if bad is not None:
+        raise fail(path, bad.why)
+    return values
+
+
+@dataclass(frozen=True, slots=True)
+class BadLine:
+    """A line of a JSON-lines file that is not JSON, and why."""
+
+    why: str
+
+
+def jsonl_values(path: Path) -> list[Any]:
+    """:func:`read_jsonl`'s values, with a :class:`BadLine` in place of each line that is not
+    JSON instead of an error: for a file whose lines are independent traces."""
     data = without_bom(path.read_bytes())
     torn_allowed = not data.rstrip(b" \t\r").endswith(b"\n")
     # Numbered as in the file (blank lines counted), so the error names the line an editor shows.
@@ -69,7 +95,7 @@ def read_jsonl(path: Path) -> list[Any]:
         except orjson.JSONDecodeError as exc:
             if i == len(raw) - 1 and i > 0 and torn_allowed:
                 break
-            raise fail(path, f"line {n} is not valid JSON ({exc})") from exc
+            out.append(BadLine(f"line {n} is not valid JSON ({exc})"))
     return out
 
 

@@ -26,14 +26,17 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.importers._common import (
+    BadLine,
     Block,
+    PartialTraceFile,
     TraceBuilder,
+    TraceFileError,
     fail,
+    jsonl_values,
     openai_usage,
     parse_arguments,
     parse_time,
     read_json,
-    read_jsonl,
     text_blocks,
 )
 from benchmarks.trace import Provider, Trace, Usage
@@ -286,9 +289,13 @@ def _instance(doc: Any, n: int, path: Path) -> tuple[list[Any], dict[str, Any]]:
 
 
 def load(path: Path, root: Path) -> list[Trace]:
-    """One trace per instance (``output.jsonl`` line or object), or one for a bare event array."""
+    """One trace per instance (``output.jsonl`` line or object), or one for a bare event array.
+
+    An evaluation's ``output.jsonl`` holds hundreds of independent instances: one that cannot be
+    read is named (:class:`PartialTraceFile`) and the others are still scored.
+    """
     rel = path.relative_to(root).as_posix()
-    docs = read_jsonl(path) if path.suffix == ".jsonl" else [read_json(path)]
+    docs = jsonl_values(path) if path.suffix == ".jsonl" else [read_json(path)]
     if len(docs) == 1 and isinstance(docs[0], list):
         return [
             _trace(
@@ -301,23 +308,40 @@ def load(path: Path, root: Path) -> list[Trace]:
             )
         ]
     traces: list[Trace] = []
+    bad: list[str] = []
     for n, raw in enumerate(docs, start=1):
-        history, doc = _instance(raw, n, path)
-        llm = (doc.get("metadata") or {}).get("llm_config") or {}
-        meta: dict[str, Any] = {"instance_id": doc.get("instance_id")}
-        recorded = llm.get("max_message_chars")
-        max_chars = recorded if isinstance(recorded, int) else DEFAULT_MAX_MESSAGE_CHARS
-        meta["max_message_chars"] = max_chars
-        metrics = doc.get("metrics")
-        traces.append(
-            _trace(
-                history,
-                name=f"{FORMAT}/{doc.get('instance_id') or f'{path.stem}-{n}'}",
-                rel=rel,
-                metrics=metrics if isinstance(metrics, dict) else None,
-                meta=meta,
-                model=llm.get("model") if isinstance(llm.get("model"), str) else None,
-                max_chars=max_chars,
-            )
+        try:
+            traces.append(_instance_trace(raw, n, path, rel))
+        except Exception as exc:
+            # Any exception, as load_file turns a whole file's into its reason: this instance's.
+            why = str(exc) if isinstance(exc, TraceFileError) else f"{type(exc).__name__}: {exc}"
+            bad.append(why.removeprefix(f"{path}: "))
+    if bad and not traces:
+        raise fail(path, "; ".join(bad))
+    if bad:
+        raise PartialTraceFile(
+            f"{path}: {len(bad)} instance(s) not scored: {'; '.join(bad)}", traces
         )
     return traces
+
+
+def _instance_trace(raw: Any, n: int, path: Path, rel: str) -> Trace:
+    """The trace of instance ``n`` of an ``output.jsonl`` (or of a single-object file)."""
+    if isinstance(raw, BadLine):
+        raise fail(path, f"instance {n}: {raw.why}")
+    history, doc = _instance(raw, n, path)
+    llm = (doc.get("metadata") or {}).get("llm_config") or {}
+    meta: dict[str, Any] = {"instance_id": doc.get("instance_id")}
+    recorded = llm.get("max_message_chars")
+    max_chars = recorded if isinstance(recorded, int) else DEFAULT_MAX_MESSAGE_CHARS
+    meta["max_message_chars"] = max_chars
+    metrics = doc.get("metrics")
+    return _trace(
+        history,
+        name=f"{FORMAT}/{doc.get('instance_id') or f'{path.stem}-{n}'}",
+        rel=rel,
+        metrics=metrics if isinstance(metrics, dict) else None,
+        meta=meta,
+        model=llm.get("model") if isinstance(llm.get("model"), str) else None,
+        max_chars=max_chars,
+    )
