@@ -33,7 +33,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from budget._log import get_logger
-from budget.proxy._asgi import ProxyApp, Relayed
+from budget.proxy._asgi import Awaited, ProxyApp, Relayed, chained, untouched
 from budget.proxy._encode import NumberRewritten
 from budget.proxy._incremental import INLINE_BYTES, Bodies, Parsed
 from budget.proxy._limits import open_sessions
@@ -43,7 +43,6 @@ from budget.proxy._routes import (
     HOP_BY_HOP,
     METHODS,
     NOT_FORWARDED,
-    NOT_FORWARDED_UNTOUCHED,
     OVERFLOW_STATUSES,
     Api,
     budgeted_api,
@@ -124,8 +123,8 @@ class Proxy:
         # The raw bytes: a value with a non-ASCII byte (a UTF-8 app name in x-title) is forwarded
         # as it came, where a str value would make httpx refuse the request (it encodes ASCII).
         if api is None:
-            headers, body = _untouched(request)
-            return await self._forward(request.method, url, headers, body, None, None)
+            headers, body, waiting = untouched(request)
+            return await self._forward(request.method, url, headers, body, None, None, waiting)
         headers = forwarded(request.headers.raw, NOT_FORWARDED)
         try:
             raw = await request.body()
@@ -137,7 +136,8 @@ class Proxy:
         finally:
             self.working -= 1
         # The session is _forward's to release from here on, whatever happens.
-        return await self._forward(request.method, url, headers, content, slot, api)
+        waiting = Awaited(request.receive)
+        return await self._forward(request.method, url, headers, content, slot, api, waiting)
 
     def _passthrough(self, reason: str, api: Api, **fields: Any) -> None:
         self._log.warning("toolbudget.proxy.passthrough", reason=reason, api=api.format, **fields)
@@ -223,6 +223,7 @@ class Proxy:
         content: bytes | AsyncIterator[bytes],
         slot: Slot | None,
         api: Api | None,
+        waiting: Awaited,
     ) -> Response:
         assert self.upstream is not None, "the proxy's lifespan has not started"
         try:
@@ -235,8 +236,10 @@ class Proxy:
         if slot is not None:
             # The log's fsync runs while the request goes upstream, never before it.
             slot.syncing = self._spawn(self.pool.synced(slot, self.pool.sync_soon(slot)))
+        resp: httpx.Response | None = None
         try:
-            resp = await self.upstream.send(req)
+            async with waiting:
+                resp = await self.upstream.send(req)
         except BaseException as exc:
             if slot is not None:
                 self.pool.release(slot)
@@ -246,6 +249,10 @@ class Proxy:
                 raise
             self._log.error("toolbudget.proxy.upstream_failed", error=type(exc).__name__)
             return gateway_error(api, type(exc).__name__)
+        if resp is None:  # the agent hung up first: its upstream request is dropped
+            if slot is not None:
+                self.pool.release(slot)
+            return self._hung_up()
         headers_out = forwarded(resp.headers.raw, HOP_BY_HOP)
         if slot is None:
             out: Response = Relayed(self._relay(resp, None, None), resp.status_code)
@@ -291,7 +298,7 @@ class Proxy:
                 session=slot.key,
                 reason="error body too large to read",
             )
-            rest = self._relay(resp, None, None, _chained(head, chunks))
+            rest = self._relay(resp, None, None, chained(head, chunks))
             return Relayed(rest, resp.status_code)
         await resp.aclose()
         raw = b"".join(head)
@@ -413,25 +420,6 @@ class Proxy:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
-
-
-def _untouched(request: Request) -> tuple[list[tuple[bytes, bytes]], bytes | AsyncIterator[bytes]]:
-    """The headers and body of a request forwarded untouched, framed as the agent framed it: a
-    body of a known length streamed with that length, a chunked one chunked, none as none (a GET
-    or HEAD with a body, even an empty chunked one, is refused by some servers and gateways)."""
-    if "transfer-encoding" in request.headers:
-        # Chunked: its Content-Length, if it sent one too, is not its length (RFC 9112 §6.3).
-        return forwarded(request.headers.raw, NOT_FORWARDED), request.stream()
-    headers = forwarded(request.headers.raw, NOT_FORWARDED_UNTOUCHED)
-    return headers, request.stream() if "content-length" in request.headers else b""
-
-
-async def _chained(head: list[bytes], rest: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-    """The chunks read already, then the rest of the stream."""
-    for chunk in head:
-        yield chunk
-    async for chunk in rest:
-        yield chunk
 
 
 def create_app(settings: ProxySettings, *, clock: Callable[[], float] = time.time) -> Starlette:
