@@ -97,7 +97,8 @@ class Proxy:
                     await asyncio.gather(*self._tasks, return_exceptions=True)
                 await self.pool.close()
 
-    def _upstream(self, api: Api | None, request: Request) -> str:
+    def _upstream(self, api: Api | None, request: Request) -> tuple[str, str]:
+        """The URL to send ``request`` to, and its provider (whose error shape a 502 takes)."""
         if api is not None:
             provider = api.provider
         else:
@@ -115,16 +116,16 @@ class Proxy:
         raw_path = request.scope.get("raw_path")
         path = raw_path.decode("latin-1") if raw_path else request.url.path
         query = request.url.query
-        return base.rstrip("/") + path + (f"?{query}" if query else "")
+        return base.rstrip("/") + path + (f"?{query}" if query else ""), provider
 
     async def handle(self, request: Request) -> Response:
         api = budgeted_api(request.method, request.url.path)
-        url = self._upstream(api, request)
+        url, provider = self._upstream(api, request)
         # The raw bytes: a value with a non-ASCII byte (a UTF-8 app name in x-title) is forwarded
         # as it came, where a str value would make httpx refuse the request (it encodes ASCII).
         if api is None:
             headers, body, waiting = untouched(request)
-            return await self._forward(request.method, url, headers, body, None, None, waiting)
+            return await self._forward(request.method, url, headers, body, None, provider, waiting)
         headers = forwarded(request.headers.raw, NOT_FORWARDED)
         try:
             raw = await request.body()
@@ -137,7 +138,7 @@ class Proxy:
             self.working -= 1
         # The session is _forward's to release from here on, whatever happens.
         waiting = Awaited(request.receive)
-        return await self._forward(request.method, url, headers, content, slot, api, waiting)
+        return await self._forward(request.method, url, headers, content, slot, provider, waiting)
 
     def _passthrough(self, reason: str, api: Api, **fields: Any) -> None:
         self._log.warning("toolbudget.proxy.passthrough", reason=reason, api=api.format, **fields)
@@ -222,7 +223,7 @@ class Proxy:
         headers: list[tuple[bytes, bytes]],
         content: bytes | AsyncIterator[bytes],
         slot: Slot | None,
-        api: Api | None,
+        provider: str,
         waiting: Awaited,
     ) -> Response:
         assert self.upstream is not None, "the proxy's lifespan has not started"
@@ -232,7 +233,7 @@ class Proxy:
             if slot is not None:
                 self.pool.release(slot)
             self._log.error("toolbudget.proxy.upstream_failed", error=type(exc).__name__)
-            return gateway_error(api, type(exc).__name__)
+            return gateway_error(provider, type(exc).__name__)
         if slot is not None:
             # The log's fsync runs while the request goes upstream, never before it.
             slot.syncing = self._spawn(self.pool.synced(slot, self.pool.sync_soon(slot)))
@@ -248,7 +249,7 @@ class Proxy:
             if not isinstance(exc, httpx.HTTPError):
                 raise
             self._log.error("toolbudget.proxy.upstream_failed", error=type(exc).__name__)
-            return gateway_error(api, type(exc).__name__)
+            return gateway_error(provider, type(exc).__name__)
         if resp is None:  # the agent hung up first: its upstream request is dropped
             if slot is not None:
                 self.pool.release(slot)
@@ -261,7 +262,7 @@ class Proxy:
                 out = await self._refused(resp, slot)
             except httpx.HTTPError as exc:  # the error body broke off: as if unreachable
                 self._log.error("toolbudget.proxy.upstream_failed", error=type(exc).__name__)
-                return gateway_error(api, type(exc).__name__)
+                return gateway_error(provider, type(exc).__name__)
         else:
             tap = Tap(
                 resp.headers.get("content-type", ""),
