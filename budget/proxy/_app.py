@@ -253,7 +253,7 @@ class Proxy:
         if resp is None:  # the agent hung up first: its upstream request is dropped
             if slot is not None:
                 self.pool.release(slot)
-            return self._hung_up()
+            return self._hung_up(slot)
         headers_out = forwarded(resp.headers.raw, HOP_BY_HOP)
         if slot is None:
             out: Response = Relayed(self._relay(resp, None, None), resp.status_code)
@@ -357,10 +357,11 @@ class Proxy:
             if slot is not None:
                 self.pool.release(slot)
 
-    def _hung_up(self) -> Response:
-        """The agent hung up before its request's body was whole: an interrupted turn (its
-        ``stream_cut`` event), not the application's error; the answer goes to no one."""
-        self._cut(None, "client disconnected")
+    def _hung_up(self, slot: Slot | None = None) -> Response:
+        """The agent hung up before its request's body was whole, or before the answer came
+        (``slot``: its session, if budgeted): an interrupted turn (its ``stream_cut`` event), not
+        the application's error; the answer goes to no one."""
+        self._cut(slot, "client disconnected")
         return Response(status_code=400)
 
     def _cut(self, slot: Slot | None, reason: str, error: str | None = None) -> None:

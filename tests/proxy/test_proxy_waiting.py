@@ -71,6 +71,7 @@ def test_an_agent_hanging_up_before_the_answer_ends_the_upstream_request(
                 lambda: [e for e in events if e["event"] == "toolbudget.proxy.stream_cut"]
             )
     assert [e["reason"] for e in cuts] == ["client disconnected"]
+    assert [e.get("session") is not None for e in cuts] == [path == "/v1/messages"]
     assert not [e for e in events if e["event"] == "toolbudget.proxy.upstream_failed"]
 
 
