@@ -203,3 +203,40 @@ def test_the_sdks_passed_through_paths_get_their_apis_error_when_the_upstream_is
     }
     assert refused_openai.value.code is None
     assert "toolbudget proxy: the upstream could not be reached" in refused_openai.value.message
+
+
+def test_an_sdk_timing_out_on_a_slow_upstream_ends_the_upstream_request(tmp_path: Path) -> None:
+    """The Anthropic SDK gives up on an upstream that has not answered within its timeout and
+    closes its connection: the proxy drops its upstream request then (it kept it, and the
+    upstream working, for up to ten minutes), and every retry of the SDK's is dropped as well."""
+    import anthropic
+    from starlette.types import Receive, Scope, Send
+
+    from benchmarks.standin import Served
+    from budget.proxy import ProxySettings, create_app
+    from tests.proxy._kit import BUDGET
+
+    started: list[str] = []
+    dropped: list[str] = []
+
+    async def silent(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        started.append(scope["path"])
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        dropped.append(scope["path"])
+
+    with Served(silent) as up:
+        settings = ProxySettings(
+            root=tmp_path / "s", anthropic_upstream=up.url, openai_upstream=up.url, budget=BUDGET
+        )
+        with Served(create_app(settings)) as proxy:
+            client = anthropic.Anthropic(
+                base_url=proxy.url, api_key="k", timeout=0.5, max_retries=1
+            )
+            history: Any = anthropic_history(2)
+            with pytest.raises(anthropic.APITimeoutError):
+                client.messages.create(model="m", max_tokens=8, messages=history)
+            assert eventually(lambda: len(dropped) == 2, 5.0)
+    assert started == dropped == ["/v1/messages", "/v1/messages"]
