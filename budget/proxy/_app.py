@@ -33,7 +33,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from budget._log import get_logger
-from budget.proxy._asgi import ProxyApp, Relayed
+from budget.proxy._asgi import Awaited, ProxyApp, Relayed, chained, untouched
 from budget.proxy._encode import NumberRewritten
 from budget.proxy._incremental import INLINE_BYTES, Bodies, Parsed
 from budget.proxy._limits import open_sessions
@@ -43,7 +43,6 @@ from budget.proxy._routes import (
     HOP_BY_HOP,
     METHODS,
     NOT_FORWARDED,
-    NOT_FORWARDED_UNTOUCHED,
     OVERFLOW_STATUSES,
     Api,
     budgeted_api,
@@ -98,7 +97,8 @@ class Proxy:
                     await asyncio.gather(*self._tasks, return_exceptions=True)
                 await self.pool.close()
 
-    def _upstream(self, api: Api | None, request: Request) -> str:
+    def _upstream(self, api: Api | None, request: Request) -> tuple[str, str]:
+        """The URL to send ``request`` to, and its provider (whose error shape a 502 takes)."""
         if api is not None:
             provider = api.provider
         else:
@@ -116,16 +116,16 @@ class Proxy:
         raw_path = request.scope.get("raw_path")
         path = raw_path.decode("latin-1") if raw_path else request.url.path
         query = request.url.query
-        return base.rstrip("/") + path + (f"?{query}" if query else "")
+        return base.rstrip("/") + path + (f"?{query}" if query else ""), provider
 
     async def handle(self, request: Request) -> Response:
         api = budgeted_api(request.method, request.url.path)
-        url = self._upstream(api, request)
+        url, provider = self._upstream(api, request)
         # The raw bytes: a value with a non-ASCII byte (a UTF-8 app name in x-title) is forwarded
         # as it came, where a str value would make httpx refuse the request (it encodes ASCII).
         if api is None:
-            headers, body = _untouched(request)
-            return await self._forward(request.method, url, headers, body, None, None)
+            headers, body, waiting = untouched(request)
+            return await self._forward(request.method, url, headers, body, None, provider, waiting)
         headers = forwarded(request.headers.raw, NOT_FORWARDED)
         try:
             raw = await request.body()
@@ -137,7 +137,8 @@ class Proxy:
         finally:
             self.working -= 1
         # The session is _forward's to release from here on, whatever happens.
-        return await self._forward(request.method, url, headers, content, slot, api)
+        waiting = Awaited(request.receive)
+        return await self._forward(request.method, url, headers, content, slot, provider, waiting)
 
     def _passthrough(self, reason: str, api: Api, **fields: Any) -> None:
         self._log.warning("toolbudget.proxy.passthrough", reason=reason, api=api.format, **fields)
@@ -222,7 +223,8 @@ class Proxy:
         headers: list[tuple[bytes, bytes]],
         content: bytes | AsyncIterator[bytes],
         slot: Slot | None,
-        api: Api | None,
+        provider: str,
+        waiting: Awaited,
     ) -> Response:
         assert self.upstream is not None, "the proxy's lifespan has not started"
         try:
@@ -231,12 +233,14 @@ class Proxy:
             if slot is not None:
                 self.pool.release(slot)
             self._log.error("toolbudget.proxy.upstream_failed", error=type(exc).__name__)
-            return gateway_error(api, type(exc).__name__)
+            return gateway_error(provider, type(exc).__name__)
         if slot is not None:
             # The log's fsync runs while the request goes upstream, never before it.
             slot.syncing = self._spawn(self.pool.synced(slot, self.pool.sync_soon(slot)))
+        resp: httpx.Response | None = None
         try:
-            resp = await self.upstream.send(req)
+            async with waiting:
+                resp = await self.upstream.send(req)
         except BaseException as exc:
             if slot is not None:
                 self.pool.release(slot)
@@ -245,7 +249,11 @@ class Proxy:
             if not isinstance(exc, httpx.HTTPError):
                 raise
             self._log.error("toolbudget.proxy.upstream_failed", error=type(exc).__name__)
-            return gateway_error(api, type(exc).__name__)
+            return gateway_error(provider, type(exc).__name__)
+        if resp is None:  # the agent hung up first: its upstream request is dropped
+            if slot is not None:
+                self.pool.release(slot)
+            return self._hung_up(slot)
         headers_out = forwarded(resp.headers.raw, HOP_BY_HOP)
         if slot is None:
             out: Response = Relayed(self._relay(resp, None, None), resp.status_code)
@@ -254,7 +262,7 @@ class Proxy:
                 out = await self._refused(resp, slot)
             except httpx.HTTPError as exc:  # the error body broke off: as if unreachable
                 self._log.error("toolbudget.proxy.upstream_failed", error=type(exc).__name__)
-                return gateway_error(api, type(exc).__name__)
+                return gateway_error(provider, type(exc).__name__)
         else:
             tap = Tap(
                 resp.headers.get("content-type", ""),
@@ -291,7 +299,7 @@ class Proxy:
                 session=slot.key,
                 reason="error body too large to read",
             )
-            rest = self._relay(resp, None, None, _chained(head, chunks))
+            rest = self._relay(resp, None, None, chained(head, chunks))
             return Relayed(rest, resp.status_code)
         await resp.aclose()
         raw = b"".join(head)
@@ -349,10 +357,11 @@ class Proxy:
             if slot is not None:
                 self.pool.release(slot)
 
-    def _hung_up(self) -> Response:
-        """The agent hung up before its request's body was whole: an interrupted turn (its
-        ``stream_cut`` event), not the application's error; the answer goes to no one."""
-        self._cut(None, "client disconnected")
+    def _hung_up(self, slot: Slot | None = None) -> Response:
+        """The agent hung up before its request's body was whole, or before the answer came
+        (``slot``: its session, if budgeted): an interrupted turn (its ``stream_cut`` event), not
+        the application's error; the answer goes to no one."""
+        self._cut(slot, "client disconnected")
         return Response(status_code=400)
 
     def _cut(self, slot: Slot | None, reason: str, error: str | None = None) -> None:
@@ -413,25 +422,6 @@ class Proxy:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
-
-
-def _untouched(request: Request) -> tuple[list[tuple[bytes, bytes]], bytes | AsyncIterator[bytes]]:
-    """The headers and body of a request forwarded untouched, framed as the agent framed it: a
-    body of a known length streamed with that length, a chunked one chunked, none as none (a GET
-    or HEAD with a body, even an empty chunked one, is refused by some servers and gateways)."""
-    if "transfer-encoding" in request.headers:
-        # Chunked: its Content-Length, if it sent one too, is not its length (RFC 9112 §6.3).
-        return forwarded(request.headers.raw, NOT_FORWARDED), request.stream()
-    headers = forwarded(request.headers.raw, NOT_FORWARDED_UNTOUCHED)
-    return headers, request.stream() if "content-length" in request.headers else b""
-
-
-async def _chained(head: list[bytes], rest: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-    """The chunks read already, then the rest of the stream."""
-    for chunk in head:
-        yield chunk
-    async for chunk in rest:
-        yield chunk
 
 
 def create_app(settings: ProxySettings, *, clock: Callable[[], float] = time.time) -> Starlette:

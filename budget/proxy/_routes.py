@@ -111,10 +111,11 @@ def forwarded(
     return [(k, v) for k, v in kept if k.decode("latin-1").lower() not in named]
 
 
-def gateway_error(api: Api | None, error: str) -> Response:
-    """A 502 in the API's own error shape, so the agent's SDK reports (and retries) it."""
+def gateway_error(provider: str, error: str) -> Response:
+    """A 502 in the provider's own error shape (on every path, budgeted or not: count_tokens,
+    models), so the agent's SDK reports (and retries) it."""
     message = f"toolbudget proxy: the upstream could not be reached ({error})"
-    if api is not None and api.provider == "anthropic":
+    if provider == "anthropic":
         body: dict[str, Any] = {
             "type": "error",
             "error": {"type": "api_error", "message": message},

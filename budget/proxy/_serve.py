@@ -75,6 +75,10 @@ def _run(
         lifespan="on",
         # An agent's connection stays open between turns: keep it as long as the SDKs do.
         timeout_keep_alive=60,
+        # An answer's headers are the upstream's: uvicorn would put its own server and date
+        # before them (two of each, "server: cloudflare, uvicorn" to the agent).
+        server_header=False,
+        date_header=False,
     )
     config.load()
     # Everything loaded so far (the interpreter's, starlette's, httpx's and toolbudget's modules,

@@ -175,3 +175,25 @@ def test_a_method_the_proxy_does_not_serve_is_refused_and_never_forwarded(stack:
     assert refused.status_code == 405
     assert forwarded.status_code == 200 and forwarded.json() == {"path": "/v1/files/f1"}
     assert [r.method for r in stack.upstream.received] == ["GET"]
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "zstd", "identity, gzip"])
+def test_a_compressed_body_goes_upstream_as_sent_with_its_encoding(
+    stack: Stack, encoding: str
+) -> None:
+    """A budgeted request whose body is compressed (Codex signed in with ChatGPT sends zstd) is
+    passed through, its bytes and its Content-Encoding as sent, with an ``encoded body``
+    passthrough event: the proxy never budgets bytes it did not decode."""
+    import gzip
+
+    plain = orjson.dumps({"model": "m", "input": [{"role": "user", "content": "hi"}]})
+    # A zstd frame's magic number, then bytes the proxy must not read (it decodes nothing).
+    body = b"\x28\xb5\x2f\xfd" + plain if encoding == "zstd" else gzip.compress(plain)
+    headers = {"content-type": "application/json", "content-encoding": encoding}
+    with structlog.testing.capture_logs() as events:
+        answer = httpx.post(f"{stack.url}/v1/responses", content=body, headers=headers)
+    [received] = stack.upstream.received
+    assert answer.status_code == 400  # the stand-in reads no compressed body: its own answer
+    assert received.body == body
+    assert received.header("content-encoding") == encoding
+    assert _passthroughs(events) == [("encoded body", None)]

@@ -108,7 +108,8 @@ def test_other_paths_and_methods_pass_through_untouched(stack: Stack) -> None:
 
 def test_an_unreachable_upstream_is_a_502_in_the_apis_error_shape(kit: Any, tmp_path: Path) -> None:
     """With nothing listening upstream, an Anthropic request gets a 502 with an Anthropic error
-    body and an OpenAI one an OpenAI error body (their SDKs retry a 502)."""
+    body and an OpenAI one an OpenAI error body (their SDKs retry a 502), on a budgeted path as on
+    one passed through (count_tokens, models: an Anthropic one got OpenAI's shape)."""
     from benchmarks.standin import Served
     from budget.proxy import ProxySettings, create_app
 
@@ -116,11 +117,18 @@ def test_an_unreachable_upstream_is_a_502_in_the_apis_error_shape(kit: Any, tmp_
     settings = ProxySettings(root=tmp_path / "s", anthropic_upstream=dead, openai_upstream=dead)
     with Served(create_app(settings)) as proxy, httpx.Client() as client:
         body = orjson.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]})
-        anthropic = client.post(f"{proxy.url}/v1/messages", content=body, headers=_ANTHROPIC)
-        openai = client.post(f"{proxy.url}/v1/chat/completions", content=body, headers=_OPENAI)
-    assert anthropic.status_code == openai.status_code == 502
-    assert anthropic.json()["type"] == "error" and anthropic.json()["error"]["type"] == "api_error"
-    assert "message" in openai.json()["error"]
+        answers = [
+            client.post(f"{proxy.url}/v1/messages", content=body, headers=_ANTHROPIC),
+            client.post(f"{proxy.url}/v1/messages/count_tokens", content=body, headers=_ANTHROPIC),
+            client.get(f"{proxy.url}/v1/models", headers=_ANTHROPIC),
+            client.post(f"{proxy.url}/v1/chat/completions", content=body, headers=_OPENAI),
+            client.get(f"{proxy.url}/v1/models", headers=_OPENAI),
+        ]
+    assert [a.status_code for a in answers] == [502] * 5
+    for answer in answers[:3]:
+        assert answer.json()["type"] == "error" and answer.json()["error"]["type"] == "api_error"
+    for answer in answers[3:]:
+        assert "type" not in answer.json() and "message" in answer.json()["error"]
 
 
 def test_toolbudget_read_reads_a_spilled_output_beside_the_running_proxy(

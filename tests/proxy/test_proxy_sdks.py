@@ -170,3 +170,73 @@ def test_a_streamed_answer_comes_back_byte_for_byte(
     assert proxied.headers["content-type"].startswith("text/event-stream")
     assert proxied.content == direct.content
     assert proxied.content.count(b"\n\n") >= 3
+
+
+def test_the_sdks_passed_through_paths_get_their_apis_error_when_the_upstream_is_down(
+    tmp_path: Path,
+) -> None:
+    """With nothing listening upstream, the Anthropic SDK's ``count_tokens`` and the OpenAI
+    SDK's ``models.list`` (paths passed through) each get a 502 in their own API's error shape,
+    as a budgeted path does: Anthropic's SDK got OpenAI's there."""
+    import anthropic
+    import openai
+
+    from benchmarks.standin import Served
+    from budget.proxy import ProxySettings, create_app
+
+    dead = "http://127.0.0.1:9"  # the discard port: nothing serves HTTP there
+    settings = ProxySettings(root=tmp_path / "s", anthropic_upstream=dead, openai_upstream=dead)
+    with Served(create_app(settings)) as proxy:
+        claude = anthropic.Anthropic(base_url=proxy.url, api_key="k", max_retries=0)
+        with pytest.raises(anthropic.InternalServerError) as refused:
+            claude.messages.count_tokens(model="m", messages=[{"role": "user", "content": "hi"}])
+        gpt = openai.OpenAI(base_url=f"{proxy.url}/v1", api_key="k", max_retries=0)
+        with pytest.raises(openai.InternalServerError) as refused_openai:
+            gpt.models.list()
+    assert refused.value.status_code == refused_openai.value.status_code == 502
+    assert refused.value.body == {
+        "type": "error",
+        "error": {
+            "type": "api_error",
+            "message": "toolbudget proxy: the upstream could not be reached (ConnectError)",
+        },
+    }
+    assert refused_openai.value.code is None
+    assert "toolbudget proxy: the upstream could not be reached" in refused_openai.value.message
+
+
+def test_an_sdk_timing_out_on_a_slow_upstream_ends_the_upstream_request(tmp_path: Path) -> None:
+    """The Anthropic SDK gives up on an upstream that has not answered within its timeout and
+    closes its connection: the proxy drops its upstream request then (it kept it, and the
+    upstream working, for up to ten minutes), and every retry of the SDK's is dropped as well."""
+    import anthropic
+    from starlette.types import Receive, Scope, Send
+
+    from benchmarks.standin import Served
+    from budget.proxy import ProxySettings, create_app
+    from tests.proxy._kit import BUDGET
+
+    started: list[str] = []
+    dropped: list[str] = []
+
+    async def silent(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        started.append(scope["path"])
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        dropped.append(scope["path"])
+
+    with Served(silent) as up:
+        settings = ProxySettings(
+            root=tmp_path / "s", anthropic_upstream=up.url, openai_upstream=up.url, budget=BUDGET
+        )
+        with Served(create_app(settings)) as proxy:
+            client = anthropic.Anthropic(
+                base_url=proxy.url, api_key="k", timeout=0.5, max_retries=1
+            )
+            history: Any = anthropic_history(2)
+            with pytest.raises(anthropic.APITimeoutError):
+                client.messages.create(model="m", max_tokens=8, messages=history)
+            assert eventually(lambda: len(dropped) == 2, 5.0)
+    assert started == dropped == ["/v1/messages", "/v1/messages"]
