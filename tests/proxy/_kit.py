@@ -7,6 +7,10 @@ there.
 from __future__ import annotations
 
 import itertools
+import os
+import re
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -25,6 +29,7 @@ __all__ = [
     "anthropic_history",
     "eventually",
     "library_copies",
+    "run_proxy",
     "steady_clock",
 ]
 
@@ -133,3 +138,27 @@ def library_copies(
             usage = usages[i] if usages is not None else None
             copies.append(session.prepare(history, usage=usage, now=tick()).messages)
     return copies
+
+
+def run_proxy(
+    root: Path, upstream: str, env: Mapping[str, str] | None = None
+) -> tuple[subprocess.Popen[str], str]:
+    """``toolbudget proxy`` in a child process (default host, a free port, both upstreams
+    ``upstream``, ``env`` added to the environment), and the URL it says it listens on."""
+    cmd = [sys.executable, "-c", "from budget.cli import main; main()", "proxy"]
+    cmd += ["--root", str(root), "--port", "0"]
+    cmd += ["--anthropic-upstream", upstream, "--openai-upstream", upstream]
+    repo = str(Path(__file__).resolve().parents[2])
+    child = subprocess.Popen(
+        cmd,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": repo, **(env or {})},
+    )
+    assert child.stderr is not None
+    line = child.stderr.readline()
+    found = re.search(r"on (http://127\.0\.0\.1:\d+) ", line)
+    if found is None:
+        child.kill()
+        raise AssertionError(f"the proxy did not start: {line}{child.stderr.read()}")
+    return child, found.group(1)

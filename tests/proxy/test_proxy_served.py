@@ -3,15 +3,14 @@ server's own added."""
 
 from __future__ import annotations
 
-import os
-import re
 import socket
 import subprocess
-import sys
 import threading
 from pathlib import Path
 
 import httpx
+
+from tests.proxy._kit import run_proxy
 
 _ANSWER = (
     b"HTTP/1.1 200 OK\r\n"
@@ -47,18 +46,7 @@ def _upstream() -> tuple[socket.socket, str]:
 
 def _start(root: Path, upstream: str) -> tuple[subprocess.Popen[str], str]:
     """``toolbudget proxy`` in a child process on a free port, both upstreams ``upstream``."""
-    cmd = [sys.executable, "-c", "from budget.cli import main; main()", "proxy"]
-    cmd += ["--root", str(root), "--port", "0"]
-    cmd += ["--anthropic-upstream", upstream, "--openai-upstream", upstream]
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
-    child = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env=env)
-    assert child.stderr is not None
-    line = child.stderr.readline()
-    found = re.search(r"on (http://127\.0\.0\.1:\d+) ", line)
-    if found is None:
-        child.kill()
-        raise AssertionError(f"the proxy did not start: {line}{child.stderr.read()}")
-    return child, found.group(1)
+    return run_proxy(root, upstream)
 
 
 def test_the_answers_server_and_date_headers_are_the_upstreams_alone(tmp_path: Path) -> None:

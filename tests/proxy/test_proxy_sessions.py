@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
 import signal
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -18,7 +16,7 @@ import httpx
 import orjson
 
 from budget.proxy import SESSION_HEADER, session_key
-from tests.proxy._kit import BUDGET, Stack, anthropic_history, library_copies
+from tests.proxy._kit import BUDGET, Stack, anthropic_history, library_copies, run_proxy
 
 _HEADERS = {"content-type": "application/json", "x-api-key": "k", "anthropic-version": "v"}
 _SESSIONS = 20
@@ -112,31 +110,7 @@ def test_an_explicit_session_header_names_the_session(stack: Stack) -> None:
 
 def _start(root: Path, upstream: str) -> tuple[subprocess.Popen[str], str]:
     """``toolbudget proxy`` in a child process with default host, on a free port."""
-    cmd = [
-        sys.executable,
-        "-c",
-        "from budget.cli import main; main()",
-        "proxy",
-        "--root",
-        str(root),
-        "--port",
-        "0",
-        "--anthropic-upstream",
-        upstream,
-    ]
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
-        **{f"TOOLBUDGET_{k.upper()}": str(v) for k, v in _ENV.items()},
-    }
-    child = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env=env)
-    assert child.stderr is not None
-    line = child.stderr.readline()
-    found = re.search(r"on (http://127\.0\.0\.1:\d+) ", line)
-    if found is None:
-        child.kill()
-        raise AssertionError(f"the proxy did not start: {line}{child.stderr.read()}")
-    return child, found.group(1)
+    return run_proxy(root, upstream, {f"TOOLBUDGET_{k.upper()}": str(v) for k, v in _ENV.items()})
 
 
 _ENV = {
