@@ -59,6 +59,7 @@ from budget.integrations._common import (
     is_overflow,
     is_summary,
     native_summary,
+    require_flag,
     require_session,
 )
 from budget.session._budget import Budget
@@ -187,6 +188,8 @@ class ToolBudgetCapability(AbstractCapability[Any]):
 
     def __post_init__(self) -> None:
         require_session(self.session, "ToolBudgetCapability")
+        require_flag(self.read_tool, "read_tool", "ToolBudgetCapability")
+        require_flag(self.retry_on_overflow, "retry_on_overflow", "ToolBudgetCapability")
         attach_summarizer(self.session, self.summarizer, "ToolBudgetCapability")
 
     def get_toolset(self) -> FunctionToolset[Any] | None:

@@ -1,0 +1,90 @@
+"""Findings of a hostile review of the three framework integrations: each a test."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from budget import Budget, ConfigError
+
+
+@pytest.mark.usefixtures("needs_pydantic_ai")
+@pytest.mark.parametrize("summarizer", [42, "agent"])
+def test_pydantic_ai_capability_refuses_a_summarizer_that_is_not_callable(
+    tmp_path: Path, summarizer: Any
+) -> None:
+    """ToolBudgetCapability(summarizer=42) is a ConfigError when built, as Budget.open's is,
+    where it was taken and failed at the first compaction."""
+    from budget.integrations.pydantic_ai import ToolBudgetCapability
+
+    with (
+        Budget.open(tmp_path / "s") as session,
+        pytest.raises(ConfigError, match="summarizer"),
+    ):
+        ToolBudgetCapability(session, summarizer=summarizer)
+
+
+@pytest.mark.usefixtures("needs_openai_agents")
+def test_openai_agents_filter_refuses_a_summarizer_that_is_not_callable(tmp_path: Path) -> None:
+    """toolbudget_input_filter(summarizer=42) is a ConfigError when built, where it was taken
+    and failed at the first compaction."""
+    from budget.integrations.openai_agents import toolbudget_input_filter
+
+    with (
+        Budget.open(tmp_path / "s") as session,
+        pytest.raises(ConfigError, match="summarizer"),
+    ):
+        toolbudget_input_filter(session, summarizer=42)  # type: ignore[arg-type]
+
+
+@pytest.mark.usefixtures("needs_langchain", "needs_pydantic_ai")
+@pytest.mark.parametrize("flag", ["read_tool", "retry_on_overflow"])
+def test_integrations_refuse_a_flag_that_is_not_a_bool(tmp_path: Path, flag: str) -> None:
+    """read_tool="no" (or retry_on_overflow="no") is a ConfigError when the middleware or the
+    capability is built, where the string was taken as true and the tool added."""
+    from budget.integrations.langchain import ToolBudgetMiddleware
+    from budget.integrations.pydantic_ai import ToolBudgetCapability
+
+    bad: dict[str, Any] = {flag: "no"}
+    with Budget.open(tmp_path / "s") as session:
+        with pytest.raises(ConfigError, match=flag):
+            ToolBudgetMiddleware(session, **bad)
+        with pytest.raises(ConfigError, match=flag):
+            ToolBudgetCapability(session, **bad)
+
+
+@pytest.mark.usefixtures("needs_langchain")
+@pytest.mark.parametrize("run_async", [False, True])
+def test_langchain_agent_tool_named_like_the_read_tool_is_refused(
+    tmp_path: Path, run_async: bool
+) -> None:
+    """An agent tool named toolbudget_read is a ConfigError at the first model call, where
+    create_agent kept it in place of the middleware's and every read-back went to it."""
+    from langchain.agents import create_agent
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    from langchain_core.messages import AIMessage
+    from langchain_core.tools import tool
+
+    from budget.integrations.langchain import ToolBudgetMiddleware
+
+    @tool
+    def toolbudget_read(ref: str) -> str:
+        """The agent's own tool that happens to share the read-back tool's name."""
+        return "not the spilled output"
+
+    class Scripted(GenericFakeChatModel):
+        def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+            return self
+
+    model = Scripted(messages=iter([AIMessage("done")]))
+    with Budget.open(tmp_path / "s") as session:
+        agent = create_agent(
+            model, tools=[toolbudget_read], middleware=[ToolBudgetMiddleware(session)]
+        )
+        question: Any = {"messages": [{"role": "user", "content": "hi"}]}
+        run = (lambda: asyncio.run(agent.ainvoke(question))) if run_async else None
+        with pytest.raises(ConfigError, match=r"toolbudget_read.*read_tool_name"):
+            run() if run is not None else agent.invoke(question)
