@@ -184,6 +184,7 @@ def _read_tool(spec: Mapping[str, Any], resolve: Callable[[], Budget]) -> Struct
         args_schema=spec["input_schema"],
         func=read,
         coroutine=aread,
+        metadata={"toolbudget": "read-back"},  # the middleware's check knows its own kind
     )
 
 
@@ -402,10 +403,13 @@ class ToolBudgetMiddleware(AgentMiddleware):
 
     def _check_tools(self, request: ModelRequest) -> None:
         """Refuse an agent tool named like the read-back tool: create_agent keeps one tool per
-        name (the agent's), so every read-back of a spilled output would go to it."""
-        for tool in request.tools if self.tools else ():
-            ours = self.tools[0]
-            if isinstance(tool, BaseTool) and tool.name == ours.name and tool is not ours:
+        name (the agent's), so every read-back of a spilled output would go to it. A read-back
+        tool given to the agent as well (``session_read_tool``) is one of ours: allowed."""
+        name = self.tools[0].name if self.tools else None
+        for tool in request.tools:
+            if not isinstance(tool, BaseTool) or tool.name != name:
+                continue
+            if (tool.metadata or {}).get("toolbudget") != "read-back":
                 raise ConfigError(
                     f"ToolBudgetMiddleware: the agent has a tool of its own named "
                     f"{tool.name!r}, the read-back tool's name: rename it, or give the "

@@ -88,3 +88,71 @@ def test_langchain_agent_tool_named_like_the_read_tool_is_refused(
         run = (lambda: asyncio.run(agent.ainvoke(question))) if run_async else None
         with pytest.raises(ConfigError, match=r"toolbudget_read.*read_tool_name"):
             run() if run is not None else agent.invoke(question)
+
+
+@pytest.mark.usefixtures("needs_langchain")
+def test_langchain_agent_given_the_read_tool_as_well_still_reads_back(tmp_path: Path) -> None:
+    """session_read_tool(session) in the agent's tools as well as the middleware's is not a
+    name collision: the run reads back through it."""
+    from langchain.agents import create_agent
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    from langchain_core.messages import AIMessage, ToolMessage
+
+    from budget.integrations.langchain import ToolBudgetMiddleware, session_read_tool
+
+    class Scripted(GenericFakeChatModel):
+        def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
+            return self
+
+    with Budget.open(tmp_path / "s") as session:
+        call = {"name": "toolbudget_read", "args": {"ref": "0" * 32}, "id": "r1"}
+        model = Scripted(messages=iter([AIMessage("", tool_calls=[call]), AIMessage("done")]))
+        agent = create_agent(
+            model, tools=[session_read_tool(session)], middleware=[ToolBudgetMiddleware(session)]
+        )
+        question: Any = {"messages": [{"role": "user", "content": "hi"}]}
+        (answer,) = [m for m in agent.invoke(question)["messages"] if isinstance(m, ToolMessage)]
+    assert "no output is stored under ref" in answer.text
+
+
+@pytest.mark.usefixtures("needs_pydantic_ai", "structlog_defaults")
+def test_pydantic_ai_history_processor_keeps_decisions_across_a_restart(
+    big_file: tuple[Path, str], tmp_path: Path
+) -> None:
+    """A new processor on the same session directory, given the run's history (which
+    ProcessHistory filled with envelopes), keeps each spilled decision and its ref, with no
+    ``decision_stale``, where it took the envelopes for edited outputs and re-decided them."""
+    from pydantic_ai import Agent
+    from pydantic_ai.capabilities import ProcessHistory
+    from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+    from structlog.testing import capture_logs
+
+    from budget.integrations.pydantic_ai import session_read_tool, toolbudget_history_processor
+    from tests.integrations._pydantic_ai_kit import Reader, read_file
+
+    path, text = big_file
+    with Budget.open(tmp_path / "s") as session:
+        reader = Reader([str(path), str(path)])
+        processor = ProcessHistory(toolbudget_history_processor(session))
+        tools: list[Any] = [read_file, session_read_tool(session)]
+        agent = Agent(FunctionModel(reader), tools=tools, capabilities=[processor])
+        history = agent.run_sync("Read the log twice.").all_messages()
+        before = [session.decision(f"read_{n}") for n in (1, 2)]
+    assert before[0] is not None
+    assert [d.kind for d in before if d is not None] == ["spilled", "spilled"]
+    sent: list[list[ModelMessage]] = []
+
+    def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        sent.append(messages)
+        return ModelResponse(parts=[TextPart("ok")])
+
+    with Budget.open(tmp_path / "s") as session, capture_logs() as events:
+        processor = ProcessHistory(toolbudget_history_processor(session))
+        again = Agent(FunctionModel(answer), capabilities=[processor])
+        again.run_sync("And now?", message_history=history)
+        after = [session.decision(f"read_{n}") for n in (1, 2)]
+        assert session.read(before[0].ref or "") == text  # the body the envelopes name
+    assert "toolbudget.session.decision_stale" not in [e["event"] for e in events]
+    assert after == before
+    assert sent[0][: len(reader.received[-1])] == reader.received[-1]
