@@ -218,11 +218,12 @@ def _last_usage(messages: Sequence[Any]) -> Any:
 
 
 def _session_root(root: str | os.PathLike[str]) -> Path:
-    """``root`` as a path, refused at once when it is a file: the threads' sessions, opened at
-    their first model call, would each fail there instead."""
-    path = Path(root)
-    if path.exists() and not path.is_dir():
-        raise ConfigError(f"ToolBudgetMiddleware: root= {path} exists and is not a directory")
+    """``root`` as a path, refused at once when it is empty or a file: the threads' sessions,
+    opened at their first model call, would go to the working directory or each fail there."""
+    path = Path(root) if isinstance(root, str | os.PathLike) and os.fspath(root) else None
+    if path is None or (path.exists() and not path.is_dir()):  # None: "" (an unset variable)
+        shown = repr(root)[:80] if path is None else str(path)
+        raise ConfigError(f"ToolBudgetMiddleware: root= {shown} is not a directory")
     return path
 
 
@@ -407,9 +408,8 @@ class ToolBudgetMiddleware(AgentMiddleware):
         tool given to the agent as well (``session_read_tool``) is one of ours: allowed."""
         name = self.tools[0].name if self.tools else None
         for tool in request.tools:
-            if not isinstance(tool, BaseTool) or tool.name != name:
-                continue
-            if (tool.metadata or {}).get("toolbudget") != "read-back":
+            ours = isinstance(tool, BaseTool) and (tool.metadata or {}).get("toolbudget")
+            if isinstance(tool, BaseTool) and tool.name == name and ours != "read-back":
                 raise ConfigError(
                     f"ToolBudgetMiddleware: the agent has a tool of its own named "
                     f"{tool.name!r}, the read-back tool's name: rename it, or give the "

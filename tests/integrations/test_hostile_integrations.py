@@ -156,3 +156,18 @@ def test_pydantic_ai_history_processor_keeps_decisions_across_a_restart(
     assert "toolbudget.session.decision_stale" not in [e["event"] for e in events]
     assert after == before
     assert sent[0][: len(reader.received[-1])] == reader.received[-1]
+
+
+@pytest.mark.usefixtures("needs_langchain")
+@pytest.mark.parametrize("root", ["", 42])
+def test_langchain_root_must_name_a_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, root: Any
+) -> None:
+    """root="" (an unset variable) or root=42 is a ConfigError when the middleware is built, as
+    Budget.open("") is, where "" put each thread's session in the working directory and 42 was
+    a bare TypeError."""
+    from budget.integrations.langchain import ToolBudgetMiddleware
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match="root"):
+        ToolBudgetMiddleware(root=root)
