@@ -103,6 +103,7 @@ SDK_MODULES: Final = frozenset(
         "tests/integrations/test_openai_agents_compaction.py",
         "tests/integrations/test_pydantic_ai.py",
         "tests/integrations/test_hostile_pydantic_ai.py",
+        "tests/integrations/test_hostile_integrations.py",
         "tests/integrations/test_pydantic_ai_compaction.py",
         "tests/proxy/test_proxy_adversarial.py",
         "tests/proxy/test_proxy_sdks.py",

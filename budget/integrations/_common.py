@@ -14,6 +14,7 @@ __all__ = [
     "is_overflow",
     "is_summary",
     "native_summary",
+    "require_flag",
     "require_session",
 ]
 
@@ -28,6 +29,14 @@ def require_session(session: object, integration: str) -> Budget:
             f"not {type(session).__name__}"
         )
     return session
+
+
+def require_flag(value: object, name: str, integration: str) -> bool:
+    """``value`` when it is a bool; a ConfigError otherwise: a string such as ``"no"`` would be
+    taken as true (the tool added, the retry made) with no word said."""
+    if not isinstance(value, bool):
+        raise ConfigError(f"{integration}({name}=...) takes True or False, not {value!r:.40}")
+    return value
 
 
 def is_overflow(session: Budget, error: BaseException) -> bool:
@@ -50,6 +59,12 @@ def attach_summarizer(
     given in one place)."""
     if summarizer is None:
         return
+    if not callable(summarizer):
+        # Budget.open refuses one too: here it would fail at the first compaction instead.
+        raise ConfigError(
+            f"{integration}(summarizer=...) takes a callable (see budget.summarizers), "
+            f"not {type(summarizer).__name__}"
+        )
     compactor = session._compactor
     if compactor.summarizer is not None and compactor.summarizer is not summarizer:
         raise ConfigError(

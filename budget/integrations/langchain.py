@@ -41,7 +41,7 @@ try:
         SystemMessage,
         ToolMessage,
     )
-    from langchain_core.tools import StructuredTool
+    from langchain_core.tools import BaseTool, StructuredTool
     from langgraph.config import get_config
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError(
@@ -60,6 +60,7 @@ from budget.integrations._common import (
     is_overflow,
     is_summary,
     native_summary,
+    require_flag,
     require_session,
 )
 from budget.session._budget import Budget
@@ -183,6 +184,7 @@ def _read_tool(spec: Mapping[str, Any], resolve: Callable[[], Budget]) -> Struct
         args_schema=spec["input_schema"],
         func=read,
         coroutine=aread,
+        metadata={"toolbudget": "read-back"},  # the middleware's check knows its own kind
     )
 
 
@@ -216,11 +218,12 @@ def _last_usage(messages: Sequence[Any]) -> Any:
 
 
 def _session_root(root: str | os.PathLike[str]) -> Path:
-    """``root`` as a path, refused at once when it is a file: the threads' sessions, opened at
-    their first model call, would each fail there instead."""
-    path = Path(root)
-    if path.exists() and not path.is_dir():
-        raise ConfigError(f"ToolBudgetMiddleware: root= {path} exists and is not a directory")
+    """``root`` as a path, refused at once when it is empty or a file: the threads' sessions,
+    opened at their first model call, would go to the working directory or each fail there."""
+    path = Path(root) if isinstance(root, str | os.PathLike) and os.fspath(root) else None
+    if path is None or (path.exists() and not path.is_dir()):  # None: "" (an unset variable)
+        shown = repr(root)[:80] if path is None else str(path)
+        raise ConfigError(f"ToolBudgetMiddleware: root= {shown} is not a directory")
     return path
 
 
@@ -285,7 +288,9 @@ class ToolBudgetMiddleware(AgentMiddleware):
         self._config = build_config(config)
         self._sessions: dict[str, Budget] = {}
         self._lock = threading.Lock()
-        self.retry_on_overflow = retry_on_overflow
+        self.retry_on_overflow = require_flag(
+            retry_on_overflow, "retry_on_overflow", "ToolBudgetMiddleware"
+        )
         self._model: ContextVar[BaseChatModel | None] = ContextVar(
             f"toolbudget_model_{id(self)}", default=None
         )
@@ -296,7 +301,7 @@ class ToolBudgetMiddleware(AgentMiddleware):
         self._summarizer = self._summarizer_for(summarizer)
         if self.session is not None:
             attach_summarizer(self.session, self._summarizer, "ToolBudgetMiddleware")
-        if not read_tool:
+        if not require_flag(read_tool, "read_tool", "ToolBudgetMiddleware"):
             self.tools = []
         elif self.session is not None:
             self.tools = [session_read_tool(self.session)]
@@ -397,12 +402,27 @@ class ToolBudgetMiddleware(AgentMiddleware):
         with self._lock:
             return native_summary(self._summaries, message, lambda text: HumanMessage(content=text))
 
+    def _check_tools(self, request: ModelRequest) -> None:
+        """Refuse an agent tool named like the read-back tool: create_agent keeps one tool per
+        name (the agent's), so every read-back of a spilled output would go to it. A read-back
+        tool given to the agent as well (``session_read_tool``) is one of ours: allowed."""
+        name = self.tools[0].name if self.tools else None
+        for tool in request.tools:
+            ours = isinstance(tool, BaseTool) and (tool.metadata or {}).get("toolbudget")
+            if isinstance(tool, BaseTool) and tool.name == name and ours != "read-back":
+                raise ConfigError(
+                    f"ToolBudgetMiddleware: the agent has a tool of its own named "
+                    f"{tool.name!r}, the read-back tool's name: rename it, or give the "
+                    "read-back tool another (the read_tool_name setting)"
+                )
+
     def wrap_model_call(
         self,
         request: ModelRequest,
         handler: Callable[[ModelRequest], ModelResponse],
     ) -> ModelResponse:
         """Call the model with the budgeted messages (again, harder, after an overflow)."""
+        self._check_tools(request)
         session = self._current()
         while True:
             budgeted = self._budget(request, session)
@@ -419,6 +439,7 @@ class ToolBudgetMiddleware(AgentMiddleware):
     ) -> ModelResponse:
         """The async form: budgeting (it may write spilled bodies) runs in a worker thread; an
         async summarizer is awaited on the loop."""
+        self._check_tools(request)
         session = await asyncio.to_thread(self._current)  # opening a session is file I/O
         while True:
             budgeted = await self._abudget(request, session)

@@ -14,8 +14,9 @@ is prepared in the :data:`PYDANTIC_AI` format, which fixes the session's format.
 
 pydantic-ai 2 removed ``Agent(history_processors=...)``; its replacement, ``ProcessHistory``,
 writes the processor's output back into the run's history. :func:`toolbudget_history_processor`
-works there too (it maps its own output back to the originals before budgeting, so decisions stay
-frozen), but the history then holds envelopes: prefer the capability.
+works there too (it maps its own output back to the originals before budgeting, and a new
+processor on the session, after a restart, reads the outputs behind the envelopes back, so
+decisions stay frozen), but the history then holds envelopes: prefer the capability.
 
 Tool return content that is not a string (a dict, a model, a list) is measured, spilled and read
 back in its JSON text form, which is what the model is sent; when it is spilled the content becomes
@@ -50,7 +51,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         "budget.integrations.pydantic_ai needs pydantic-ai 2: pip install 'toolbudget[pydantic-ai]'"
     ) from exc
 
-from budget._errors import InputError
+from budget._errors import BudgetError, InputError
 from budget._report import Report
 from budget._view import EMPTY_SCAN, PROMPT_SCAN, REPLY_SCAN, Call, Format, RawResult, Scanned
 from budget.formats._common import call_facts
@@ -59,6 +60,7 @@ from budget.integrations._common import (
     is_overflow,
     is_summary,
     native_summary,
+    require_flag,
     require_session,
 )
 from budget.session._budget import Budget
@@ -187,6 +189,8 @@ class ToolBudgetCapability(AbstractCapability[Any]):
 
     def __post_init__(self) -> None:
         require_session(self.session, "ToolBudgetCapability")
+        require_flag(self.read_tool, "read_tool", "ToolBudgetCapability")
+        require_flag(self.retry_on_overflow, "retry_on_overflow", "ToolBudgetCapability")
         attach_summarizer(self.session, self.summarizer, "ToolBudgetCapability")
 
     def get_toolset(self) -> FunctionToolset[Any] | None:
@@ -231,7 +235,27 @@ class _HistoryProcessor:
 
     def _original(self, message: ModelMessage) -> ModelMessage:
         hit = self._originals.get(id(message))
-        return hit[1] if hit is not None and hit[0] is message else message
+        return hit[1] if hit is not None and hit[0] is message else self._read_back(message)
+
+    def _read_back(self, message: ModelMessage) -> ModelMessage:
+        """``message`` with each tool return showing exactly its frozen decision's text (a copy
+        ProcessHistory stored, met by a new processor after a restart) holding its output again,
+        read back: budgeting the copy would take it for an edited output and decide it anew."""
+        if not isinstance(message, ModelRequest):
+            return message
+        texts: dict[int, str] = {}
+        for slot, part in enumerate(message.parts):
+            if type(part) is not ToolReturnPart:
+                continue
+            decision = self._session.decision(part.tool_call_id)
+            if decision is None or decision.ref is None or decision.text is None:
+                continue
+            if _return_text(part)[0] == decision.text:
+                try:
+                    texts[slot] = self._session.read(decision.ref)
+                except BudgetError:
+                    continue  # the body is gone: the copy is budgeted as the output it shows
+        return PYDANTIC_AI.rewrite(message, texts) if texts else message
 
     def __call__(self, messages: list[ModelMessage]) -> list[ModelMessage]:
         restored = [self._original(m) for m in messages]
