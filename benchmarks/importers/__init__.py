@@ -106,8 +106,8 @@ def load_file(path: Path, root: Path, format: str | None = None) -> list[Trace]:
         raise FormatError(f"unknown trace format {format!r}; known: {', '.join(FORMATS)}")
     try:
         return _all_checked(loader(path, root))
-    except PartialTraceFile as exc:
-        raise PartialTraceFile(str(exc), _all_checked(exc.traces)) from exc
+    except PartialTraceFile as exc:  # the loader's refusals named with the check's
+        return _all_checked(exc.traces, [exc])
     except BudgetError:
         raise
     except OSError as exc:
@@ -120,18 +120,21 @@ def load_file(path: Path, root: Path, format: str | None = None) -> list[Trace]:
         ) from exc
 
 
-def _all_checked(traces: list[Trace]) -> list[Trace]:
-    """``traces`` through :func:`checked`; when some fail but not all, a
-    :class:`PartialTraceFile` naming those, the others kept."""
+def _all_checked(traces: list[Trace], bad: list[TraceFileError] | None = None) -> list[Trace]:
+    """``traces`` through :func:`checked`; when some fail (or the loader refused some: ``bad``)
+    but not all, a :class:`PartialTraceFile` naming every one, the others kept."""
     good: list[Trace] = []
-    bad: list[TraceFileError] = []
+    bad = list(bad or ())
     for trace in traces:
         try:
             good.append(checked(trace))
         except TraceFileError as exc:
             bad.append(exc)
     if bad and not good:
-        raise bad[0]
+        # None left to score: a plain TraceFileError (a partial one's traces would be scored).
+        if len(bad) == 1 and not isinstance(bad[0], PartialTraceFile):
+            raise bad[0]
+        raise TraceFileError("; ".join(str(e) for e in bad))
     if bad:
         raise PartialTraceFile("; ".join(str(e) for e in bad), good)
     return good

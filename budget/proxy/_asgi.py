@@ -50,39 +50,18 @@ class ProxyApp(Starlette):
 
 
 class Relayed(StreamingResponse):
-    """A ``StreamingResponse`` streamed from the request's own task, while a plain asyncio task
-    listens for the agent hanging up and cancels it then: the relay ends at its ``yield`` or its
+    """A ``StreamingResponse`` streamed from the request's own task inside an :class:`Awaited`,
+    whose listener cancels it when the agent hangs up: the relay ends at its ``yield`` or its
     read as before (:meth:`budget.proxy._app.Proxy._relay`)."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        relay = asyncio.current_task()
-        assert relay is not None  # an ASGI app runs in a task
-        state = {"streaming": True, "hung_up": False}
-
-        async def listen() -> None:
-            while (await receive())["type"] != "http.disconnect":
-                pass
-            # This task runs only while the relay waits at an await: the cancellation lands
-            # there, inside stream_response, never after it.
-            if state["streaming"]:
-                state["hung_up"] = True
-                relay.cancel()
-
-        listener = asyncio.get_running_loop().create_task(listen())
-        try:
+        async with Awaited(receive):
             await self.stream_response(send)
-        except asyncio.CancelledError:
-            if not state["hung_up"]:
-                raise  # the server cancelled the request (shutting down): not ours to absorb
-            relay.uncancel()  # our own cancellation, done with: the request ends normally
-        finally:
-            state["streaming"] = False
-            listener.cancel()
 
 
 class Awaited:
     """The upstream's answer awaited (``async with``) while a plain asyncio task listens for the
-    agent hanging up, as :class:`Relayed` does while it streams: the agent gone, the wait is
+    agent hanging up (:class:`Relayed` streams the answer in one too): the agent gone, the wait is
     cancelled, which drops the upstream's request (a non-streamed answer takes minutes, billed
     and held until it came, for no one) and ends the block; ``hung_up`` says so.
 
@@ -95,6 +74,7 @@ class Awaited:
         self._waiting = True
         self.hung_up = False
         self._listener: asyncio.Task[None] | None = None
+        self._cancelling = 0
 
     async def _listen(self, waiter: asyncio.Task[object]) -> None:
         if self._body_sent is not None:
@@ -110,6 +90,7 @@ class Awaited:
     async def __aenter__(self) -> Awaited:
         waiter = asyncio.current_task()
         assert waiter is not None  # an ASGI app runs in a task
+        self._cancelling = waiter.cancelling()
         self._listener = asyncio.get_running_loop().create_task(self._listen(waiter))
         return self
 
@@ -126,8 +107,9 @@ class Awaited:
             return False  # the server's own cancellation (shutting down) is not ours to absorb
         waiter = asyncio.current_task()
         assert waiter is not None
-        waiter.uncancel()  # our own cancellation, done with: the request ends normally
-        return True
+        # Our own cancellation, done with: the request ends normally, unless the server's
+        # landed with it (asyncio.timeout's rule: only a count back to where it was absorbs).
+        return waiter.uncancel() <= self._cancelling
 
 
 async def then_set(body: AsyncIterator[bytes], sent: asyncio.Event) -> AsyncIterator[bytes]:

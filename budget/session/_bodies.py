@@ -49,11 +49,14 @@ class Bodies:
     def spill(self, text: str, tool: str, lock: AbstractContextManager[Any]) -> str:
         """``text`` as a tool result should hold it (``Budget.spill_output``): itself, or (over
         ``tool``'s cap) its envelope, the body stored first (under ``lock``, the session's); a
-        failed spill returns ``text`` itself."""
+        failed spill, or an envelope not shorter than ``text``, returns ``text`` itself."""
         limit = self._config.cap_for(tool)
         if limit is None or len(text) <= limit or self.envelope_ref(text) is not None:
             return text
         ref = ref_for(text)
+        shown = self.envelope(text, ref, tool, is_error=False)
+        if len(shown) >= len(text):
+            return text  # the envelope would outgrow the output: whole, as the cap pass keeps it
         with lock:
             if ref not in self._stored:
                 try:
@@ -64,7 +67,7 @@ class Bodies:
                     )
                     return text
                 self._stored.add(ref)
-        return self.envelope(text, ref, tool, is_error=False)
+        return shown
 
     def restore_missing(self, results: Iterable[ToolResult]) -> None:
         """Put back the body of each logged decision the store lacks, from the result's text the

@@ -270,7 +270,8 @@ class Budget:
         """``text`` as a tool result should hold it: itself, or (over ``tool``'s cap) its envelope.
 
         The output is stored first; the envelope is the one the cap pass would show (same ref,
-        same bytes), and ``prepare`` keeps it as it is. A failed spill returns ``text`` itself.
+        same bytes), and ``prepare`` keeps it as it is. A failed spill returns ``text`` itself,
+        as does an output its envelope would not be shorter than (the cap pass keeps it whole).
         """
         if not isinstance(text, str):
             raise InputError(f"a tool output must be a string, not {type(text).__name__}")

@@ -208,3 +208,25 @@ def test_one_bad_instance_of_an_evaluation_output_costs_only_itself(
     assert {t.name.removeprefix("openhands/") for t in found} == expected
     assert [s.path for s in skipped] == ["output.jsonl"]
     assert why in skipped[0].reason
+
+
+@pytest.mark.parametrize("third", ["scored", "refused"])
+def test_every_bad_instance_is_named_when_the_loader_and_the_check_each_refuse_one(
+    shared_traces: Path, tmp_path: Path, third: str
+) -> None:
+    """An ``output.jsonl`` whose first instance has an impossible usage and whose second is torn
+    names both in its skip reason (whether its third is scored or refused too), where the check's
+    refusal replaced the loader's and the torn instance went unnamed."""
+    lines = (shared_traces / OPENHANDS_EVAL).read_bytes().splitlines()
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    last = lines[2] if third == "scored" else _negative_usage(lines[2])
+    (traces / "output.jsonl").write_bytes(
+        b"\n".join([_negative_usage(lines[0]), lines[1][:500], last]) + b"\n"
+    )
+    found, skipped = load_dir(traces)
+    expected = [json.loads(lines[2])["instance_id"]] if third == "scored" else []
+    assert [t.name.removeprefix("openhands/") for t in found] == expected
+    assert [s.path for s in skipped] == ["output.jsonl"]
+    assert "recorded usage input_tokens is -5" in skipped[0].reason
+    assert "instance 2: line 2 is not valid JSON" in skipped[0].reason

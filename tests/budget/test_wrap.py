@@ -198,3 +198,15 @@ def test_wrapped_anthropic_results_with_error_flags_keep_them(tmp_path: Path) ->
         req = b.prepare(msgs, now=0)
         assert req.messages[2] is msgs[2]
         assert req.messages[2]["content"][0]["is_error"] is True
+
+
+def test_a_wrapped_output_its_envelope_would_outgrow_is_returned_whole(tmp_path: Path) -> None:
+    """Over a tool cap of 1, an output shorter than its envelope comes back whole and unstored,
+    as prepare keeps it (the cap pass's rule), where the wrapper returned the longer envelope."""
+    text = "\n".join(f"line {i} " + "x" * 40 for i in range(45))
+    cfg = SMALL.model_copy(update={"preview_chars": 2_000, "tools": {"cat": ToolPolicy(cap=1)}})
+    with Budget.open(tmp_path / "s", cfg) as b:
+        assert b.spill_output(text, tool="cat") == text
+        assert not b.store.has(ref_for(text))
+        req = b.prepare(conversation([[text]], tool="cat"), now=0)
+        assert req.messages[2]["content"][0]["content"] == text

@@ -3,6 +3,7 @@ too, and lets its session go."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import threading
 from pathlib import Path
@@ -16,6 +17,7 @@ from starlette.types import Receive, Scope, Send
 
 from benchmarks.standin import Served
 from budget.proxy import ProxySettings, create_app
+from budget.proxy._asgi import Awaited
 from tests.proxy._kit import BUDGET, eventually
 
 _ANTHROPIC = "content-type: application/json\r\nx-api-key: k\r\nanthropic-version: v\r\n"
@@ -95,3 +97,30 @@ def test_a_request_answered_in_time_is_not_cut(tmp_path: Path) -> None:
         with Served(create_app(settings)) as proxy:
             got = httpx.get(f"{proxy.url}/v1/models", headers={"anthropic-version": "v"})
     assert (got.status_code, got.content) == (200, b"{}")
+
+
+def test_a_shutdown_landing_with_the_hang_up_still_cancels_the_request() -> None:
+    """The server cancels the request's task (shutting down) as the agent hangs up: the
+    wait absorbs only its own cancellation, so the task still ends cancelled, where both were
+    absorbed and the request went on."""
+
+    async def main() -> str:
+        task: asyncio.Task[str] | None = None
+
+        async def receive() -> dict[str, Any]:
+            assert task is not None
+            task.cancel()  # the server's own, landing with the disconnect
+            return {"type": "http.disconnect"}
+
+        async def request() -> str:
+            async with Awaited(receive) as waiting:
+                await asyncio.Event().wait()
+            return "went on" if waiting.hung_up else "answered"
+
+        task = asyncio.get_running_loop().create_task(request())
+        try:
+            return await task
+        except asyncio.CancelledError:
+            return "cancelled"
+
+    assert asyncio.run(main()) == "cancelled"
