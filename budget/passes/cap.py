@@ -30,18 +30,23 @@ def cap(ctx: PassContext) -> list[Decision]:
         if limit is None or result.call_id in ctx.decided:
             continue
         if len(result.text) > limit:
-            decision = spill(ctx, result, "cap")
-            # Just over a low cap the envelope (preview and frame) can outgrow the output it
-            # would replace: the output stays whole, as the aggregate pass keeps it.
-            if len(decision.text or "") < len(result.text):
-                out.append(decision)
+            out.extend(_shorter(ctx, result, "cap"))
             continue
         if not weighed(ctx.config, result.tool, len(result.text), limit):
             continue  # the caller's own cap or a plain one (a hard limit), or no smaller envelope
         verdict = weigh(ctx, result)
         if verdict is not None and verdict.choice == "spill":
-            out.append(spill(ctx, result, "pays"))
+            out.extend(_shorter(ctx, result, "pays"))
     return out
+
+
+def _shorter(ctx: PassContext, result: ToolResult, reason: str) -> list[Decision]:
+    """The spill of ``result``, or nothing when its envelope would not be shorter than the
+    output: just over a low cap, or with a long file path in its frame (``include_path``), the
+    preview and frame can outgrow the output they would replace; it stays whole, as the
+    aggregate pass keeps it (the cost model priced the envelope at its usual frame)."""
+    decision = spill(ctx, result, reason)
+    return [decision] if len(decision.text or "") < len(result.text) else []
 
 
 def weighed(cfg: BudgetConfig, tool: str, chars: int, limit: int | None) -> bool:

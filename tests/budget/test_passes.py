@@ -65,6 +65,18 @@ def test_cap_keeps_whole_an_output_its_envelope_would_outgrow() -> None:
     assert len(out[0].text or "") < 3_000
 
 
+def test_a_priced_spill_whose_envelope_would_outgrow_its_output_keeps_it_whole() -> None:
+    """A 2,650-character output the cost model would spill (a long session ahead), whose
+    envelope names a 400-character file path (``include_path``): the frame outgrows the 600
+    characters priced, the envelope the output, so it stays whole; a 4,000-character one goes."""
+    config = BudgetConfig(preview_chars=2_000, include_path=True)
+    fresh = [result("a", 2_650), result("b", 4_000, order=1)]
+    # 10,000 results kept whole and none needed: a spill's read-back risk is next to nothing.
+    costs = replace(_costs([], requests=20), observed=Observed(bank=1e9, exposed=10_000))
+    out = cap(ctx(fresh, config=config, costs=costs, path_of=lambda ref: "/s" * 200 + ref))
+    assert [(d.call_id, d.reason) for d in out] == [("b", "pays")]
+
+
 def test_aggregate_spills_largest_first_ties_earlier_first_until_the_group_fits() -> None:
     """900+2,000+2,000+800 = 5,700: each 2,000 becomes a ~560-char envelope, so b then c suffice."""
     fresh = [
