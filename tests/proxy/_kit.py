@@ -11,6 +11,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -161,4 +162,6 @@ def run_proxy(
     if found is None:
         child.kill()
         raise AssertionError(f"the proxy did not start: {line}{child.stderr.read()}")
+    # Its later events are drained, never read: a talkative proxy would fill the pipe and stall.
+    threading.Thread(target=child.stderr.read, daemon=True).start()
     return child, found.group(1)
