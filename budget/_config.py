@@ -80,7 +80,7 @@ class ToolPolicy(BaseModel):
         try:
             super().__init__(**data)
         except ValidationError as exc:
-            raise ConfigError(describe(exc)) from None
+            raise ConfigError(describe(exc, None, ToolPolicy.model_fields)) from None
 
     @field_validator("*", mode="before")
     @classmethod

@@ -45,9 +45,15 @@ def describe(
     exc: ValidationError, explicit: dict[str, Any] | None = None, fields: Iterable[str] = ()
 ) -> str:
     """``exc`` as one line naming each setting refused and why, and the variable that gave it
-    where the environment did (``explicit``: what the caller passed; ``fields``: the settings)."""
+    where the environment did (``explicit``: what the caller passed; ``fields``: the settings,
+    among which a misspelt one's closest is named)."""
     parts = []
     for err in exc.errors():
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden":
+            # Not pydantic's "Extra inputs are not permitted": a misspelt setting, and its guess.
+            close = difflib.get_close_matches(str(err["loc"][-1]), list(fields), n=1)
+            msg = "no such setting" + (f" (did you mean {close[0]}?)" if close else "")
         field = ".".join(str(p) for p in err["loc"]) or "config"
         top = str(err["loc"][0]) if err["loc"] else ""
         # A value from the environment is named as such: the caller did not pass it.
@@ -58,9 +64,9 @@ def describe(
         )
         if not top and explicit is not None:
             # Settings that contradict each other: name those of them the environment gave.
-            named = _from_env(err["msg"], explicit, fields)
+            named = _from_env(msg, explicit, fields)
             origin = f" (from the environment: {', '.join(named)})" if named else ""
-        parts.append(f"{field}{origin}: {_message(err['msg'])}")
+        parts.append(f"{field}{origin}: {_message(msg)}")
     return "invalid toolbudget setting: " + "; ".join(parts)
 
 

@@ -7,6 +7,8 @@ tree, with the errors only ``budget`` raises, is drawn in ``budget/_errors.py``.
 
 from __future__ import annotations
 
+import os
+
 __all__ = [
     "BudgetError",
     "ConfigError",
@@ -38,6 +40,20 @@ class RefError(StoreError, KeyError):
 
 class SessionLocked(StoreError):
     """Another process holds the session directory's lock."""
+
+    @classmethod
+    def held(cls, path: object, holder: str, timeout: float) -> SessionLocked:
+        """The error for ``path`` locked by ``holder`` (the lock file's pid, when it names one),
+        saying whether that is this very process: a session opened earlier and never closed."""
+        pid = holder if holder.isascii() and holder.isdigit() else ""
+        who = f"open in another process (pid {pid} per its lock file)" if pid else "open elsewhere"
+        if pid == str(os.getpid()):  # a REPL cell that opens the session, run twice
+            who = f"already open in this process (pid {pid}): an earlier open not closed"
+        return cls(
+            f"session {path} is {who}; a session can be open in one place at a time. Close that "
+            f"one first (session.close(), or a with block), or pass lock_timeout to wait "
+            f"(waited {timeout:g} s)."
+        )
 
 
 class QuotaExceeded(StoreError):

@@ -156,12 +156,7 @@ class SessionDir:
             holder = _fs.read(self.lock_fd, 0, 32).decode("ascii", "replace").strip()
         except OSError:
             holder = ""
-        who = f" (pid {holder} per its lock file)" if holder.isascii() and holder.isdigit() else ""
-        raise SessionLocked(
-            f"session {self.path} is open in another LocalStore{who}; a session can be open "
-            f"in one place at a time. Close the other store first, or pass lock_timeout to "
-            f"wait (waited {timeout:g} s)."
-        )
+        raise SessionLocked.held(self.path, holder, timeout)
 
     def _still_in_place(self) -> bool:
         """Whether the locked file and directory are still the ones at our path."""

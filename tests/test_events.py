@@ -139,6 +139,7 @@ def test_processor_formatter_with_extra_adder_renders_the_fields(
             "call_id": "toolu_1",
             "logged_chars": 100_000,
             "chars": 120_000,
+            "sent_copy": False,
         }
     ]
 
@@ -194,4 +195,5 @@ def test_unconfigured_process_prints_only_warnings_to_stderr(tmp_path: Path) -> 
     assert done.stdout == ""
     assert done.stderr.splitlines() == [
         "event=toolbudget.session.decision_stale call_id=toolu_1 logged_chars=100000 chars=120000"
+        " sent_copy=false"
     ]

@@ -76,6 +76,9 @@ def toolbudget_input_filter(
     session: Budget, *, summarizer: Callable[[Sequence[Any]], Any] | None = None
 ) -> ToolBudgetInputFilter:
     """The filter for ``RunConfig(call_model_input_filter=...)``, budgeting with ``session``."""
+    # Checked here too, so that a wrong argument is said under the name the caller used.
+    name = "toolbudget_input_filter"
+    attach_summarizer(require_session(session, name), summarizer, name)
     return ToolBudgetInputFilter(session, summarizer=summarizer)
 
 

@@ -233,7 +233,7 @@ class Proxy:
             if slot is not None:
                 self.pool.release(slot)
             self._log.error("toolbudget.proxy.upstream_failed", error=type(exc).__name__)
-            return gateway_error(provider, type(exc).__name__)
+            return gateway_error(provider, type(exc).__name__, url)
         if slot is not None:
             # The log's fsync runs while the request goes upstream, never before it.
             slot.syncing = self._spawn(self.pool.synced(slot, self.pool.sync_soon(slot)))
@@ -249,7 +249,7 @@ class Proxy:
             if not isinstance(exc, httpx.HTTPError):
                 raise
             self._log.error("toolbudget.proxy.upstream_failed", error=type(exc).__name__)
-            return gateway_error(provider, type(exc).__name__)
+            return gateway_error(provider, type(exc).__name__, url)
         if resp is None:  # the agent hung up first: its upstream request is dropped
             if slot is not None:
                 self.pool.release(slot)
@@ -262,7 +262,7 @@ class Proxy:
                 out = await self._refused(resp, slot)
             except httpx.HTTPError as exc:  # the error body broke off: as if unreachable
                 self._log.error("toolbudget.proxy.upstream_failed", error=type(exc).__name__)
-                return gateway_error(provider, type(exc).__name__)
+                return gateway_error(provider, type(exc).__name__, url)
         else:
             tap = Tap(
                 resp.headers.get("content-type", ""),

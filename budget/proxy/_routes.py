@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
+from urllib.parse import urlsplit
 
 from starlette.responses import JSONResponse, Response
 
@@ -111,10 +112,13 @@ def forwarded(
     return [(k, v) for k, v in kept if k.decode("latin-1").lower() not in named]
 
 
-def gateway_error(provider: str, error: str) -> Response:
+def gateway_error(provider: str, error: str, url: str = "") -> Response:
     """A 502 in the provider's own error shape (on every path, budgeted or not: count_tokens,
-    models), so the agent's SDK reports (and retries) it."""
-    message = f"toolbudget proxy: the upstream could not be reached ({error})"
+    models), so the agent's SDK reports (and retries) it; it names the upstream ``url`` went to
+    (its scheme and host only: no credentials, no query)."""
+    parts = urlsplit(url)
+    where = f" {parts.scheme}://{parts.netloc.rpartition('@')[2]}" if parts.netloc else ""
+    message = f"toolbudget proxy: the upstream{where} could not be reached ({error})"
     if provider == "anthropic":
         body: dict[str, Any] = {
             "type": "error",

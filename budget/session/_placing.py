@@ -47,12 +47,14 @@ def frozen_prior(ledger: Ledger, log: Events, result: ToolResult) -> tuple[Decis
     if prior is not None and not prior.same_text(
         len(result.text), None if prior.digest is None else ref_for(result.text)
     ):
-        # Edited after it was decided (a redaction): a new result, decided anew.
+        # Edited after it was decided (a redaction): a new result, decided anew. Or the very
+        # text the session sent for it: the caller passed a request copy back as its history.
         log.warning(
             "toolbudget.session.decision_stale",
             call_id=result.call_id,
             logged_chars=prior.chars,
             chars=len(result.text),
+            sent_copy=prior.text is not None and result.text == prior.text,
         )
         return None, True
     return prior, False

@@ -119,3 +119,13 @@ def test_read_tool_rejects_bad_arguments(big_file: tuple[Path, str]) -> None:
     assert page_rows(invoke(args)) == expected_rows(text)
     assert invoke("{not json").startswith("Error:")
     assert invoke('{"ref": "x"}').startswith("Error:")
+
+
+def test_the_input_filter_function_names_itself_when_given_a_path(tmp_path: Path) -> None:
+    """``toolbudget_input_filter(path)`` is refused under its own name, not its class's."""
+    from budget._errors import ConfigError
+    from budget.integrations.openai_agents import toolbudget_input_filter
+
+    with pytest.raises(ConfigError) as info:
+        toolbudget_input_filter(str(tmp_path / "s"))  # type: ignore[arg-type]
+    assert str(info.value).startswith("toolbudget_input_filter needs a budget.Budget session")

@@ -177,7 +177,7 @@ def test_the_sdks_passed_through_paths_get_their_apis_error_when_the_upstream_is
 ) -> None:
     """With nothing listening upstream, the Anthropic SDK's ``count_tokens`` and the OpenAI
     SDK's ``models.list`` (paths passed through) each get a 502 in their own API's error shape,
-    as a budgeted path does: Anthropic's SDK got OpenAI's there."""
+    as a budgeted path does: Anthropic's SDK got OpenAI's there; it names the upstream."""
     import anthropic
     import openai
 
@@ -198,11 +198,14 @@ def test_the_sdks_passed_through_paths_get_their_apis_error_when_the_upstream_is
         "type": "error",
         "error": {
             "type": "api_error",
-            "message": "toolbudget proxy: the upstream could not be reached (ConnectError)",
+            "message": (
+                "toolbudget proxy: the upstream http://127.0.0.1:9 could not be reached "
+                "(ConnectError)"
+            ),
         },
     }
     assert refused_openai.value.code is None
-    assert "toolbudget proxy: the upstream could not be reached" in refused_openai.value.message
+    assert "the upstream http://127.0.0.1:9 could not be reached" in refused_openai.value.message
 
 
 def test_an_sdk_timing_out_on_a_slow_upstream_ends_the_upstream_request(tmp_path: Path) -> None:
