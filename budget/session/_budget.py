@@ -11,6 +11,7 @@ estimator, the history cache, the request copy, the staleness candidates) and co
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -40,7 +41,8 @@ _T = TypeVar("_T")
 
 
 class Budget:
-    """A conversation's budgeting session: frozen decisions, a store, the passes."""
+    """A conversation's budgeting session: frozen decisions, a store, the passes. ``with`` or
+    ``async with`` closes it (:meth:`close`) when the block ends."""
 
     def __init__(
         self,
@@ -91,14 +93,8 @@ class Budget:
         cfg = build_config(config)
         store = open_store(path, cfg, lock_timeout)
         try:
-            return cls(
-                store,
-                cfg,
-                format=format,
-                discover_window=discover_window,
-                text_tokens=text_tokens,
-                summarizer=summarizer,
-            )
+            return cls(store, cfg, format=format, discover_window=discover_window,
+                       text_tokens=text_tokens, summarizer=summarizer)  # fmt: skip
         except BaseException:
             store.close()
             raise
@@ -114,14 +110,8 @@ class Budget:
         summarizer: Callable[[Sequence[Any]], Any] | None = None,
     ) -> Budget:
         """A session kept in memory only: nothing survives the process."""
-        return cls(
-            MemoryStore(),
-            config,
-            format=format,
-            discover_window=discover_window,
-            text_tokens=text_tokens,
-            summarizer=summarizer,
-        )
+        return cls(MemoryStore(), config, format=format, discover_window=discover_window,
+                   text_tokens=text_tokens, summarizer=summarizer)  # fmt: skip
 
     def close(self) -> None:
         """Log what could not be logged yet, then release the session directory (its lock).
@@ -137,6 +127,14 @@ class Budget:
         self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await asyncio.to_thread(self.close)  # it may flush the log: file I/O, off the loop
 
     @property
     def store(self) -> Store:

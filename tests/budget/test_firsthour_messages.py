@@ -76,3 +76,20 @@ def test_the_request_copy_passed_back_as_the_history_is_said_to_be_so() -> None:
             session.prepare([*chat[:2], {**chat[2], "content": "edited"}])
     stale = [e for e in events if e["event"] == "toolbudget.session.decision_stale"]
     assert [e["sent_copy"] for e in stale] == [True, False]
+
+
+def test_a_session_opened_with_async_with_is_closed_when_the_block_ends(tmp_path: Path) -> None:
+    """``async with Budget.open(path)`` works as ``with`` does (it was a TypeError that left the
+    session locked): the block gets the session, and its end releases the directory."""
+    import asyncio
+
+    messages = [{"role": "user", "content": "hi"}]
+
+    async def run() -> int:
+        async with Budget.open(tmp_path / "s", {"fsync": False}) as session:
+            prepared = await session.aprepare(messages)
+        return len(prepared.messages)
+
+    assert asyncio.run(run()) == 1
+    with Budget.open(tmp_path / "s", {"fsync": False}) as again:  # not SessionLocked
+        assert again.prepare(messages).messages == messages
