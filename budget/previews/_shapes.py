@@ -155,11 +155,25 @@ def _window(text: str, newlines: int | None, split: list[str] | None = None) -> 
     head = text[:WINDOW_CHARS]
     cut = head.rfind("\n")
     head_lines = head[:cut].split("\n") if cut >= 0 else [head]
+    long_lines: list[tuple[int, int]] = []
+    if cut < 0:  # the first line is longer than the window: the window holds its start
+        first_end = text.find("\n")
+        long_lines.append((0, first_end if first_end >= 0 else len(text)))
     tail = text[-WINDOW_CHARS:].removesuffix("\n")
     nl = tail.find("\n")
-    tail_lines = tail[nl + 1 :].split("\n") if nl >= 0 else [tail]
+    if nl >= 0:
+        tail_lines = tail[nl + 1 :].split("\n")
+    else:
+        # The last line is longer than the window: its start, not a piece of its middle shown
+        # as if it began the line (or nothing more, when it is the first line too).
+        end = len(text) - text.endswith("\n")
+        start = text.rfind("\n", 0, end) + 1
+        tail_lines = [text[start : min(end, start + WINDOW_CHARS)]] if start else []
+        if start:
+            long_lines.append((len(head_lines), end - start))
     lines = [*head_lines, *tail_lines]
-    return "\n".join(lines), Window(lines, total, tail_at=len(head_lines))
+    window = Window(lines, total, tail_at=len(head_lines), cut=tuple(long_lines))
+    return "\n".join(lines), window
 
 
 def shape_preview(

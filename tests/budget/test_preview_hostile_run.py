@@ -1,0 +1,72 @@
+"""A hostile run against the previews' promises: faithful line views past the shaping window."""
+
+from __future__ import annotations
+
+import re
+
+from budget import Budget
+from budget.previews._shapes import WINDOW_CHARS
+
+_CUT = re.compile(r"(.*)… \[([\d,]+) more characters\]", re.S)
+
+
+def _spill(text: str) -> tuple[Budget, str, str]:
+    """A session that spilled ``text`` as a bash result: (session, envelope, ref)."""
+    session = Budget.in_memory({"result_cap": 1_000, "preview_chars": 600})
+    call = {"type": "tool_use", "id": "t1", "name": "bash", "input": {"command": "git diff"}}
+    result = {"type": "tool_result", "tool_use_id": "t1", "content": text}
+    messages = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": [call]},
+        {"role": "user", "content": [result]},
+    ]
+    prepared = session.prepare(messages)
+    ref = prepared.report.decisions[0].ref
+    assert ref is not None
+    return session, prepared.messages[2]["content"][0]["content"], ref
+
+
+def _shown(envelope: str, number: int) -> str:
+    """The row a line-shaped preview shows under line ``number``."""
+    rows = envelope.split("\n")
+    for k, row in enumerate(rows):
+        m = re.fullmatch(r"--- lines? ([\d,]+)(?:–([\d,]+))? ---", row)
+        if m is None:
+            continue
+        a = int(m.group(1).replace(",", ""))
+        b = int((m.group(2) or m.group(1)).replace(",", ""))
+        if a <= number <= b:
+            return rows[k + 1 + number - a]
+    raise AssertionError(f"line {number} is not shown")
+
+
+def _assert_faithful(session: Budget, ref: str, envelope: str, number: int) -> None:
+    """Line ``number`` as the preview shows it is the start of the line read back under that
+    number (the tool's page shows it too), and the characters it says are left out are the rest."""
+    line = session.read(ref, offset=number - 1, limit=1).removesuffix("\n")
+    page = session.handle_read_tool({"ref": ref, "offset": number - 1, "limit": 1})
+    cut = _CUT.fullmatch(_shown(envelope, number))
+    assert cut is not None
+    assert line.startswith(cut.group(1))
+    assert page.split("\n")[1].split("\t", 1)[1].startswith(cut.group(1)[:40])
+    assert len(cut.group(1)) + int(cut.group(2).replace(",", "")) == len(line)
+
+
+def test_a_diff_ending_in_a_line_longer_than_the_window_shows_that_lines_start() -> None:
+    """A diff whose last added line (a minified bundle) is longer than the shaping window shows
+    that line from its start with the true count of characters cut, not a piece of its middle."""
+    bundle = "+" + "var a=1;" * (WINDOW_CHARS // 2)
+    text = "diff --git a/x.js b/x.js\n--- a/x.js\n+++ b/x.js\n@@ -1 +1 @@\n-old\n" + bundle
+    session, envelope, ref = _spill(text)
+    assert "--- preview: diff" in envelope
+    _assert_faithful(session, ref, envelope, 6)
+
+
+def test_a_log_starting_with_a_line_longer_than_the_window_counts_its_cut_truly() -> None:
+    """An error log whose first line is longer than the shaping window says how many characters
+    of that line it leaves out in the whole line, not in the window's piece of it."""
+    text = "x" * (3 * WINDOW_CHARS) + "\n"
+    text += "".join(f"E   assert {i}\nFAILED t{i}\n" for i in range(3))
+    session, envelope, ref = _spill(text)
+    assert "--- preview: errors" in envelope
+    _assert_faithful(session, ref, envelope, 1)
