@@ -198,7 +198,7 @@ def shape_preview(
         if value is None:
             try:
                 value = json.loads(text)
-            except ValueError:
+            except (ValueError, RecursionError):  # RecursionError: deeper than Python parses
                 return None
         return _json(value, budget)
     if kind == "errors":

@@ -1,13 +1,15 @@
-"""A hostile run against the previews' promises: faithful line views past the shaping window,
-and bounded work for re-runs decided by their line counts."""
+"""A hostile run against the previews' promises: faithful views (line blocks past the shaping
+window, JSON skeletons), no crash, and bounded work for re-runs decided by their line counts."""
 
 from __future__ import annotations
 
+import json
 import re
 import time
 
 from budget import Budget
-from budget.previews import line_delta
+from budget.previews import line_delta, shape_preview, skeleton_text
+from budget.previews._json import LADDER
 from budget.previews._shapes import WINDOW_CHARS
 
 _CUT = re.compile(r"(.*)… \[([\d,]+) more characters\]", re.S)
@@ -83,3 +85,18 @@ def test_a_rerun_of_millions_of_lines_is_refused_before_any_per_line_work() -> N
     started = time.perf_counter()
     assert line_delta(old, new, limit=250) is None
     assert time.perf_counter() - started < 0.3
+
+
+def test_a_json_shape_asked_of_deeply_nested_text_falls_back_to_head_and_tail() -> None:
+    """``shape_preview`` asked for the JSON shape of brackets nested deeper than Python parses
+    gives no shape (head + tail then), as detection does, rather than raising RecursionError."""
+    assert shape_preview("[" * 100_000 + "]" * 100_000, 500, tail_share=0.5, shape="json") is None
+
+
+def test_a_skeletons_note_of_keys_left_out_keeps_a_key_named_like_it() -> None:
+    """An object whose own first key is ``…`` keeps that key's value in its skeleton: the note
+    of the keys left out takes a key none of those kept holds, rather than overwriting it."""
+    doc = {"…": "the document's own", **{f"k{i}": i for i in range(60)}}
+    got = json.loads(skeleton_text(doc, LADDER[0]))
+    assert got["…"] == "the document's own"
+    assert "21 more keys (61 in all)" in got.values()
