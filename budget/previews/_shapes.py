@@ -11,7 +11,7 @@ import json
 from typing import Any, Final
 
 from budget.previews._detect import _HUNK, Shape, classify, is_md_separator, marks
-from budget.previews._json import LADDER, skeleton_text
+from budget.previews._json import LADDER, skeleton
 from budget.previews._lines import Picker, Shaped, Window
 
 __all__ = ["shape_preview"]
@@ -128,8 +128,14 @@ def _ndjson(w: Window, budget: int, tail_share: float) -> Shaped:
 
 def _json(value: Any, budget: int) -> Shaped | None:
     for lim in LADDER:
-        body = skeleton_text(value, lim)
+        kept = skeleton(value, lim)
+        body = json.dumps(kept, indent=1, ensure_ascii=False)  # skeleton_text's
         if len(body) <= budget:
+            # A document spilled for its indentation alone is shown whole: the note must not
+            # send the model to read back what it already has. (The skeleton shares its
+            # leaves, so a NaN compares equal to itself, and a cut one differs at its first cut.)
+            if kept == value:
+                return Shaped("json", body, (), "the whole document (valid JSON), re-indented")
             return Shaped("json", body, (), "a skeleton (valid JSON): items and characters cut")
     return None
 

@@ -100,3 +100,12 @@ def test_a_skeletons_note_of_keys_left_out_keeps_a_key_named_like_it() -> None:
     got = json.loads(skeleton_text(doc, LADDER[0]))
     assert got["…"] == "the document's own"
     assert "21 more keys (61 in all)" in got.values()
+
+
+def test_a_json_preview_that_cuts_nothing_does_not_say_it_cuts() -> None:
+    """A JSON output spilled for its indentation alone, whose skeleton is the whole document,
+    is not marked as having items and characters cut (the model would read back for nothing)."""
+    doc = json.dumps({"a": [1, 2, 3], "b": "short", "c": float("nan")}, indent=400)
+    envelope = _spill(doc)[1]
+    assert "--- preview: json (the whole document (valid JSON), re-indented) ---" in envelope
+    assert "cut" not in envelope
