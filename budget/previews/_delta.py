@@ -34,6 +34,11 @@ def _split_nl(text: str) -> list[str]:
     return out
 
 
+def _lines(text: str) -> int:
+    """``len(_split_nl(text))``, counted without splitting."""
+    return text.count("\n") + (not text.endswith("\n") and bool(text))
+
+
 def _emit(out: list[str], mark: str, line: str) -> None:
     if line.endswith("\n"):
         out.append(mark + line[:-1])
@@ -66,9 +71,11 @@ def _changes(a: list[str], b: list[str]) -> list[tuple[int, int, int, int]] | No
     ``find_longest_match`` call charged before it runs: that search visits, for each line of
     its ``a`` range, every position of that line in ``b`` (it skips those before its ``b``
     range one by one), so its cost is known from a prefix sum of those counts."""
-    sm = difflib.SequenceMatcher(None, a, b, autojunk=False)
     in_b = Counter(b)
     visits = [0, *accumulate(in_b[line] for line in a)]
+    if visits[-1] + len(a) + len(b) > MATCH_WORK:
+        return None  # the first search alone would pass the bound: no index of ``b`` built
+    sm = difflib.SequenceMatcher(None, a, b, autojunk=False)
     work = 0
     queue = [(0, len(a), 0, len(b))]
     blocks: list[tuple[int, int, int]] = []
@@ -100,6 +107,10 @@ def line_delta(old: str, new: str, *, limit: int | None = None) -> str | None:
     """The hunks turning ``old`` into ``new``, one line each; None once longer than ``limit``."""
     if limit is not None and abs(len(new) - len(old)) > limit:
         return None  # the diff holds at least the characters one side has more of: no split
+    if _lines(old) + _lines(new) > MATCH_WORK:
+        # The matcher's first search alone is charged both texts' lines: counted at C speed,
+        # the refusal costs no split, count or index of millions of lines (2.4 s for 5 million).
+        return None
     a, b = _split_nl(old), _split_nl(new)
     if limit is not None:
         # A floor on the diff's size in one linear pass: the lines one side has more of than

@@ -56,7 +56,12 @@ def skeleton(value: Any, lim: Limits, depth: int = 0) -> Any:
         out: dict[str, Any] = {}
         for n, (k, v) in enumerate(value.items()):
             if n >= lim.keys:
-                out["…"] = f"{len(value) - lim.keys:,} more keys ({len(value):,} in all)"
+                # The note takes a key none of those kept holds: a key "…" of the object's own,
+                # kept above, would lose its value to the note.
+                mark = "…"
+                while mark in out:
+                    mark += "…"
+                out[mark] = f"{len(value) - lim.keys:,} more keys ({len(value):,} in all)"
                 break
             out[k] = skeleton(v, lim, depth + 1)
         return out

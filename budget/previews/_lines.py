@@ -64,6 +64,13 @@ class Window:
     """Lines of the whole text."""
     tail_at: int | None = None
     """Index in ``lines`` where the last window's lines start (None: ``lines`` is every line)."""
+    cut: tuple[tuple[int, int], ...] = ()
+    """(index in ``lines``, length in the whole text) of each line a window holds only the
+    start of (a line longer than the window)."""
+
+    def length(self, i: int) -> int:
+        """Characters of ``lines[i]`` in the whole text."""
+        return next((n for k, n in self.cut if k == i), len(self.lines[i]))
 
     def number(self, i: int) -> int:
         """The 1-based line number of ``lines[i]`` in the whole text."""
@@ -88,10 +95,13 @@ class Picker:
     def shown_line(self, i: int) -> str:
         """Line ``i`` as the preview shows it (cut when it is over a quarter of the budget)."""
         line = self.lines[i]
-        if len(line) <= self._line_chars:
+        # The whole line's length: a window may hold only its start, and the count must say
+        # what a read-back of the line would add.
+        full = self.window.length(i)
+        if full <= self._line_chars:
             return line
-        cut = len(line) - self._line_chars
-        return f"{line[: self._line_chars]}… [{cut:,} more characters]"
+        shown = line[: self._line_chars]
+        return f"{shown}… [{full - len(shown):,} more characters]"
 
     def cost(self, i: int) -> int:
         """Characters line ``i`` adds to the preview, with a block header if it starts one."""

@@ -11,7 +11,7 @@ import json
 from typing import Any, Final
 
 from budget.previews._detect import _HUNK, Shape, classify, is_md_separator, marks
-from budget.previews._json import LADDER, skeleton_text
+from budget.previews._json import LADDER, skeleton
 from budget.previews._lines import Picker, Shaped, Window
 
 __all__ = ["shape_preview"]
@@ -128,8 +128,14 @@ def _ndjson(w: Window, budget: int, tail_share: float) -> Shaped:
 
 def _json(value: Any, budget: int) -> Shaped | None:
     for lim in LADDER:
-        body = skeleton_text(value, lim)
+        kept = skeleton(value, lim)
+        body = json.dumps(kept, indent=1, ensure_ascii=False)  # skeleton_text's
         if len(body) <= budget:
+            # A document spilled for its indentation alone is shown whole: the note must not
+            # send the model to read back what it already has. (The skeleton shares its
+            # leaves, so a NaN compares equal to itself, and a cut one differs at its first cut.)
+            if kept == value:
+                return Shaped("json", body, (), "the whole document (valid JSON), re-indented")
             return Shaped("json", body, (), "a skeleton (valid JSON): items and characters cut")
     return None
 
@@ -155,11 +161,25 @@ def _window(text: str, newlines: int | None, split: list[str] | None = None) -> 
     head = text[:WINDOW_CHARS]
     cut = head.rfind("\n")
     head_lines = head[:cut].split("\n") if cut >= 0 else [head]
+    long_lines: list[tuple[int, int]] = []
+    if cut < 0:  # the first line is longer than the window: the window holds its start
+        first_end = text.find("\n")
+        long_lines.append((0, first_end if first_end >= 0 else len(text)))
     tail = text[-WINDOW_CHARS:].removesuffix("\n")
     nl = tail.find("\n")
-    tail_lines = tail[nl + 1 :].split("\n") if nl >= 0 else [tail]
+    if nl >= 0:
+        tail_lines = tail[nl + 1 :].split("\n")
+    else:
+        # The last line is longer than the window: its start, not a piece of its middle shown
+        # as if it began the line (or nothing more, when it is the first line too).
+        end = len(text) - text.endswith("\n")
+        start = text.rfind("\n", 0, end) + 1
+        tail_lines = [text[start : min(end, start + WINDOW_CHARS)]] if start else []
+        if start:
+            long_lines.append((len(head_lines), end - start))
     lines = [*head_lines, *tail_lines]
-    return "\n".join(lines), Window(lines, total, tail_at=len(head_lines))
+    window = Window(lines, total, tail_at=len(head_lines), cut=tuple(long_lines))
+    return "\n".join(lines), window
 
 
 def shape_preview(
@@ -184,7 +204,7 @@ def shape_preview(
         if value is None:
             try:
                 value = json.loads(text)
-            except ValueError:
+            except (ValueError, RecursionError):  # RecursionError: deeper than Python parses
                 return None
         return _json(value, budget)
     if kind == "errors":
