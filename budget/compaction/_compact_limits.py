@@ -9,9 +9,10 @@ from typing import Any
 
 from budget._config import BudgetConfig
 from budget._errors import InputError
-from budget.compaction._compaction import Tail
+from budget._view import Format
+from budget.compaction._compaction import Tail, paired_start
 
-__all__ = ["Limits", "check_summary_size", "limits", "summary_start"]
+__all__ = ["Limits", "check_summary_size", "limits", "summarized_part", "summary_start"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,10 +86,27 @@ def check_summary_size(summary: str, tokens: Callable[[Any], int], reserve: int)
         )
 
 
-def summary_start(view: list[Any], tail: Tail, tokens: Callable[[Any], int], room: int) -> int:
-    """The first message summarized: the newest messages before the tail that fit in ``room``."""
-    first_summarized, held = tail.start, 0
+def summary_start(
+    view: list[Any], tail: Tail, tokens: Callable[[Any], int], room: int, pinned: int = 0
+) -> int:
+    """The first message summarized: the newest messages before the tail that fit in ``room``
+    beside the ``pinned`` first ones after the head (summarized whatever else fits)."""
+    first_summarized = tail.start
+    held = sum(tokens(m) for m in view[tail.head : tail.head + pinned])
     while first_summarized > tail.head and held + tokens(view[first_summarized - 1]) <= room:
         first_summarized -= 1
         held += tokens(view[first_summarized])
     return first_summarized
+
+
+def summarized_part(
+    sent: list[Any], fmt: Format, tail: Tail, tokens: Callable[[Any], int], room: int, pinned: int
+) -> tuple[int, list[Any]]:
+    """The first message summarized and the part a summarizer reads: the newest messages of
+    ``sent`` before the tail that fit in ``room`` and open on no orphan result
+    (:func:`paired_start`), after the ``pinned`` first ones past the head. Over a compacted view
+    that is the last summary: it stands for everything before it, so a new summary that did not
+    read it would lose that, however little else of the prefix fits beside it."""
+    first = paired_start(sent, fmt, summary_start(sent, tail, tokens, room, pinned), tail.start)
+    after = max(first, tail.head + pinned)
+    return first, [*sent[tail.head : tail.head + pinned], *sent[after : tail.start]]

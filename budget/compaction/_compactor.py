@@ -22,7 +22,12 @@ from budget._report import Prepared
 from budget._view import Format
 from budget.compaction._bounded import within
 from budget.compaction._checkpoint import Checkpoint
-from budget.compaction._compact_limits import Limits, check_summary_size, limits, summary_start
+from budget.compaction._compact_limits import (
+    Limits,
+    check_summary_size,
+    limits,
+    summarized_part,
+)
 from budget.compaction._compaction import (
     Attachments,
     Tail,
@@ -31,7 +36,6 @@ from budget.compaction._compaction import (
     carry_over,
     constraint_lines,
     drop_oldest_rounds,
-    paired_start,
     project,
     resolve_anchor,
     summary_message,
@@ -217,9 +221,8 @@ class Compactor:
         tail = self._tail(view, fmt, tokens, lim)
         if not self._worth_it(view is not messages, tail, lim, manual):
             return False
-        sent = as_sent(view)
-        room_from = summary_start(sent, tail, tokens, lim.room)
-        first_summarized = paired_start(sent, fmt, room_from, tail.start)
+        pinned = 0 if view is messages else 1  # the last summary, summarized again
+        first_summarized, part = summarized_part(as_sent(view), fmt, tail, tokens, lim.room, pinned)
         if not self._fits(first_summarized, tail, manual):
             return False
         extra = self._attachments(messages, view, fmt, tail, lim, keep)
@@ -227,8 +230,7 @@ class Compactor:
             # The caller chose to try again: the breaker closes, and counts from this call.
             self.failures = 0
         try:
-            part = sent[first_summarized : tail.start]
-            summary = self._summarize(part, fmt, tokens, manual, lim.reserve)
+            summary = self._summarize(part, fmt, tokens, manual, lim.reserve, pinned)
         except Exception as exc:
             self._failed(exc, manual, append)
             if manual:
@@ -354,8 +356,10 @@ class Compactor:
         tokens: Callable[[Any], int],
         manual: bool,
         reserve: int,
+        pinned: int = 0,
     ) -> str:
-        """The summary of ``part``; its oldest rounds dropped while the request is too long.
+        """The summary of ``part``; its oldest rounds after the ``pinned`` first messages (the
+        last summary) dropped while the request is too long.
 
         Raises what the summarizer raised (a SummaryTimeout when it ran past
         ``compact_timeout_s``, an InputError for no text or for more than ``reserve`` tokens)
@@ -370,7 +374,7 @@ class Compactor:
             except Exception as exc:
                 if not (isinstance(exc, SummaryTooLong) or is_context_overflow(exc)):
                     raise
-                cut = drop_oldest_rounds(part, fmt, tokens)
+                cut = drop_oldest_rounds(part[pinned:], fmt, tokens)
                 if retries >= SUMMARY_RETRIES or cut == 0:
                     raise
                 retries += 1
@@ -386,7 +390,7 @@ class Compactor:
                         error=str(exc),
                         manual=manual,
                     )
-                part = part[cut:]
+                part = [*part[:pinned], *part[pinned + cut :]]
 
     def _call(self, part: list[Any]) -> str:
         """One summarizer call, bounded by ``compact_timeout_s``; the text checked."""
