@@ -36,6 +36,7 @@ from budget.compaction._compaction import (
     carry_over,
     constraint_lines,
     drop_oldest_rounds,
+    pinned_head,
     project,
     resolve_anchor,
     summary_message,
@@ -120,13 +121,15 @@ class Compactor:
         cp = self.checkpoint
         if cp is None or self._message is None:
             return messages
-        at = resolve_anchor(messages, fmt, cp.anchor, cp.index)
-        if at is None or at < cp.head:
+        # The leading system / developer messages as the caller sends them now, not as they were
+        # at the compaction: one it added since is sent, never taken for the summarized prefix.
+        at, head = resolve_anchor(messages, fmt, cp.anchor, cp.index), pinned_head(messages)
+        if at is None or at < head:
             # The caller's history no longer holds the first retained message: the full view
             # is the safe one (nothing is lost, only the window may be exceeded).
             self._log.warning("toolbudget.session.compaction_anchor_lost", anchor=cp.anchor)
             return messages
-        return project(messages, cp.head, at, self._message)
+        return project(messages, head, at, self._message)
 
     def learn_header(
         self, tokens_after: int, copy: list[Any], tokens: Callable[[Any], int]
@@ -171,9 +174,9 @@ class Compactor:
         """``prepared`` with its report saying a compaction ran, once per compaction, and its
         summary message a dict of its own: a caller marking its copy (a ``cache_control``
         breakpoint) changes no later copy, which a resumed session would not send."""
-        sent, cp = prepared.messages, self.checkpoint
-        if cp is not None and cp.head < len(sent) and sent[cp.head] is self._message:
-            sent = [*sent[: cp.head], dict(sent[cp.head]), *sent[cp.head + 1 :]]
+        sent, head = prepared.messages, pinned_head(prepared.messages)
+        if head < len(sent) and sent[head] is self._message is not None:
+            sent = [*sent[:head], dict(sent[head]), *sent[head + 1 :]]
         if self._unreported is None:
             return prepared if sent is prepared.messages else Prepared(sent, prepared.report)
         update = {"compacted": True, "summarized_tokens": self._unreported}
@@ -440,4 +443,4 @@ class Compactor:
         at = resolve_anchor(messages, fmt, cp.anchor, cp.index)
         if at is None:
             return start
-        return at + (start - cp.head - 1)
+        return at + (start - pinned_head(messages) - 1)

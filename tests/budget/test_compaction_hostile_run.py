@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from budget import Budget, summarizers
-from tests.compaction import compaction_config, history
+from tests.compaction import build_log, compaction_config, history
 
 
 def test_a_second_compaction_reads_the_first_summary_when_its_prefix_is_large(
@@ -30,3 +30,31 @@ def test_a_second_compaction_reads_the_first_summary_when_its_prefix_is_large(
         sent = session.prepare(history(60)).messages
     assert "SUMMARY-1" in str(seen[1])
     assert "SUMMARY-2" in sent[0]["content"]
+
+
+def _chat(rounds: int) -> list[dict[str, Any]]:
+    """A Chat Completions history: system prompt, task with rules, ``rounds`` bash rounds."""
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are careful."},
+        {"role": "user", "content": "Fix the parser.\nNever edit tests/."},
+    ]
+    for i in range(rounds):
+        call = {"id": f"c{i}", "type": "function", "function": {"name": "bash", "arguments": "{}"}}
+        messages += [
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": f"c{i}", "content": build_log(i)},
+        ]
+    return messages
+
+
+def test_a_system_message_the_caller_adds_after_a_compaction_is_sent(tmp_path: Path) -> None:
+    """A system message the caller inserts among its leading ones after a compaction is sent
+    before the summary, not dropped with the summarized prefix."""
+    messages = _chat(30)
+    rule = {"role": "system", "content": "Answer in French from now on."}
+    config = compaction_config("manual")
+    with Budget.open(tmp_path / "s", config, summarizer=summarizers.extractive()) as session:
+        assert session.compact(messages)
+        sent = session.prepare([messages[0], rule, *messages[1:]]).messages
+    assert sent[:2] == [messages[0], rule]
+    assert sent[2]["content"].startswith("This conversation was compacted")
