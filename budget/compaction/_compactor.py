@@ -406,7 +406,9 @@ class Compactor:
             if close is not None:
                 close()
             raise InputError("the summarizer is async (it returned an awaitable): call aprepare()")
-        if not isinstance(summary, str) or not summary.strip():
+        if not isinstance(summary, str):
+            raise InputError(f"the summarizer returned a {type(summary).__name__}, not a str")
+        if not summary.strip():
             raise InputError("the summarizer returned no summary text")
         return summary
 

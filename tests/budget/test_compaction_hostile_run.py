@@ -6,7 +6,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from budget import Budget, summarizers
+import pytest
+
+from budget import Budget, InputError, summarizers
 from tests.compaction import build_log, compaction_config, history
 
 
@@ -58,3 +60,15 @@ def test_a_system_message_the_caller_adds_after_a_compaction_is_sent(tmp_path: P
         sent = session.prepare([messages[0], rule, *messages[1:]]).messages
     assert sent[:2] == [messages[0], rule]
     assert sent[2]["content"].startswith("This conversation was compacted")
+
+
+@pytest.mark.parametrize("returned", [42, b"summary", ["summary"]])
+def test_a_summary_that_is_not_text_is_refused_by_its_type(tmp_path: Path, returned: Any) -> None:
+    """A summarizer returning something other than a str fails with an InputError naming the
+    type it returned, not one saying it returned nothing."""
+    config = compaction_config("manual")
+    with (
+        Budget.open(tmp_path / "s", config, summarizer=lambda _: returned) as session,
+        pytest.raises(InputError, match=type(returned).__name__),
+    ):
+        session.compact(history(30))
