@@ -317,10 +317,12 @@ class Compactor:
             extra = carry_over(
                 view, fmt, extra, last, files=cfg.compact_files, file_chars=lim.file_chars
             )
-            if resolve_anchor(messages, fmt, old.anchor, old.index) is not None:
+            at = resolve_anchor(messages, fmt, old.anchor, old.index)
+            if at is not None and at - pinned_head(messages) >= old.index - old.head:
                 # The view's first user text is the summary message: the constraints come from
                 # the caller's history before the tail, as one compaction of it would carry
-                # them, so a rule the user stated after the last checkpoint is carried too.
+                # them, so a rule the user stated after the last checkpoint is carried too (not
+                # when the caller dropped what it summarized: the last ones are kept then).
                 start = self._source_index(messages, view, tail.start, fmt)
                 lines = constraint_lines(
                     messages[:start],

@@ -72,3 +72,17 @@ def test_a_summary_that_is_not_text_is_refused_by_its_type(tmp_path: Path, retur
         pytest.raises(InputError, match=type(returned).__name__),
     ):
         session.compact(history(30))
+
+
+def test_a_caller_dropping_the_summarized_messages_keeps_the_users_constraints(
+    tmp_path: Path,
+) -> None:
+    """When the caller drops the messages a compaction summarized from its own list, the next
+    compaction still carries the user's constraints the first one carried."""
+    config = compaction_config("manual")
+    with Budget.open(tmp_path / "s", config, summarizer=summarizers.extractive()) as session:
+        assert session.compact(history(30))
+        kept = session.prepare(history(30)).messages[1:]  # the caller keeps only the tail
+        assert session.compact([*kept, *history(60)[len(history(30)) :]])
+        sent = session.prepare([*kept, *history(60)[len(history(30)) :]]).messages
+    assert "Never edit tests/." in sent[0]["content"]
