@@ -86,3 +86,24 @@ def test_a_caller_dropping_the_summarized_messages_keeps_the_users_constraints(
         assert session.compact([*kept, *history(60)[len(history(30)) :]])
         sent = session.prepare([*kept, *history(60)[len(history(30)) :]]).messages
     assert "Never edit tests/." in sent[0]["content"]
+
+
+def test_a_retried_summary_keeps_the_last_summary_while_dropping_old_rounds(
+    tmp_path: Path,
+) -> None:
+    """A summary refused as too long is retried without the oldest rounds, but the last summary
+    at the front of what is summarized is never among those dropped."""
+    parts: list[Sequence[Any]] = []
+
+    def summarize(messages: Sequence[Any]) -> str:
+        parts.append(messages)
+        if len(parts) == 2:  # the second compaction's first request: refused once
+            raise summarizers.SummaryTooLong("prompt is too long")
+        return f"SUMMARY-{len(parts)}"
+
+    config = compaction_config("manual")
+    with Budget.open(tmp_path / "s", config, summarizer=summarize) as session:
+        assert session.compact(history(30))
+        assert session.compact(history(60))
+    assert len(parts) == 3 and len(parts[2]) < len(parts[1])
+    assert all("SUMMARY-1" in str(part[0]) for part in parts[1:])
