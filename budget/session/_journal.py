@@ -100,8 +100,9 @@ class Journal:
         """Whether records a failed append could not write are waiting for the next one."""
         return bool(self._unlogged)
 
-    def append(self, records: list[Mapping[str, Any]]) -> None:
-        """Append records after any a failed append left behind; never raises for the store.
+    def append(self, records: list[Mapping[str, Any]], *, last: bool = False) -> None:
+        """Append records after any a failed append left behind; never raises for the store,
+        but at ``last`` (close): no later append would write them, so their loss is raised.
 
         Records a failed append could not write are kept and written, in order, before the next
         ones: after a passing failure (a full disk, an I/O error) the log is whole again, so a
@@ -116,14 +117,10 @@ class Journal:
         # legitimately repeat (a second overflow streak, a retry's request record) stays a
         # line of its own, while the same record written again after a failed append is still
         # a duplicate line the reader skips.
-        numbered: list[Mapping[str, Any]] = []
-        for r in pending:
+        for i, r in enumerate(pending):  # a list of its own: numbered in place
             if "s" not in r:
                 self._seq += 1
-                numbered.append({**r, "s": self._seq})
-            else:
-                numbered.append(r)
-        pending = numbered
+                pending[i] = {**r, "s": self._seq}
         try:
             self._store.append_log(pending)
         except SessionLocked:
@@ -135,6 +132,8 @@ class Journal:
         except (StoreError, OSError) as exc:
             self._unlogged = pending
             self._log.error("toolbudget.log.append_failed", error=str(exc), records=len(pending))
+            if last:
+                raise
             return
         self._unlogged = []
 

@@ -126,7 +126,7 @@ class Requests:
                     self.pipeline.keep_estimates(known)
                     known.save()  # the estimates a resume reuses (budget/tokens/_estimates_cache.py)
                 if self.parts.journal.queued:
-                    self.parts.journal.append([])
+                    self.parts.journal.append([], last=True)
             finally:
                 self.parts.store.close()
 
