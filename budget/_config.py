@@ -1,4 +1,4 @@
-"""Settings: one validated, frozen model per session, with the documented defaults (docs/settings.md).
+"""Settings: one validated, frozen model per session, with the defaults docs/settings.md lists.
 
 :class:`BudgetConfig` is a pydantic-settings ``BaseSettings``: a setting not passed explicitly is
 read from the environment variable ``TOOLBUDGET_<FIELD>`` (``TOOLBUDGET_RESULT_CAP=80000``,

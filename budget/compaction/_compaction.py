@@ -1,8 +1,9 @@
 """Compaction's pure half: the tail kept, the attachments, the copy projected.
 
 Nothing here calls a model, touches a file or edits a message: the session (``Budget``) asks these
-functions where to cut and what the copy is, and records the checkpoint itself (docs/concepts/compaction.md). The
-transcript a summarizer reads is ``budget.compaction._transcript``'s (``render_transcript`` re-exported).
+functions where to cut and what the copy is, and records the checkpoint itself
+(docs/concepts/compaction.md). The transcript a summarizer reads is
+``budget.compaction._transcript``'s (``render_transcript`` re-exported).
 """
 
 from __future__ import annotations
@@ -287,7 +288,7 @@ def drop_oldest_rounds(
 ) -> int:
     """How many leading messages to drop so at least ``share`` of the tokens go, whole rounds.
 
-    Used when a summary request is refused as too long The cut never leaves a
+    Used when a summary request is refused as too long. The cut never leaves a
     result whose call was dropped at the front (the transcript would name an unknown call); 0
     when no cut is possible (a single round, or nothing past the first message).
     """
@@ -357,7 +358,8 @@ def summary_message(summary: str, extra: Attachments) -> dict[str, Any]:
 
     ``{"role": "user", "content": text}`` is valid as is in the Anthropic Messages API, Chat
     Completions and the Responses API, so the three formats share it. The sections come in the
-    order docs/concepts/compaction.md gives: summary, the user's constraints verbatim, file snapshots, the tools.
+    order docs/concepts/compaction.md gives: summary, the user's constraints verbatim, file
+    snapshots, the tools.
     """
     parts = [
         "This conversation was compacted: the summary below stands for its earlier part.",

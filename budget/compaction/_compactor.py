@@ -53,9 +53,9 @@ Keep = Callable[[str], str | None]
 
 SUMMARY_RETRIES = 3
 """Retries of a summary request refused as too long, each without the oldest quarter of what
-it summarized (whole rounds), before the compaction counts as failed (docs/concepts/compaction.md). Claude Code
-retries as often (``MAX_PTL_RETRIES = 3`` in ``src/services/compact/compact.ts``, read from the
-public reconstructions of the 2.1.x bundle, e.g. NanmiCoder/cc-haha)."""
+it summarized (whole rounds), before the compaction counts as failed. Claude Code retries as
+often (``MAX_PTL_RETRIES = 3`` in ``src/services/compact/compact.ts``, read from the public
+reconstructions of the 2.1.x bundle, e.g. NanmiCoder/cc-haha)."""
 
 
 class Compactor:
@@ -152,7 +152,7 @@ class Compactor:
         calibrated estimate of what was added since, which counts the system prompt and tool
         definitions too), or the copy's messages plus the learned :attr:`header` where that is
         more (an unanchored report, as after a compaction, sees no header). The threshold is
-        ``window - compact_reserve_tokens - compact_margin_tokens`` , scaled down
+        ``window - compact_reserve_tokens - compact_margin_tokens``, scaled down
         under a small window (:func:`limits`). :meth:`learn_header` measured the copy (with
         ``tokens``, one estimate per message) as the request made it.
         """

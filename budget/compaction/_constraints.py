@@ -1,4 +1,5 @@
-"""The user's constraints a compaction carries verbatim beside its summary (docs/concepts/compaction.md).
+"""The user's constraints a compaction carries verbatim beside its summary
+(docs/concepts/compaction.md).
 
 The goal and the lines stating a rule, a format, a path or a command, from the first user
 messages, as written, up to a limit: the line where it falls is cut at a word boundary, and what
