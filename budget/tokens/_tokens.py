@@ -179,13 +179,14 @@ _KINDS_APART: Final = frozenset(
 """Block types not counted by the generic walk (each has its own rule)."""
 
 
-def _number(value: int | float) -> str:
-    """``value`` as JSON writes it. An integer past Python's digit limit is an InputError: no
-    JSON encoder (the SDKs' included) can write it, so the request could not be sent."""
+def _printed(value: Any, what: str) -> str:
+    """``str(value)``. A value holding an integer past Python's digit limit is an InputError
+    naming ``what`` holds it: no JSON encoder (the SDKs' included) can write it, so the request
+    could not be sent as it is."""
     try:
         return str(value)
     except ValueError as exc:
-        raise InputError(f"a message holds a number that cannot be sent as JSON: {exc}") from None
+        raise InputError(f"{what} cannot be sent as JSON: {exc}") from None
 
 
 def _json_tokens(value: Any, text: _TextFn) -> int:
@@ -195,12 +196,7 @@ def _json_tokens(value: Any, text: _TextFn) -> int:
     try:
         dumped = orjson.dumps(value, default=str).decode()
     except TypeError:
-        try:
-            dumped = str(value)
-        except ValueError as exc:
-            # An integer past Python's digit limit: no JSON encoder (the SDKs' included) can
-            # write it, so the request could not be sent as it is.
-            raise InputError(f"a tool call's input cannot be sent as JSON: {exc}") from None
+        dumped = _printed(value, "a tool call's input")
     return text(dumped)
 
 
@@ -311,7 +307,7 @@ def _value_tokens(value: Any, text: _TextFn, fr: TokenizerProfile) -> int:
     if isinstance(value, str):
         return text(value)
     if isinstance(value, int | float):
-        return text(_number(value))
+        return text(_printed(value, "a message holds a number that"))
     if isinstance(value, Mapping):
         return _mapping_tokens(value, text, fr)
     if isinstance(value, Sequence | set | frozenset) and not isinstance(value, bytes | bytearray):
