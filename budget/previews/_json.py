@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Final
 
-__all__ = ["LADDER", "Limits", "skeleton", "skeleton_text"]
+__all__ = ["LADDER", "Limits", "indented", "skeleton", "skeleton_text"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,4 +79,9 @@ def skeleton(value: Any, lim: Limits, depth: int = 0) -> Any:
 
 def skeleton_text(value: Any, lim: Limits) -> str:
     """The skeleton of ``value`` under ``lim`` as indented JSON text."""
-    return json.dumps(skeleton(value, lim), indent=1, ensure_ascii=False)
+    return indented(skeleton(value, lim))
+
+
+def indented(kept: Any) -> str:
+    """A skeleton (:func:`skeleton`) as the indented JSON text a preview shows."""
+    return json.dumps(kept, indent=1, ensure_ascii=False)

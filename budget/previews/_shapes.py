@@ -11,7 +11,7 @@ import json
 from typing import Any, Final
 
 from budget.previews._detect import _HUNK, Shape, classify, is_md_separator, marks
-from budget.previews._json import LADDER, skeleton
+from budget.previews._json import LADDER, indented, skeleton
 from budget.previews._lines import Picker, Shaped, Window
 
 __all__ = ["shape_preview"]
@@ -129,7 +129,7 @@ def _ndjson(w: Window, budget: int, tail_share: float) -> Shaped:
 def _json(value: Any, budget: int) -> Shaped | None:
     for lim in LADDER:
         kept = skeleton(value, lim)
-        body = json.dumps(kept, indent=1, ensure_ascii=False)  # skeleton_text's
+        body = indented(kept)
         if len(body) <= budget:
             # A document spilled for its indentation alone is shown whole: the note must not
             # send the model to read back what it already has. (The skeleton shares its
@@ -143,8 +143,8 @@ def _json(value: Any, budget: int) -> Shaped | None:
 WINDOW_CHARS: Final = 65_536
 """A text longer than twice this is shaped from its first and its last this-many characters
 (whole lines, numbered as in the whole text): the shape's cost stays flat however large the
-output (docs/performance.md: new output is processed at 1 GB/s or more), and what lies between is left out
-anyway. The JSON skeleton is the exception: it parses the whole document (up to
+output (docs/performance.md: new output is processed at 1 GB/s or more), and what lies between
+is left out anyway. The JSON skeleton is the exception: it parses the whole document (up to
 :data:`budget.previews._detect.JSON_CHARS`)."""
 
 
