@@ -52,8 +52,7 @@ def describe(
         msg = err["msg"]
         if err["type"] == "extra_forbidden":
             # Not pydantic's "Extra inputs are not permitted": a misspelt setting, and its guess.
-            close = difflib.get_close_matches(str(err["loc"][-1]), list(fields), n=1)
-            msg = "no such setting" + (f" (did you mean {close[0]}?)" if close else "")
+            msg = "no such setting" + _did_you_mean(str(err["loc"][-1]), fields)
         field = ".".join(str(p) for p in err["loc"]) or "config"
         top = str(err["loc"][0]) if err["loc"] else ""
         # A value from the environment is named as such: the caller did not pass it.
@@ -114,6 +113,11 @@ def unknown_variables(fields: Iterable[str], environ: Mapping[str, str]) -> None
         if name.startswith(ENV_PREFIX) and name.removeprefix(ENV_PREFIX) not in known:
             # Matched without the prefix they all share, or every name is close to some setting
             # (TOOLBUDGET_FUZZ_EXAMPLES was "did you mean TOOLBUDGET_STALENESS?").
-            close = difflib.get_close_matches(name.removeprefix(ENV_PREFIX), known, n=1)
-            hint = f" (did you mean {ENV_PREFIX}{close[0]}?)" if close else ""
+            hint = _did_you_mean(name.removeprefix(ENV_PREFIX), known, ENV_PREFIX)
             warnings.warn(f"{key} names no toolbudget setting{hint}", UserWarning, stacklevel=3)
+
+
+def _did_you_mean(name: str, known: Iterable[str], prefix: str = "") -> str:
+    """`` (did you mean <prefix><closest>?)`` for the known name closest to ``name``, or ""."""
+    close = difflib.get_close_matches(name, list(known), n=1)
+    return f" (did you mean {prefix}{close[0]}?)" if close else ""
