@@ -4,7 +4,6 @@ server's own added."""
 from __future__ import annotations
 
 import socket
-import subprocess
 import threading
 from pathlib import Path
 
@@ -44,17 +43,12 @@ def _upstream() -> tuple[socket.socket, str]:
     return listener, f"http://127.0.0.1:{listener.getsockname()[1]}"
 
 
-def _start(root: Path, upstream: str) -> tuple[subprocess.Popen[str], str]:
-    """``toolbudget proxy`` in a child process on a free port, both upstreams ``upstream``."""
-    return run_proxy(root, upstream)
-
-
 def test_the_answers_server_and_date_headers_are_the_upstreams_alone(tmp_path: Path) -> None:
     """An answer relayed by ``toolbudget proxy`` carries the upstream's ``server`` and ``date``
     once each, as sent: uvicorn added its own beside them (``server: upstream-x, uvicorn``,
     two dates), where the proxy promises the upstream's headers."""
     listener, upstream = _upstream()
-    child, url = _start(tmp_path / "sessions", upstream)
+    child, url = run_proxy(tmp_path / "sessions", upstream)
     try:
         body = b'{"model": "m", "messages": [{"role": "user", "content": "hi"}]}'
         headers = {"content-type": "application/json", "anthropic-version": "v"}
