@@ -196,7 +196,9 @@ class Candidates:
         """The decision for a result no pass touched."""
         if not r.text and r.extra_chars == 0:
             return Decision(r.call_id, "kept", "empty", 0, text=EMPTY_TEXT, tool=r.tool)
-        reason = "exempt" if self._config.cap_for(r.tool) is None else "fits"
+        limit = self._config.cap_for(r.tool)
+        # Over its cap yet untouched: the cap pass found its envelope would not be shorter.
+        reason = "exempt" if limit is None else "fits" if len(r.text) <= limit else "not_shorter"
         return Decision(r.call_id, "kept", reason, len(r.text), tool=r.tool)
 
     def add(self, results: Iterable[ToolResult]) -> None:

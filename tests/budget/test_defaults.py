@@ -73,6 +73,15 @@ def test_a_result_of_50000_characters_is_kept_and_one_of_50001_spilled(tmp_path:
         assert b.read(ref_for(over)) == over
 
 
+def test_a_result_over_its_cap_kept_whole_says_its_envelope_was_not_shorter(tmp_path: Path) -> None:
+    """A 2,100-character result over a tool cap of 1 stays whole (the 2,000-character preview and
+    its frame would be longer) and its decision says so (`not_shorter`), not `fits`."""
+    msgs = conversation([[lines(2_100)], [lines(100)]])
+    with Budget.open(tmp_path / "s", {"tools": {"bash": ToolPolicy(cap=1)}}) as b:
+        req = b.prepare(msgs, now=0)
+    assert kinds(req)["call_0_0"] == ("kept", "not_shorter")
+
+
 def test_the_default_cap_is_a_ceiling_under_which_the_cost_model_decides(tmp_path: Path) -> None:
     """By default 50,001 characters are over the ceiling (cap); 50,000 are priced and spilled."""
     msgs = conversation([[lines(50_000)], [lines(50_001)]])
