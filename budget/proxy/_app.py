@@ -227,16 +227,14 @@ class Proxy:
         waiting: Awaited,
     ) -> Response:
         assert self.upstream is not None, "the proxy's lifespan has not started"
+        sync = None if slot is None else self.pool.sync_once(slot, self._spawn)
         try:
-            req = self.upstream.request(method, url, headers, content)
+            req = self.upstream.request(method, url, headers, content, sync)
         except Exception as exc:  # a request httpx cannot write (an invalid URL): nothing sent
             if slot is not None:
                 self.pool.release(slot)
             self._log.error("toolbudget.proxy.upstream_failed", error=type(exc).__name__)
             return gateway_error(provider, type(exc).__name__, url)
-        if slot is not None:
-            # The log's fsync runs while the request goes upstream, never before it.
-            slot.syncing = self._spawn(self.pool.synced(slot, self.pool.sync_soon(slot)))
         resp: httpx.Response | None = None
         try:
             async with waiting:
@@ -250,6 +248,9 @@ class Proxy:
                 raise
             self._log.error("toolbudget.proxy.upstream_failed", error=type(exc).__name__)
             return gateway_error(provider, type(exc).__name__, url)
+        finally:
+            if sync is not None:
+                sync()  # no-op once the body's end handed them off; else the request failed
         if resp is None:  # the agent hung up first: its upstream request is dropped
             if slot is not None:
                 self.pool.release(slot)

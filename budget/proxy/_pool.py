@@ -8,9 +8,9 @@ request the same usage an uninterrupted one would (issue 33: a restart gives the
 
 Durability: a session's store writes each request's spilled bodies and decisions before
 ``prepare`` returns (a killed proxy loses none: the kernel holds them), and the proxy fsyncs
-them while the upstream answers (:meth:`Slot.sync`, started as the request is forwarded: the
-bodies first, then the log, in the order the library makes them), never before forwarding: a
-request never waits for a disk flush. The session's next request is prepared only once that
+them while the upstream answers (:meth:`Slot.sync`, handed to a sync thread as the request's
+body's last byte is written upstream: the bodies first, then the log, in the order the library
+makes them), never before forwarding: a request never waits for a disk flush. The session's next request is prepared only once that
 sync is done, and closing a session syncs it, so no decision is built upon before it is
 durable. What a power loss or an OS crash in those milliseconds can take is the last request's
 writes: its decisions (decided afresh on resume) or, where the filesystem kept its log lines
@@ -33,7 +33,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -175,6 +175,25 @@ class Pool:
             self._syncer = ThreadPoolExecutor(SYNC_THREADS, thread_name_prefix="toolbudget-sync")
         slot.busy += 1
         return asyncio.get_running_loop().run_in_executor(self._syncer, slot.sync)
+
+    def sync_once(
+        self, slot: Slot, spawn: Callable[[Coroutine[Any, Any, None]], asyncio.Task[None]]
+    ) -> Callable[[], None]:
+        """The hand-off of a request's fsyncs (:meth:`sync_soon`, awaited by :meth:`synced` in a
+        task ``spawn`` makes), made once whatever calls it again: as the request's body's last
+        byte goes upstream (before it, the thread's wake-up and its hold of the GIL between
+        fsyncs landed on the request's way out, the event loop giving the GIL up at each of
+        httpcore's checkpoints), or as the request fails before that. The session's next
+        request waits for the fsyncs as before (``slot.syncing``)."""
+        handed = False
+
+        def hand_off() -> None:
+            nonlocal handed
+            if not handed:
+                handed = True
+                slot.syncing = spawn(self.synced(slot, self.sync_soon(slot)))
+
+        return hand_off
 
     async def synced(self, slot: Slot, syncing: asyncio.Future[None]) -> None:
         """Wait for :meth:`sync_soon`'s fsyncs (the durability note); a failure is an event,

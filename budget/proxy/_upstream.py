@@ -11,7 +11,7 @@ the connections alive; its response streams the same raw bytes.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from types import TracebackType
 from typing import Final, Self
 
@@ -42,10 +42,18 @@ class Upstream:
         url: str,
         headers: list[tuple[bytes, bytes]],
         content: bytes | AsyncIterator[bytes],
+        written: Callable[[], None] | None = None,
     ) -> httpx.Request:
         """The request to send: ``content`` bytes (httpx sets their length) or an async iterator
         of bytes (streamed, chunked unless ``headers`` carry its length). Raises as httpx does on
-        what it cannot write (an invalid URL): nothing is sent then."""
+        what it cannot write (an invalid URL): nothing is sent then.
+
+        ``written``, with bytes: called once their last byte is written to the connection (not
+        if the request fails before). The request's bytes are the same: the length is the header
+        httpx would have put last."""
+        if written is not None and isinstance(content, bytes):
+            headers = [*headers, (b"Content-Length", str(len(content)).encode())]
+            content = _then(content, written)
         return httpx.Request(
             method,
             self._url(url),
@@ -82,3 +90,10 @@ class Upstream:
         tb: TracebackType | None = None,
     ) -> None:
         await self._transport.__aexit__(exc_type, exc, tb)
+
+
+async def _then(content: bytes, written: Callable[[], None]) -> AsyncIterator[bytes]:
+    """``content`` in one chunk, then ``written`` called: httpcore asks for the next chunk once
+    it wrote this one."""
+    yield content
+    written()
