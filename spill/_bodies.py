@@ -125,8 +125,9 @@ class Bodies:
         self._named.add(ref)
         return False
 
-    def read_packed(self, ref: str) -> bytes | None:
-        """The packed bytes of ``ref`` (checked by the caller against it), None if not packed."""
+    def read_packed(self, ref: str) -> tuple[bytes, str] | None:
+        """The packed bytes of ``ref`` (checked by the caller against it) and the name of their
+        pack, None if not packed."""
         copies = self._pack_index().copies(ref)
         if not copies:
             return None

@@ -292,9 +292,10 @@ class LocalStore(StoreBase):
             try:
                 if self._dir.stat_body(shard_fd, ref) is not None:
                     return
-                data = self._bodies.read_packed(ref)
-                if data is None or xxhash.xxh3_128_hexdigest(data) != ref:
+                packed = self._bodies.read_packed(ref)
+                if packed is None or xxhash.xxh3_128_hexdigest(packed[0]) != ref:
                     raise StoreError(f"packed body {ref} in session {self._dir.path} is damaged")
+                data = packed[0]
                 # On disk twice from here on, and counted twice: the quota holds for the copy
                 # too (over it, the group commit that follows keeps the text inline).
                 new_total = self._bodies.total() + len(data)

@@ -35,6 +35,7 @@ import xxhash
 
 from spill import _fs
 from spill._errors import RefError, StoreError
+from spill._sessiondir import BODIES_NAME
 from spill._store import REF_RE, events
 
 __all__ = [
@@ -167,10 +168,11 @@ def read_located(bodies_fd: int, where: Located) -> bytes:
     return data
 
 
-def read_copies(bodies_fd: int, copies: Sequence[Located], ref: str) -> bytes:
+def read_copies(bodies_fd: int, copies: Sequence[Located], ref: str) -> tuple[bytes, str]:
     """The bytes of the first of ``copies`` whose hash is ``ref``, else of the first that could
-    be read (its caller reports it corrupt); the first OSError or ValueError if none could."""
-    first: bytes | None = None
+    be read (its caller reports it corrupt), each with the name of its pack; the first OSError
+    or ValueError if none could."""
+    first: tuple[bytes, str] | None = None
     error: OSError | ValueError | None = None
     for where in copies:
         try:
@@ -179,8 +181,8 @@ def read_copies(bodies_fd: int, copies: Sequence[Located], ref: str) -> bytes:
             error = error or exc
             continue
         if xxhash.xxh3_128_hexdigest(data) == ref:
-            return data
-        first = data if first is None else first
+            return data, where.pack
+        first = (data, where.pack) if first is None else first
     if first is None:
         raise error or ValueError("no copy to read")
     return first
@@ -190,7 +192,7 @@ def file_or_packed(
     ref: str,
     data: bytes | None,
     refused: StoreError | None,
-    read_packed: Callable[[], bytes | None],
+    read_packed: Callable[[], tuple[bytes, str] | None],
     *,
     what: str,
     session: str,
@@ -199,12 +201,16 @@ def file_or_packed(
 
     ``refused`` is why the file could not be read (something planted where it goes, never
     followed), raised when no pack holds the body either; RefError when nothing holds it, and
-    StoreError naming ``what`` when what holds it does not match the ref.
+    StoreError naming what holds it (``what``, the file, or the pack ``read_packed`` read) when
+    that does not match the ref.
     """
     if data is None or xxhash.xxh3_128_hexdigest(data) != ref:
         # Packed, or a damaged file whose body a later group commit packed whole.
         packed = read_packed()
-        data = data if packed is None else packed
+        if packed is not None:
+            # The bytes judged below are the pack's: a damaged pack must be the file named.
+            data, pack = packed
+            what = f"{ref} in {BODIES_NAME}/{pack}"
     if data is None:
         if refused is not None:
             raise refused

@@ -61,9 +61,9 @@ class ReadOnlyStore(StoreBase):
             )
         self._packs = PackIndex()
 
-    def _read_packed(self, ref: str) -> bytes | None:
-        """The packed bytes of ``ref``, None if no pack holds it; the live session may have
-        written a pack since we last looked, so a miss lists ``bodies/`` again."""
+    def _read_packed(self, ref: str) -> tuple[bytes, str] | None:
+        """The packed bytes of ``ref`` and their pack's name, None if no pack holds it; the live
+        session may have written a pack since we last looked, so a miss lists ``bodies/`` again."""
         dir_fd = self._open_dir()
         try:
             bodies_fd = _fs.open_fd(BODIES_NAME, _DIR_FLAGS, dir_fd=dir_fd)

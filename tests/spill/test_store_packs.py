@@ -213,6 +213,26 @@ def test_a_packed_body_whose_bytes_changed_is_reported_corrupt(tmp_path: Path) -
         store.get(refs[-1])
 
 
+def test_a_corrupt_packed_body_is_reported_in_its_pack_not_in_a_file_that_does_not_exist(
+    tmp_path: Path,
+) -> None:
+    """The StoreError for a damaged packed body names the pack file holding it, in the live and
+    the read-only store, never the body file path where nothing is stored."""
+    path = tmp_path / "s"
+    refs = _packed_session(path)
+    pack = _packs(path)[0]
+    data = bytearray(pack.read_bytes())
+    data[-5] ^= 0x01
+    pack.write_bytes(bytes(data))
+    shown = f"{refs[-1]} in bodies/{pack.name}"
+    with LocalStore(path) as store, pytest.raises(StoreError, match=shown) as live:
+        store.get(refs[-1])
+    with pytest.raises(StoreError, match=shown) as lockfree:
+        ReadOnlyStore(path).get(refs[-1])
+    for err in (live.value, lockfree.value):
+        assert f"{refs[-1]}.txt" not in str(err)
+
+
 def test_path_of_a_packed_body_writes_its_file(tmp_path: Path) -> None:
     """Asking for the path of a body that only a pack holds writes its file first, so an
     envelope naming the path names a file holding the exact body; later groups keep it a file."""
