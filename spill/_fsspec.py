@@ -412,7 +412,9 @@ class FsspecStore(StoreBase):
         holds ``session.json`` and only what a store writes (anything else is left alone, with
         a ``toolbudget.gc.skipped`` warning). Object stores have no lock that says a session is
         open, so age alone decides: choose ``older_than_s`` longer than any pause of a live
-        agent. ``on_skip`` is called with each session left in place and why;
+        agent. On a ``file://`` URL, a directory a LocalStore wrote is collected as
+        :func:`spill.gc_sessions` collects it, its lock honoured. ``on_skip`` is called with each
+        session left in place and why;
         ``storage_options`` go to the filesystem, as for the store.
         """
         age = check_seconds(older_than_s, "older_than_s")

@@ -31,7 +31,7 @@ from spill._sessiondir import (
 )
 from spill._store import events
 
-__all__ = ["gc_sessions"]
+__all__ = ["gc_session_dir", "gc_sessions"]
 
 _DIR_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY
 _KNOWN: Final = frozenset({BODIES_NAME, LOCK_NAME, LOG_NAME, META_NAME, *SIDECAR_NAMES})
@@ -84,6 +84,21 @@ def gc_sessions(
     finally:
         _fs.close(root_fd)
     return removed
+
+
+def gc_session_dir(
+    path: Path, *, older_than_s: float, now: float, on_skip: Callable[[Path, str], None]
+) -> bool:
+    """Remove the one directory ``path`` as :func:`gc_sessions` removes each under its root (a
+    session untouched for ``older_than_s`` seconds and not held open); True if it was removed.
+
+    For :meth:`spill.FsspecStore.gc_sessions` on a ``file://`` URL, whose directories may be
+    LocalStore sessions: their lock must be honoured there too."""
+    root_fd = _fs.open_fd(str(path.parent), _DIR_FLAGS)
+    try:
+        return _collect(root_fd, path.name, path, now, older_than_s, on_skip)
+    finally:
+        _fs.close(root_fd)
 
 
 def _ignore(path: Path, why: str) -> None:

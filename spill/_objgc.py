@@ -5,10 +5,13 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from spill._errors import StoreError
+from spill._gc import gc_session_dir
 from spill._objfs import BODIES_NAME, LOG_DIR, META_NAME, checked_url, delete_exact, filesystem
+from spill._sessiondir import LOCK_NAME
 from spill._store import events
 
 __all__ = ["gc_url_sessions", "ignore_skip"]
@@ -31,7 +34,9 @@ def gc_url_sessions(
     stores have no lock to say a session is open: a session is kept while any of its objects is
     younger than ``older_than_s``, so choose it longer than any pause of a live agent. The log
     objects are deleted first and ``session.json`` last: a gc that dies midway leaves a prefix
-    that is still recognised (and finished) by the next gc.
+    that is still recognised (and finished) by the next gc. On a local filesystem, a directory
+    holding a ``lock`` file is a LocalStore's session, collected as :func:`spill.gc_sessions`
+    collects it (its lock honoured).
     """
     root = checked_url(root, "gc_sessions")
     fs, base = filesystem(root, storage_options)
@@ -67,6 +72,15 @@ def _collect_url(
     skip: Callable[[str, str], None],
 ) -> bool:
     """Remove one candidate session prefix if it qualifies; True if it was removed."""
+    if getattr(fs, "local_file", False) and _holds_lock(prefix):
+        # A LocalStore's session directory (an FsspecStore writes no lock): collected as
+        # gc_sessions collects it, its lock honoured, where its files read as foreign here.
+        return gc_session_dir(
+            Path(prefix),
+            older_than_s=older_than_s,
+            now=now,
+            on_skip=lambda _path, why: skip(url, why),
+        )
     found: dict[str, dict[str, Any]] = fs.find(prefix, detail=True)
     rels = {str(name)[len(prefix) + 1 :]: info for name, info in found.items()}
     if META_NAME not in rels:
@@ -98,6 +112,15 @@ def _collect_url(
     if getattr(fs, "local_file", False):  # fsspec's LocalFileSystem (file:// URLs)
         _remove_empty_dirs(prefix)
     events().info("toolbudget.gc.removed", session=url, idle_s=round(now - newest, 1))
+    return True
+
+
+def _holds_lock(prefix: str) -> bool:
+    """Whether a local directory holds a LocalStore's lock file (an unreadable one raises)."""
+    try:
+        os.lstat(os.path.join(prefix, LOCK_NAME))
+    except FileNotFoundError:
+        return False
     return True
 
 

@@ -172,6 +172,23 @@ def test_gc_takes_a_url_of_sessions_on_object_storage(tmp_path: Path) -> None:
     assert (tmp_path / "new").exists()
 
 
+def test_gc_of_a_file_url_collects_local_sessions_and_keeps_open_ones(tmp_path: Path) -> None:
+    """``gc file://DIR`` removes the old session directories a LocalStore wrote and leaves the one
+    held open, where it skipped them all as holding foreign files (the lock, the log)."""
+    from spill import LocalStore
+
+    for name in ("old", "open"):
+        _session_with_spill(tmp_path / name)
+        _age(tmp_path / name, days=10)
+    with LocalStore(tmp_path / "open"):
+        result = runner.invoke(app, ["gc", f"file://{tmp_path}", "--older-than", "7d"])
+    assert result.exit_code == 0, result.output
+    assert f"removed file://{tmp_path}/old" in result.stdout
+    assert f"skipped file://{tmp_path}/open: open in another process (locked)" in result.stderr
+    assert not (tmp_path / "old").exists()
+    assert (tmp_path / "open" / "session.json").exists()
+
+
 def test_gc_of_a_file_url_naming_no_directory_is_an_error(tmp_path: Path) -> None:
     """``gc file://...`` naming no directory exits 2 naming it, as a missing path does (it
     removed nothing and said so, which read as a clean run)."""

@@ -164,3 +164,29 @@ def test_a_root_that_is_not_a_path_is_a_config_error(tmp_path: Path, root: Any, 
     same session path is for Budget.open, not a raw TypeError, ValueError or UnicodeEncodeError."""
     with pytest.raises(ConfigError, match=says):
         gc_sessions(root, older_than_s=DAY)
+
+
+def test_a_file_url_collects_local_session_directories_as_gc_sessions_does(tmp_path: Path) -> None:
+    """FsspecStore.gc_sessions on a ``file://`` URL removes the old LocalStore sessions under it
+    and keeps one held open and one recently used, where it skipped them all as foreign files."""
+    from spill import FsspecStore
+
+    now = time.time()
+    old = make_session(tmp_path / "old", age_s=3 * DAY, now=now)
+    held = make_session(tmp_path / "held", age_s=3 * DAY, now=now)
+    fresh = make_session(tmp_path / "fresh", age_s=DAY / 2, now=now)
+    skipped: list[tuple[str, str]] = []
+    with LocalStore(held):
+        removed = FsspecStore.gc_sessions(
+            f"file://{tmp_path}",
+            older_than_s=DAY,
+            now=now,
+            on_skip=lambda url, why: skipped.append((url, why)),
+        )
+    assert removed == [f"file://{old}"]
+    assert not old.exists()
+    assert (held / "session.json").exists() and (fresh / "session.json").exists()
+    assert skipped == [
+        (f"file://{fresh}", "used 12h ago"),
+        (f"file://{held}", "open in another process (locked)"),
+    ]
