@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from budget._errors import BudgetError
-from budget._typer import duration
+from budget._typer import duration, fail
 from spill import FsspecStore, gc_sessions
 from spill._objfs import local_dir
 from spill._sessiondir import LOG_NAME
@@ -38,8 +38,7 @@ def gc(
         if where is not None and not os.path.isdir(where):
             # The collectors take a missing root for nothing to do; on the command line it is a
             # typo (an object store has no directory to be missing).
-            typer.echo(f"error: no directory at {root}", err=True)
-            raise typer.Exit(2)
+            fail(f"no directory at {root}")
         now = time.time()
         if url:
             # Object storage has no lock saying a session is open: age alone decides there.
@@ -48,8 +47,7 @@ def gc(
             found = gc_sessions(Path(root), older_than_s=age, now=now, on_skip=skip)
             removed = [str(p) for p in found]
     except BudgetError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
+        fail(str(exc))
     for path in removed:
         typer.echo(f"removed {path}")
     for path, why in skipped:

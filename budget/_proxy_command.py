@@ -9,19 +9,15 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated
 
 import typer
 
 from budget._errors import BudgetError
+from budget._typer import fail
 from spill._paths import refuse_current_dir
 
 __all__ = ["proxy", "with_proxy"]
-
-
-def _fail(message: str) -> NoReturn:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(2)
 
 
 _OPTIONS = re.compile(r"^(anthropic_upstream|openai_upstream|port)\b")
@@ -51,15 +47,15 @@ def proxy(
     try:  # an unset variable would put the sessions in the current directory, as gc refuses
         refuse_current_dir(root, "session root", "for the sessions", "sessions")
     except BudgetError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     try:
         from budget.proxy._cli import run  # noqa: PLC0415
     except ImportError as exc:  # the extra is not installed
-        _fail(f"toolbudget proxy needs the proxy extra: pip install 'toolbudget[proxy]' ({exc})")
+        fail(f"toolbudget proxy needs the proxy extra: pip install 'toolbudget[proxy]' ({exc})")
     try:
         run(root, host, port, anthropic_upstream, openai_upstream)
     except BudgetError as exc:
-        _fail(_as_option(str(exc)))
+        fail(_as_option(str(exc)))
 
 
 def with_proxy(app: typer.Typer) -> typer.Typer:

@@ -7,20 +7,15 @@ imports the benchmarks): ``import budget.cli`` loads no benchmark code.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated
 
 import typer
 
 from budget._errors import BudgetError
-from budget._typer import FlagGroup
+from budget._typer import FlagGroup, fail
 from spill._paths import refuse_current_dir
 
 __all__ = ["traces_app"]
-
-
-def _fail(message: str) -> NoReturn:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(2)
 
 
 traces_app = typer.Typer(
@@ -49,13 +44,13 @@ def traces_fetch(
     try:  # an unset variable would fill the current directory with 29 files
         refuse_current_dir(directory, "directory", "for the traces", "traces")
     except BudgetError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     if directory.exists() and not directory.is_dir():
-        _fail(f"{directory} is a file; name a directory for the traces")
+        fail(f"{directory} is a file; name a directory for the traces")
     try:
         done = fetch_traces(directory, base_url=source or BASE_URL, say=typer.echo)
     except BudgetError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     got = sum(f.bytes for f in done.fetched)
     typer.echo(
         f"{len(done.fetched)} file(s) fetched ({got:,} bytes), {len(done.present)} already "

@@ -1,5 +1,5 @@
-"""What the command line's parts share: help screens that show no type beside a flag, and the
-duration parser.
+"""What the command line's parts share: help screens that show no type beside a flag, the
+duration parser, and the one-line error a command exits with.
 
 typer 0.29's rich help prints every option's type, a flag's too (``--wide <bool>``, ``--help
 <bool>``), where its plain help and click's print none: a flag takes no value, so a type there
@@ -10,12 +10,12 @@ give every flag an empty metavar, which the help shows as nothing.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, NoReturn
 
 import typer
 from typer.core import TyperCommand, TyperGroup, TyperOption
 
-__all__ = ["FlagCommand", "FlagGroup", "duration"]
+__all__ = ["FlagCommand", "FlagGroup", "duration", "fail"]
 
 
 def _untyped_flags(command: Any, ctx: Any) -> None:
@@ -65,3 +65,9 @@ def duration(text: str) -> float:
     if found["unit"] is None:
         return 0.0
     return float(found["n"]) * _UNITS[found["unit"]]
+
+
+def fail(message: str) -> NoReturn:
+    """Exit 2 after ``error: message`` on standard error: one line, no traceback."""
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(2)

@@ -7,7 +7,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TextIO, cast
+from typing import TYPE_CHECKING, Annotated, Any, TextIO, cast
 
 import structlog
 import typer
@@ -18,7 +18,7 @@ from budget._errors import BudgetError
 from budget._gc_cli import gc
 from budget._readback import ReadBack
 from budget._traces_cli import traces_app
-from budget._typer import FlagGroup
+from budget._typer import FlagGroup, fail
 from spill._readonly import open_read_only
 
 if TYPE_CHECKING:
@@ -102,8 +102,7 @@ def read(
                 # An empty print would read as an empty output: say the offset is past its end.
                 typer.echo(f"note: --offset {offset} is past the end ({total} lines)", err=True)
     except BudgetError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
+        fail(str(exc))
     _write_exactly(text)
 
 
@@ -252,13 +251,13 @@ def bench(
             settings=settings,
         )
     except BudgetError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     paths, failed = written_first(result, json_path, plots)
     render(result, console, wide=wide)
     for path in paths:
         console.print(f"wrote {path}", markup=False)  # a path the user typed, not rich markup
     if failed is not None:
-        _fail(failed)
+        fail(failed)
     _exit_if_ours_failed(result.skipped)
 
 
@@ -284,7 +283,7 @@ def _bench_settings(sets: list[str] | None, window: int | None) -> BenchSettings
     try:
         return resolve(sets or (), window=window)
     except BudgetError as exc:
-        _fail(str(exc))
+        fail(str(exc))
 
 
 def _chosen_strategies(strategies: str | None, window: int | None) -> list[str]:
@@ -301,7 +300,7 @@ def _chosen_strategies(strategies: str | None, window: int | None) -> list[str]:
     names = [n.strip() for n in strategies.split(",") if n.strip()]
     unknown = [n for n in names if n not in known]
     if unknown or not names:
-        _fail(f"unknown strategy {', '.join(unknown) or '(none given)'}; known: {', '.join(known)}")
+        fail(f"unknown strategy {', '.join(unknown) or '(none given)'}; known: {', '.join(known)}")
     return names
 
 
@@ -338,7 +337,7 @@ def _load_traces(traces: Path | None, limit: int | None, err: Any) -> tuple[list
         found = found[:limit]
     if not found:
         why = f" ({len(skipped)} file(s) skipped, reasons above)" if skipped else ""
-        _fail(f"no trace found under {traces}{why}")
+        fail(f"no trace found under {traces}{why}")
     return found, skipped
 
 
@@ -348,17 +347,17 @@ def _bench_engine(name: str, address: str | None, workers: int | None) -> Engine
 
     if name == "local":
         if address is not None or workers is not None:
-            _fail("--address and --workers are options of --engine ray")
+            fail("--address and --workers are options of --engine ray")
         return LocalEngine()
     if name != "ray":
-        _fail(f"unknown engine {name!r}; known: local, ray")
+        fail(f"unknown engine {name!r}; known: local, ray")
     from benchmarks.ray_engine import RayEngine, import_ray  # noqa: PLC0415
 
     try:
         import_ray()
         return RayEngine(address=address, workers=workers)
     except BudgetError as exc:
-        _fail(str(exc))
+        fail(str(exc))
 
 
 def _generated(n: int, seed: int, traces: Path | None, err: Console) -> list[Trace]:
@@ -366,46 +365,39 @@ def _generated(n: int, seed: int, traces: Path | None, err: Console) -> list[Tra
     from benchmarks.synthetic import generate  # noqa: PLC0415
 
     if traces is not None:
-        _fail("--generate replaces --traces: give one of them")
+        fail("--generate replaces --traces: give one of them")
     with err.status(f"generating {n:,} synthetic sessions (seed {seed})…"):
         return generate(n, seed=seed)
-
-
-def _fail(message: str) -> NoReturn:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(2)
 
 
 def _check_arguments(json_path: Path | None, plots: Path | None, traces: Path | None) -> None:
     """Refuse a missing traces directory and unwritable outputs before anything runs or is said."""
     if traces is not None and not traces.is_dir():
-        _fail(f"traces directory {traces} does not exist or is not a directory")
+        fail(f"traces directory {traces} does not exist or is not a directory")
     if json_path is not None:
         if json_path.is_dir():
-            _fail(f"--json {json_path} is a directory; name a file")
+            fail(f"--json {json_path} is a directory; name a file")
         if not json_path.parent.is_dir():
             # Refused rather than created: a typo in the path should not leave directories behind.
-            _fail(f"--json {json_path}: no directory {json_path.parent} (create it first)")
+            fail(f"--json {json_path}: no directory {json_path.parent} (create it first)")
         # As --plots: a file or directory that takes no write would fail after the whole replay.
         where = json_path if json_path.exists() else json_path.parent
         if not os.access(where, os.W_OK):
-            _fail(f"--json {json_path}: cannot write {where}")
+            fail(f"--json {json_path}: cannot write {where}")
     if plots is not None:
         if plots.exists() and not plots.is_dir():
-            _fail(f"--plots {plots} is a file; name a directory for the PNG charts")
+            fail(f"--plots {plots} is a file; name a directory for the PNG charts")
         # Created if missing: where it would be made must be a directory that takes new files,
         # or the charts fail after the whole replay.
         base = next(p for p in (plots, *plots.parents) if p.exists())
         if not base.is_dir():
-            _fail(f"--plots {plots}: {base} is a file, not a directory")
+            fail(f"--plots {plots}: {base} is a file, not a directory")
         if not os.access(base, os.W_OK | os.X_OK):
-            _fail(f"--plots {plots}: cannot write in {base}")
+            fail(f"--plots {plots}: cannot write in {base}")
         try:
             import matplotlib  # noqa: F401, PLC0415
         except ImportError:
-            _fail(
-                "--plots needs matplotlib: pip install 'toolbudget[bench]' (or matplotlib itself)"
-            )
+            fail("--plots needs matplotlib: pip install 'toolbudget[bench]' (or matplotlib itself)")
 
 
 def _table_console(console_type: type[Console], *, wide: bool) -> Console:
