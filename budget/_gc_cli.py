@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from budget._errors import BudgetError
-from budget._typer import duration, fail
+from budget._typer import duration, fail, writing_stdout
 from spill import FsspecStore, gc_sessions
 from spill._objfs import local_dir
 from spill._sessiondir import LOG_NAME
@@ -48,11 +48,12 @@ def gc(
             removed = [str(p) for p in found]
     except BudgetError as exc:
         fail(str(exc))
-    for path in removed:
-        typer.echo(f"removed {path}")
-    for path, why in skipped:
-        typer.echo(f"skipped {path}: {why}", err=True)
-    typer.echo(f"{len(removed)} session(s) removed, {len(skipped)} skipped")
+    with writing_stdout():
+        for path in removed:
+            typer.echo(f"removed {path}")
+        for path, why in skipped:
+            typer.echo(f"skipped {path}: {why}", err=True)
+        typer.echo(f"{len(removed)} session(s) removed, {len(skipped)} skipped")
     if not removed and not url and (Path(root) / LOG_NAME).is_file():
         # A session's own log: not a root of them.
         typer.echo(f"note: {root} is a session directory; gc takes the one holding it", err=True)

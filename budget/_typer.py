@@ -1,5 +1,6 @@
 """What the command line's parts share: help screens that show no type beside a flag, the
-duration parser, and the one-line error a command exits with.
+duration parser, the one-line error a command exits with, and output that cannot be written
+turned into one.
 
 typer 0.29's rich help prints every option's type, a flag's too (``--wide <bool>``, ``--help
 <bool>``), where its plain help and click's print none: a flag takes no value, so a type there
@@ -9,13 +10,17 @@ give every flag an empty metavar, which the help shows as nothing.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
+import sys
+from collections.abc import Iterator
 from typing import Any, NoReturn
 
 import typer
 from typer.core import TyperCommand, TyperGroup, TyperOption
 
-__all__ = ["FlagCommand", "FlagGroup", "duration", "fail"]
+__all__ = ["FlagCommand", "FlagGroup", "duration", "fail", "writing_stdout"]
 
 
 def _untyped_flags(command: Any, ctx: Any) -> None:
@@ -71,3 +76,27 @@ def fail(message: str) -> NoReturn:
     """Exit 2 after ``error: message`` on standard error: one line, no traceback."""
     typer.echo(f"error: {message}", err=True)
     raise typer.Exit(2)
+
+
+@contextlib.contextmanager
+def writing_stdout() -> Iterator[None]:
+    """Run the block that prints a command's output, then flush it; a write that fails (a full
+    disk, a closed stream) exits 2 with one line saying why, not a traceback."""
+    try:
+        yield
+        if sys.stdout is not None:
+            sys.stdout.flush()
+    except BrokenPipeError:
+        raise  # click's own handling: a reader that stopped early (``| head``) is no error
+    except OSError as exc:
+        _drop_stdout()
+        fail(f"cannot write to standard output: {exc.strerror or exc}")
+
+
+def _drop_stdout() -> None:
+    """Descriptor 1 pointed at the null device: the output still buffered would fail again at
+    exit, where Python prints a traceback of its own."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+        os.close(null)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import sys
@@ -18,7 +19,7 @@ from budget._errors import BudgetError
 from budget._gc_cli import gc
 from budget._readback import ReadBack
 from budget._traces_cli import traces_app
-from budget._typer import FlagGroup, fail
+from budget._typer import FlagGroup, fail, writing_stdout
 from spill._readonly import open_read_only
 
 if TYPE_CHECKING:
@@ -103,7 +104,8 @@ def read(
                 typer.echo(f"note: --offset {offset} is past the end ({total} lines)", err=True)
     except BudgetError as exc:
         fail(str(exc))
-    _write_exactly(text)
+    with writing_stdout():
+        _write_exactly(text)
 
 
 def _write_exactly(text: str) -> None:
@@ -112,6 +114,8 @@ def _write_exactly(text: str) -> None:
     surrogate as its code point's bytes (a JSON string cut in the middle of an emoji holds one),
     where a plain write would raise and print nothing."""
     out = sys.stdout
+    if out is None:  # started with descriptor 1 closed
+        raise OSError(errno.EBADF, "it is closed")
     try:
         out.write(text)
         return
@@ -253,9 +257,10 @@ def bench(
     except BudgetError as exc:
         fail(str(exc))
     paths, failed = written_first(result, json_path, plots)
-    render(result, console, wide=wide)
-    for path in paths:
-        console.print(f"wrote {path}", markup=False)  # a path the user typed, not rich markup
+    with writing_stdout():
+        render(result, console, wide=wide)
+        for path in paths:
+            console.print(f"wrote {path}", markup=False)  # a path the user typed, not markup
     if failed is not None:
         fail(failed)
     _exit_if_ours_failed(result.skipped)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -27,17 +28,26 @@ def entry_point() -> Path:
 
 
 def run_toolbudget(
-    args: list[str], *, cwd: Path, pythonpath: str | None = None, timeout: float = 120
+    args: list[str],
+    *,
+    cwd: Path,
+    pythonpath: str | None = None,
+    timeout: float = 120,
+    stdout: Path | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """``toolbudget ARGS`` in a subprocess; PYTHONPATH as given (else this checkout's root)."""
+    """``toolbudget ARGS`` in a subprocess; PYTHONPATH as given (else this checkout's root);
+    standard output written to ``stdout`` when given (else captured)."""
     repo = Path(__file__).resolve().parents[1]
     env = {**os.environ, "PYTHONPATH": pythonpath if pythonpath is not None else str(repo)}
-    return subprocess.run(
-        [str(entry_point()), *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=cwd,
-        timeout=timeout,
-        check=False,
-    )
+    with contextlib.ExitStack() as stack:
+        out = subprocess.PIPE if stdout is None else stack.enter_context(stdout.open("wb"))
+        return subprocess.run(
+            [str(entry_point()), *args],
+            stdout=out,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=cwd,
+            timeout=timeout,
+            check=False,
+        )

@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 from budget import Budget, __version__
 from budget.cli import app
 from spill import ref_for
+from tests._entry import run_toolbudget
 from tests.strategies import conversation
 
 runner = CliRunner()
@@ -207,3 +208,20 @@ def test_gc_takes_a_file_url_in_its_other_spellings(tmp_path: Path) -> None:
     result = runner.invoke(app, ["gc", f"FILE://{tmp_path}/nope"])
     assert result.exit_code == 2
     assert f"error: no directory at FILE://{tmp_path}/nope" in result.stderr
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full (a disk always full)")
+def test_read_and_gc_on_a_full_disk_say_so_in_one_line(tmp_path: Path) -> None:
+    """``read`` and ``gc`` with standard output on a full disk exit 2 with one line saying so,
+    where they ended on a traceback; gc has still removed the old session."""
+    text = _session_with_spill(tmp_path / "s" / "old")
+    _age(tmp_path / "s" / "old", days=10)
+    read = run_toolbudget(["read", "s/old", ref_for(text)], cwd=tmp_path, stdout=Path("/dev/full"))
+    gc = run_toolbudget(["gc", "s"], cwd=tmp_path, stdout=Path("/dev/full"))
+    for done in (read, gc):
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.endswith(
+            "error: cannot write to standard output: No space left on device\n"
+        )
+        assert "Traceback" not in done.stderr
+    assert not (tmp_path / "s" / "old").exists()

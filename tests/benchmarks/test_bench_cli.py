@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from benchmarks.replay import ROW_KEYS
 from budget.cli import app
+from tests._entry import run_toolbudget
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 CHOSEN = "toolbudget,claude-code,codex"
@@ -339,3 +340,16 @@ def test_bench_names_a_skipped_file_once_however_traces_is_spelled(
     assert len(skipped) == 1, result.stderr
     assert skipped[0].startswith("skipped sub/x.json: unrecognized trace format: not valid JSON")
     assert skipped[0].count("x.json") == 1
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full (a disk always full)")
+def test_bench_on_a_full_disk_says_so_in_one_line_after_writing_the_json(tmp_path: Path) -> None:
+    """bench with its table going to a full disk exits 2 with one line saying so, where it ended
+    on a traceback; the JSON, written first, is whole."""
+    out = tmp_path / "r.json"
+    args = ["bench", "--generate", "1", "--strategies", "none", "--json", str(out)]
+    done = run_toolbudget(args, cwd=tmp_path, stdout=Path("/dev/full"))
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.endswith("error: cannot write to standard output: No space left on device\n")
+    assert "Traceback" not in done.stderr
+    assert orjson.loads(out.read_bytes())["summary"]
