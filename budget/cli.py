@@ -166,7 +166,11 @@ _Plots = Annotated[
 ]
 _Limit = Annotated[
     int | None,
-    typer.Option("--limit", min=1, help="Replay only the first N traces (sorted by path)."),
+    typer.Option(
+        "--limit",
+        min=1,
+        help="Replay only the first N traces (sorted by path; of --generate's, the first N).",
+    ),
 ]
 _Wide = Annotated[
     bool,
@@ -242,7 +246,7 @@ def bench(
     skipped: list[Any] = []
     try:
         if generate is not None:
-            found = _generated(generate, seed, traces, err)
+            found = _generated(generate, seed, traces, limit, err)
         else:
             found, skipped = _load_traces(traces, limit, err)
         result = run_bench(
@@ -365,12 +369,16 @@ def _bench_engine(name: str, address: str | None, workers: int | None) -> Engine
         fail(str(exc))
 
 
-def _generated(n: int, seed: int, traces: Path | None, err: Console) -> list[Trace]:
+def _generated(
+    n: int, seed: int, traces: Path | None, limit: int | None, err: Console
+) -> list[Trace]:
     """``--generate N``: the synthetic corpus of ``seed`` (:mod:`benchmarks.synthetic`)."""
     from benchmarks.synthetic import generate  # noqa: PLC0415
 
     if traces is not None:
         fail("--generate replaces --traces: give one of them")
+    if limit is not None:
+        n = min(n, limit)  # the corpus's first sessions: generate(n) is a prefix of a larger one
     with err.status(f"generating {n:,} synthetic sessions (seed {seed})…"):
         return generate(n, seed=seed)
 

@@ -160,6 +160,15 @@ def test_bench_refuses_unknown_strategies_and_missing_traces(tmp_path: Path) -> 
     assert "absent" in result.output
 
 
+def test_bench_limit_takes_the_first_generated_traces() -> None:
+    """``--generate 2 --limit 1`` replays one trace, where --limit was ignored and both ran."""
+    result = CliRunner().invoke(
+        app, ["bench", "--generate", "2", "--limit", "1", "--strategies", "none"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "All traces (1)" in result.stdout
+
+
 def _traces(tmp_path: Path) -> Path:
     """A traces directory with two small Anthropic traces."""
     traces = tmp_path / "traces"
