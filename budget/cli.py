@@ -248,7 +248,7 @@ def bench(
         if generate is not None:
             found = _generated(generate, seed, traces, limit, err)
         else:
-            found, skipped = _load_traces(traces, limit, err)
+            found, skipped = _load_traces(traces, limit, json_path, err)
         result = run_bench(
             found,
             names,
@@ -327,8 +327,11 @@ def _runnable(names: list[str]) -> list[str]:
     return runnable
 
 
-def _load_traces(traces: Path | None, limit: int | None, err: Any) -> tuple[list[Any], list[Any]]:
-    """(the traces to replay, the files skipped): recorded here without ``--traces``."""
+def _load_traces(
+    traces: Path | None, limit: int | None, json_path: Path | None, err: Any
+) -> tuple[list[Any], list[Any]]:
+    """(the traces to replay, the files skipped): recorded here without ``--traces``; exits
+    when ``--json`` names one of those traces' files (the JSON would overwrite it)."""
     from benchmarks.importers import load_dir  # noqa: PLC0415
     from benchmarks.recorder import record_builtin  # noqa: PLC0415
 
@@ -338,6 +341,11 @@ def _load_traces(traces: Path | None, limit: int | None, err: Any) -> tuple[list
             found = record_builtin()
     else:
         found, skipped = load_dir(traces)
+        if json_path is not None and json_path.exists():
+            clobbered = next((t for t in found if json_path.samefile(traces / t.path)), None)
+            if clobbered is not None:
+                where = f"the trace {clobbered.path} under --traces"
+                fail(f"--json {json_path} is {where}; name another file")
     for s in skipped:
         # Most reasons name their file first (the JSON keeps them whole): once is enough here.
         why = s.reason if traces is None else s.reason.removeprefix(f"{traces / s.path}: ")

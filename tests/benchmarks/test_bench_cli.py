@@ -178,6 +178,18 @@ def _traces(tmp_path: Path) -> Path:
     return traces
 
 
+def test_bench_refuses_a_json_path_that_is_one_of_its_traces(tmp_path: Path) -> None:
+    """``--json`` naming a trace file under ``--traces`` exits 2 before the replay and leaves the
+    trace as it was, where the figures overwrote the recording."""
+    traces = _traces(tmp_path)
+    before = (traces / "b.json").read_bytes()
+    args = ["bench", "--traces", str(traces), "--strategies", "none"]
+    result = CliRunner().invoke(app, [*args, "--json", str(traces / "b.json")])
+    assert result.exit_code == 2, result.output
+    assert f"error: --json {traces / 'b.json'} is the trace b.json under --traces" in result.stderr
+    assert (traces / "b.json").read_bytes() == before
+
+
 def test_bench_refuses_unwritable_outputs_before_the_replay(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
