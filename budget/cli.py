@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import errno
+import functools
 import logging
 import os
 import sys
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TextIO, cast
@@ -432,4 +434,16 @@ def _table_console(console_type: type[Console], *, wide: bool) -> Console:
 
 def main() -> None:
     """Entry point of the ``toolbudget`` console script."""
+    # A warning the user can act on (TOOLBUDGET_X names no setting) is one line, once: not
+    # Python's file, line and source of the library code that noticed it, once per caller.
+    warnings.showwarning = _warning_line
     app()
+
+
+def _warning_line(message: Warning | str, *_where: object, **_kw: object) -> None:
+    _warn_once(str(message))
+
+
+@functools.cache  # once per text: the libraries' own filters can outrank a "once" filter
+def _warn_once(text: str) -> None:
+    typer.echo(f"warning: {text}", err=True)

@@ -34,11 +34,13 @@ def run_toolbudget(
     pythonpath: str | None = None,
     timeout: float = 120,
     stdout: Path | None = None,
+    env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """``toolbudget ARGS`` in a subprocess; PYTHONPATH as given (else this checkout's root);
-    standard output written to ``stdout`` when given (else captured)."""
+    standard output written to ``stdout`` when given (else captured); ``env`` added."""
     repo = Path(__file__).resolve().parents[1]
-    env = {**os.environ, "PYTHONPATH": pythonpath if pythonpath is not None else str(repo)}
+    path = pythonpath if pythonpath is not None else str(repo)
+    env = {**os.environ, "PYTHONPATH": path, **(env or {})}
     with contextlib.ExitStack() as stack:
         out = subprocess.PIPE if stdout is None else stack.enter_context(stdout.open("wb"))
         return subprocess.run(

@@ -225,3 +225,19 @@ def test_read_and_gc_on_a_full_disk_say_so_in_one_line(tmp_path: Path) -> None:
         )
         assert "Traceback" not in done.stderr
     assert not (tmp_path / "s" / "old").exists()
+
+
+def test_a_variable_naming_no_setting_is_one_warning_line(tmp_path: Path) -> None:
+    """``TOOLBUDGET_NOPE=1 toolbudget read`` warns in one line naming the variable, where Python
+    printed the library's file, line number and source line."""
+    text = _session_with_spill(tmp_path / "s")
+    done = run_toolbudget(
+        ["read", "s", ref_for(text), "--limit", "1"], cwd=tmp_path, env={"TOOLBUDGET_NOPE": "1"}
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == "warning: TOOLBUDGET_NOPE names no toolbudget setting\n"
+    # bench reads the settings in two places (the strategy, the previews): still one line.
+    bench = ["bench", "--generate", "1", "--strategies", "toolbudget"]
+    done = run_toolbudget(bench, cwd=tmp_path, env={"TOOLBUDGET_NOPE": "1"})
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.count("TOOLBUDGET_NOPE") == 1, done.stderr
