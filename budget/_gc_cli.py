@@ -25,7 +25,11 @@ def gc(
     ],
     older_than: Annotated[str, typer.Option(help="Age, like 12h or 7d.")] = "7d",
 ) -> None:
-    """Remove session directories not used for a while (locked ones are left alone)."""
+    """Remove session directories not used for a while (locked ones are left alone).
+
+    Object storage has no lock to say a session is open: there (s3://...) age alone decides, so
+    give --older-than longer than any pause of a live agent.
+    """
     age = duration(older_than)
     url = "://" in root
     skipped: list[tuple[str, str]] = []

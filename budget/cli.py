@@ -84,7 +84,7 @@ def read(
     ref: Annotated[str, typer.Argument(help="The ref named in the envelope.")],
     offset: Annotated[int, typer.Option(help="Lines to skip.")] = 0,
     limit: Annotated[int | None, typer.Option(help="Most lines to print.")] = None,
-    grep: Annotated[str | None, typer.Option(help="Only lines matching this pattern.")] = None,
+    grep: Annotated[str | None, typer.Option(help="Only lines matching this regex.")] = None,
 ) -> None:
     """Print a spilled output (or some of its lines) exactly as the tool produced it.
 

@@ -241,3 +241,12 @@ def test_a_variable_naming_no_setting_is_one_warning_line(tmp_path: Path) -> Non
     done = run_toolbudget(bench, cwd=tmp_path, env={"TOOLBUDGET_NOPE": "1"})
     assert done.returncode == 0, done.stderr
     assert done.stderr.count("TOOLBUDGET_NOPE") == 1, done.stderr
+
+
+def test_help_says_grep_is_a_regular_expression_and_object_storage_has_no_lock() -> None:
+    """read --help calls --grep a regex (a '[' in it is an error), and gc --help says
+    age alone decides on object storage, where it promised only that locked sessions stay."""
+    read = runner.invoke(app, ["read", "--help"], env={"COLUMNS": "200"})
+    assert "Only lines matching this regex." in read.stdout
+    gc = runner.invoke(app, ["gc", "--help"], env={"COLUMNS": "200"})
+    assert "there (s3://...) age alone decides" in " ".join(gc.stdout.split())
