@@ -70,9 +70,11 @@ def checked_url(url: object, what: str) -> str:
     would strip to ``s3:``, a relative local path."""
     if not isinstance(url, str) or not URL_RE.match(url):
         raise ConfigError(f"{what} needs a URL with a scheme (s3://...), got {url!r}")
-    if not url.split("://", 1)[1].strip("/"):
+    scheme, rest = url.split("://", 1)
+    if not rest.strip("/"):
         raise ConfigError(f"{what} needs a location after the scheme, got {url!r}")
-    return url.rstrip("/")
+    # A scheme is case-insensitive (RFC 3986, 3.1); fsspec's registry knows the lowercase one.
+    return f"{scheme.lower()}://{rest}".rstrip("/")
 
 
 def filesystem(url: str, storage_options: Mapping[str, Any]) -> tuple[Any, str]:

@@ -190,3 +190,14 @@ def test_a_file_url_collects_local_session_directories_as_gc_sessions_does(tmp_p
         (f"file://{fresh}", "used 12h ago"),
         (f"file://{held}", "open in another process (locked)"),
     ]
+
+
+def test_a_url_scheme_in_capitals_is_the_same_scheme(tmp_path: Path) -> None:
+    """``FILE://`` names the ``file://`` filesystem (a scheme is case-insensitive), where fsspec
+    said "Protocol not known: FILE" for a directory that exists."""
+    from spill import FsspecStore
+
+    now = time.time()
+    old = make_session(tmp_path / "old", age_s=3 * DAY, now=now)
+    removed = FsspecStore.gc_sessions(f"FILE://{tmp_path}", older_than_s=DAY, now=now)
+    assert removed == [f"file://{old}"] and not old.exists()
