@@ -122,10 +122,25 @@ class Outcome:
 
     @staticmethod
     def first_decided(
-        made: Mapping[str, Decision], by_id: Mapping[str, ToolResult], length: int
+        made: Mapping[str, Decision],
+        by_id: Mapping[str, ToolResult],
+        length: int,
+        fresh: list[ToolResult],
     ) -> int:
-        """The first message a decision of this request is about (``length`` when none)."""
-        return min((by_id[c].msg_index for c in made), default=length)
+        """The first message a decision of this request shows changed (``length`` when none).
+
+        A trim the store refused (``kept_unspillable`` for a result decided before, not a fresh
+        one) shows the result whole, as the last copy did: it changes no message.
+        """
+        new = {r.call_id for r in fresh}
+        return min(
+            (
+                by_id[c].msg_index
+                for c, d in made.items()
+                if d.kind != "kept_unspillable" or c in new
+            ),
+            default=length,
+        )
 
     @staticmethod
     def timed(copy: list[Any], report: Mapping[str, Any], started: float) -> Prepared:

@@ -108,7 +108,7 @@ class Pipeline:
             p.copies.sync_markers(messages, scan.rescan, fmt)
             since = p.tally.last_n
             p.tally.last_at, p.tally.last_n, p.tally.last_f = now, len(messages), fingerprint
-            first = outcome.first_decided(made, by_id, len(messages))
+            first = outcome.first_decided(made, by_id, len(messages), scan.fresh)
             redone = (scan, prev_len, before, first)
             report = outcome.report(turn, made, reports, since, redone, fmt.name)
             copy = list(p.copies.outputs)
