@@ -236,8 +236,8 @@ class Odd:
 @st.composite
 def odd_histories(draw: st.DrawFn, fmt: str | None = None, max_rounds: int = 6) -> Odd:
     """A history in one format under bounded settings: rounds of 1-3 calls whose ids may repeat
-    an earlier round's, answered in any order (at times a result sent before its round's calls),
-    with user turns between; requests after each round."""
+    an earlier round's, answered in any order (at times a result sent before its round's calls,
+    or a call left unanswered), with user turns between; requests after each round."""
     fmt = fmt or draw(st.sampled_from(FORMATS))
     cfg = draw(bounded_configs())
     msgs = opening(fmt)
@@ -252,6 +252,8 @@ def odd_histories(draw: st.DrawFn, fmt: str | None = None, max_rounds: int = 6) 
         tools = [draw(st.sampled_from(["bash", "read", "grep"])) for _ in ids]
         res = draw(results_of(cfg, ids, tools))
         order = draw(st.permutations(range(k)))
+        if draw(st.integers(0, 9)) == 0:
+            order = order[1:]  # a call left unanswered (interrupted), its round going on
         text = draw(st.sampled_from(["", "Working.", "😀\r\n"]))
         block = ROUNDS[fmt](list(zip(ids, tools, strict=True)), [res[i] for i in order], text)
         if draw(st.integers(0, 9)) == 0:
