@@ -39,7 +39,8 @@ FULL_EXAMPLES: Final = 100
 """Examples per property test in the full lane: hypothesis's default."""
 HUNT_EXAMPLES: Final = 5000
 """Examples per property test of a longer hunt (``--hypothesis-profile=hunt``): the tests that
-take the loaded profile's count when it is larger than their own (:func:`at_least`)."""
+take the loaded profile's count when it is larger than their own (:func:`at_least`,
+:func:`examples`)."""
 FAST_EXAMPLES: Final = 20
 """Examples per property test in the fast lane: a fifth, still enough to catch a broken invariant
 on the next full run at the latest."""
@@ -53,9 +54,12 @@ def register_profiles() -> None:
 
 
 def scaled(full: int, profile_examples: int) -> int:
-    """``full`` under a profile of :data:`FULL_EXAMPLES` or more; the same share of a smaller
-    profile's count, at least 10."""
-    if profile_examples >= FULL_EXAMPLES:
+    """``full`` under the full lane's profile; the larger of the two under a larger one (a hunt:
+    ``--hypothesis-profile=hunt`` runs every property test it selects that hard); the same share
+    of a smaller profile's count, at least 10."""
+    if profile_examples > FULL_EXAMPLES:
+        return max(full, profile_examples)
+    if profile_examples == FULL_EXAMPLES:
         return full
     return max(_FLOOR, full * profile_examples // FULL_EXAMPLES)
 

@@ -47,6 +47,13 @@ def test_fast_profile_runs_a_fifth_of_each_property_tests_examples() -> None:
     assert scaled(15, FAST_EXAMPLES) == 10
 
 
+def test_the_hunt_profile_runs_every_property_test_at_least_its_count() -> None:
+    """Under ``--hypothesis-profile=hunt`` a property test written for 60 or 300 examples runs
+    the hunt's 5,000 (it ran its own count, the hunt reaching only the fuzz tests)."""
+    assert scaled(60, HUNT_EXAMPLES) == HUNT_EXAMPLES
+    assert scaled(9_000, HUNT_EXAMPLES) == 9_000
+
+
 def test_the_hunt_profile_raises_the_fuzz_tests_examples_and_no_setting_warns() -> None:
     """``--hypothesis-profile=hunt`` gives the full-lane-only fuzz tests its 5,000 examples
     (their own 150 otherwise), with no ``TOOLBUDGET_*`` variable a session would warn about."""

@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from budget import Budget, BudgetConfig
+from tests._lanes import examples
 from tests.strategies import chat_conversations, conversations, text_of
 
 pytestmark = pytest.mark.slow  # large hypothesis runs over whole conversations
@@ -27,7 +28,9 @@ CFG = BudgetConfig(
     min_reclaim_tokens=60,
     fsync=False,
 )
-PROPS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+PROPS = settings(
+    max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 
 
 def _shape(msgs: list[dict[str, Any]]) -> list[Any]:
