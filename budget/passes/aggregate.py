@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from budget._envelope import EMPTY_TEXT
 from budget._ledger import Decision
 from budget._view import ToolResult
 from budget.passes._context import PassContext, spill
@@ -45,5 +46,6 @@ def aggregate(ctx: PassContext) -> list[Decision]:
 def _shown_size(ctx: PassContext, result: ToolResult) -> int:
     decided = ctx.decided.get(result.call_id)
     if decided is None:
-        return result.size
+        # An empty result is shown as EMPTY_TEXT: those characters are in the group too.
+        return result.size or len(EMPTY_TEXT)
     return decided.shown_chars() + result.extra_chars

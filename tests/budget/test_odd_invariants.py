@@ -284,3 +284,19 @@ def test_a_resumed_session_whose_trim_the_store_refused_reports_its_prefix_stabl
             assert req.report.decisions[0].kind == "kept_unspillable"
             assert dumped(req.messages[: len(first)]) == dumped(first)
             assert req.report.prefix_stable
+
+
+def test_a_group_counts_an_empty_result_as_the_text_it_shows(tmp_path: Path) -> None:
+    """An empty result shows ``(no output)``: a group that fits only without those characters is
+    over its budget, and its largest result is spilled (found by the odd-history property)."""
+    cfg = BudgetConfig(result_cap=3_000, preview_chars=1, group_budget=6_000, fsync=False)
+    calls = [(f"c{j}", "bash") for j in range(3)]
+    texts = ["", "a\n" * 1_499 + "a", "b\n" * 1_499 + "b"]  # 0 + 2,999 + 2,999 characters
+    res = [
+        Result(cid, "bash", (t,), "str", False) for (cid, _), t in zip(calls, texts, strict=True)
+    ]
+    msgs = opening("anthropic") + anthropic_round(calls, res, "")
+    with Budget.open(tmp_path / "s", cfg) as b:
+        shown = results("anthropic", b.prepare(msgs, now=0).messages)
+    assert shown[0][2] == EMPTY_TEXT
+    assert sum(len(text) for _, _, text, _ in shown) <= cfg.group_budget
