@@ -256,8 +256,11 @@ def test_odd_histories_keep_every_invariant(case: Odd) -> None:
             # are results of their own there, whose stubs may reclaim what the originals' did
             # not (last: passing a copy back, then the history again, decides each changed
             # result anew, docs/events.md).
+            # With include_path a stub naming its body's file is no envelope the session knows
+            # as its own: it may be spilled again (edge-cases.md, known limits).
             again = resumed.prepare(json.loads(last), now=end)
-            assert dumped(again.messages) == last or again.report.staleness_ran
+            same = dumped(again.messages) == last
+            assert same or again.report.staleness_ran or cfg.include_path
 
 
 def test_a_resumed_session_whose_trim_the_store_refused_reports_its_prefix_stable(
