@@ -162,3 +162,10 @@ def test_the_sdks_kept_on_one_worker_are_among_the_heavy_imports() -> None:
     """Every package of ``SDK_PACKAGES`` is one of the heavy imports no test module may import at
     its top (``HEAVY_SDKS``)."""
     assert SDK_PACKAGES <= HEAVY_SDKS
+
+
+@pytest.mark.parametrize("name", ["default", "fast", "hunt"])
+def test_no_profile_times_an_example(name: str) -> None:
+    """Every lane's profile runs examples without hypothesis's 200 ms deadline: on a loaded
+    2-core machine a whole session's example can take longer, and a timed unit test is flaky."""
+    assert settings.get_profile(name).deadline is None
