@@ -22,6 +22,7 @@ from spill._logger import Events, get_logger
 __all__ = [
     "REF_LEN",
     "REF_RE",
+    "STORE_METHODS",
     "LogRecord",
     "PutResult",
     "Store",
@@ -30,6 +31,7 @@ __all__ = [
     "check_seconds",
     "encode_text",
     "events",
+    "is_store",
     "ref_for",
     "validate_ref",
 ]
@@ -183,6 +185,33 @@ class Store(Protocol):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None: ...
+
+
+STORE_METHODS: Final = (
+    "put",
+    "put_many",
+    "get",
+    "has",
+    "path_of",
+    "append_log",
+    "read_log",
+    "read_meta",
+    "write_meta",
+    "close",
+    "__enter__",
+    "__exit__",
+)
+"""The methods of :class:`Store`, which :func:`is_store` looks for."""
+
+
+def is_store(obj: object) -> bool:
+    """Whether ``obj`` has every :class:`Store` method, each looked up as a call to it would be.
+
+    Not ``isinstance(obj, Store)``: from Python 3.12 a runtime protocol check looks attributes up
+    with ``inspect.getattr_static``, which never runs ``__getattr__``, so a wrapper that delegates
+    to a store through it (logging, metrics) would be a store on 3.11 and not on 3.12 and later.
+    """
+    return all(callable(getattr(obj, name, None)) for name in STORE_METHODS)
 
 
 class StoreBase:

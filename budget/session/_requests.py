@@ -31,6 +31,7 @@ from budget.session._records import NOTE, timestamp
 from budget.tokens._overflow import overflow_limit
 from budget.tokens._tokens import TokenizerProfile, estimate_tokens, tokenizer_profile
 from spill import FsspecStore, LocalStore, Store
+from spill._store import is_store
 
 __all__ = ["Requests", "open_store"]
 
@@ -49,7 +50,7 @@ def check_arguments(store: object, summarizer: object) -> None:
     """Refuse, as an InputError naming it, a store or summarizer ``Budget`` cannot use: each would
     otherwise be an AttributeError or TypeError at its first use (a path given for a store, as
     ``Budget.open`` takes, or a model's name for a summarizer)."""
-    if not isinstance(store, Store):
+    if not is_store(store):
         raise InputError(
             f"store must be a spill store (LocalStore, FsspecStore, MemoryStore), not "
             f"{type(store).__name__}; open a session directory with Budget.open(path)"

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import copy
+import inspect
 import os
 import stat
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from budget import Budget, InputError, RefError
-from spill import ref_for
+from spill import LocalStore, Store, ref_for
+from spill._store import STORE_METHODS
 from tests.strategies import SMALL as FAST
 from tests.strategies import assistant, big, conversation, image_block, results
 
@@ -323,3 +326,50 @@ def test_report_spilled_counts_the_copy_while_decisions_cover_this_request(
         two = session.prepare([*first, {"role": "assistant", "content": "done"}], now=1).report
     assert (one.spilled, one.spilled_now, len(one.decisions)) == (1, 1, 1)
     assert (two.spilled, two.spilled_now, two.decisions) == (1, 0, ())
+
+
+class _CountingStore:
+    """A user's metrics wrapper: counts each store call and delegates it through __getattr__."""
+
+    def __init__(self, inner: LocalStore) -> None:
+        self.inner = inner
+        self.calls: Counter[str] = Counter()
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.inner, name)
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self.calls[name] += 1
+            return method(*args, **kwargs)
+
+        return counted if callable(method) else method
+
+
+def test_a_store_wrapper_that_delegates_through_getattr_is_a_store_on_every_python(
+    tmp_path: Path,
+) -> None:
+    """A wrapper whose store methods come from __getattr__ is accepted (Python 3.12 and later
+    check runtime protocols without __getattr__), and the session runs through it."""
+    store = _CountingStore(LocalStore(tmp_path / "s"))
+    text = big(300)
+    with Budget(store, SMALL) as b:
+        out = b.prepare(conversation([[text]])).messages
+        assert ref_for(text) in shown(out, "call_0_0")
+        assert b.read(ref_for(text)) == text
+    assert store.calls["put_many"] + store.calls["put"] >= 1
+    assert store.calls["close"] == 1
+
+
+@pytest.mark.parametrize("store", ["sessions/abc", object(), None])
+def test_a_store_that_is_not_one_is_an_input_error(store: object) -> None:
+    """A path, or any object without the store methods, is an InputError naming its type."""
+    with pytest.raises(
+        InputError, match=r"^store must be a spill store .* not (str|object|NoneType)"
+    ):
+        Budget(store)  # type: ignore[arg-type]
+
+
+def test_the_store_check_looks_for_every_method_of_the_store_protocol() -> None:
+    """STORE_METHODS names exactly the methods the Store protocol declares."""
+    declared = {n for n, v in vars(Store).items() if inspect.isfunction(v)}
+    assert set(STORE_METHODS) == declared - {"__init__", "__subclasshook__"}
