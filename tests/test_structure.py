@@ -161,3 +161,23 @@ def test_no_class_of_budget_or_spill_inherits_state_from_another() -> None:
     }
     assert inheriting == {k: v for k, v in INHERITING.items() if k in inheriting}, inheriting
     assert set(inheriting) <= set(INHERITING), set(inheriting) - set(INHERITING)
+
+
+def test_no_docstring_holds_a_character_utf8_cannot_encode() -> None:
+    """No docstring of the project or its tests holds a lone surrogate: from Python 3.13 the
+    compiler encodes each docstring to UTF-8 to dedent it, so such a module cannot be imported
+    (python/cpython#142411); write the escape with a doubled backslash instead."""
+    bad = []
+    for package in ("toolbudget", "budget", "spill", "benchmarks", "tests"):
+        for path in sorted((REPO / package).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if not isinstance(
+                    node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef
+                ):
+                    continue
+                doc = ast.get_docstring(node, clean=False)
+                try:
+                    (doc or "").encode("utf-8")
+                except UnicodeEncodeError:
+                    bad.append(f"{_rel(path)}:{getattr(node, 'lineno', 1)}")
+    assert not bad, f"docstrings with a lone surrogate: {bad}"

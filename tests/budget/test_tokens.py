@@ -117,7 +117,7 @@ def test_lone_surrogates_do_not_fail() -> None:
     """A lone surrogate (from broken decoding) counts as the 3-byte character its bytes make.
 
     Encoded with surrogatepass, U+D800 is ED A0 80: a character of the U+3000-U+FFFF class
-    (14/11). "ok \ud800 ok": 4 letters (12) + 2 spaces (2) + 14 = 28 units -> 2.5 -> 3 tokens,
+    (14/11). "ok \\ud800 ok": 4 letters (12) + 2 spaces (2) + 14 = 28 units -> 2.5 -> 3 tokens,
     exactly as "ok 가 ok" (U+AC00, the same class).
     """
     text = "ok \ud800 ok"
