@@ -271,10 +271,8 @@ def test_a_directory_of_only_bad_files_is_one_line_of_error(
     assert out.stderr.strip().splitlines()[-1].startswith("error: ")
 
 
-def test_a_trace_no_strategy_can_encode_is_skipped_at_import(
-    shared_traces: Path, tmp_path: Path
-) -> None:
-    """A tool input nested past the encoders' depth is the file's skip reason, not a traceback."""
+def _deep_file(shared_traces: Path, folder: Path, depth: int) -> None:
+    """The claude-code recording with its first tool input nested ``depth`` levels deep."""
     lines = _claude_lines(shared_traces)
     block = next(
         b
@@ -283,17 +281,40 @@ def test_a_trace_no_strategy_can_encode_is_skipped_at_import(
         for b in x["message"].get("content") or []
         if isinstance(b, dict) and b.get("type") == "tool_use"
     )
-    block["input"] = _deep(1015)  # orjson's parser takes 1,024 levels; no encoder here goes so deep
+    block["input"] = _deep(depth)
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(10_000)  # only to write the file
     try:
         data = "".join(json.dumps(x) + "\n" for x in lines)
     finally:
         sys.setrecursionlimit(limit)
-    (tmp_path / "deep.jsonl").write_text(data, encoding="utf-8")
+    (folder / "deep.jsonl").write_text(data, encoding="utf-8")
+
+
+def test_a_trace_no_strategy_can_encode_is_skipped_at_import(
+    shared_traces: Path, tmp_path: Path
+) -> None:
+    """A tool input nested past the replay's recursion is the file's skip reason, not a traceback,
+    on every Python (3.12's JSON encoder goes deeper than 3.11's, the replay's recursion does not)."""
+    _deep_file(shared_traces, tmp_path, 1015)  # orjson's parser takes 1,024 levels
     traces, skipped = load_dir(tmp_path)
     assert traces == []
-    assert "cannot be encoded for the replay" in skipped[0].reason
+    assert "cannot be encoded for the replay: they nest 1020 levels deep" in skipped[0].reason
+
+
+def test_the_nesting_a_trace_may_have_follows_the_recursion_limit(
+    shared_traces: Path, tmp_path: Path
+) -> None:
+    """With the interpreter's recursion limit raised, the same 1,015-deep trace loads."""
+    _deep_file(shared_traces, tmp_path, 1015)
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(2_000)
+    try:
+        traces, skipped = load_dir(tmp_path)
+    finally:
+        sys.setrecursionlimit(limit)
+    assert skipped == []
+    assert [t.path for t in traces] == ["deep.jsonl"]
 
 
 def test_a_replay_that_fails_leaves_its_trace_out_of_every_strategy(tmp_path: Path) -> None:
