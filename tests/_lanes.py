@@ -15,7 +15,7 @@ from __future__ import annotations
 import sys
 from typing import Final
 
-from hypothesis import settings
+from hypothesis import HealthCheck, settings
 from xdist.scheduler import LoadScopeScheduling
 
 __all__ = [
@@ -49,12 +49,14 @@ _FLOOR: Final = 10
 
 def register_profiles() -> None:
     """Register the ``fast`` and ``hunt`` profiles (loaded by ``--hypothesis-profile=NAME``) and
-    load the default one, all three without hypothesis's 200 ms deadline per example: speed is
-    measured side by side in ``benchmarks/``, and on a loaded 2-core machine an example of a
-    whole session's requests can take longer without anything being wrong."""
-    settings.register_profile("default", deadline=None)
-    settings.register_profile("fast", max_examples=FAST_EXAMPLES, deadline=None)
-    settings.register_profile("hunt", max_examples=HUNT_EXAMPLES, deadline=None)
+    load the default one, all three without hypothesis's 200 ms deadline per example nor its
+    "too slow" check of the data drawn: speed is measured side by side in ``benchmarks/``, and on
+    a loaded 2-core machine an example of a whole session's requests can take longer without
+    anything being wrong."""
+    untimed = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    settings.register_profile("default", untimed)
+    settings.register_profile("fast", untimed, max_examples=FAST_EXAMPLES)
+    settings.register_profile("hunt", untimed, max_examples=HUNT_EXAMPLES)
     settings.load_profile("default")
 
 
