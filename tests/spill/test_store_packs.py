@@ -200,15 +200,22 @@ def test_a_pack_cut_short_keeps_the_bodies_before_the_cut(
         assert reader.get(refs[5]) == TEXTS[5] and reader.get(refs[35]) == TEXTS[35]
 
 
-def test_a_packed_body_whose_bytes_changed_is_reported_corrupt(tmp_path: Path) -> None:
-    """A byte flipped inside a packed body is caught by the ref's hash on read: StoreError
-    naming the corruption, never the changed text."""
-    path = tmp_path / "s"
+def _flipped_last_body(path: Path) -> tuple[list[str], Path]:
+    """A packed session at ``path`` whose last body has one byte flipped in its pack: its refs
+    and that pack."""
     refs = _packed_session(path)
     pack = _packs(path)[0]
     data = bytearray(pack.read_bytes())
     data[-5] ^= 0x01
     pack.write_bytes(bytes(data))
+    return refs, pack
+
+
+def test_a_packed_body_whose_bytes_changed_is_reported_corrupt(tmp_path: Path) -> None:
+    """A byte flipped inside a packed body is caught by the ref's hash on read: StoreError
+    naming the corruption, never the changed text."""
+    path = tmp_path / "s"
+    refs, _ = _flipped_last_body(path)
     with LocalStore(path) as store, pytest.raises(StoreError, match="corrupt"):
         store.get(refs[-1])
 
@@ -219,11 +226,7 @@ def test_a_corrupt_packed_body_is_reported_in_its_pack_not_in_a_file_that_does_n
     """The StoreError for a damaged packed body names the pack file holding it, in the live and
     the read-only store, never the body file path where nothing is stored."""
     path = tmp_path / "s"
-    refs = _packed_session(path)
-    pack = _packs(path)[0]
-    data = bytearray(pack.read_bytes())
-    data[-5] ^= 0x01
-    pack.write_bytes(bytes(data))
+    refs, pack = _flipped_last_body(path)
     shown = f"{refs[-1]} in bodies/{pack.name}"
     with LocalStore(path) as store, pytest.raises(StoreError, match=shown) as live:
         store.get(refs[-1])
